@@ -1,0 +1,629 @@
+"""RocketMQ's ConfigManager files under ``<storePathRootDir>/config`` in their on-disk form.
+
+``consumerOffset.json``, ``topics.json``, ``subscriptionGroup.json`` and ``delayOffset.json`` are
+fastjson dumps of broker objects, and a store directory must move between RocketMQ 4.9.8 and
+RocketStore in both directions. Two RocketMQ habits shape this module:
+
+* fastjson writes ``Map<Integer, Long>`` keys unquoted (``{"t@g":{0:12,1:5}}``), which strict JSON
+  parsers reject; ``parse_fastjson`` accepts that. We write standard JSON (quoted keys), which
+  fastjson reads back into the same integer-keyed maps.
+* RocketMQ writes ``X.tmp``, copies ``X`` to ``X.bak``, deletes ``X`` and renames, without fsync,
+  and on load falls back to ``X.bak``. We keep the order and the backup but fsync each step and
+  rename atomically over ``X``; and where RocketMQ would start empty after failing to read both
+  files, we raise, because an empty offset table silently rewinds every consumer.
+"""
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
+
+__all__ = [
+    "PERM_INHERIT",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "ConfigFileError",
+    "ConfigManager",
+    "ConsumerOffsetManager",
+    "DataVersion",
+    "DelayOffsetManager",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupManager",
+    "TopicConfig",
+    "TopicConfigManager",
+    "TopicFilterType",
+    "parse_fastjson",
+    "read_config_file",
+    "write_config_file",
+]
+
+log = logging.getLogger(__name__)
+
+# RocketMQ's PermName bits for TopicConfig.perm.
+PERM_PRIORITY: Final = 0x8
+PERM_READ: Final = 0x4
+PERM_WRITE: Final = 0x2
+PERM_INHERIT: Final = 0x1
+
+_TOPIC_GROUP_SEPARATOR: Final = "@"
+_INT_KEY_RE: Final = re.compile(r"-?[0-9]+")
+
+T = TypeVar("T")
+
+
+class ConfigFileError(Exception):
+    """A config file and its backup are both unusable; names the file so an operator can act."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot load {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+# -- fastjson text -----------------------------------------------------------------------------
+
+_NUMBER_START: Final = frozenset("-0123456789")
+_NUMBER_CHARS: Final = frozenset("-+.eE0123456789")
+_JSON_BLANKS: Final = frozenset(" \t\r\n")
+
+
+def parse_fastjson(text: str) -> Any:
+    """Parse JSON as fastjson writes it: standard JSON plus bare integer object keys."""
+    try:
+        return json.loads(text)  # our own files and most of RocketMQ's: no rewriting needed
+    except json.JSONDecodeError:
+        return json.loads(_quote_bare_integer_keys(text))
+
+
+def _quote_bare_integer_keys(text: str) -> str:
+    """Quote integer tokens that sit in object-key position, leaving string contents alone.
+
+    A small tokenizer rather than a regex: string literals are copied whole (escapes included),
+    so text such as ``"topic{1:x"`` inside a name is never touched. A number is a key when the
+    previous significant character is ``{`` or ``,`` and the next one is ``:``.
+    """
+    out: list[str] = []
+    previous = ""  # last significant character outside string literals
+    i, end = 0, len(text)
+    while i < end:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < end and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, end)
+            out.append(text[i:j])
+            previous, i = '"', j
+        elif ch in _NUMBER_START:
+            j = i + 1
+            while j < end and text[j] in _NUMBER_CHARS:
+                j += 1
+            token = text[i:j]
+            k = j
+            while k < end and text[k] in _JSON_BLANKS:
+                k += 1
+            is_key = previous in ("{", ",") and k < end and text[k] == ":"
+            out.append(f'"{token}"' if is_key and _INT_KEY_RE.fullmatch(token) else token)
+            previous, i = token[-1], j
+        else:
+            out.append(ch)
+            if ch not in _JSON_BLANKS:
+                previous = ch
+            i += 1
+    return "".join(out)
+
+
+def _to_json(obj: object, pretty: bool) -> str:
+    # fastjson's pretty format indents with tabs and puts no blank after ':'.
+    if pretty:
+        return json.dumps(obj, indent="\t", separators=(",", ":"))
+    return json.dumps(obj, separators=(",", ":"))
+
+
+# -- durable files -----------------------------------------------------------------------------
+
+
+def _sibling(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_parsable(data: bytes) -> bool:
+    try:
+        parse_fastjson(data.decode("utf-8"))
+    except ValueError:
+        return False
+    return True
+
+
+def write_config_file(path: Path, text: str) -> None:
+    """Replace ``path`` durably, keeping the previous version as ``path.bak``.
+
+    Order: ``X.tmp`` written and fsynced, current ``X`` copied to ``X.bak`` (fsynced), ``X.tmp``
+    renamed over ``X``, directory fsynced. At every instant either ``X`` or ``X.bak`` holds a
+    complete version. A current ``X`` that does not parse is not copied, so it cannot overwrite
+    the good backup it is relying on.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path, ".tmp")
+    _write_synced(tmp, text.encode("utf-8"))
+    try:
+        previous: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        previous = None
+    if previous is not None:
+        if _is_parsable(previous):
+            _write_synced(_sibling(path, ".bak"), previous)
+        else:
+            log.warning("%s does not parse; keeping the existing backup", path)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _decode_file(path: Path, decode: Callable[[str], None]) -> None:
+    text = path.read_bytes().decode("utf-8")
+    if not text.strip():
+        raise ValueError("file is empty")
+    decode(text)
+
+
+def read_config_file(path: Path, decode: Callable[[str], None]) -> bool:
+    """Feed ``path`` (or, if it is missing or unusable, ``path.bak``) to ``decode``.
+
+    ``decode`` raises ValueError for content it cannot use. Returns False when neither file
+    exists (a new store). Raises ConfigFileError when a file exists but no usable version does;
+    other OSErrors (permissions, I/O) propagate unchanged.
+    """
+    backup = _sibling(path, ".bak")
+    try:
+        _decode_file(path, decode)
+        return True
+    except FileNotFoundError:
+        problem = "file is missing"
+        main_exists = False
+    except ValueError as exc:
+        problem = f"unusable ({exc})"
+        main_exists = True
+    try:
+        _decode_file(backup, decode)
+    except FileNotFoundError:
+        if not main_exists:
+            return False
+        raise ConfigFileError(path, f"{problem}, and there is no backup {backup.name}") from None
+    except ValueError as exc:
+        raise ConfigFileError(path, f"{problem}, and backup {backup.name} is unusable too ({exc})") from None
+    log.warning("%s: %s; loaded backup %s", path, problem, backup.name)
+    return True
+
+
+# -- decoding helpers: turn a wrong shape into ValueError, which triggers the backup ----------
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what}: expected an integer, got {value!r}")
+    return value
+
+
+def _bool(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what}: expected true or false, got {value!r}")
+    return value
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string, got {value!r}")
+    return value
+
+
+def _read(data: dict[str, Any], key: str, default: T, check: Callable[[object, str], T], owner: str) -> T:
+    """``data[key]`` (``default`` when absent, as fastjson leaves a field at its default), checked."""
+    return check(data.get(key, default), f"{owner}.{key}")
+
+
+def _int_key(key: str, what: str) -> int:
+    if not _INT_KEY_RE.fullmatch(key):
+        raise ValueError(f"{what}: expected an integer key, got {key!r}")
+    return int(key)
+
+
+def _int_table(value: object, what: str) -> dict[int, int]:
+    """A Java ``Map<Integer, Long>``: keys arrive as strings, bare or quoted in the file."""
+    return {_int_key(k, what): _int(v, f"{what}[{k}]") for k, v in _object(value, what).items()}
+
+
+def _int_table_to_json(table: dict[int, int]) -> dict[str, int]:
+    return {str(k): v for k, v in table.items()}
+
+
+# -- managers ------------------------------------------------------------------------------------
+
+
+class ConfigManager(ABC):
+    """One JSON file in the store's config directory, like RocketMQ's ConfigManager.
+
+    Subclasses keep their table under ``_lock`` and implement ``encode``/``decode``. ``decode``
+    must parse everything before installing anything, so a bad main file leaves the manager
+    untouched for the fall-back to the backup.
+    """
+
+    FILE_NAME: ClassVar[str]
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = Path(config_dir) / self.FILE_NAME
+        self._lock = threading.Lock()  # guards the in-memory table; held briefly
+        self._file_lock = threading.Lock()  # serialises persist/load; held across fsyncs
+
+    @abstractmethod
+    def encode(self, pretty: bool = False) -> str:
+        """The table as RocketMQ's JSON (compact for the wire, pretty for the file)."""
+
+    @abstractmethod
+    def decode(self, text: str) -> None:
+        """Install the table from RocketMQ's JSON; ValueError if it cannot be used."""
+
+    def persist(self) -> None:
+        with self._file_lock:
+            write_config_file(self.path, self.encode(pretty=True))
+
+    def load(self) -> bool:
+        """Read the file (or its backup). False means neither exists: a new store."""
+        with self._file_lock:
+            return read_config_file(self.path, self.decode)
+
+
+class ConsumerOffsetManager(ConfigManager):
+    """Committed consume offsets, ``{"offsetTable": {"topic@group": {queueId: offset}}}``.
+
+    RocketMQ 4.9.8 writes only ``offsetTable`` here (no dataVersion). Loading replaces the
+    table, as RocketMQ's decode does.
+    """
+
+    FILE_NAME: ClassVar[str] = "consumerOffset.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self._table: dict[str, dict[int, int]] = {}
+
+    @staticmethod
+    def _key(group: str, topic: str) -> str:
+        if _TOPIC_GROUP_SEPARATOR in topic or _TOPIC_GROUP_SEPARATOR in group:
+            # RocketMQ splits "topic@group" on '@'; such a key could not be read back.
+            raise ValueError(f"topic {topic!r} and group {group!r} must not contain '@'")
+        return f"{topic}{_TOPIC_GROUP_SEPARATOR}{group}"
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = self._key(group, topic)
+        with self._lock:
+            self._table.setdefault(key, {})[queue_id] = offset
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 if none (RocketMQ's answer for "never consumed")."""
+        key = self._key(group, topic)
+        with self._lock:
+            return self._table.get(key, {}).get(queue_id, -1)
+
+    def query_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """Offsets per queue id for one group on one topic (empty if none)."""
+        key = self._key(group, topic)
+        with self._lock:
+            return dict(self._table.get(key, {}))
+
+    def topics_of_group(self, group: str) -> set[str]:
+        return {topic for topic, g in self._pairs() if g == group}
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        return {g for t, g in self._pairs() if t == topic}
+
+    def remove_group(self, group: str) -> None:
+        """Drop every offset of ``group``, on all topics."""
+        with self._lock:
+            for key in [k for k in self._table if k.split(_TOPIC_GROUP_SEPARATOR)[1:] == [group]]:
+                del self._table[key]
+
+    def offset_table(self) -> dict[str, dict[int, int]]:
+        """A copy of the whole table, keyed ``topic@group``."""
+        with self._lock:
+            return {key: dict(offsets) for key, offsets in self._table.items()}
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        with self._lock:
+            keys = list(self._table)
+        parts = (key.split(_TOPIC_GROUP_SEPARATOR) for key in keys)
+        return [(p[0], p[1]) for p in parts if len(p) == 2]
+
+    def encode(self, pretty: bool = False) -> str:
+        with self._lock:
+            table = {key: _int_table_to_json(offsets) for key, offsets in self._table.items()}
+        return _to_json({"offsetTable": table}, pretty)
+
+    def decode(self, text: str) -> None:
+        root = _object(parse_fastjson(text), self.FILE_NAME)
+        raw = _object(root.get("offsetTable", {}), "offsetTable")
+        table = {key: _int_table(offsets, f"offsetTable[{key}]") for key, offsets in raw.items()}
+        with self._lock:
+            self._table = table
+
+
+class DelayOffsetManager(ConfigManager):
+    """Progress of the scheduled-message service per delay level, ``{"offsetTable": {level: offset}}``.
+
+    Loading merges into the current table, as RocketMQ's ScheduleMessageService does.
+    """
+
+    FILE_NAME: ClassVar[str] = "delayOffset.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self._table: dict[int, int] = {}
+
+    def get_offset(self, level: int) -> int | None:
+        with self._lock:
+            return self._table.get(level)
+
+    def set_offset(self, level: int, offset: int) -> None:
+        with self._lock:
+            self._table[level] = offset
+
+    def offsets(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._table)
+
+    def encode(self, pretty: bool = False) -> str:
+        with self._lock:
+            table = _int_table_to_json(self._table)
+        return _to_json({"offsetTable": table}, pretty)
+
+    def decode(self, text: str) -> None:
+        root = _object(parse_fastjson(text), self.FILE_NAME)
+        table = _int_table(root.get("offsetTable", {}), "offsetTable")
+        with self._lock:
+            self._table.update(table)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """Change counter the broker reports to the name server so it can skip unchanged tables."""
+
+    counter: int = 0
+    timestamp: int = field(default_factory=_now_ms)
+
+    def next(self) -> "DataVersion":
+        return DataVersion(self.counter + 1, _now_ms())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_dict(cls, value: object) -> "DataVersion":
+        data = _object(value, "dataVersion")
+        return cls(
+            counter=_read(data, "counter", 0, _int, "dataVersion"),
+            timestamp=_read(data, "timestamp", _now_ms(), _int, "dataVersion"),
+        )
+
+
+class TopicFilterType(Enum):
+    SINGLE_TAG = "SINGLE_TAG"
+    MULTI_TAG = "MULTI_TAG"
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """RocketMQ 4.9.8 ``TopicConfig``; immutable so a change always goes through ``put``."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @property
+    def table_key(self) -> str:
+        return self.topic_name
+
+    def to_dict(self) -> dict[str, Any]:
+        # fastjson's order: properties sorted by name.
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type.name,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_dict(cls, value: object) -> "TopicConfig":
+        """Missing properties take RocketMQ's defaults; unknown ones (5.x additions) are ignored."""
+        data = _object(value, "topic config")
+        name = _str(data.get("topicName"), "topicName")
+        filter_name = _read(data, "topicFilterType", "SINGLE_TAG", _str, name)
+        if filter_name not in TopicFilterType.__members__:
+            raise ValueError(f"{name}.topicFilterType: unknown value {filter_name!r}")
+        return cls(
+            topic_name=name,
+            read_queue_nums=_read(data, "readQueueNums", 16, _int, name),
+            write_queue_nums=_read(data, "writeQueueNums", 16, _int, name),
+            perm=_read(data, "perm", PERM_READ | PERM_WRITE, _int, name),
+            topic_filter_type=TopicFilterType[filter_name],
+            topic_sys_flag=_read(data, "topicSysFlag", 0, _int, name),
+            order=_read(data, "order", False, _bool, name),
+        )
+
+
+@dataclass(frozen=True)
+class SubscriptionGroupConfig:
+    """RocketMQ 4.9.8 ``SubscriptionGroupConfig`` (consumer group settings)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0  # MixAll.MASTER_ID
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    @property
+    def table_key(self) -> str:
+        return self.group_name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "brokerId": self.broker_id,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": self.consume_from_min_enable,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+        }
+
+    @classmethod
+    def from_dict(cls, value: object) -> "SubscriptionGroupConfig":
+        data = _object(value, "subscription group")
+        name = _str(data.get("groupName"), "groupName")
+        return cls(
+            group_name=name,
+            consume_enable=_read(data, "consumeEnable", True, _bool, name),
+            consume_from_min_enable=_read(data, "consumeFromMinEnable", True, _bool, name),
+            consume_broadcast_enable=_read(data, "consumeBroadcastEnable", True, _bool, name),
+            retry_queue_nums=_read(data, "retryQueueNums", 1, _int, name),
+            retry_max_times=_read(data, "retryMaxTimes", 16, _int, name),
+            broker_id=_read(data, "brokerId", 0, _int, name),
+            which_broker_when_consume_slowly=_read(data, "whichBrokerWhenConsumeSlowly", 1, _int, name),
+            notify_consumer_ids_changed_enable=_read(
+                data, "notifyConsumerIdsChangedEnable", True, _bool, name
+            ),
+        )
+
+
+class _Record(Protocol):
+    @property
+    def table_key(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Record)
+
+
+class _VersionedTable(ConfigManager, Generic[R]):
+    """``{"dataVersion": {...}, TABLE_KEY: {name: record}}``: topics.json and subscriptionGroup.json.
+
+    Every change bumps the data version (the name server compares it); persisting is the
+    caller's decision. Loading merges into the current table (RocketMQ's putAll), so entries the
+    broker created before loading, such as system topics, survive unless the file redefines them.
+    """
+
+    TABLE_KEY: ClassVar[str]
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self._table: dict[str, R] = {}
+        self._version = DataVersion()
+
+    @abstractmethod
+    def _record_from_dict(self, value: object) -> R: ...
+
+    @property
+    def data_version(self) -> DataVersion:
+        return self._version
+
+    def get(self, name: str) -> R | None:
+        with self._lock:
+            return self._table.get(name)
+
+    def put(self, record: R) -> None:
+        with self._lock:
+            self._table[record.table_key] = record
+            self._version = self._version.next()
+
+    def remove(self, name: str) -> R | None:
+        with self._lock:
+            record = self._table.pop(name, None)
+            if record is not None:
+                self._version = self._version.next()
+            return record
+
+    def table(self) -> dict[str, R]:
+        with self._lock:
+            return dict(self._table)
+
+    def encode(self, pretty: bool = False) -> str:
+        with self._lock:
+            doc = {
+                "dataVersion": self._version.to_dict(),
+                self.TABLE_KEY: {name: record.to_dict() for name, record in self._table.items()},
+            }
+        return _to_json(doc, pretty)
+
+    def decode(self, text: str) -> None:
+        root = _object(parse_fastjson(text), self.FILE_NAME)
+        version = DataVersion.from_dict(root.get("dataVersion", {}))
+        raw = _object(root.get(self.TABLE_KEY, {}), self.TABLE_KEY)
+        table = {name: self._record_from_dict(record) for name, record in raw.items()}
+        with self._lock:
+            self._table.update(table)
+            self._version = version
+
+
+class TopicConfigManager(_VersionedTable[TopicConfig]):
+    """``topics.json``: ``{"dataVersion":{...},"topicConfigTable":{name: TopicConfig}}``."""
+
+    FILE_NAME: ClassVar[str] = "topics.json"
+    TABLE_KEY: ClassVar[str] = "topicConfigTable"
+
+    def _record_from_dict(self, value: object) -> TopicConfig:
+        return TopicConfig.from_dict(value)
+
+
+class SubscriptionGroupManager(_VersionedTable[SubscriptionGroupConfig]):
+    """``subscriptionGroup.json``: ``{"dataVersion":{...},"subscriptionGroupTable":{name: config}}``."""
+
+    FILE_NAME: ClassVar[str] = "subscriptionGroup.json"
+    TABLE_KEY: ClassVar[str] = "subscriptionGroupTable"
+
+    def _record_from_dict(self, value: object) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_dict(value)

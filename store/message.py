@@ -1,0 +1,539 @@
+"""CommitLog message records: RocketMQ's on-disk encoding, byte for byte.
+
+A v1 record (RocketMQ 4.x; all integers big-endian)::
+
+    off  size  field
+    0    4     totalSize          whole record, this field included
+    4    4     magic              0xDAA320A7 (v1) / 0xDAA320AB (v2, 5.x: 2-byte topic length)
+    8    4     bodyCRC            zlib CRC32 of the body & 0x7FFFFFFF
+    12   4     queueId
+    16   4     flag               user flag, copied from the producer
+    20   8     queueOffset        logical position in the ConsumeQueue
+    28   8     physicalOffset     global CommitLog offset of this record
+    36   4     sysFlag            see SysFlag
+    40   8     bornTimestamp      ms
+    48   8|20  bornHost           IPv4 (4) or IPv6 (16) address + port i32 (BORNHOST_V6)
+    ..   8     storeTimestamp     ms
+    ..   8|20  storeHost          as bornHost (STOREHOST_V6)
+    ..   4     reconsumeTimes
+    ..   8     preparedTransactionOffset
+    ..   4+n   bodyLength + body
+    ..   1+n   topicLength (i8; i16 in v2) + topic (UTF-8)
+    ..   2+n   propertiesLength (i16) + properties  (name \\x01 value \\x02 ..., no trailing \\x02)
+
+At the end of a segment, when a record plus 8 bytes no longer fits, the writer puts
+``[remaining i32][BLANK_MAGIC i32]`` and rolls to the next segment.
+
+One decoder (:func:`decode_record`) serves recovery, dispatch and readers, and returns a typed
+result instead of RocketMQ's sentinel sizes, so no caller can mistake "end of segment" for
+"corrupt".
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import mmap
+import socket
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+KEY_SEPARATOR = " "
+
+MAX_TOPIC_LENGTH_V1 = 127
+MAX_PROPERTIES_LENGTH = 32767
+
+
+class SysFlag(enum.IntFlag):
+    """MessageSysFlag bits that decide how a record is laid out and indexed."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+
+
+TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0
+
+
+def transaction_type(sys_flag: int) -> int:
+    """The transaction bits of a sysFlag (0, PREPARED, COMMIT or ROLLBACK)."""
+    return sys_flag & TRANSACTION_TYPE_MASK
+
+
+def java_string_hash(value: str) -> int:
+    """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32.
+
+    ConsumeQueue tag codes and IndexFile slots are computed with it; any other hash would
+    make our files unreadable to RocketMQ and theirs to us.
+    """
+    h = 0
+    units = value.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """tagsCode stored in a ConsumeQueue entry: the Java hash of the tag string (0 if none)."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """Body checksum as RocketMQ's UtilAll.crc32: CRC32 masked to a non-negative int32."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def properties_to_string(properties: Mapping[str, str]) -> str:
+    """Encode properties the way MessageDecoder.messageProperties2String does."""
+    return PROPERTY_SEPARATOR.join(
+        f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items() if value is not None
+    )
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """Decode properties leniently, mirroring string2messageProperties.
+
+    Pairs shorter than 3 characters, without a separator, or with an empty name or value are
+    skipped, exactly as RocketMQ skips them, so both sides see the same property map.
+    """
+    result: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        if len(item) < 3:
+            continue
+        sep = item.find(NAME_VALUE_SEPARATOR)
+        if 0 < sep < len(item) - 1:
+            result[item[:sep]] = item[sep + 1 :]
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class HostAddress:
+    """An IP address and port, as stored in bornHost / storeHost."""
+
+    host: str
+    port: int
+
+    @property
+    def is_v6(self) -> bool:
+        return ":" in self.host
+
+    def to_bytes(self) -> bytes:
+        """4 or 16 address bytes followed by the port as i32."""
+        family = socket.AF_INET6 if self.is_v6 else socket.AF_INET
+        return socket.inet_pton(family, self.host) + struct.pack(">i", self.port)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> HostAddress:
+        raw = bytes(data)
+        (port,) = struct.unpack(">i", raw[-4:])
+        return cls(str(ipaddress.ip_address(raw[:-4])), port)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if self.is_v6 else f"{self.host}:{self.port}"
+
+
+DEFAULT_BORN_HOST = HostAddress("127.0.0.1", 0)
+DEFAULT_STORE_HOST = HostAddress("127.0.0.1", 10911)
+
+
+@dataclass(slots=True)
+class Message:
+    """A message handed to the store: RocketMQ's MessageExtBrokerInner, minus what the store assigns.
+
+    queue_offset, physical offset and store timestamp are decided under the put lock.
+    """
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = DEFAULT_BORN_HOST
+    store_host: HostAddress = DEFAULT_STORE_HOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A record read back from the CommitLog: RocketMQ's MessageExt."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: HostAddress
+    store_timestamp: int
+    store_host: HostAddress
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def msg_id(self) -> str:
+        """The broker's offset message id (store host + physical offset)."""
+        return create_message_id(self.store_host, self.physical_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRequest:
+    """What dispatch needs from one record: enough to build the ConsumeQueue entry and index keys."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """The end-of-segment filler: readers move on to the next segment."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRecord:
+    """A record that failed a check; ``reason`` says which, for recovery logs and ``verify``."""
+
+    reason: str
+
+
+DecodeResult = StoredMessage | BlankRecord | CorruptRecord
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp: 48 bytes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_TAIL_AFTER_STORE_HOST = struct.Struct(">iqi")  # reconsumeTimes, preparedTxOffset, bodyLength
+
+QUEUE_OFFSET_POS = 20
+PHYSICAL_OFFSET_POS = 28
+BORN_HOST_POS = 48
+
+
+def host_length(sys_flag: int, v6_bit: int) -> int:
+    """Bytes of a host field: 8 for IPv4, 20 for IPv6."""
+    return 20 if sys_flag & v6_bit else 8
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Where storeTimestamp sits; it moves when bornHost is IPv6."""
+    return BORN_HOST_POS + host_length(sys_flag, SysFlag.BORNHOST_V6)
+
+
+def record_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
+    """RocketMQ's calMsgLength for a v1 record."""
+    return (
+        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
+        + host_length(sys_flag, SysFlag.BORNHOST_V6)
+        + 8
+        + host_length(sys_flag, SysFlag.STOREHOST_V6)
+        + 4 + 8
+        + 4 + body_length
+        + 1 + topic_length
+        + 2 + properties_length
+    )
+
+
+def with_host_flags(sys_flag: int, born_host: HostAddress, store_host: HostAddress) -> int:
+    """sysFlag with the IPv6 bits set to match the hosts, as the broker does before a put."""
+    sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    if born_host.is_v6:
+        sys_flag |= SysFlag.BORNHOST_V6
+    if store_host.is_v6:
+        sys_flag |= SysFlag.STOREHOST_V6
+    return sys_flag
+
+
+def encode_record(
+    *,
+    topic_data: bytes,
+    body: bytes,
+    properties_data: bytes,
+    queue_id: int,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    crc: int | None = None,
+) -> bytearray:
+    """Encode a record with queueOffset, physicalOffset and storeTimestamp left as zero.
+
+    Those three are known only under the put lock; :func:`stamp_record` fills them in, so
+    the costly part of encoding happens outside the lock, as in RocketMQ's MessageExtEncoder.
+    """
+    length = record_length(sys_flag, len(body), len(topic_data), len(properties_data))
+    out = bytearray(length)
+    _HEAD.pack_into(
+        out, 0, length, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc,
+        queue_id, flag, 0, 0, sys_flag, born_timestamp,
+    )
+    pos = BORN_HOST_POS
+    out[pos : pos + len(born_host)] = born_host
+    pos += len(born_host) + 8  # storeTimestamp stamped later
+    out[pos : pos + len(store_host)] = store_host
+    pos += len(store_host)
+    _TAIL_AFTER_STORE_HOST.pack_into(out, pos, reconsume_times, prepared_transaction_offset, len(body))
+    pos += 16
+    out[pos : pos + len(body)] = body
+    pos += len(body)
+    out[pos] = len(topic_data)
+    pos += 1
+    out[pos : pos + len(topic_data)] = topic_data
+    pos += len(topic_data)
+    _I16.pack_into(out, pos, len(properties_data))
+    out[pos + 2 :] = properties_data
+    return out
+
+
+def stamp_record(
+    buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int,
+    store_timestamp: int, sys_flag: int,
+) -> None:
+    """Fill in the fields that are only known under the put lock."""
+    _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
+    _I64.pack_into(buf, pos + PHYSICAL_OFFSET_POS, physical_offset)
+    _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
+
+
+def encode_message(message: Message, crc: int | None = None) -> bytearray:
+    """Encode a :class:`Message` (see :func:`encode_record` for what is left to stamp)."""
+    sys_flag = with_host_flags(message.sys_flag, message.born_host, message.store_host)
+    return encode_record(
+        topic_data=message.topic.encode(),
+        body=message.body,
+        properties_data=properties_to_string(message.properties).encode(),
+        queue_id=message.queue_id,
+        flag=message.flag,
+        sys_flag=sys_flag,
+        born_timestamp=message.born_timestamp,
+        born_host=message.born_host.to_bytes(),
+        store_host=message.store_host.to_bytes(),
+        reconsume_times=message.reconsume_times,
+        prepared_transaction_offset=message.prepared_transaction_offset,
+        crc=crc,
+    )
+
+
+def encode_blank(size: int) -> bytes:
+    """The end-of-segment filler header; the rest of the segment is left as is."""
+    return _I32.pack(size) + _I32.pack(BLANK_MAGIC_CODE)
+
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def decode_record(
+    buf: Buffer, pos: int = 0, *, check_crc: bool = True, read_body: bool = True
+) -> DecodeResult:
+    """Decode the record at ``pos``; the single decoder behind recovery, dispatch and reads.
+
+    It never raises on bad bytes: a truncated or inconsistent record comes back as
+    :class:`CorruptRecord` with the reason, because recovery must stop there, not crash.
+    """
+    limit = len(buf)
+    if pos + 8 > limit:
+        return CorruptRecord(f"only {limit - pos} bytes left at {pos}, a header needs 8")
+    total_size, magic = struct.unpack_from(">ii", buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return BlankRecord(total_size)
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        return CorruptRecord(f"illegal magic code 0x{magic & 0xFFFFFFFF:08X} at {pos}")
+    if total_size < record_length(0, 0, 0, 0) or pos + total_size > limit:
+        return CorruptRecord(f"record size {total_size} at {pos} runs past the data ({limit - pos} bytes)")
+    try:
+        return _decode_message(buf, pos, total_size, magic, check_crc, read_body)
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        return CorruptRecord(f"undecodable record at {pos}: {exc}")
+
+
+def _decode_message(
+    buf: Buffer, pos: int, total_size: int, magic: int, check_crc: bool, read_body: bool
+) -> DecodeResult:
+    end = pos + total_size
+    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
+    p = pos + BORN_HOST_POS
+    born_len = host_length(sys_flag, SysFlag.BORNHOST_V6)
+    born_host = HostAddress.from_bytes(buf[p : p + born_len])
+    p += born_len
+    (store_ts,) = _I64.unpack_from(buf, p)
+    p += 8
+    store_len = host_length(sys_flag, SysFlag.STOREHOST_V6)
+    store_host = HostAddress.from_bytes(buf[p : p + store_len])
+    p += store_len
+    reconsume_times, prepared_offset, body_length = _TAIL_AFTER_STORE_HOST.unpack_from(buf, p)
+    p += 16
+    if body_length < 0 or p + body_length > end:
+        return CorruptRecord(f"body length {body_length} at {pos} runs past the record")
+    body = bytes(buf[p : p + body_length]) if (read_body or check_crc) else b""
+    if check_crc and body_length > 0 and body_crc(body) != crc:
+        return CorruptRecord(f"body CRC mismatch at {pos}: stored {crc}, computed {body_crc(body)}")
+    p += body_length
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        (topic_length,) = _I16.unpack_from(buf, p)
+        p += 2
+    else:
+        topic_length = buf[p]
+        p += 1
+    topic = bytes(buf[p : p + topic_length]).decode()
+    p += topic_length
+    (properties_length,) = _I16.unpack_from(buf, p)
+    p += 2
+    properties = string_to_properties(bytes(buf[p : p + properties_length]).decode()) if properties_length > 0 else {}
+    p += max(properties_length, 0)
+    expected = total_size if magic == MESSAGE_MAGIC_CODE_V2 else record_length(
+        sys_flag, body_length, topic_length, max(properties_length, 0)
+    )
+    if p - pos != total_size or expected != total_size:
+        return CorruptRecord(f"record at {pos} says {total_size} bytes, its fields add up to {p - pos}")
+    return StoredMessage(
+        total_size=total_size, magic=magic, body_crc=crc, queue_id=queue_id, flag=flag,
+        queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts, store_host=store_host,
+        reconsume_times=reconsume_times, prepared_transaction_offset=prepared_offset,
+        body=body if read_body else b"", topic=topic, properties=properties,
+    )
+
+
+def to_dispatch_request(msg: StoredMessage) -> DispatchRequest:
+    """What dispatch needs of a decoded record."""
+    return DispatchRequest(
+        topic=msg.topic,
+        queue_id=msg.queue_id,
+        commit_log_offset=msg.physical_offset,
+        msg_size=msg.total_size,
+        tags_code=tags_code(msg.tags),
+        store_timestamp=msg.store_timestamp,
+        consume_queue_offset=msg.queue_offset,
+        keys=msg.keys or "",
+        uniq_key=msg.uniq_key,
+        sys_flag=msg.sys_flag,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+        properties=msg.properties,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One message of a SEND_BATCH_MESSAGE body."""
+
+    body: bytes
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+def encode_batch(items: Iterable[BatchItem]) -> bytes:
+    """A batch body as the client sends it: per item totalSize, magic 0, crc 0, flag, body, properties."""
+    parts: list[bytes] = []
+    for item in items:
+        props = properties_to_string(item.properties).encode()
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise ValueError(f"batch item properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
+        size = 4 + 4 + 4 + 4 + 4 + len(item.body) + 2 + len(props)
+        parts.append(struct.pack(">iiiii", size, 0, 0, item.flag, len(item.body)))
+        parts.append(item.body)
+        parts.append(_I16.pack(len(props)) + props)
+    return b"".join(parts)
+
+
+def decode_batch(data: bytes | memoryview) -> list[BatchItem]:
+    """Split a batch body; raises ValueError naming the item that is malformed."""
+    items: list[BatchItem] = []
+    pos = 0
+    view = memoryview(data)
+    while pos < len(view):
+        if pos + 20 > len(view):
+            raise ValueError(f"batch item {len(items)} at byte {pos} is truncated")
+        size, _, _, flag, body_length = struct.unpack_from(">iiiii", view, pos)
+        end = pos + size
+        if size < 22 or end > len(view) or pos + 20 + body_length + 2 > end or body_length < 0:
+            raise ValueError(f"batch item {len(items)} at byte {pos} has inconsistent sizes")
+        p = pos + 20
+        body = bytes(view[p : p + body_length])
+        p += body_length
+        (props_length,) = _I16.unpack_from(view, p)
+        p += 2
+        if props_length < 0 or p + props_length != end:
+            raise ValueError(f"batch item {len(items)} at byte {pos} has inconsistent properties length")
+        props = string_to_properties(bytes(view[p:end]).decode())
+        items.append(BatchItem(body=body, flag=flag, properties=props))
+        pos = end
+    return items
+
+
+def create_message_id(store_host: HostAddress, physical_offset: int) -> str:
+    """Offset message id: hex of store address + port + physical offset (32 or 56 chars)."""
+    return (store_host.to_bytes() + _I64.pack(physical_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[HostAddress, int]:
+    """Inverse of :func:`create_message_id`; raises ValueError for a malformed id."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"message id {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex characters")
+    raw = bytes.fromhex(msg_id)
+    (offset,) = _I64.unpack(raw[-8:])
+    return HostAddress.from_bytes(raw[:-8]), offset
