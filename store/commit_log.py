@@ -60,10 +60,15 @@ class AppendMessageResult:
     status: AppendMessageStatus
     wrote_offset: int = 0
     wrote_bytes: int = 0
-    msg_id: str = ""
+    store_host: HostAddress = DEFAULT_STORE_HOST
     store_timestamp: int = 0
     logics_offset: int = 0
     msg_num: int = 1
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id of the first record, computed on demand (most puts never ask)."""
+        return create_message_id(self.store_host, self.wrote_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +222,9 @@ class CommitLog:
         total_body = 0
         records = []
         for body, flag, item_props in batch.items:
-            total_body += len(body)
             props = item_props.encode()
+            # RocketMQ limits the batch's wire body (20-byte item header + body + 2 + properties)
+            total_body += 20 + len(body) + 2 + len(props)
             if props and batch_props and not props.endswith(b"\x02"):
                 props += b"\x02"
             props += batch_props
@@ -235,12 +241,17 @@ class CommitLog:
         return self._after_append(result, True)
 
     def _append(
-        self, records: list[bytearray], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
+        self, records: list[bytes], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
     ) -> PutMessageResult:
-        total = sum(len(r) for r in records)
-        key = self.queue_key(topic, queue_id)
+        payload = records[0] if len(records) == 1 else b"".join(records)
+        total = len(payload)
+        key = f"{topic}-{queue_id}"
         counts_in_queue = transaction_type(sys_flag) in (0, SysFlag.TRANSACTION_COMMIT)
-        payload = records[0] if len(records) == 1 else bytearray().join(records)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.settings.file_size:
+            # refuse before the loop below ends the current segment with a blank for a record
+            # that cannot fit even an empty one (a refused put must leave the log untouched)
+            log.error("record of %d bytes cannot fit a %d-byte segment", total, self.settings.file_size)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         with self.put_lock:
             self.begin_time_in_lock = time.monotonic()
             try:
@@ -261,14 +272,20 @@ class CommitLog:
                 assert mapped is not None
                 queue_offset = self.topic_queue_table.get(key, 0)
                 wrote_offset = mapped.file_from_offset + mapped.wrote_position
-                phys = wrote_offset
-                pos = 0
-                for i, record in enumerate(records):
-                    stamp_record(payload, pos, queue_offset + i if counts_in_queue else 0, phys, now_ms, sys_flag)
-                    pos += len(record)
-                    phys += len(record)
+
+                def write(mm: mmap.mmap, pos: int, room: int) -> int:
+                    # Copy, then stamp in place, before the segment publishes the new write
+                    # position: dispatch never sees a record without its offsets.
+                    mm[pos : pos + total] = payload
+                    rec_pos = pos
+                    for i, record in enumerate(records):
+                        stamp_record(mm, rec_pos, queue_offset + i if counts_in_queue else 0,
+                                     wrote_offset + rec_pos - pos, now_ms, sys_flag)
+                        rec_pos += len(record)
+                    return total
+
                 try:
-                    mapped.append(payload)
+                    mapped.append_with(write)
                 except (OSError, ValueError) as exc:
                     log.error("append to %s failed: %s", mapped.path, exc)
                     return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
@@ -279,8 +296,8 @@ class CommitLog:
                 self.begin_time_in_lock = 0.0
         self.on_appended()
         append = AppendMessageResult(
-            AppendMessageStatus.PUT_OK, wrote_offset, total, create_message_id(store_host, wrote_offset),
-            now_ms, queue_offset if counts_in_queue else 0, len(records),
+            AppendMessageStatus.PUT_OK, wrote_offset, total, store_host, now_ms,
+            queue_offset if counts_in_queue else 0, len(records),
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
 
@@ -309,7 +326,9 @@ class CommitLog:
     # -- read ------------------------------------------------------------------------------
     def get_message(self, offset: int, size: int) -> bytes | None:
         """The raw bytes of the record at ``offset`` (None once deleted or not yet written)."""
-        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        # No first-file fallback for offset 0 (RocketMQ passes offset == 0): once segment 0 is
+        # deleted it would return the bytes of another record instead of None.
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mapped is None:
             return None
         return mapped.read(offset % self.settings.file_size, size)

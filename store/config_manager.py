@@ -71,9 +71,18 @@ class ConfigFileError(Exception):
 
 # -- fastjson text -----------------------------------------------------------------------------
 
-_NUMBER_START: Final = frozenset("-0123456789")
-_NUMBER_CHARS: Final = frozenset("-+.eE0123456789")
-_JSON_BLANKS: Final = frozenset(" \t\r\n")
+# One left-to-right lexer pass. Every '"' the scan meets outside a token opens a string literal,
+# which the first alternative consumes whole (to the end of the text if unterminated, so that
+# json.loads reports it); the scan therefore never looks inside a string, and a name such as
+# "t{1:x" is copied untouched. The second alternative is an integer in key position: right
+# after '{' or ',' (blanks allowed) and followed by ':'.
+_FASTJSON_TOKEN_RE: Final = re.compile(
+    r"""
+      "[^"\\]*(?:\\.[^"\\]*)*"?
+    | (?P<before>[{,][\ \t\r\n]*) (?P<key>-?[0-9]+) (?=[\ \t\r\n]*:)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
 
 
 def parse_fastjson(text: str) -> Any:
@@ -81,45 +90,14 @@ def parse_fastjson(text: str) -> Any:
     try:
         return json.loads(text)  # our own files and most of RocketMQ's: no rewriting needed
     except json.JSONDecodeError:
-        return json.loads(_quote_bare_integer_keys(text))
+        return json.loads(_FASTJSON_TOKEN_RE.sub(_quote_key, text))
 
 
-def _quote_bare_integer_keys(text: str) -> str:
-    """Quote integer tokens that sit in object-key position, leaving string contents alone.
-
-    A small tokenizer rather than a regex: string literals are copied whole (escapes included),
-    so text such as ``"topic{1:x"`` inside a name is never touched. A number is a key when the
-    previous significant character is ``{`` or ``,`` and the next one is ``:``.
-    """
-    out: list[str] = []
-    previous = ""  # last significant character outside string literals
-    i, end = 0, len(text)
-    while i < end:
-        ch = text[i]
-        if ch == '"':
-            j = i + 1
-            while j < end and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, end)
-            out.append(text[i:j])
-            previous, i = '"', j
-        elif ch in _NUMBER_START:
-            j = i + 1
-            while j < end and text[j] in _NUMBER_CHARS:
-                j += 1
-            token = text[i:j]
-            k = j
-            while k < end and text[k] in _JSON_BLANKS:
-                k += 1
-            is_key = previous in ("{", ",") and k < end and text[k] == ":"
-            out.append(f'"{token}"' if is_key and _INT_KEY_RE.fullmatch(token) else token)
-            previous, i = token[-1], j
-        else:
-            out.append(ch)
-            if ch not in _JSON_BLANKS:
-                previous = ch
-            i += 1
-    return "".join(out)
+def _quote_key(token: re.Match[str]) -> str:
+    key = token.group("key")
+    if key is None:
+        return token.group()  # a string literal, unchanged
+    return f'{token.group("before")}"{key}"'
 
 
 def _to_json(obj: object, pretty: bool) -> str:
@@ -246,9 +224,16 @@ def _str(value: object, what: str) -> str:
     return value
 
 
-def _read(data: dict[str, Any], key: str, default: T, check: Callable[[object, str], T], owner: str) -> T:
-    """``data[key]`` (``default`` when absent, as fastjson leaves a field at its default), checked."""
-    return check(data.get(key, default), f"{owner}.{key}")
+class _Fields:
+    """Reads the properties of one JSON object, naming ``owner.key`` in any error."""
+
+    def __init__(self, data: dict[str, Any], owner: str) -> None:
+        self._data = data
+        self._owner = owner
+
+    def read(self, key: str, default: T, check: Callable[[object, str], T]) -> T:
+        # An absent property keeps its default, as fastjson leaves an unset field alone.
+        return check(self._data.get(key, default), f"{self._owner}.{key}")
 
 
 def _int_key(key: str, what: str) -> int:
@@ -430,11 +415,8 @@ class DataVersion:
 
     @classmethod
     def from_dict(cls, value: object) -> "DataVersion":
-        data = _object(value, "dataVersion")
-        return cls(
-            counter=_read(data, "counter", 0, _int, "dataVersion"),
-            timestamp=_read(data, "timestamp", _now_ms(), _int, "dataVersion"),
-        )
+        read = _Fields(_object(value, "dataVersion"), "dataVersion").read
+        return cls(counter=read("counter", 0, _int), timestamp=read("timestamp", _now_ms(), _int))
 
 
 class TopicFilterType(Enum):
@@ -475,17 +457,18 @@ class TopicConfig:
         """Missing properties take RocketMQ's defaults; unknown ones (5.x additions) are ignored."""
         data = _object(value, "topic config")
         name = _str(data.get("topicName"), "topicName")
-        filter_name = _read(data, "topicFilterType", "SINGLE_TAG", _str, name)
+        read = _Fields(data, name).read
+        filter_name = read("topicFilterType", "SINGLE_TAG", _str)
         if filter_name not in TopicFilterType.__members__:
             raise ValueError(f"{name}.topicFilterType: unknown value {filter_name!r}")
         return cls(
             topic_name=name,
-            read_queue_nums=_read(data, "readQueueNums", 16, _int, name),
-            write_queue_nums=_read(data, "writeQueueNums", 16, _int, name),
-            perm=_read(data, "perm", PERM_READ | PERM_WRITE, _int, name),
+            read_queue_nums=read("readQueueNums", 16, _int),
+            write_queue_nums=read("writeQueueNums", 16, _int),
+            perm=read("perm", PERM_READ | PERM_WRITE, _int),
             topic_filter_type=TopicFilterType[filter_name],
-            topic_sys_flag=_read(data, "topicSysFlag", 0, _int, name),
-            order=_read(data, "order", False, _bool, name),
+            topic_sys_flag=read("topicSysFlag", 0, _int),
+            order=read("order", False, _bool),
         )
 
 
@@ -524,18 +507,17 @@ class SubscriptionGroupConfig:
     def from_dict(cls, value: object) -> "SubscriptionGroupConfig":
         data = _object(value, "subscription group")
         name = _str(data.get("groupName"), "groupName")
+        read = _Fields(data, name).read
         return cls(
             group_name=name,
-            consume_enable=_read(data, "consumeEnable", True, _bool, name),
-            consume_from_min_enable=_read(data, "consumeFromMinEnable", True, _bool, name),
-            consume_broadcast_enable=_read(data, "consumeBroadcastEnable", True, _bool, name),
-            retry_queue_nums=_read(data, "retryQueueNums", 1, _int, name),
-            retry_max_times=_read(data, "retryMaxTimes", 16, _int, name),
-            broker_id=_read(data, "brokerId", 0, _int, name),
-            which_broker_when_consume_slowly=_read(data, "whichBrokerWhenConsumeSlowly", 1, _int, name),
-            notify_consumer_ids_changed_enable=_read(
-                data, "notifyConsumerIdsChangedEnable", True, _bool, name
-            ),
+            consume_enable=read("consumeEnable", True, _bool),
+            consume_from_min_enable=read("consumeFromMinEnable", True, _bool),
+            consume_broadcast_enable=read("consumeBroadcastEnable", True, _bool),
+            retry_queue_nums=read("retryQueueNums", 1, _int),
+            retry_max_times=read("retryMaxTimes", 16, _int),
+            broker_id=read("brokerId", 0, _int),
+            which_broker_when_consume_slowly=read("whichBrokerWhenConsumeSlowly", 1, _int),
+            notify_consumer_ids_changed_enable=read("notifyConsumerIdsChangedEnable", True, _bool),
         )
 
 

@@ -31,11 +31,14 @@ result instead of RocketMQ's sentinel sizes, so no caller can mistake "end of se
 
 from __future__ import annotations
 
-import enum
+import array
+import functools
 import ipaddress
 import mmap
+import operator
 import socket
 import struct
+import sys
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -60,8 +63,12 @@ MAX_TOPIC_LENGTH_V1 = 127
 MAX_PROPERTIES_LENGTH = 32767
 
 
-class SysFlag(enum.IntFlag):
-    """MessageSysFlag bits that decide how a record is laid out and indexed."""
+class SysFlag:
+    """MessageSysFlag bits that decide how a record is laid out and indexed.
+
+    Plain ints rather than an IntFlag: they are tested on every put and every dispatch, and
+    enum arithmetic costs microseconds there.
+    """
 
     COMPRESSED = 0x1
     MULTI_TAGS = 0x2
@@ -81,16 +88,30 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_TYPE_MASK
 
 
+_POW31_DESCENDING: list[int] = [1]  # [31^(k-1) mod 2^32, ..., 31, 1], grown on demand
+
+
+def _powers_of_31(n: int) -> list[int]:
+    global _POW31_DESCENDING
+    if len(_POW31_DESCENDING) < n:
+        k = max(n, 2 * len(_POW31_DESCENDING))
+        _POW31_DESCENDING = [pow(31, i, 1 << 32) for i in range(k - 1, -1, -1)]
+    return _POW31_DESCENDING[len(_POW31_DESCENDING) - n :]
+
+
 def java_string_hash(value: str) -> int:
     """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32.
 
     ConsumeQueue tag codes and IndexFile slots are computed with it; any other hash would
-    make our files unreadable to RocketMQ and theirs to us.
+    make our files unreadable to RocketMQ and theirs to us. It is evaluated as a dot product
+    with precomputed powers of 31 (C loops) instead of Horner's rule in Python, because
+    dispatch hashes every key of every message.
     """
-    h = 0
-    units = value.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    if value.isascii():
+        units: bytes | array.array[int] = value.encode("ascii")
+    else:
+        units = array.array("H", value.encode("utf-16-le" if sys.byteorder == "little" else "utf-16-be"))
+    h: int = sum(map(operator.mul, units, _powers_of_31(len(units)))) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -129,6 +150,13 @@ def string_to_properties(text: str) -> dict[str, str]:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
+def _host_bytes(host: str, port: int) -> bytes:
+    """Encoded hosts, cached: every put encodes its born and store host."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.inet_pton(family, host) + struct.pack(">i", port)
+
+
 @dataclass(frozen=True, slots=True)
 class HostAddress:
     """An IP address and port, as stored in bornHost / storeHost."""
@@ -142,17 +170,21 @@ class HostAddress:
 
     def to_bytes(self) -> bytes:
         """4 or 16 address bytes followed by the port as i32."""
-        family = socket.AF_INET6 if self.is_v6 else socket.AF_INET
-        return socket.inet_pton(family, self.host) + struct.pack(">i", self.port)
+        return _host_bytes(self.host, self.port)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> HostAddress:
-        raw = bytes(data)
-        (port,) = struct.unpack(">i", raw[-4:])
-        return cls(str(ipaddress.ip_address(raw[:-4])), port)
+        return _host_from_bytes(bytes(data))
 
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if self.is_v6 else f"{self.host}:{self.port}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _host_from_bytes(raw: bytes) -> HostAddress:
+    """Decoded hosts, cached: a store sees few distinct hosts and dispatch decodes every record."""
+    (port,) = struct.unpack(">i", raw[-4:])
+    return HostAddress(str(ipaddress.ip_address(raw[:-4])), port)
 
 
 DEFAULT_BORN_HOST = HostAddress("127.0.0.1", 0)
@@ -265,6 +297,7 @@ _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp: 48 bytes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
+_TWO_I64 = struct.Struct(">qq")
 _TAIL_AFTER_STORE_HOST = struct.Struct(">iqi")  # reconsumeTimes, preparedTxOffset, bodyLength
 
 QUEUE_OFFSET_POS = 20
@@ -306,6 +339,16 @@ def with_host_flags(sys_flag: int, born_host: HostAddress, store_host: HostAddre
     return sys_flag
 
 
+def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    """Fixed part of a record, totalSize through bodyLength, for one combination of host sizes."""
+    born = "20s" if born_v6 else "8s"
+    store = "20s" if store_v6 else "8s"
+    return struct.Struct(f">iiiiiqqiq{born}q{store}iqi")
+
+
+_HEADERS = {(b, s): _header_struct(b, s) for b in (False, True) for s in (False, True)}
+
+
 def encode_record(
     *,
     topic_data: bytes,
@@ -320,47 +363,39 @@ def encode_record(
     reconsume_times: int,
     prepared_transaction_offset: int,
     crc: int | None = None,
-) -> bytearray:
+) -> bytes:
     """Encode a record with queueOffset, physicalOffset and storeTimestamp left as zero.
 
-    Those three are known only under the put lock; :func:`stamp_record` fills them in, so
-    the costly part of encoding happens outside the lock, as in RocketMQ's MessageExtEncoder.
+    Those three are known only under the put lock; :func:`stamp_record` fills them in where
+    the record is written, so the costly part of encoding happens outside the lock, as in
+    RocketMQ's MessageExtEncoder.
     """
-    length = record_length(sys_flag, len(body), len(topic_data), len(properties_data))
-    out = bytearray(length)
-    _HEAD.pack_into(
-        out, 0, length, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc,
-        queue_id, flag, 0, 0, sys_flag, born_timestamp,
-    )
-    pos = BORN_HOST_POS
-    out[pos : pos + len(born_host)] = born_host
-    pos += len(born_host) + 8  # storeTimestamp stamped later
-    out[pos : pos + len(store_host)] = store_host
-    pos += len(store_host)
-    _TAIL_AFTER_STORE_HOST.pack_into(out, pos, reconsume_times, prepared_transaction_offset, len(body))
-    pos += 16
-    out[pos : pos + len(body)] = body
-    pos += len(body)
-    out[pos] = len(topic_data)
-    pos += 1
-    out[pos : pos + len(topic_data)] = topic_data
-    pos += len(topic_data)
-    _I16.pack_into(out, pos, len(properties_data))
-    out[pos + 2 :] = properties_data
-    return out
+    header = _HEADERS[len(born_host) == 20, len(store_host) == 20]
+    length = header.size + len(body) + 1 + len(topic_data) + 2 + len(properties_data)
+    return b"".join((
+        header.pack(
+            length, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc, queue_id, flag, 0, 0,
+            sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times, prepared_transaction_offset,
+            len(body),
+        ),
+        body,
+        bytes((len(topic_data),)),
+        topic_data,
+        _I16.pack(len(properties_data)),
+        properties_data,
+    ))
 
 
 def stamp_record(
-    buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int,
+    buf: bytearray | memoryview | mmap.mmap, pos: int, queue_offset: int, physical_offset: int,
     store_timestamp: int, sys_flag: int,
 ) -> None:
     """Fill in the fields that are only known under the put lock."""
-    _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
-    _I64.pack_into(buf, pos + PHYSICAL_OFFSET_POS, physical_offset)
+    _TWO_I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset)
     _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
 
 
-def encode_message(message: Message, crc: int | None = None) -> bytearray:
+def encode_message(message: Message, crc: int | None = None) -> bytes:
     """Encode a :class:`Message` (see :func:`encode_record` for what is left to stamp)."""
     sys_flag = with_host_flags(message.sys_flag, message.born_host, message.store_host)
     return encode_record(
@@ -407,7 +442,7 @@ def decode_record(
         return CorruptRecord(f"record size {total_size} at {pos} runs past the data ({limit - pos} bytes)")
     try:
         return _decode_message(buf, pos, total_size, magic, check_crc, read_body)
-    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+    except (struct.error, ValueError, IndexError) as exc:  # IndexError: a length byte past the buffer
         return CorruptRecord(f"undecodable record at {pos}: {exc}")
 
 
@@ -439,11 +474,16 @@ def _decode_message(
     else:
         topic_length = buf[p]
         p += 1
-    topic = bytes(buf[p : p + topic_length]).decode()
+    # Java's new String(bytes, UTF_8) substitutes U+FFFD for malformed bytes; a RocketMQ log can hold
+    # them (batch properties are copied verbatim), so failing here would cut a valid log at recovery.
+    topic = bytes(buf[p : p + topic_length]).decode(errors="replace")
     p += topic_length
     (properties_length,) = _I16.unpack_from(buf, p)
     p += 2
-    properties = string_to_properties(bytes(buf[p : p + properties_length]).decode()) if properties_length > 0 else {}
+    properties = (
+        string_to_properties(bytes(buf[p : p + properties_length]).decode(errors="replace"))
+        if properties_length > 0 else {}
+    )
     p += max(properties_length, 0)
     expected = total_size if magic == MESSAGE_MAGIC_CODE_V2 else record_length(
         sys_flag, body_length, topic_length, max(properties_length, 0)
@@ -519,7 +559,10 @@ def decode_batch(data: bytes | memoryview) -> list[BatchItem]:
         p += 2
         if props_length < 0 or p + props_length != end:
             raise ValueError(f"batch item {len(items)} at byte {pos} has inconsistent properties length")
-        props = string_to_properties(bytes(view[p:end]).decode())
+        try:
+            props = string_to_properties(bytes(view[p:end]).decode())
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"batch item {len(items)} at byte {pos} has properties that are not UTF-8: {exc}") from exc
         items.append(BatchItem(body=body, flag=flag, properties=props))
         pos = end
     return items
