@@ -20,6 +20,17 @@ CHECKPOINT_SIZE = 4096
 _TIMESTAMPS = struct.Struct(">qqq")
 
 
+def read_checkpoint(path: str) -> tuple[int, int, int]:
+    """(physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp) read without creating or
+    mapping the file (offline tools); ValueError when the file is too short to hold them."""
+    with open(path, "rb") as f:
+        data = f.read(_TIMESTAMPS.size)
+    if len(data) < _TIMESTAMPS.size:
+        raise ValueError(f"{path} is {len(data)} bytes, a checkpoint holds at least {_TIMESTAMPS.size}")
+    physic, logics, index = _TIMESTAMPS.unpack(data)
+    return physic, logics, index
+
+
 class StoreCheckpoint:
     """The three flush timestamps, mapped from the file and flushed on demand."""
 

@@ -25,8 +25,17 @@ from store.mapped_file_queue import MappedFileQueue
 CQ_STORE_UNIT_SIZE = 20
 _ENTRY = struct.Struct(">qiq")
 _PRE_BLANK = _ENTRY.pack(0, 0x7FFFFFFF, 0)
+PRE_BLANK_ENTRY = (0, 0x7FFFFFFF, 0)
 
 log = logging.getLogger(__name__)
+
+
+def unpack_entries(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int, int]]:
+    """(commitLogOffset, size, tagsCode) of each 20-byte entry in ``data`` (a whole number of entries).
+
+    For tools that read consume queue files themselves (offline inspection opens them read-only).
+    """
+    yield from _ENTRY.iter_unpack(data)
 
 
 @dataclass(frozen=True, slots=True)

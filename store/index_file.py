@@ -28,6 +28,7 @@ a hash, so a lookup may return offsets of other keys: callers must check the rec
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import struct
 import threading
@@ -118,6 +119,35 @@ class IndexHeader:
     end_phy_offset: int
     hash_slot_count: int
     index_count: int
+
+
+def read_index_header(buf: bytes | bytearray | memoryview | mmap.mmap) -> IndexHeader:
+    """The header as stored in an index file's bytes (indexCount as is, even below 1)."""
+    return IndexHeader(*_HEADER.unpack_from(buf, 0))
+
+
+def index_slot_pos(slot: int) -> int:
+    """Byte position of hash slot ``slot``."""
+    return INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
+
+
+def index_entry_pos(hash_slot_num: int, number: int) -> int:
+    """Byte position of entry ``number`` (entries start at 1; 0 is never written)."""
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + number * INDEX_SIZE
+
+
+def read_index_entry(
+    buf: bytes | bytearray | memoryview | mmap.mmap, hash_slot_num: int, number: int
+) -> tuple[int, int, int, int]:
+    """Entry ``number`` as (keyHash, phyOffset, timeDiff, prevIndex)."""
+    key_hash, phy_offset, time_diff, prev_index = _ENTRY.unpack_from(buf, index_entry_pos(hash_slot_num, number))
+    return key_hash, phy_offset, time_diff, prev_index
+
+
+def read_index_slot(buf: bytes | bytearray | memoryview | mmap.mmap, slot: int) -> int:
+    """The newest entry number stored in hash slot ``slot`` (0 = empty)."""
+    (value,) = _I32.unpack_from(buf, index_slot_pos(slot))
+    return int(value)
 
 
 class IndexFile:
@@ -447,6 +477,10 @@ class IndexService:
                     continue
                 if not name.isdigit():
                     log.error("load index file %s: not a timestamp name, skipped", path)
+                    continue
+                if os.path.getsize(path) == 0:  # kill -9 between creating and sizing it: never written
+                    log.warning("removing %s: an empty index file whose creation was interrupted", path)
+                    os.unlink(path)
                     continue
                 f = IndexFile(path, self.hash_slot_num, self.index_num, create=False)
                 if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:

@@ -1,0 +1,1 @@
+"""RocketStore command-line tools (the ``rocketstore`` console script)."""
