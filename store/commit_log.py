@@ -274,14 +274,18 @@ class CommitLog:
                 wrote_offset = mapped.file_from_offset + mapped.wrote_position
 
                 def write(mm: mmap.mmap, pos: int, room: int) -> int:
-                    # Copy, then stamp in place, before the segment publishes the new write
-                    # position: dispatch never sees a record without its offsets.
-                    mm[pos : pos + total] = payload
-                    rec_pos = pos
+                    # Stamp a private copy, then copy it into the mapping in one go: stamping in
+                    # the mapping let a kill -9 between copy and stamp leave CRC-valid records
+                    # with queueOffset/physicalOffset/storeTimestamp 0, which recovery accepts.
+                    # The write position is published after this returns, so dispatch never
+                    # sees a record without its offsets either.
+                    buf = bytearray(payload)
+                    rec_pos = 0
                     for i, record in enumerate(records):
-                        stamp_record(mm, rec_pos, queue_offset + i if counts_in_queue else 0,
-                                     wrote_offset + rec_pos - pos, now_ms, sys_flag)
+                        stamp_record(buf, rec_pos, queue_offset + i if counts_in_queue else 0,
+                                     wrote_offset + rec_pos, now_ms, sys_flag)
                         rec_pos += len(record)
+                    mm[pos : pos + total] = buf
                     return total
 
                 try:

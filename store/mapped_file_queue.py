@@ -73,15 +73,17 @@ class AllocateMappedFileService:
                 self._lock.notify_all()
 
     def shutdown(self) -> None:
-        """Stop; pre-created segments stay on disk (RocketMQ leaves them too) but are closed."""
+        """Stop; segments created ahead but never taken are deleted, as RocketMQ's shutdown does."""
         with self._lock:
             self._stopped = True
             self._lock.notify_all()
         self._thread.join(timeout=5)
-        for made in self._ready.values():
+        with self._lock:  # a late take() must not get a segment being deleted
+            leftovers = list(self._ready.values())
+            self._ready.clear()
+        for made in leftovers:
             if isinstance(made, MappedFile):
-                made.close()
-        self._ready.clear()
+                made.destroy(0)
 
 
 class MappedFileQueue:
@@ -107,6 +109,13 @@ class MappedFileQueue:
         if not os.path.isdir(self.store_path):
             return
         names = sorted(n for n in os.listdir(self.store_path) if not n.startswith("."))
+        # A kill -9 between creating a segment and sizing it leaves an empty file at the end;
+        # nothing was ever written to it (writes need the full-size mapping): drop it.
+        while names and os.path.isfile(tail := os.path.join(self.store_path, names[-1])) \
+                and os.path.getsize(tail) == 0:
+            log.warning("removing %s: an empty segment whose creation was interrupted", tail)
+            os.unlink(tail)
+            names.pop()
         for name in names:
             path = os.path.join(self.store_path, name)
             if not os.path.isfile(path):

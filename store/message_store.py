@@ -142,13 +142,22 @@ class DefaultMessageStore:
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
-        """Open everything on disk and recover; raises with a clear message if it cannot."""
-        self.last_exit_ok = not os.path.exists(self.abort_path)
-        log.info("last shutdown %s", "normal" if self.last_exit_ok else "abnormal")
-        self.commit_log.load()
-        self._load_consume_queues()
-        self.index_service.load(self.last_exit_ok)
-        self._recover()
+        """Open everything on disk and recover; raises with a clear message if it cannot.
+
+        The directory lock is taken first: recovery truncates and deletes files, which must
+        never happen under a store that is running (StoreLockedError instead).
+        """
+        self._lock.acquire()
+        try:
+            self.last_exit_ok = not os.path.exists(self.abort_path)
+            log.info("last shutdown %s", "normal" if self.last_exit_ok else "abnormal")
+            self.commit_log.load()
+            self._load_consume_queues()
+            self.index_service.load(self.last_exit_ok)
+            self._recover()
+        except BaseException:
+            self._lock.release()
+            raise
 
     def _load_consume_queues(self) -> None:
         if not os.path.isdir(self.consume_queue_dir):
@@ -224,6 +233,7 @@ class DefaultMessageStore:
     def shutdown(self) -> None:
         """Stop in reverse order; ``abort`` stays when dispatch had not caught up (next start re-checks)."""
         if self.shutdown_flag and not self._threads:
+            self._lock.release()  # loaded but never started: still holds the directory lock
             return
         self.shutdown_flag = True
         self._scheduler_stop.set()
@@ -416,7 +426,7 @@ class DefaultMessageStore:
             status, next_offset = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._next_offset_correction(offset, offset)
         elif offset > max_offset:
             status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            next_offset = self._next_offset_correction(offset, min_offset if min_offset == 0 else max_offset)
+            next_offset = self._next_offset_correction(offset, max_offset)  # 4.9.8: maxOffset
         else:
             result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
             result.min_offset, result.max_offset = min_offset, max_offset
@@ -531,7 +541,9 @@ class DefaultMessageStore:
             last_update_phy = res.index_last_update_phyoffset
             if not res.phy_offsets:
                 break
-            offsets = sorted(res.phy_offsets)
+            # one record can be indexed twice (a key repeated in KEYS, or the last indexed record
+            # re-dispatched by crash recovery, as in RocketMQ): return it once
+            offsets = sorted(set(res.phy_offsets))
             for i, phy in enumerate(offsets[:max_num]):
                 msg = self.look_message_by_offset(phy)
                 if msg is None:

@@ -29,6 +29,9 @@ class StoreLock:
         self._fd = -1
 
     def acquire(self) -> None:
+        """Take the lock; a no-op when this object already holds it (load, then start)."""
+        if self._fd >= 0:
+            return
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
