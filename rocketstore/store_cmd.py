@@ -156,6 +156,15 @@ def _preview(body: bytes, chars: int) -> str:
 
 # -- actions ----------------------------------------------------------------------------------
 def _stats(args: argparse.Namespace, config: StoreConfig) -> int:
+    if not config.root_dir().exists():
+        # Asking for the stats of a store nobody has written yet is a normal first step (the
+        # default ~/store on a new machine): say so plainly instead of failing.
+        if args.json:
+            json.dump({"store_dir": str(config.root_dir()), "exists": False}, sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            print(f"No store at {config.root_dir()} yet: nothing has been written there.")
+        return 0
     stats = store_stats(config)
     if args.json:
         json.dump(stats, sys.stdout, indent=2)

@@ -219,7 +219,17 @@ def test_verify_corrupt_store_exits_1_with_the_place(damaged: tuple[Path, Path, 
     assert report["problems"][0].startswith(f"commitlog/{seg_name} position {offset % SEG}")
 
 
-@pytest.mark.parametrize("action", ["stats", "dump", "verify"])
+def test_stats_of_a_store_not_written_yet_says_so_and_succeeds(tmp_path: Path) -> None:
+    """README's first command runs stats on ~/store, which a new machine does not have yet."""
+    human = run("store", "stats", "--store-dir", str(tmp_path / "nowhere"))
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.strip() == f"No store at {tmp_path / 'nowhere'} yet: nothing has been written there."
+    as_json = run("store", "stats", "--store-dir", str(tmp_path / "nowhere"), "--json")
+    assert json.loads(as_json.stdout) == {"store_dir": str(tmp_path / "nowhere"), "exists": False}
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("action", ["dump", "verify"])
 def test_missing_or_foreign_directory_exits_2_without_traceback(tmp_path: Path, action: str) -> None:
     missing = run("store", action, "--store-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 2
@@ -249,7 +259,7 @@ def test_store_dir_comes_from_broker_conf_and_store_dir_overrides_it(written: Wr
 
     elsewhere = write_conf(tmp_path / "elsewhere.conf", tmp_path / "not-here",
                            storePathCommitLog=str(tmp_path / "not-here" / "commitlog"))
-    assert run("store", "stats", "-c", str(elsewhere)).returncode == 2
+    assert run("store", "verify", "-c", str(elsewhere)).returncode == 2
     overridden = run("store", "stats", "-c", str(elsewhere), "--store-dir", str(written.root), "--json")
     assert overridden.returncode == 0, overridden.stderr
     stats = json.loads(overridden.stdout)
