@@ -53,7 +53,7 @@ PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
 _ENCODE_HEADROOM = 64 * 1024  # RocketMQ's encoder allows body + 64 KiB for the whole record
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
 class AppendMessageResult:
     """Where a put landed: RocketMQ's AppendMessageResult."""
 
@@ -71,7 +71,7 @@ class AppendMessageResult:
         return create_message_id(self.store_host, self.wrote_offset)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
 class PutMessageResult:
     status: PutMessageStatus
     append: AppendMessageResult | None = None
@@ -241,9 +241,9 @@ class CommitLog:
         return self._after_append(result, True)
 
     def _append(
-        self, records: list[bytes], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
+        self, records: list[bytearray], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
     ) -> PutMessageResult:
-        payload = records[0] if len(records) == 1 else b"".join(records)
+        payload = records[0] if len(records) == 1 else bytearray().join(records)
         total = len(payload)
         key = f"{topic}-{queue_id}"
         counts_in_queue = transaction_type(sys_flag) in (0, SysFlag.TRANSACTION_COMMIT)
@@ -274,18 +274,17 @@ class CommitLog:
                 wrote_offset = mapped.file_from_offset + mapped.wrote_position
 
                 def write(mm: mmap.mmap, pos: int, room: int) -> int:
-                    # Stamp a private copy, then copy it into the mapping in one go: stamping in
-                    # the mapping let a kill -9 between copy and stamp leave CRC-valid records
-                    # with queueOffset/physicalOffset/storeTimestamp 0, which recovery accepts.
-                    # The write position is published after this returns, so dispatch never
-                    # sees a record without its offsets either.
-                    buf = bytearray(payload)
+                    # Stamp our own (private, not yet shared) encoding, then copy it into the
+                    # mapping in one go: stamping in the mapping let a kill -9 between copy and
+                    # stamp leave CRC-valid records with queueOffset/physicalOffset/storeTimestamp
+                    # 0, which recovery accepts. The write position is published after this
+                    # returns, so dispatch never sees a record without its offsets either.
                     rec_pos = 0
                     for i, record in enumerate(records):
-                        stamp_record(buf, rec_pos, queue_offset + i if counts_in_queue else 0,
+                        stamp_record(payload, rec_pos, queue_offset + i if counts_in_queue else 0,
                                      wrote_offset + rec_pos, now_ms, sys_flag)
                         rec_pos += len(record)
-                    mm[pos : pos + total] = buf
+                    mm[pos : pos + total] = payload
                     return total
 
                 try:
@@ -311,8 +310,9 @@ class CommitLog:
         return left
 
     def _after_append(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        if result.append is None or not isinstance(self.flush_service, GroupCommitService):
+        if result.append is None or not self.settings.sync_flush:
             return result
+        assert isinstance(self.flush_service, GroupCommitService)
         end = result.append.wrote_offset + result.append.wrote_bytes
         if not wait:
             self.flush_service.wakeup()

@@ -38,7 +38,7 @@ def unpack_entries(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, 
     yield from _ENTRY.iter_unpack(data)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
 class ConsumeQueueEntry:
     """One decoded entry; ``queue_offset`` is its logical offset in the queue."""
 

@@ -219,7 +219,7 @@ class Message:
         return self.properties.get(PROPERTY_KEYS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
 class StoredMessage:
     """A record read back from the CommitLog: RocketMQ's MessageExt."""
 
@@ -259,7 +259,7 @@ class StoredMessage:
         return create_message_id(self.store_host, self.physical_offset)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
 class DispatchRequest:
     """What dispatch needs from one record: enough to build the ConsumeQueue entry and index keys."""
 
@@ -298,9 +298,11 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _TWO_I64 = struct.Struct(">qq")
+_EMPTY = bytearray()
 _TAIL_AFTER_STORE_HOST = struct.Struct(">iqi")  # reconsumeTimes, preparedTxOffset, bodyLength
 
 QUEUE_OFFSET_POS = 20
+SYS_FLAG_POS = 36
 PHYSICAL_OFFSET_POS = 28
 BORN_HOST_POS = 48
 
@@ -363,7 +365,7 @@ def encode_record(
     reconsume_times: int,
     prepared_transaction_offset: int,
     crc: int | None = None,
-) -> bytes:
+) -> bytearray:
     """Encode a record with queueOffset, physicalOffset and storeTimestamp left as zero.
 
     Those three are known only under the put lock; :func:`stamp_record` fills them in where
@@ -372,7 +374,7 @@ def encode_record(
     """
     header = _HEADERS[len(born_host) == 20, len(store_host) == 20]
     length = header.size + len(body) + 1 + len(topic_data) + 2 + len(properties_data)
-    return b"".join((
+    return _EMPTY.join((  # a bytearray: stamped in place under the put lock, then copied once
         header.pack(
             length, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc, queue_id, flag, 0, 0,
             sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times, prepared_transaction_offset,
@@ -395,7 +397,7 @@ def stamp_record(
     _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
 
 
-def encode_message(message: Message, crc: int | None = None) -> bytes:
+def encode_message(message: Message, crc: int | None = None) -> bytearray:
     """Encode a :class:`Message` (see :func:`encode_record` for what is left to stamp)."""
     sys_flag = with_host_flags(message.sys_flag, message.born_host, message.store_host)
     return encode_record(
@@ -450,18 +452,15 @@ def _decode_message(
     buf: Buffer, pos: int, total_size: int, magic: int, check_crc: bool, read_body: bool
 ) -> DecodeResult:
     end = pos + total_size
-    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
-    p = pos + BORN_HOST_POS
-    born_len = host_length(sys_flag, SysFlag.BORNHOST_V6)
-    born_host = HostAddress.from_bytes(buf[p : p + born_len])
-    p += born_len
-    (store_ts,) = _I64.unpack_from(buf, p)
-    p += 8
-    store_len = host_length(sys_flag, SysFlag.STOREHOST_V6)
-    store_host = HostAddress.from_bytes(buf[p : p + store_len])
-    p += store_len
-    reconsume_times, prepared_offset, body_length = _TAIL_AFTER_STORE_HOST.unpack_from(buf, p)
-    p += 16
+    (sys_flag,) = _I32.unpack_from(buf, pos + SYS_FLAG_POS)
+    header = _HEADERS[bool(sys_flag & SysFlag.BORNHOST_V6), bool(sys_flag & SysFlag.STOREHOST_V6)]
+    if pos + header.size > end:
+        return CorruptRecord(f"record at {pos} is shorter ({total_size}) than its fixed fields ({header.size})")
+    (_, _, crc, queue_id, flag, queue_offset, physical_offset, _, born_ts, born_raw, store_ts, store_raw,
+     reconsume_times, prepared_offset, body_length) = header.unpack_from(buf, pos)
+    born_host = _host_from_bytes(born_raw)
+    store_host = _host_from_bytes(store_raw)
+    p = pos + header.size
     if body_length < 0 or p + body_length > end:
         return CorruptRecord(f"body length {body_length} at {pos} runs past the record")
     body = bytes(buf[p : p + body_length]) if (read_body or check_crc) else b""
