@@ -376,7 +376,7 @@ class CommitLog:
             pos = start
             limit = mapped.read_position
             while pos < limit:
-                result = decode_record(buf, pos, check_crc=check_crc, read_body=check_crc)
+                result = decode_record(buf, pos, check_crc=check_crc, read_body=False)
                 yield pos, result
                 if not isinstance(result, StoredMessage):
                     return

@@ -137,8 +137,10 @@ class ConsumeQueue:
         """Append one entry; re-dispatched records (already covered) are skipped, not repeated."""
         with self._lock:
             if offset + size <= self.max_physic_offset:
-                log.warning("%s-%d: entry for %d already built (max %d)", self.topic, self.queue_id,
-                            offset, self.max_physic_offset)
+                # Expected after a crash (recovery re-dispatches from the checkpoint): debug, not
+                # warning, or a recovery of one segment would log a million lines.
+                log.debug("%s-%d: entry for %d already built (max %d)", self.topic, self.queue_id,
+                          offset, self.max_physic_offset)
                 return True
             expect_logic_offset = cq_offset * CQ_STORE_UNIT_SIZE
             mfq = self.mapped_file_queue
@@ -152,7 +154,7 @@ class ConsumeQueue:
             if cq_offset != 0:
                 current = mapped.wrote_position + mapped.file_from_offset
                 if expect_logic_offset < current:
-                    log.warning("%s-%d: consume queue offset %d built repeatedly", self.topic, self.queue_id,
+                    log.debug("%s-%d: consume queue offset %d built repeatedly", self.topic, self.queue_id,
                                 cq_offset)
                     return True
                 if expect_logic_offset != current:

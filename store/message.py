@@ -463,9 +463,15 @@ def _decode_message(
     p = pos + header.size
     if body_length < 0 or p + body_length > end:
         return CorruptRecord(f"body length {body_length} at {pos} runs past the record")
-    body = bytes(buf[p : p + body_length]) if (read_body or check_crc) else b""
-    if check_crc and body_length > 0 and body_crc(body) != crc:
-        return CorruptRecord(f"body CRC mismatch at {pos}: stored {crc}, computed {body_crc(body)}")
+    body = bytes(buf[p : p + body_length]) if read_body else b""
+    if check_crc and body_length > 0:
+        if read_body:
+            computed = body_crc(body)
+        else:  # recovery: checksum the body in place instead of copying it out
+            with memoryview(buf) as view:
+                computed = body_crc(view[p : p + body_length])
+        if computed != crc:
+            return CorruptRecord(f"body CRC mismatch at {pos}: stored {crc}, computed {computed}")
     p += body_length
     if magic == MESSAGE_MAGIC_CODE_V2:
         (topic_length,) = _I16.unpack_from(buf, p)
