@@ -180,23 +180,27 @@ class ConsumeQueue:
     def message_total_in_queue(self) -> int:
         return self.max_offset_in_queue - self.min_offset_in_queue
 
-    def entries(self, start_index: int, max_entries: int) -> list[ConsumeQueueEntry]:
-        """Up to ``max_entries`` entries from ``start_index`` within one file (like getIndexBuffer)."""
+    def read_entries(self, start_index: int, max_entries: int) -> bytes:
+        """Raw bytes of up to ``max_entries`` entries from ``start_index``, within one file.
+
+        RocketMQ's getIndexBuffer: pulls walk these lazily (see :func:`unpack_entries`) and
+        usually stop after a few dozen, so nothing is decoded up front.
+        """
         offset = start_index * CQ_STORE_UNIT_SIZE
         if offset < self.min_logic_offset:
-            return []
+            return b""
         mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mapped is None:
-            return []
+            return b""
         pos = offset % self.file_size
         count = min(max_entries, (mapped.read_position - pos) // CQ_STORE_UNIT_SIZE)
         data = mapped.read(pos, count * CQ_STORE_UNIT_SIZE) if count > 0 else None
-        if data is None:
-            return []
-        return [
-            ConsumeQueueEntry(start_index + i, *_ENTRY.unpack_from(data, i * CQ_STORE_UNIT_SIZE))
-            for i in range(count)
-        ]
+        return data or b""
+
+    def entries(self, start_index: int, max_entries: int) -> list[ConsumeQueueEntry]:
+        """Up to ``max_entries`` decoded entries from ``start_index`` within one file."""
+        data = self.read_entries(start_index, max_entries)
+        return [ConsumeQueueEntry(start_index + i, *entry) for i, entry in enumerate(_ENTRY.iter_unpack(data))]
 
     def entry(self, index: int) -> ConsumeQueueEntry | None:
         found = self.entries(index, 1)

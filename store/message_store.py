@@ -25,7 +25,7 @@ from store.checkpoint import StoreCheckpoint
 from store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
 from store.config import BrokerRole, FlushDiskType, StoreConfig
-from store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from store.dispatch import MessageArrivingListener, ReputMessageService
 from store.index_file import IndexService
 from store.message import DispatchRequest, Message, StoredMessage, tags_code, transaction_type
@@ -440,7 +440,7 @@ class DefaultMessageStore:
         max_offset_py: int,
     ) -> GetMessageResult:
         max_filter = max(16000, max_msg_nums * 20) // CQ_STORE_UNIT_SIZE
-        entries = cq.entries(offset, max_filter)
+        entries = cq.read_entries(offset, max_filter)
         if not entries:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
                                     self._next_offset_correction(offset, cq.roll_next_file(offset)), 0, 0)
@@ -448,8 +448,7 @@ class DefaultMessageStore:
         next_phy_file_start = -1
         max_phy_pulling = 0
         consumed = 0
-        for entry in entries:
-            offset_py, size_py = entry.commit_log_offset, entry.size
+        for offset_py, size_py, entry_tags_code in unpack_entries(entries):
             max_phy_pulling = offset_py
             if next_phy_file_start != -1 and offset_py < next_phy_file_start:
                 consumed += 1
@@ -458,7 +457,7 @@ class DefaultMessageStore:
             if self._is_batch_full(size_py, max_msg_nums, result.buffer_total_size, result.message_count, in_disk):
                 break
             consumed += 1
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(entry.tags_code):
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(entry_tags_code):
                 if result.buffer_total_size == 0:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
@@ -473,7 +472,7 @@ class DefaultMessageStore:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
             result.messages.append(data)
-            result.message_queue_offsets.append(entry.queue_offset)
+            result.message_queue_offsets.append(offset + consumed - 1)
             result.buffer_total_size += len(data)
             result.status = GetMessageStatus.FOUND
             next_phy_file_start = -1
