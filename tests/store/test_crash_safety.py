@@ -46,8 +46,10 @@ def test_acknowledged_messages_survive_kill_9(tmp_path: object, caplog: pytest.L
             f"cycle {i} ({mode}, seed {seed}): {len(result.problems)} problems:\n" + "\n".join(result.problems[:40])
         )
         if mode == "roll":
-            last, before = result.acks[-1], result.acks[-2]
-            assert last.commit_log_offset // SEGMENT_SIZE > before.commit_log_offset // SEGMENT_SIZE
+            # the kill follows the first ack in a new segment, but the writer may ack a few more
+            # before SIGKILL lands: require that this cycle did cross a segment boundary
+            segments = [a.commit_log_offset // SEGMENT_SIZE for a in result.acks]
+            assert any(b > a for a, b in zip(segments, segments[1:], strict=False)), segments
 
     assert len(harness.acks) > CYCLES, f"too few acknowledged messages overall: {modes_run}"
     segments = [n for n in os.listdir(make_config(store_dir).commit_log_dir()) if n.isdigit()]
