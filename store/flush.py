@@ -98,49 +98,67 @@ class FlushRealTimeService(FlushService):
 
 
 class GroupCommitService(FlushService):
-    """SYNC_FLUSH: one flusher, many waiting puts, one fdatasync per group."""
+    """SYNC_FLUSH: one flusher, many waiting puts, one fdatasync per group.
+
+    Like RocketMQ's GroupCommitService it swaps the request list: puts that arrive while an
+    fdatasync runs form the next group. Each put waits on its own event, so a flush wakes
+    exactly the puts it made durable instead of every waiting thread.
+    """
 
     def __init__(self, queue: MappedFileQueue, on_flushed: Callable[[int], None]) -> None:
         super().__init__("GroupCommitService", queue, on_flushed)
-        self._wanted = 0
+        self._requests: list[tuple[int, threading.Event]] = []
         self.flush_count = 0
 
     def wakeup(self) -> None:
         with self._cond:
-            self._cond.notify_all()
+            self._cond.notify()
 
     def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
         """Block until the log is durable up to ``end_offset``; False on timeout."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            if end_offset > self._wanted:
-                self._wanted = end_offset
-            self._cond.notify_all()
-            while self._queue.flushed_where < end_offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._stopped:
-                    return self._queue.flushed_where >= end_offset
-                self._cond.wait(remaining)
+        if self._queue.flushed_where >= end_offset:
             return True
+        done = threading.Event()
+        with self._cond:
+            if self._stopped:
+                return False
+            self._requests.append((end_offset, done))
+            self._cond.notify()
+        return done.wait(timeout_s) or self._queue.flushed_where >= end_offset
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and self._queue.flushed_where >= self._wanted:
+                while not self._stopped and not self._requests:
                     self._cond.wait()
                 if self._stopped:
-                    self._cond.notify_all()
-                    return
+                    pending, self._requests = self._requests, []
+                    break
+                group, self._requests = self._requests, []
+            target = max(end for end, _ in group)
             try:
                 # A roll can leave the target in the next segment: flush until covered (twice
                 # at most in practice, as RocketMQ's doCommit loop).
                 for _ in range(2):
                     self._flush(0)
                     self.flush_count += 1
-                    if self._queue.flushed_where >= self._wanted:
+                    if self._queue.flushed_where >= target:
                         break
             except OSError:
                 log.exception("commit log sync flush failed; waiting puts will time out")
                 time.sleep(0.01)
+            self._release(group)
+        self._queue.flush(0)  # shutting down: make what waiters wrote durable before answering them
+        self._release(pending)
+
+    def _release(self, group: list[tuple[int, threading.Event]]) -> None:
+        flushed = self._queue.flushed_where
+        unfinished = []
+        for end, done in group:
+            if flushed >= end:
+                done.set()
+            else:
+                unfinished.append((end, done))
+        if unfinished:
             with self._cond:
-                self._cond.notify_all()
+                self._requests[:0] = unfinished
