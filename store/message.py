@@ -115,8 +115,12 @@ def java_string_hash(value: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def tags_code(tags: str | None) -> int:
-    """tagsCode stored in a ConsumeQueue entry: the Java hash of the tag string (0 if none)."""
+    """tagsCode stored in a ConsumeQueue entry: the Java hash of the tag string (0 if none).
+
+    Cached: a topic uses a handful of tags, and dispatch asks for every message.
+    """
     if not tags:
         return 0
     return java_string_hash(tags)
