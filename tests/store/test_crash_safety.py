@@ -12,6 +12,7 @@ Reproduce a failing run with CRASH_SEED=<seed printed below>.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
@@ -49,7 +50,7 @@ def test_acknowledged_messages_survive_kill_9(tmp_path: object, caplog: pytest.L
             # the kill follows the first ack in a new segment, but the writer may ack a few more
             # before SIGKILL lands: require that this cycle did cross a segment boundary
             segments = [a.commit_log_offset // SEGMENT_SIZE for a in result.acks]
-            assert any(b > a for a, b in zip(segments, segments[1:], strict=False)), segments
+            assert any(b > a for a, b in itertools.pairwise(segments)), segments
 
     assert len(harness.acks) > CYCLES, f"too few acknowledged messages overall: {modes_run}"
     segments = [n for n in os.listdir(make_config(store_dir).commit_log_dir()) if n.isdigit()]
