@@ -23,6 +23,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 KEY="${KUBE_VERSION}-${ETCD_VERSION}-kwok${KWOK_VERSION}"
 ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/controlplane/${KEY}"
 BIN="${ROOT}/bin"
+# Standalone kwok has no built-in lifecycle; it needs Stage objects. They are
+# assembled from the kwok module's own default stages (see below).
+STAGES="${ROOT}/kwok-stages.yaml"
 NICE="${CONTROLPLANE_NICE:-19}"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl)
 
@@ -38,6 +41,7 @@ have_all() {
 	for b in "${BINARIES[@]}"; do
 		[[ -x "${BIN}/${b}" ]] || return 1
 	done
+	[[ -s "${STAGES}" ]]
 }
 
 if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
@@ -115,6 +119,24 @@ if ((${#kwok_pkgs[@]})); then
 	install_bins "${kwok_bins[@]}"
 fi
 
+# --- kwok stages -------------------------------------------------------------
+# kwokctl injects "fast" node/pod stages for the clusters it creates; a bare
+# `kwok` process only gets what --config gives it. Assemble the same default
+# set from the kwok module source (already in the module cache after go install).
+if [[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -s "${STAGES}" ]]; then
+	kwok_dir="$(cd "${STAGE}" && go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+	[[ -d "${kwok_dir}/kustomize/stage" ]] || die "kwok ${KWOK_VERSION} source not found in the module cache"
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		[[ -s "${kwok_dir}/kustomize/stage/${f}" ]] || die "missing kwok stage ${f}"
+		printf -- '---\n# from sigs.k8s.io/kwok@%s kustomize/stage/%s\n' "${KWOK_VERSION}" "${f}"
+		cat "${kwok_dir}/kustomize/stage/${f}"
+	done >"${STAGE}/kwok-stages.yaml"
+	mv -f "${STAGE}/kwok-stages.yaml" "${STAGES}"
+	log "  -> ${STAGES}"
+fi
+
 # --- Kubernetes control plane ---------------------------------------------
 kube_pkgs=()
 kube_bins=()
@@ -142,7 +164,7 @@ if ((${#kube_pkgs[@]})); then
 	install_bins "${kube_bins[@]}"
 fi
 
-have_all || die "some binaries are still missing in ${BIN}"
+have_all || die "some outputs are still missing in ${ROOT}"
 {
 	echo "kube=${KUBE_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION}"
 	echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) with $(go version)"
