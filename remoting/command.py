@@ -33,8 +33,9 @@ from remoting.codes import LanguageCode, SerializeType
 RPC_TYPE_RESPONSE = 0x1
 RPC_ONEWAY = 0x2
 MAX_FRAME_SIZE = 16 * 1024 * 1024
-# What our own clients and broker report as their version: RocketMQ's MQVersion for 4.9.8.
-DEFAULT_VERSION = 453
+# What our own clients and broker report as their version: MQVersion.CURRENT_VERSION of RocketMQ
+# 4.9.8, i.e. Version.V4_9_8.ordinal() (checked against the real class by the interop tests).
+DEFAULT_VERSION = 409
 
 _I32 = struct.Struct(">i")
 _BINARY_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
@@ -95,17 +96,18 @@ def _language_name(language: int) -> str:
 def encode_header(cmd: RemotingCommand) -> bytes:
     if cmd.serialize_type is SerializeType.ROCKETMQ:
         return _encode_binary_header(cmd)
+    # Keys sorted by name and a null remark left out, as fastjson writes RocketMQ's RemotingCommand.
     header: dict[str, Any] = {
         "code": cmd.code,
         "extFields": cmd.ext_fields,
         "flag": cmd.flag,
         "language": _language_name(cmd.language),
         "opaque": cmd.opaque,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": cmd.version,
     }
     if cmd.remark is not None:
         header["remark"] = cmd.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = cmd.version
     return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -145,20 +147,29 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     return cmd
 
 
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
 def _as_int(header: dict[str, Any], name: str, default: int | None = None) -> int:
+    """An int field of RocketMQ's RemotingCommand: a JSON integer within Java's int range."""
     value = header.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if default is not None and value is None:
-            return default
-        raise ProtocolError(f"header field {name!r} must be an integer, got {value!r}")
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not _INT32_MIN <= value <= _INT32_MAX:
+        raise ProtocolError(f"header field {name!r} must be a 32-bit integer, got {_short_repr(value)}")
     return value
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _decode_json_header(data: bytes) -> RemotingCommand:
     try:
         header = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"JSON header does not parse: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ProtocolError(f"JSON header does not parse: {_short_repr(str(exc))}") from None
     if not isinstance(header, dict):
         raise ProtocolError("JSON header must be an object")
     language = header.get("language", "JAVA")
@@ -176,18 +187,22 @@ def _decode_json_header(data: bytes) -> RemotingCommand:
         code=_as_int(header, "code"),
         opaque=_as_int(header, "opaque", 0),
         flag=_as_int(header, "flag", 0),
-        remark=None if remark is None else str(remark),
-        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        remark=None if remark is None else _ext_value(remark, "remark"),
+        ext_fields={str(k): _ext_value(v, f"extFields[{k!r}]") for k, v in ext.items() if v is not None},
         language=language_code,
         version=_as_int(header, "version", 0),
     )
 
 
-def _ext_value(value: Any) -> str:
+def _ext_value(value: Any, name: str) -> str:
     """extFields are strings on the wire; a client that sends a bare number or boolean still means its text."""
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    if isinstance(value, int | float):
+        return str(value)
+    raise ProtocolError(f"header field {name} must be a string, got {_short_repr(value)}")
 
 
 def _decode_binary_header(data: bytes) -> RemotingCommand:
@@ -205,13 +220,17 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
             raise ProtocolError(f"extFields length {ext_len} runs past the header ({len(data)} bytes)")
         ext: dict[str, str] = {}
         while pos < ext_end:
+            if pos + 2 > ext_end:
+                raise ProtocolError("extFields block ends inside a key length")
             (klen,) = struct.unpack_from(">h", data, pos)
             pos += 2
-            key = _take(data, pos, klen, "extFields key").decode()
+            key = _take(data, pos, klen, "extFields key", ext_end).decode()
             pos += klen
+            if pos + 4 > ext_end:
+                raise ProtocolError(f"extFields entry {key!r} has no value length inside the extFields block")
             (vlen,) = _I32.unpack_from(data, pos)
             pos += 4
-            ext[key] = _take(data, pos, vlen, f"extFields value of {key!r}").decode()
+            ext[key] = _take(data, pos, vlen, f"extFields value of {key!r}", ext_end).decode()
             pos += vlen
     except struct.error as exc:
         raise ProtocolError(f"binary header truncated: {exc}") from None
@@ -221,9 +240,10 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
                            language=language, version=version)
 
 
-def _take(data: bytes, pos: int, length: int, what: str) -> bytes:
-    if length < 0 or pos + length > len(data):
-        raise ProtocolError(f"{what} length {length} runs past the header ({len(data)} bytes)")
+def _take(data: bytes, pos: int, length: int, what: str, end: int | None = None) -> bytes:
+    end = len(data) if end is None else end
+    if length < 0 or pos + length > end:
+        raise ProtocolError(f"{what} length {length} runs past its block (ends at byte {end} of {len(data)})")
     return data[pos : pos + length]
 
 
