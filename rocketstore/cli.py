@@ -1,6 +1,7 @@
 """The ``rocketstore`` command.
 
     rocketstore store stats|dump|verify [--store-dir DIR] [-c broker.conf] [--json]
+    rocketstore broker [-c broker.conf] [--store-dir DIR] [--listen-port N] [--namesrv-port N] [--http-port N]
 
 Each command group lives in its own module exposing ``register(subparsers)``: it adds its
 parser and sets ``handler`` (``argparse.Namespace -> exit code``) on every runnable leaf.
@@ -20,11 +21,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rocketstore import store_cmd
+from rocketstore import broker_cmd, store_cmd
 
 #: command groups, in the order ``--help`` lists them
 GROUPS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     store_cmd.register,
+    broker_cmd.register,
 )
 
 

@@ -37,6 +37,8 @@ __all__ = [
     "ConfigError",
     "FlushDiskType",
     "StoreConfig",
+    "config_converters",
+    "format_value",
     "load_broker_conf",
     "parse_delete_when",
     "parse_properties",
@@ -462,13 +464,13 @@ def _enum(enum_type: type[Enum]) -> Callable[[str, str], object]:
     return convert
 
 
-def _converter(name: str, tp: object) -> Callable[[str, str], object]:
+def _converter(name: str, tp: object, long_fields: frozenset[str] = _JAVA_LONG_FIELDS) -> Callable[[str, str], object]:
     if name == "delete_when":
         return _delete_when
     if tp is bool:
         return _java_boolean
     if tp is int:
-        return _java_integer(64 if name in _JAVA_LONG_FIELDS else 32)
+        return _java_integer(64 if name in long_fields else 32)
     if tp is float:
         return _ratio
     if tp in (str, str | None):
@@ -478,9 +480,15 @@ def _converter(name: str, tp: object) -> Callable[[str, str], object]:
     raise TypeError(f"StoreConfig.{name}: no properties converter for {tp!r}")
 
 
-_CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = MappingProxyType(
-    {name: _converter(name, tp) for name, tp in typing.get_type_hints(StoreConfig).items()}
-)
+def config_converters(config_type: type, long_fields: frozenset[str]) -> Mapping[str, Callable[[str, str], object]]:
+    """Field name -> ``(key, raw) -> value`` for every field of a config dataclass, parsed the way
+    RocketMQ's setters would (ints range-checked as Java int, or long for ``long_fields``). Shared
+    with the broker's BrokerConfig so both halves of broker.conf follow the same rules."""
+    hints = typing.get_type_hints(config_type)
+    return MappingProxyType({name: _converter(name, tp, long_fields) for name, tp in hints.items()})
+
+
+_CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(StoreConfig, _JAVA_LONG_FIELDS)
 
 
 def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
@@ -503,6 +511,9 @@ def _format(value: object) -> str:
     if isinstance(value, Enum):
         return value.name
     return str(value)
+
+
+format_value: Final = _format  # public name for other config objects (the broker's BrokerConfig)
 
 
 # -- java.util.Properties text format --------------------------------------------------------

@@ -1,0 +1,102 @@
+"""Client membership: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+CHECK_CLIENT_CONFIG (46) — RocketMQ's ClientManageProcessor and getConsumerListByGroup.
+
+A heartbeat registers every producer and consumer group the client runs on this connection (see
+client_manager.py). For each consumer group it also makes sure the group's subscription config
+and its retry topic ``%RETRY%{group}`` exist (retryQueueNums queues, read/write), as RocketMQ
+does, so the consumer's route query for the retry topic finds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker_image.broker import retry_topic
+from broker_image.client_manager import ClientChannelInfo
+from broker_image.server import Connection
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.headers import (
+    GetConsumerListByGroupRequestHeader,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    UnregisterClientRequestHeader,
+)
+from store.config_manager import PERM_READ, PERM_WRITE, parse_fastjson
+
+if TYPE_CHECKING:
+    from broker_image.broker import BrokerController
+
+# TopicSysFlag.buildSysFlag(false, true): the unit-sub flag a unit-mode consumer's retry topic gets.
+_UNIT_SUB_FLAG = 0x2
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.decode(request.body)
+        broker = self.broker
+        info = ClientChannelInfo(conn, data.client_id, request.language, request.version)
+        for consumer in data.consumer_data_set:
+            group_config = broker.subscription_group(consumer.group_name)
+            notify = True
+            if group_config is not None:
+                notify = group_config.notify_consumer_ids_changed_enable
+                broker.create_topic_in_send_back(retry_topic(consumer.group_name), group_config.retry_queue_nums,
+                                                 PERM_READ | PERM_WRITE, _UNIT_SUB_FLAG if consumer.unit_mode else 0)
+            broker.consumer_manager.register(
+                consumer.group_name, info, consumer.consume_type, consumer.message_model,
+                consumer.consume_from_where, consumer.subscription_data_set, notify)
+        for producer in data.producer_data_set:
+            broker.producer_manager.register(producer.group_name, info)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if header.producer_group is not None:
+            broker.producer_manager.unregister(header.producer_group, conn)
+        if header.consumer_group is not None:
+            group_config = broker.subscription_group(header.consumer_group)
+            notify = group_config.notify_consumer_ids_changed_enable if group_config is not None else True
+            broker.consumer_manager.unregister(header.consumer_group, conn, notify)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumer_manager.get(header.consumer_group)
+        ids = info.client_ids() if info is not None else []
+        if not ids:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
+        return request.response(ResponseCode.SUCCESS, body=GetConsumerListByGroupResponseBody(
+            consumer_id_list=ids).encode())
+
+    async def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Tag subscriptions are fine; SQL92 and other expression types are not supported here.
+
+        RocketMQ answers SYSTEM_ERROR for them unless enablePropertyFilter is on; RocketStore has
+        no property filter at all, so it always does.
+        """
+        expression_type = "TAG"
+        if request.body:
+            try:
+                body = parse_fastjson(request.body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                return request.response(ResponseCode.SYSTEM_ERROR, "CHECK_CLIENT_CONFIG body does not parse")
+            sub = body.get("subscriptionData") if isinstance(body, dict) else None
+            if isinstance(sub, dict) and sub.get("expressionType"):
+                expression_type = str(sub["expressionType"])
+        if expression_type != "TAG":
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The broker does not support consumer to filter message by {expression_type}")
+        return request.response(ResponseCode.SUCCESS)
+
+
+def register(broker: BrokerController) -> None:
+    processor = ClientManageProcessor(broker)
+    broker.remoting.register(RequestCode.HEART_BEAT, processor.heartbeat)
+    broker.remoting.register(RequestCode.UNREGISTER_CLIENT, processor.unregister_client)
+    broker.remoting.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, processor.consumer_list)
+    broker.remoting.register(RequestCode.CHECK_CLIENT_CONFIG, processor.check_client_config)

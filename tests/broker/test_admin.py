@@ -1,0 +1,191 @@
+"""Admin requests over real sockets: broker config get/update (live), runtime info, manual CommitLog
+deletion, topics, subscription groups, topic and consume stats in fastjson's MessageQueue-keyed form."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import BrokerHandle, RawClient
+
+from broker_image.processor.admin import decode_message_queue_table, encode_message_queue_table
+from remoting.codes import RequestCode, ResponseCode
+from remoting.headers import CreateTopicRequestHeader, HeartbeatData
+from store.config import parse_properties
+from store.message import Message
+
+# -- unit ----------------------------------------------------------------------------------------
+
+
+def test_message_queue_table_round_trip() -> None:
+    entries = [({"brokerName": "b", "queueId": 0, "topic": "t"}, {"maxOffset": 3}),
+               ({"brokerName": "b", "queueId": 1, "topic": "t{:}"}, {"maxOffset": 5})]
+    text = '{"consumeTps":0.0,"offsetTable":' + encode_message_queue_table(entries) + "}"
+    assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:')
+    assert decode_message_queue_table(text) == {("t", "b", 0): {"maxOffset": 3}, ("t{:}", "b", 1): {"maxOffset": 5}}
+    assert decode_message_queue_table('{"offsetTable":{}}') == {}
+
+
+# -- over sockets --------------------------------------------------------------------------------
+
+
+def _put(broker: BrokerHandle, topic: str, queue_id: int, count: int) -> None:
+    for i in range(count):
+        result = broker.store.put_message(Message(topic=topic, body=f"m{i}".encode(), queue_id=queue_id,
+                                                  born_timestamp=int(time.time() * 1000)))
+        assert result.ok
+    broker.wait_dispatched()
+
+
+@pytest.mark.integration
+def test_get_broker_config_lists_both_halves(client: RawClient) -> None:
+    resp = client.call(RequestCode.GET_BROKER_CONFIG)
+    assert resp.code == ResponseCode.SUCCESS
+    props = parse_properties(resp.body.decode())
+    assert props["brokerName"] == "broker-a"
+    assert props["brokerClusterName"] == "DefaultCluster"
+    assert props["fileReservedTime"] == "72"
+    assert props["deleteWhen"] == "04"
+    assert json.loads(resp.ext_fields["version"])["counter"] == 0
+
+
+@pytest.mark.integration
+def test_update_broker_config_changes_store_config_live(broker: BrokerHandle, client: RawClient) -> None:
+    body = b"fileReservedTime=1\ndiskMaxUsedSpaceRatio=60\nautoCreateSubscriptionGroup=false\n"
+    assert client.call(RequestCode.UPDATE_BROKER_CONFIG, body=body).code == ResponseCode.SUCCESS
+    assert broker.store.config.file_reserved_time == 1  # the store reads this very object
+    assert broker.controller.store_config.disk_max_used_space_ratio == 60
+    assert broker.controller.broker_config.auto_create_subscription_group is False
+    resp = client.call(RequestCode.GET_BROKER_CONFIG)
+    props = parse_properties(resp.body.decode())
+    assert (props["fileReservedTime"], props["autoCreateSubscriptionGroup"]) == ("1", "false")
+    assert json.loads(resp.ext_fields["version"])["counter"] == 1
+
+
+@pytest.mark.integration
+def test_update_broker_config_refuses_bad_input_and_changes_nothing(broker: BrokerHandle, client: RawClient) -> None:
+    bad_value = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=5\ndeleteWhen=noon\n")
+    assert bad_value.code == ResponseCode.SYSTEM_ERROR
+    assert "deleteWhen" in (bad_value.remark or "")
+    unknown = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=5\nfileReservedTyme=5\n")
+    assert unknown.code == ResponseCode.SYSTEM_ERROR
+    assert "fileReservedTyme" in (unknown.remark or "")
+    black = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"configBlackList=x\n")
+    assert black.code == ResponseCode.NO_PERMISSION
+    assert broker.controller.store_config.file_reserved_time == 72
+    assert broker.controller.store_config.delete_when == "04"
+
+
+@pytest.mark.integration
+def test_runtime_info(broker: BrokerHandle, client: RawClient) -> None:
+    _put(broker, "Stats", 0, 3)
+    resp = client.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert resp.code == ResponseCode.SUCCESS
+    table = json.loads(resp.body)["table"]
+    assert table["putMessageTimesTotal"] == "3"
+    assert int(table["commitLogMaxOffset"]) > 0
+    assert table["brokerVersionDesc"] == "V4_9_8"
+    assert table["brokerVersion"] == "409"
+    assert table["dispatchBehindBytes"] == "0"
+    assert table["commitLogDirCapacity"].startswith("Total : ")
+
+
+@pytest.mark.integration
+def test_delete_expired_commitlog_arms_manual_deletion(broker: BrokerHandle, client: RawClient) -> None:
+    service = broker.store.clean_commit_log_service
+    assert service.manual_delete_file_several_times == 0
+    assert client.call(RequestCode.DELETE_EXPIRED_COMMITLOG).code == ResponseCode.SUCCESS
+    assert service.manual_delete_file_several_times == 20
+
+
+def _create_topic(client: RawClient, topic: str, queues: int = 4, perm: int = 6) -> int:
+    header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                                      write_queue_nums=queues, perm=perm, topic_filter_type="SINGLE_TAG",
+                                      topic_sys_flag=0, order=False)
+    return client.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields()).code
+
+
+@pytest.mark.integration
+def test_topic_create_list_delete(broker: BrokerHandle, client: RawClient) -> None:
+    assert _create_topic(client, "Orders", 3) == ResponseCode.SUCCESS
+    table = json.loads(client.call(RequestCode.GET_ALL_TOPIC_CONFIG).body)
+    assert table["topicConfigTable"]["Orders"]["writeQueueNums"] == 3
+    assert table["topicConfigTable"]["Orders"]["perm"] == 6
+    assert table["dataVersion"]["counter"] > 0
+    # names RocketMQ refuses
+    assert _create_topic(client, "bad topic") == ResponseCode.SYSTEM_ERROR
+    assert _create_topic(client, "TBW102") == ResponseCode.SYSTEM_ERROR
+    assert _create_topic(client, "broker-a") == ResponseCode.SYSTEM_ERROR  # the broker-name topic
+    assert client.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Orders"}).code == ResponseCode.SUCCESS
+    table = json.loads(client.call(RequestCode.GET_ALL_TOPIC_CONFIG).body)
+    assert "Orders" not in table["topicConfigTable"]
+    assert client.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"}).code == ResponseCode.SYSTEM_ERROR
+
+
+@pytest.mark.integration
+def test_subscription_groups(broker: BrokerHandle, client: RawClient) -> None:
+    config = {"groupName": "G1", "retryMaxTimes": 3, "retryQueueNums": 2, "consumeEnable": True}
+    resp = client.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(config).encode())
+    assert resp.code == ResponseCode.SUCCESS
+    table = json.loads(client.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)["subscriptionGroupTable"]
+    assert (table["G1"]["retryMaxTimes"], table["G1"]["retryQueueNums"]) == (3, 2)
+    assert "TOOLS_CONSUMER" in table
+    broker.call_soon(lambda: broker.controller.consumer_offset_manager.commit_offset("G1", "T", 0, 5))
+    resp = client.call(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G1", "removeOffset": "true"})
+    assert resp.code == ResponseCode.SUCCESS
+    assert broker.controller.subscription_group_manager.get("G1") is None
+    assert broker.controller.consumer_offset_manager.query_offset("G1", "T", 0) == -1
+    bad = client.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b"not json")
+    assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+@pytest.mark.integration
+def test_topic_stats(broker: BrokerHandle, client: RawClient) -> None:
+    assert _create_topic(client, "Stats", 2) == ResponseCode.SUCCESS
+    before = int(time.time() * 1000)
+    _put(broker, "Stats", 1, 4)
+    resp = client.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Stats"})
+    assert resp.code == ResponseCode.SUCCESS
+    table = decode_message_queue_table(resp.body.decode())
+    assert table[("Stats", "broker-a", 0)] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
+    q1 = table[("Stats", "broker-a", 1)]
+    assert (q1["minOffset"], q1["maxOffset"]) == (0, 4)
+    assert q1["lastUpdateTimestamp"] >= before - 1000
+    missing = client.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
+    assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+@pytest.mark.integration
+def test_consume_stats_connection_list_and_consumers_by_topic(broker: BrokerHandle, client: RawClient) -> None:
+    assert _create_topic(client, "Work", 2) == ResponseCode.SUCCESS
+    _put(broker, "Work", 0, 5)
+    broker.call_soon(lambda: broker.controller.consumer_offset_manager.commit_offset("CG", "Work", 0, 2))
+    resp = client.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "Work"})
+    assert resp.code == ResponseCode.SUCCESS
+    text = resp.body.decode()
+    assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"Work"}:')
+    table = decode_message_queue_table(text)
+    q0 = table[("Work", "broker-a", 0)]
+    assert (q0["brokerOffset"], q0["consumerOffset"]) == (5, 2)
+    assert q0["lastTimestamp"] > 0
+    assert table[("Work", "broker-a", 1)] == {"brokerOffset": 0, "consumerOffset": 0, "lastTimestamp": 0}
+    # without a topic: every topic the group has offsets for
+    all_topics = decode_message_queue_table(client.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG"})
+                                            .body.decode())
+    assert set(all_topics) == set(table)
+
+    assert client.call(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                       {"consumerGroup": "CG"}).code == ResponseCode.CONSUMER_NOT_ONLINE
+    heartbeat = {"clientID": "10.0.0.9@x", "producerDataSet": [], "consumerDataSet": [{
+        "groupName": "CG", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
+        "subscriptionDataSet": [{"topic": "Work", "subString": "*", "subVersion": 1}]}]}
+    HeartbeatData.decode(json.dumps(heartbeat))  # the shape is what the real client sends
+    assert client.call(RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode()).code == ResponseCode.SUCCESS
+    conn = json.loads(client.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CG"}).body)
+    assert [c["clientId"] for c in conn["connectionSet"]] == ["10.0.0.9@x"]
+    assert conn["messageModel"] == "CLUSTERING"
+    assert conn["subscriptionTable"]["Work"]["subString"] == "*"
+    who = json.loads(client.call(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Work"}).body)
+    assert who == {"groupList": ["CG"]}
