@@ -1,6 +1,7 @@
-# RocketStore image: one slim, non-root image for the broker and (later) the operator.
+# RocketStore image: one slim, non-root image whose entrypoint runs the broker
+# (`rocketstore operator` runs from the same image).
 # Base: the official Python slim image. Where no registry is reachable, build a local image
-# with this tag from a debootstrap rootfs first (see the broker issue's CI notes).
+# with this tag from a debootstrap rootfs first.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -10,6 +11,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/rocketstore
 COPY pyproject.toml README.md ./
 COPY store ./store
+COPY remoting ./remoting
+COPY broker_image ./broker_image
 COPY rocketstore ./rocketstore
 RUN python -m pip install --no-compile . \
     && useradd --system --uid 10001 --home-dir /home/rocketmq --create-home rocketmq
@@ -18,5 +21,9 @@ USER 10001
 WORKDIR /home/rocketmq
 # RocketMQ's default storePathRootDir is ~/store; mount the volume there.
 VOLUME ["/home/rocketmq/store"]
+# remoting, embedded name server, HTTP (/metrics, /healthz, /readyz)
+EXPOSE 10911 9876 10925
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
+    CMD ["python", "-c", "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:10925/readyz', timeout=2); sys.exit(0)"]
 ENTRYPOINT ["rocketstore"]
-CMD ["store", "stats", "--store-dir", "/home/rocketmq/store"]
+CMD ["broker"]
