@@ -1,0 +1,54 @@
+"""RocketStore's own client library over RocketMQ's remoting protocol.
+
+Used by the ``rocketstore admin`` CLI, the Kubernetes operator and the Spark pipeline::
+
+    from rocketstore.client import Producer, PullConsumer, MQAdmin, BrokerAdmin
+
+Everything here is synchronous and thread-safe; asyncio code can await
+:meth:`RemotingClient.invoke_async` / ``call_async`` or run the blocking calls with
+``asyncio.to_thread``.
+"""
+
+from rocketstore.client.admin import BrokerAdmin, ConsumeStats, MQAdmin, OffsetWrapper, TopicOffset
+from rocketstore.client.consumer import PullConsumer, PullResult, PullStatus
+from rocketstore.client.producer import (
+    OutgoingMessage,
+    Producer,
+    SendResult,
+    SendStatus,
+    create_uniq_id,
+    nearly_time_from_uniq_id,
+)
+from rocketstore.client.remoting_client import (
+    MessageQueue,
+    NameServerClient,
+    RemotingClient,
+    RemotingClientError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeout,
+)
+
+__all__ = [
+    "BrokerAdmin",
+    "ConsumeStats",
+    "MQAdmin",
+    "MessageQueue",
+    "NameServerClient",
+    "OffsetWrapper",
+    "OutgoingMessage",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "RemotingClient",
+    "RemotingClientError",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingTimeout",
+    "SendResult",
+    "SendStatus",
+    "TopicOffset",
+    "create_uniq_id",
+    "nearly_time_from_uniq_id",
+]

@@ -1,0 +1,95 @@
+"""A real broker with its embedded name server on loopback, for the client library's tests.
+
+The broker is started by ``start_broker`` of tests/broker/conftest.py (its own event loop in a
+thread, a tiny store under tmp_path), with the name-server role switched on at a free port;
+the client under test then finds everything through that name server, as applications do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketstore.client import RemotingClient
+
+_BROKER_CONFTEST = Path(__file__).resolve().parent.parent / "broker" / "conftest.py"
+
+
+def _broker_helpers() -> Any:
+    name = "_rocketstore_broker_test_helpers"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, _BROKER_CONFTEST)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    handle: Any  # tests/broker/conftest.py BrokerHandle
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.handle.port}"
+
+    @property
+    def namesrv_addr(self) -> str:
+        namesrv = self.handle.controller.namesrv
+        assert namesrv is not None
+        return f"127.0.0.1:{namesrv.port}"
+
+    @property
+    def controller(self) -> Any:
+        return self.handle.controller
+
+    def wait_dispatched(self, timeout: float = 5.0) -> None:
+        self.handle.wait_dispatched(timeout)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    helpers = _broker_helpers()
+    started: list[Any] = []
+
+    def start(**overrides: Any) -> Cluster:
+        for _ in range(5):  # the free port can be taken between probe and bind; try another
+            try:
+                handle = helpers.start_broker(tmp_path / f"broker{len(started)}",
+                                              namesrv_listen_port=free_port(), **overrides)
+            except OSError:
+                continue
+            started.append(handle)
+            return Cluster(handle)
+        raise RuntimeError("could not start a broker on a free name-server port")
+
+    yield start
+    for handle in started:
+        handle.stop()
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory()
+
+
+@pytest.fixture
+def remoting() -> Iterator[RemotingClient]:
+    client = RemotingClient(timeout=5.0)
+    yield client
+    client.close()
