@@ -1,0 +1,186 @@
+"""The ``rocketstore`` PySpark data source: batch reads of a store directory, offline.
+
+Usage (PySpark >= 4.0; the executors must be able to ``import pipeline``, e.g. PYTHONPATH or
+``--py-files``, and read the store directory)::
+
+    from pipeline.source import RocketStoreDataSource
+    spark.dataSource.register(RocketStoreDataSource)
+
+    df = (spark.read.format("rocketstore")
+          .option("brokerConf", "/etc/rocketmq/broker.conf")          # optional: segment sizes
+          .option("topics", "orders,payments")                         # optional
+          .option("startTime", "2024-05-01T00:00:00Z")                 # optional, or epoch ms
+          .load("/data/rocketmq/store"))
+
+No broker runs and nothing in the directory changes: files are opened read-only, no lock
+is taken. Partitions:
+
+* without ``topics``: one per CommitLog segment (every topic, physical order);
+* with ``topics``: one per consume-queue range of ``entriesPerPartition`` entries of each
+  queue of those topics (records fetched from the CommitLog by offset).
+
+Columns are RocketMQ's MessageExt (see :data:`pipeline.reader.SPARK_SCHEMA_DDL`): topic,
+queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag, bornTimestamp,
+bornHost, storeTimestamp, storeHost, reconsumeTimes, tags, keys, uniqKey, properties (map),
+body (binary). ``read()`` yields ``pyarrow.RecordBatch``es (PySpark 4 passes them to the JVM
+as they are), never Python rows. All options are in :mod:`pipeline.options`.
+
+Reads through a broker (``startingOffsets`` / ``endingOffsets`` as JSON per queue, as
+spark-sql-kafka takes them), streaming reads and the sink are a later step; their option
+names are reserved and refused here with a message saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pipeline.options import OptionError, ReadOptions
+from pipeline.reader import (
+    SPARK_SCHEMA_DDL,
+    CorruptStoreError,
+    ScanStats,
+    SegmentFile,
+    list_segments,
+    read_queue_range,
+    read_segment,
+)
+from store.consume_queue import CQ_STORE_UNIT_SIZE
+
+__all__ = [
+    "QueueRangePartition",
+    "RocketStoreDataSource",
+    "RocketStoreReader",
+    "SegmentPartition",
+    "StoreNotFoundError",
+    "plan_partitions",
+]
+
+log = logging.getLogger(__name__)
+
+
+class StoreNotFoundError(OptionError):
+    """The ``path`` is missing or is not a store directory."""
+
+
+@dataclass(frozen=True)
+class SegmentPartition(InputPartition):
+    """One CommitLog segment."""
+
+    segment: SegmentFile
+
+    def __repr__(self) -> str:
+        return f"SegmentPartition({os.path.basename(self.segment.path)})"
+
+
+@dataclass(frozen=True)
+class QueueRangePartition(InputPartition):
+    """Logical offsets [start_index, end_index) of one consume queue; ``segments`` to fetch records from."""
+
+    topic: str
+    queue_id: int
+    start_index: int
+    end_index: int
+    segments: tuple[SegmentFile, ...]
+    #: bytes per consume-queue file, as found on disk (a store written with other sizes still reads)
+    file_size: int
+
+    def __repr__(self) -> str:
+        return f"QueueRangePartition({self.topic}-{self.queue_id} [{self.start_index}, {self.end_index}))"
+
+
+def _require_store(options: ReadOptions) -> None:
+    root = options.store_dir
+    if not os.path.exists(root):
+        raise StoreNotFoundError(f"store directory {root} does not exist")
+    if not os.path.isdir(root):
+        raise StoreNotFoundError(f"{root} is not a directory")
+    if not any(os.path.isdir(d) for d in options.commit_log_dirs):
+        dirs = ", ".join(options.commit_log_dirs)
+        raise StoreNotFoundError(f"{root} is not a store directory: no CommitLog directory ({dirs})")
+
+
+def plan_partitions(options: ReadOptions) -> list[SegmentPartition] | list[QueueRangePartition]:
+    """The input partitions of a read (driver side): checks the store and the segment files."""
+    _require_store(options)
+    segments = list_segments(options)
+    expected = options.commit_log_file_size
+    sizes = {s.size for s in segments if s.size}
+    for seg in segments:
+        if seg.size and seg.size != expected and len(sizes) > 1:
+            raise CorruptStoreError(f"CommitLog segment {seg.path} is {seg.size} bytes, expected {expected} "
+                                    "(mappedFileSizeCommitLog; pass the store's broker.conf as brokerConf)")
+    if not options.topics:
+        return [
+            SegmentPartition(seg) for seg in segments
+            if seg.size and (options.end_offset is None or seg.from_offset < options.end_offset)
+            and (options.start_offset is None or seg.from_offset + seg.size > options.start_offset)
+        ]
+    partitions: list[QueueRangePartition] = []
+    for topic in options.topics:
+        topic_dir = os.path.join(options.consume_queue_dir, topic)
+        if not os.path.isdir(topic_dir):
+            present = sorted(os.listdir(options.consume_queue_dir)) if os.path.isdir(options.consume_queue_dir) else []
+            raise OptionError(f"option topics: {topic!r} has no consume queue in {options.consume_queue_dir} "
+                              f"(topics there: {', '.join(present) or 'none'})")
+        queue_ids = sorted(int(q) for q in os.listdir(topic_dir) if q.lstrip("-").isdigit())
+        for queue_id in queue_ids:
+            queue_dir = os.path.join(topic_dir, str(queue_id))
+            files = sorted(int(n) for n in os.listdir(queue_dir) if n.isdigit())
+            if not files:
+                continue
+            file_size = os.path.getsize(os.path.join(queue_dir, f"{files[0]:020d}"))
+            if file_size <= 0 or file_size % CQ_STORE_UNIT_SIZE or any(n % file_size for n in files):
+                file_size = options.consume_queue_file_size
+            first = files[0] // CQ_STORE_UNIT_SIZE
+            end = (files[-1] + file_size) // CQ_STORE_UNIT_SIZE
+            step = options.entries_per_partition
+            for lo in range(first, end, step):
+                partitions.append(QueueRangePartition(topic, queue_id, lo, min(lo + step, end), tuple(segments),
+                                                      file_size))
+    return partitions
+
+
+class RocketStoreReader(DataSourceReader):
+    """Plans partitions on the driver; ``read`` runs on the executors and yields Arrow batches."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_partitions(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        stats = ScanStats()
+        if isinstance(partition, SegmentPartition):
+            yield from read_segment(self.options, partition.segment, stats)
+        elif isinstance(partition, QueueRangePartition):
+            yield from read_queue_range(self.options, partition.topic, partition.queue_id, partition.start_index,
+                                        partition.end_index, list(partition.segments), stats,
+                                        file_size=partition.file_size)
+        else:
+            raise TypeError(f"not a rocketstore partition: {partition!r}")
+        log.info("rocketstore: %r done: %d rows, %d bytes in %.2f s", partition, stats.rows, stats.record_bytes,
+                 stats.seconds)
+
+
+class RocketStoreDataSource(DataSource):
+    """Format ``rocketstore``: see the module docstring for options and partitioning."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketstore"
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = ReadOptions.parse(self.options)
+        _require_store(options)
+        return RocketStoreReader(options)
