@@ -14,6 +14,15 @@ COPY store ./store
 COPY remoting ./remoting
 COPY broker_image ./broker_image
 COPY rocketstore ./rocketstore
+# every package pyproject.toml installs must be copied: `pip install .` skips a missing one silently
+COPY pipeline ./pipeline
+# Optional package-index settings for the pip install below, for networks that need them
+# (`docker build --build-arg PIP_INDEX_URL=...`); empty means pip's defaults (PyPI). A proxy goes
+# in Docker's predefined HTTP_PROXY/HTTPS_PROXY/NO_PROXY build args. Build-arg values show in
+# `docker history`: no credentials here.
+ARG PIP_INDEX_URL=
+ARG PIP_EXTRA_INDEX_URL=
+ARG PIP_TRUSTED_HOST=
 RUN python -m pip install --no-compile . \
     && useradd --system --uid 10001 --home-dir /home/rocketmq --create-home rocketmq
 
