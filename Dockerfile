@@ -15,6 +15,7 @@ COPY remoting ./remoting
 COPY broker_image ./broker_image
 COPY rocketstore ./rocketstore
 # every package pyproject.toml installs must be copied: `pip install .` skips a missing one silently
+COPY operator/rocketstore_operator ./operator/rocketstore_operator
 COPY pipeline ./pipeline
 # Optional package-index settings for the pip install below, for networks that need them
 # (`docker build --build-arg PIP_INDEX_URL=...`); empty means pip's defaults (PyPI). A proxy goes

@@ -21,13 +21,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rocketstore import admin_cmd, broker_cmd, pipeline_cmd, store_cmd
+from rocketstore import admin_cmd, broker_cmd, operator_cmd, pipeline_cmd, store_cmd
 
 #: command groups, in the order ``--help`` lists them
 GROUPS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     store_cmd.register,
     broker_cmd.register,
     admin_cmd.register,
+    operator_cmd.register,
     pipeline_cmd.register,
 )
 

@@ -1,0 +1,49 @@
+{{- define "rso.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+
+{{- define "rso.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "rso.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rso.serviceAccount" -}}
+{{- default (include "rso.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* What the operator may do: its own resource (plus status), the objects it builds, events. */}}
+{{- define "rso.rules" -}}
+- apiGroups: [rocketstore.io]
+  resources: [rocketstores]
+  verbs: [get, list, watch, patch]
+- apiGroups: [rocketstore.io]
+  resources: [rocketstores/status]
+  verbs: [get, patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [services, configmaps, serviceaccounts]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, list, patch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}

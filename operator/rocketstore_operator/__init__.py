@@ -1,0 +1,22 @@
+"""The RocketStore Kubernetes operator (kopf).
+
+Modules, from pure to effectful:
+
+``model``      the ``RocketStore`` spec parsed into frozen dataclasses (:class:`model.Spec`)
+``sizing``     the per-broker volume size formula
+``desired``    pure builders: spec -> StatefulSet, Services, ConfigMap, PDB, ServiceAccount
+``conditions`` status conditions (Ready, Progressing, Degraded, DiskPressure)
+``retention``  the adaptive retention policy (a pure decision function)
+``kube``       a small async Kubernetes client (server-side apply, get, patch, delete)
+``brokers``    the one seam that talks to brokers (BrokerAdmin over RocketMQ remoting)
+``reconcile``  the async reconciliation steps that call the two above
+``handlers``   thin kopf handlers
+``metrics``    Prometheus counters
+``main``       ``rocketstore operator``: settings and ``kopf.run``
+"""
+
+GROUP = "rocketstore.io"
+VERSION = "v1alpha1"
+PLURAL = "rocketstores"
+KIND = "RocketStore"
+FIELD_MANAGER = "rocketstore-operator"

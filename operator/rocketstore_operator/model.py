@@ -1,0 +1,267 @@
+"""The ``RocketStore`` spec as frozen dataclasses, parsed from the custom resource's ``spec``.
+
+The API server has already validated and defaulted the object against the CRD's OpenAPI schema
+(crds/rocketstore.yaml), so :func:`parse_spec` mostly converts. It still applies the same
+defaults (so builders can be fed hand-written dicts in tests) and re-checks the cross-field rules
+that a schema cannot express everywhere; a violation raises :class:`SpecError`, which the
+handlers turn into a ``Degraded`` condition with reason ``InvalidSpec`` and a permanent failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "CommitLog",
+    "Maintenance",
+    "Metrics",
+    "Retention",
+    "Scheduling",
+    "Spec",
+    "SpecError",
+    "Storage",
+    "format_quantity",
+    "parse_quantity",
+    "parse_spec",
+]
+
+DEFAULT_IMAGE: Final = "rocketstore/rocketstore:0.1.0"
+GIB: Final = 1024**3
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_FACTORS: Final = {
+    None: 1,
+    "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "Pi": 1024**5, "Ei": 1024**6,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+}
+_DELETE_WHEN = re.compile(r"^([01]?[0-9]|2[0-3])(;([01]?[0-9]|2[0-3]))*$")
+
+
+class SpecError(ValueError):
+    """The spec cannot be reconciled as written; ``field`` is the JSON path of the culprit."""
+
+    def __init__(self, field_path: str, message: str) -> None:
+        super().__init__(f"spec.{field_path}: {message}")
+        self.field = field_path
+
+
+def parse_quantity(text: str | int, field_path: str = "quantity") -> int:
+    """A Kubernetes byte quantity ("1Gi", "500M", "1073741824") as an int number of bytes."""
+    if isinstance(text, int):
+        return text
+    m = _QUANTITY.match(str(text).strip())
+    if m is None:
+        raise SpecError(field_path, f"{text!r} is not a byte quantity such as 1Gi or 500Mi")
+    number, suffix = m.groups()
+    value = float(number) * _FACTORS[suffix] if "." in number else int(number) * _FACTORS[suffix]
+    return int(value)
+
+
+def format_quantity(n: int) -> str:
+    """Bytes as the largest exact binary quantity ("17Gi", "1536Mi", "1000")."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        factor = _FACTORS[suffix]
+        if n >= factor and n % factor == 0:
+            return f"{n // factor}{suffix}"
+    return str(n)
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else f"{x:.1f}"
+
+
+@dataclass(frozen=True)
+class Storage:
+    segments: int = 10
+    #: explicit volume size in bytes; None = computed by :mod:`sizing`
+    size: int | None = None
+    average_message_size: int = 1024
+    storage_class_name: str | None = None
+    delete_claim: bool = False
+
+
+@dataclass(frozen=True)
+class CommitLog:
+    segment_size: int = GIB
+
+
+@dataclass(frozen=True)
+class Retention:
+    file_reserved_time: int = 72  # hours
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75  # percent, RocketMQ's unit
+    disk_space_clean_forcibly_ratio: float = 0.85
+    disk_space_warning_level_ratio: float = 0.90
+    policy: str = "fixed"  # fixed | adaptive
+    #: adaptive: fileReservedTime is never lowered below this (hours)
+    min_file_reserved_time: int = 6
+    #: adaptive: start lowering this far below diskSpaceCleanForciblyRatio; raise again when usage
+    #: is twice this far below it (hysteresis)
+    adaptive_margin: float = 0.05
+
+    def broker_properties(self, file_reserved_time: int | None = None) -> dict[str, str]:
+        """The live-updatable broker.conf keys, as UPDATE_BROKER_CONFIG sends them."""
+        hours = self.file_reserved_time if file_reserved_time is None else file_reserved_time
+        return {
+            "fileReservedTime": str(hours),
+            "deleteWhen": self.delete_when,
+            "diskMaxUsedSpaceRatio": str(self.disk_max_used_space_ratio),
+            "diskSpaceCleanForciblyRatio": _ratio(self.disk_space_clean_forcibly_ratio),
+            "diskSpaceWarningLevelRatio": _ratio(self.disk_space_warning_level_ratio),
+        }
+
+
+#: broker.conf keys that brokers take live (UPDATE_BROKER_CONFIG): changing them never restarts a pod
+LIVE_KEYS: Final = frozenset(Retention().broker_properties())
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    delete_expired_request: str | None = None
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    affinity: Mapping[str, Any] | None = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    enabled: bool = True
+    port: int = 10925
+
+
+@dataclass(frozen=True)
+class Spec:
+    brokers: int = 1
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    storage: Storage = field(default_factory=Storage)
+    commit_log: CommitLog = field(default_factory=CommitLog)
+    retention: Retention = field(default_factory=Retention)
+    flush_disk_type: str = "ASYNC_FLUSH"
+    broker_config: Mapping[str, str] = field(default_factory=dict)
+    maintenance: Maintenance = field(default_factory=Maintenance)
+    scheduling: Scheduling = field(default_factory=Scheduling)
+    metrics: Metrics = field(default_factory=Metrics)
+    allow_scale_down: bool = False
+
+
+# broker.conf keys the operator owns; brokerConfig may not override them (they would break the
+# volume layout, addressing or the retention the operator pushes)
+RESERVED_BROKER_KEYS: Final = frozenset({
+    "brokerClusterName", "brokerName", "brokerId", "listenPort", "storePathRootDir",
+    "storePathCommitLog", "mappedFileSizeCommitLog", "flushDiskType", "namesrvListenPort",
+    "httpListenPort", "clusterPeers", "listenHost", *LIVE_KEYS,
+})
+
+
+def _get(d: Mapping[str, Any], key: str, default: Any) -> Any:
+    value = d.get(key)
+    return default if value is None else value
+
+
+def _int(d: Mapping[str, Any], key: str, default: int, path: str, lo: int, hi: int) -> int:
+    value = _get(d, key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(path, f"expected an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise SpecError(path, f"{value} is outside {lo}..{hi}")
+    return value
+
+
+def _float(d: Mapping[str, Any], key: str, default: float, path: str, lo: float, hi: float) -> float:
+    value = _get(d, key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(path, f"expected a number, got {value!r}")
+    if not lo <= value <= hi:
+        raise SpecError(path, f"{value} is outside {lo}..{hi}")
+    return float(value)
+
+
+def _choice(d: Mapping[str, Any], key: str, default: str, path: str, choices: tuple[str, ...]) -> str:
+    value = _get(d, key, default)
+    if value not in choices:
+        raise SpecError(path, f"{value!r} is not one of {', '.join(choices)}")
+    return str(value)
+
+
+def parse_spec(spec: Mapping[str, Any]) -> Spec:
+    """Convert a ``RocketStore.spec`` mapping into a :class:`Spec`; raises :class:`SpecError`."""
+    st = _get(spec, "storage", {})
+    size_text = st.get("size")
+    storage = Storage(
+        segments=_int(st, "segments", 10, "storage.segments", 1, 100_000),
+        size=None if size_text is None else parse_quantity(size_text, "storage.size"),
+        average_message_size=_int(st, "averageMessageSize", 1024, "storage.averageMessageSize", 64, 4 * 1024**2),
+        storage_class_name=st.get("storageClassName"),
+        delete_claim=bool(_get(st, "deleteClaim", False)),
+    )
+    cl = _get(spec, "commitLog", {})
+    segment_size = parse_quantity(_get(cl, "segmentSize", "1Gi"), "commitLog.segmentSize")
+    if not 1024**2 <= segment_size <= 2 * GIB - 1:
+        # a CommitLog segment is one Java MappedByteBuffer: at most Integer.MAX_VALUE bytes
+        raise SpecError("commitLog.segmentSize", f"{segment_size} bytes is outside 1Mi..2Gi-1")
+    rt = _get(spec, "retention", {})
+    retention = Retention(
+        file_reserved_time=_int(rt, "fileReservedTime", 72, "retention.fileReservedTime", 1, 87_600),
+        delete_when=str(_get(rt, "deleteWhen", "04")),
+        disk_max_used_space_ratio=_int(rt, "diskMaxUsedSpaceRatio", 75, "retention.diskMaxUsedSpaceRatio", 10, 95),
+        disk_space_clean_forcibly_ratio=_float(
+            rt, "diskSpaceCleanForciblyRatio", 0.85, "retention.diskSpaceCleanForciblyRatio", 0.1, 0.99),
+        disk_space_warning_level_ratio=_float(
+            rt, "diskSpaceWarningLevelRatio", 0.90, "retention.diskSpaceWarningLevelRatio", 0.1, 0.99),
+        policy=_choice(rt, "policy", "fixed", "retention.policy", ("fixed", "adaptive")),
+        min_file_reserved_time=_int(rt, "minFileReservedTime", 6, "retention.minFileReservedTime", 1, 87_600),
+        adaptive_margin=_float(rt, "adaptiveMargin", 0.05, "retention.adaptiveMargin", 0.01, 0.5),
+    )
+    if not _DELETE_WHEN.match(retention.delete_when):
+        raise SpecError("retention.deleteWhen", f"{retention.delete_when!r} is not hours like 04 or 04;16")
+    if retention.disk_space_clean_forcibly_ratio >= retention.disk_space_warning_level_ratio:
+        raise SpecError("retention.diskSpaceCleanForciblyRatio", "must be below diskSpaceWarningLevelRatio")
+    if retention.disk_max_used_space_ratio / 100 > retention.disk_space_clean_forcibly_ratio:
+        raise SpecError("retention.diskMaxUsedSpaceRatio", "must not exceed diskSpaceCleanForciblyRatio")
+    # an explicit fileReservedTime below the adaptive floor is honoured: the floor follows it
+    retention = _replace_floor(retention)
+    broker_config = {str(k): str(v) for k, v in _get(spec, "brokerConfig", {}).items()}
+    reserved = sorted(RESERVED_BROKER_KEYS & broker_config.keys())
+    if reserved:
+        raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
+    sc = _get(spec, "scheduling", {})
+    mt = _get(spec, "metrics", {})
+    token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
+    return Spec(
+        brokers=_int(spec, "brokers", 1, "brokers", 1, 64),
+        image=str(_get(spec, "image", DEFAULT_IMAGE)),
+        image_pull_policy=_choice(spec, "imagePullPolicy", "IfNotPresent", "imagePullPolicy",
+                                  ("Always", "IfNotPresent", "Never")),
+        resources=dict(_get(spec, "resources", {})),
+        storage=storage,
+        commit_log=CommitLog(segment_size=segment_size),
+        retention=retention,
+        flush_disk_type=_choice(spec, "flushDiskType", "ASYNC_FLUSH", "flushDiskType", ("ASYNC_FLUSH", "SYNC_FLUSH")),
+        broker_config=broker_config,
+        maintenance=Maintenance(delete_expired_request=str(token) if token else None),
+        scheduling=Scheduling(
+            affinity=sc.get("affinity"),
+            tolerations=tuple(sc.get("tolerations") or ()),
+            node_selector={str(k): str(v) for k, v in (sc.get("nodeSelector") or {}).items()},
+        ),
+        metrics=Metrics(
+            enabled=bool(_get(mt, "enabled", True)),
+            port=_int(mt, "port", 10925, "metrics.port", 1024, 65535),
+        ),
+        allow_scale_down=bool(_get(_get(spec, "scaling", {}), "allowScaleDown", False)),
+    )
+
+
+def _replace_floor(r: Retention) -> Retention:
+    if r.min_file_reserved_time <= r.file_reserved_time:
+        return r
+    return Retention(**{**r.__dict__, "min_file_reserved_time": r.file_reserved_time})

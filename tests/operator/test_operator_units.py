@@ -1,0 +1,252 @@
+"""Pure parts of the operator, no cluster: spec parsing, sizing, desired objects, retention policy,
+conditions, broker addressing."""
+
+from __future__ import annotations
+
+import pytest
+from rocketstore_operator.brokers import BrokerAddressing
+from rocketstore_operator.conditions import Condition, merge_conditions
+from rocketstore_operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
+from rocketstore_operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
+from rocketstore_operator.retention import decide
+from rocketstore_operator.sizing import (
+    CONFIG_ALLOWANCE,
+    CQ_FILE_SIZE,
+    INDEX_FILE_SIZE,
+    segments_that_fit,
+    size_for_segments,
+    volume_size,
+)
+
+OWNER = Owner(name="rs", namespace="ns", uid="1234")
+
+
+def plan(spec: dict | None = None, replicas: int | None = None) -> Plan:
+    s = parse_spec(spec or {})
+    return Plan(OWNER, s, s.brokers if replicas is None else replicas, volume_size(s))
+
+
+# -- quantities and spec -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "n"), [("1Gi", GIB), ("512Mi", 512 * 1024**2), ("1G", 10**9), ("1000", 1000),
+                                         (5, 5), ("1.5Gi", 3 * GIB // 2)])
+def test_parse_quantity(text: str | int, n: int) -> None:
+    assert parse_quantity(text) == n
+
+
+def test_format_quantity_round_trips() -> None:
+    assert format_quantity(17 * GIB) == "17Gi"
+    assert format_quantity(1536 * 1024**2) == "1536Mi"
+    assert format_quantity(1000) == "1000"
+    assert parse_quantity(format_quantity(123 * 1024**2)) == 123 * 1024**2
+
+
+def test_defaults_match_rocketmq() -> None:
+    s = parse_spec({})
+    assert s.brokers == 1 and s.commit_log.segment_size == GIB and s.flush_disk_type == "ASYNC_FLUSH"
+    r = s.retention
+    assert (r.file_reserved_time, r.delete_when, r.disk_max_used_space_ratio) == (72, "04", 75)
+    assert (r.disk_space_clean_forcibly_ratio, r.disk_space_warning_level_ratio, r.policy) == (0.85, 0.90, "fixed")
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"brokers": 0}, "brokers"),
+    ({"commitLog": {"segmentSize": "4Gi"}}, "commitLog.segmentSize"),
+    ({"retention": {"deleteWhen": "25"}}, "retention.deleteWhen"),
+    ({"retention": {"diskSpaceCleanForciblyRatio": 0.95}}, "retention.diskSpaceCleanForciblyRatio"),
+    ({"retention": {"diskMaxUsedSpaceRatio": 90}}, "retention.diskMaxUsedSpaceRatio"),
+    ({"retention": {"policy": "magic"}}, "retention.policy"),
+    ({"brokerConfig": {"listenPort": "1"}}, "brokerConfig.listenPort"),
+    ({"brokerConfig": {"fileReservedTime": "1"}}, "brokerConfig.fileReservedTime"),
+    ({"storage": {"size": "lots"}}, "storage.size"),
+])
+def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec)
+    assert e.value.field == field
+    assert str(e.value).startswith(f"spec.{field}:")
+
+
+def test_adaptive_floor_follows_a_low_spec_value() -> None:
+    assert parse_spec({"retention": {"fileReservedTime": 2}}).retention.min_file_reserved_time == 2
+
+
+# -- sizing --------------------------------------------------------------------------------------
+
+def test_index_file_size_is_rocketmqs() -> None:
+    assert INDEX_FILE_SIZE == 420_000_040
+
+
+def test_volume_for_ten_one_gib_segments() -> None:
+    s = size_for_segments(10, GIB, 1024, 75)
+    assert s.commit_log == 11 * GIB  # ten plus the pre-allocated next one
+    messages = 11 * GIB // 1024
+    assert s.consume_queue == -(-messages * 20 // CQ_FILE_SIZE) * CQ_FILE_SIZE == 234_000_000
+    assert s.index == 2 * INDEX_FILE_SIZE
+    assert s.config == CONFIG_ALLOWANCE
+    assert s.data == 12_952_269_008
+    assert s.volume == 17 * GIB  # 12,952,269,008 / 0.75 rounded up to whole GiB
+    assert s.data <= s.volume * 0.75
+
+
+@pytest.mark.parametrize("segments", [1, 2, 10, 100, 1000])
+@pytest.mark.parametrize("ratio", [40, 75, 95])
+@pytest.mark.parametrize("avg", [128, 1024, 65536])
+def test_requested_segments_fit_under_max_used_ratio(segments: int, ratio: int, avg: int) -> None:
+    s = size_for_segments(segments, GIB, avg, ratio)
+    assert s.data * 100 <= s.volume * ratio
+    assert s.volume - GIB < s.data * 100 / ratio  # never more than one GiB of rounding
+    assert s.volume % GIB == 0
+    assert segments_that_fit(s.volume, GIB, avg, ratio) >= segments
+
+
+def test_small_messages_need_more_overhead() -> None:
+    assert size_for_segments(100, GIB, 128, 75).volume > size_for_segments(100, GIB, 4096, 75).volume
+
+
+def test_explicit_size_wins_and_fit_is_reported() -> None:
+    s = parse_spec({"storage": {"size": "20Gi"}})
+    assert volume_size(s) == 20 * GIB
+    assert segments_that_fit(20 * GIB, GIB, 1024, 75) == 12
+    assert segments_that_fit(1 * GIB, GIB, 1024, 75) == 0
+
+
+def test_segment_size_scales_the_volume() -> None:
+    assert volume_size(parse_spec({"commitLog": {"segmentSize": "64Mi"}, "storage": {"segments": 4}})) == 2 * GIB
+
+
+# -- desired objects -------------------------------------------------------------------------------
+
+def test_every_object_is_owned_and_labelled() -> None:
+    objs = all_objects(plan({"brokers": 3}))
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount", "ConfigMap", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
+    for o in objs:
+        ref = o["metadata"]["ownerReferences"][0]
+        assert ref == {"apiVersion": "rocketstore.io/v1alpha1", "kind": "RocketStore", "name": "rs",
+                       "uid": "1234", "controller": True, "blockOwnerDeletion": True}
+        assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == "rs"
+        assert o["metadata"]["namespace"] == "ns"
+
+
+def test_broker_conf_has_rocketmq_keys_and_peers() -> None:
+    conf = broker_conf(plan({"brokers": 2, "flushDiskType": "SYNC_FLUSH", "brokerConfig": {"maxMessageSize": "1024"},
+                             "retention": {"fileReservedTime": 48, "deleteWhen": "03;15"}}))
+    assert conf["brokerClusterName"] == "rs"
+    assert "brokerName" not in conf  # appended per pod from the pod name
+    assert conf["listenPort"] == "10911"
+    assert conf["storePathRootDir"] == "/home/rocketmq/store"
+    assert conf["mappedFileSizeCommitLog"] == str(GIB)
+    assert conf["flushDiskType"] == "SYNC_FLUSH"
+    assert conf["fileReservedTime"] == "48" and conf["deleteWhen"] == "03;15"
+    assert conf["diskMaxUsedSpaceRatio"] == "75"
+    assert conf["diskSpaceCleanForciblyRatio"] == "0.85"
+    assert conf["clusterPeers"] == ("rs-0@rs-0.rs-headless.ns.svc:10911,rs-1@rs-1.rs-headless.ns.svc:10911")
+    assert conf["namesrvListenPort"] == "9876" and conf["httpListenPort"] == "10925"
+    assert conf["maxMessageSize"] == "1024"
+
+
+def test_broker_conf_parses_with_the_brokers_own_loader() -> None:
+    broker_config = pytest.importorskip("broker_image.broker_config")
+    props = {**broker_conf(plan({"brokers": 2})), "brokerName": "rs-1"}
+    bcfg, scfg = broker_config.load_config(props)
+    assert bcfg.broker_name == "rs-1" and bcfg.broker_cluster_name == "rs"
+    assert scfg.file_reserved_time == 72 and scfg.mapped_file_size_commit_log == GIB
+    assert [p.broker_name for p in bcfg.cluster_peer_list()] == ["rs-0", "rs-1"]
+
+
+def test_retention_change_does_not_roll_pods_but_image_change_does() -> None:
+    base = statefulset(plan())
+    tuned = statefulset(plan({"retention": {"fileReservedTime": 12, "deleteWhen": "01"}}))
+    other = statefulset(plan({"flushDiskType": "SYNC_FLUSH"}))
+    assert base["spec"]["template"] == tuned["spec"]["template"]
+    assert base["spec"]["template"] != other["spec"]["template"]
+    assert config_hash(broker_conf(plan())) == config_hash(broker_conf(plan({"retention": {"fileReservedTime": 1}})))
+
+
+def test_statefulset_shape() -> None:
+    sts = statefulset(plan({"brokers": 3, "storage": {"storageClassName": "fast", "segments": 10},
+                            "scheduling": {"nodeSelector": {"type": "kwok"},
+                                           "tolerations": [{"key": "k", "operator": "Exists"}]},
+                            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}))
+    spec = sts["spec"]
+    assert spec["replicas"] == 3 and spec["serviceName"] == "rs-headless"
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    claim = spec["volumeClaimTemplates"][0]
+    assert claim["metadata"]["name"] == "store"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "17Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    pod = spec["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "brokerName=" in c["command"][2] and "rocketstore broker -c" in c["command"][2]
+    assert c["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert pod["nodeSelector"] == {"type": "kwok"} and pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert {m["mountPath"] for m in c["volumeMounts"]} >= {"/home/rocketmq/store", "/etc/rocketstore"}
+
+
+def test_delete_claim_sets_pvc_retention_delete() -> None:
+    sts = statefulset(plan({"storage": {"deleteClaim": True}}))
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+
+
+def test_plan_replicas_override_spec() -> None:
+    assert statefulset(plan({"brokers": 1}, replicas=3))["spec"]["replicas"] == 3
+
+
+# -- adaptive retention ----------------------------------------------------------------------------
+
+ADAPTIVE = Retention(file_reserved_time=48, policy="adaptive", min_file_reserved_time=6,
+                     disk_space_clean_forcibly_ratio=0.85, adaptive_margin=0.05)
+
+
+def test_fixed_policy_always_answers_the_spec() -> None:
+    r = Retention(file_reserved_time=48)
+    assert decide(r, 12, 0.99).file_reserved_time == 48
+    assert not decide(r, 12, 0.99).pressure
+
+
+def test_adaptive_lowers_near_forced_cleanup_down_to_the_floor() -> None:
+    hours, seen = 48, []
+    for _ in range(5):
+        d = decide(ADAPTIVE, hours, 0.82)  # >= 0.85 - 0.05
+        assert d.pressure
+        hours = d.file_reserved_time
+        seen.append(hours)
+    assert seen == [24, 12, 6, 6, 6]
+
+
+def test_adaptive_holds_in_the_band_and_raises_below_it() -> None:
+    assert decide(ADAPTIVE, 12, 0.78).file_reserved_time == 12  # between 0.75 and 0.80: hold
+    assert decide(ADAPTIVE, 12, 0.78).pressure
+    seen, hours = [], 6
+    for _ in range(4):
+        hours = decide(ADAPTIVE, hours, 0.50).file_reserved_time
+        seen.append(hours)
+    assert seen == [12, 24, 48, 48]
+    assert not decide(ADAPTIVE, 48, 0.50).pressure
+
+
+def test_adaptive_without_usage_keeps_the_current_value() -> None:
+    assert decide(ADAPTIVE, 12, None).file_reserved_time == 12
+    assert decide(ADAPTIVE, None, None).file_reserved_time == 48
+    assert decide(ADAPTIVE, 500, 0.1).file_reserved_time == 48  # spec lowered under us: clamp
+
+
+# -- conditions, addressing --------------------------------------------------------------------------
+
+def test_last_transition_time_moves_only_on_flips() -> None:
+    first = merge_conditions(None, [Condition("Ready", False, "BrokersNotReady")], 1, at="t1")
+    same = merge_conditions(first, [Condition("Ready", False, "StillNot", "m")], 2, at="t2")
+    flipped = merge_conditions(same, [Condition("Ready", True, "AllBrokersReady")], 2, at="t3")
+    assert same[0]["lastTransitionTime"] == "t1" and same[0]["reason"] == "StillNot"
+    assert same[0]["observedGeneration"] == 2
+    assert flipped[0]["lastTransitionTime"] == "t3" and flipped[0]["status"] == "True"
+
+
+def test_broker_addressing() -> None:
+    assert BrokerAddressing().address("rs", "ns", 2) == "rs-2.rs-headless.ns.svc:10911"
+    assert BrokerAddressing.from_text("127.0.0.1:{ordinal}0").address("rs", "ns", 2) == "127.0.0.1:20"
+    pinned = BrokerAddressing.from_text("ns/rs-0=127.0.0.1:1234")
+    assert pinned.address("rs", "ns", 0) == "127.0.0.1:1234"
+    assert pinned.address("rs", "ns", 1) == "rs-1.rs-headless.ns.svc:10911"
