@@ -30,6 +30,22 @@ if TYPE_CHECKING:
 # TopicSysFlag.buildSysFlag(false, true): the unit-sub flag a unit-mode consumer's retry topic gets.
 _UNIT_SUB_FLAG = 0x2
 
+# ConsumeType, MessageModel and ConsumeFromWhere constants in ordinal order. The C++ client (and
+# the Python client built on it) sends these ConsumerData fields as numbers; RocketMQ's fastjson
+# reads a number into an enum by ordinal, so its broker holds (and its admin answers show) names.
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                      "CONSUME_FROM_TIMESTAMP")
+
+
+def enum_name(value: str | None, names: tuple[str, ...]) -> str | None:
+    """``value`` as an enum constant name: a number is an ordinal into ``names``; names pass as they are."""
+    if value is not None and value.isdigit() and int(value) < len(names):
+        return names[int(value)]
+    return value
+
 
 class ClientManageProcessor:
     def __init__(self, broker: BrokerController) -> None:
@@ -47,8 +63,9 @@ class ClientManageProcessor:
                 broker.create_topic_in_send_back(retry_topic(consumer.group_name), group_config.retry_queue_nums,
                                                  PERM_READ | PERM_WRITE, _UNIT_SUB_FLAG if consumer.unit_mode else 0)
             broker.consumer_manager.register(
-                consumer.group_name, info, consumer.consume_type, consumer.message_model,
-                consumer.consume_from_where, consumer.subscription_data_set, notify)
+                consumer.group_name, info, enum_name(consumer.consume_type, CONSUME_TYPES),
+                enum_name(consumer.message_model, MESSAGE_MODELS),
+                enum_name(consumer.consume_from_where, CONSUME_FROM_WHERE), consumer.subscription_data_set, notify)
         for producer in data.producer_data_set:
             broker.producer_manager.register(producer.group_name, info)
         return request.response(ResponseCode.SUCCESS)
