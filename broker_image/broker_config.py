@@ -46,7 +46,14 @@ from types import MappingProxyType
 from typing import Final
 
 from store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
-from store.config import ConfigError, StoreConfig, config_converters, format_value, load_broker_conf
+from store.config import (
+    ConfigError,
+    StoreConfig,
+    assign_changed,
+    config_converters,
+    config_to_properties,
+    load_broker_conf,
+)
 
 __all__ = [
     "BROKER_FIELD_BY_KEY",
@@ -218,21 +225,11 @@ class BrokerConfig:
 
     def apply(self, values: Mapping[str, object]) -> dict[str, str]:
         """Assign values from :meth:`parse_update`; returns the changed keys with their new text."""
-        changed: dict[str, str] = {}
-        for name, value in values.items():
-            if getattr(self, name) != value:
-                setattr(self, name, value)
-                changed[BROKER_KEY_BY_FIELD[name]] = format_value(value)
-        return changed
+        return assign_changed(self, values, BROKER_KEY_BY_FIELD)
 
     def to_properties(self) -> dict[str, str]:
         """Every set field as camelCase key/value text; None fields left out, as RocketMQ does."""
-        out: dict[str, str] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                out[BROKER_KEY_BY_FIELD[f.name]] = format_value(value)
-        return out
+        return config_to_properties(self, BROKER_KEY_BY_FIELD)
 
     def cluster_peer_list(self) -> list[ClusterPeer]:
         return _parse_peers(self.cluster_peers)

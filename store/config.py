@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "ALIASES",
@@ -37,7 +37,9 @@ __all__ = [
     "ConfigError",
     "FlushDiskType",
     "StoreConfig",
+    "assign_changed",
     "config_converters",
+    "config_to_properties",
     "format_value",
     "load_broker_conf",
     "parse_delete_when",
@@ -201,22 +203,11 @@ class StoreConfig:
             if unknown:
                 key, raw = next(iter(unknown.items()))
                 raise ConfigError(key, raw, "not a message store config key")
-            changed: dict[str, str] = {}
-            for name, value in values.items():
-                if getattr(self, name) != value:
-                    # A single attribute store is atomic under the GIL: readers see old or new.
-                    setattr(self, name, value)
-                    changed[KEY_BY_FIELD[name]] = _format(value)
-            return changed
+            return assign_changed(self, values, KEY_BY_FIELD)
 
     def to_properties(self) -> dict[str, str]:
         """Every set field as camelCase key/value strings; None fields are left out, as RocketMQ does."""
-        out: dict[str, str] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                out[KEY_BY_FIELD[f.name]] = _format(value)
-        return out
+        return config_to_properties(self, KEY_BY_FIELD)
 
     # -- derived values, mirroring RocketMQ's getters and StorePathConfigHelper ------------------
 
@@ -478,6 +469,29 @@ def _converter(name: str, tp: object, long_fields: frozenset[str] = _JAVA_LONG_F
     if isinstance(tp, type) and issubclass(tp, Enum):
         return _enum(tp)
     raise TypeError(f"StoreConfig.{name}: no properties converter for {tp!r}")
+
+
+def assign_changed(config: object, values: Mapping[str, object], key_by_field: Mapping[str, str]) -> dict[str, str]:
+    """Assign parsed ``values`` to a live config; returns the changed camelCase keys with their new text.
+
+    A single attribute store is atomic under the GIL, so readers see the old or the new value.
+    """
+    changed: dict[str, str] = {}
+    for name, value in values.items():
+        if getattr(config, name) != value:
+            setattr(config, name, value)
+            changed[key_by_field[name]] = format_value(value)
+    return changed
+
+
+def config_to_properties(config: Any, key_by_field: Mapping[str, str]) -> dict[str, str]:
+    """Every set field of a config dataclass as camelCase key/value text; None fields left out, as RocketMQ does."""
+    out: dict[str, str] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if value is not None:
+            out[key_by_field[f.name]] = format_value(value)
+    return out
 
 
 def config_converters(config_type: type, long_fields: frozenset[str]) -> Mapping[str, Callable[[str, str], object]]:
