@@ -17,12 +17,13 @@ Offline options (this module)::
     corruptRecords      ``fail`` (default): an undecodable record fails the task, naming the
                         segment and position; ``skip``: log it and go on with the next segment
 
-Broker-backed reads (a later step) take the option names of spark-sql-kafka so that a query
-moves from an offline store to a live cluster by changing options only: ``nameServer`` or
-``brokerAddress``, ``topics``, ``startingOffsets`` / ``endingOffsets`` (``earliest``,
-``latest``, or JSON ``{"topic": {"queueId": offset}}``), ``startingTimestamp``,
-``maxOffsetsPerTrigger`` and ``failOnDataLoss``. Those names are reserved: given to the
-offline reader they fail with a message saying so, never silently ignored.
+Broker-backed reads take the option names of spark-sql-kafka so that a query moves from an
+offline store to a live cluster by changing options only; they are selected by the option
+``nameServer`` (or ``nameServerAddr``) and documented in :mod:`pipeline.broker`
+(``topic``/``topics``, ``startingOffsets`` / ``endingOffsets``, ``maxOffsetsPerTrigger``,
+``failOnDataLoss``, ...). Their names given to the offline reader (no ``nameServer``) fail
+with a message saying so, never silently ignored; ``startingTimestamp``, ``brokerAddress``,
+``subscribe`` and ``subscribePattern`` stay reserved.
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ class ReadOptions:
         for key in given:
             if key in _BROKER_OPTIONS:
                 raise OptionError(
-                    f"option {_BROKER_OPTIONS[key]} is for reads through a broker, which this version does not "
-                    "do yet; an offline read of a store directory takes path, topics, startTime/endTime and "
-                    "startOffset/endOffset"
+                    f"option {_BROKER_OPTIONS[key]} is for reads through a broker: give option nameServer "
+                    "(see pipeline.broker); an offline read of a store directory takes path, topics, "
+                    "startTime/endTime and startOffset/endOffset"
                 )
             if key not in _OFFLINE_OPTIONS:
                 known = ", ".join(sorted(_OFFLINE_OPTIONS.values()))

@@ -25,9 +25,10 @@ bornHost, storeTimestamp, storeHost, reconsumeTimes, tags, keys, uniqKey, proper
 body (binary). ``read()`` yields ``pyarrow.RecordBatch``es (PySpark 4 passes them to the JVM
 as they are), never Python rows. All options are in :mod:`pipeline.options`.
 
-Reads through a broker (``startingOffsets`` / ``endingOffsets`` as JSON per queue, as
-spark-sql-kafka takes them), streaming reads and the sink are a later step; their option
-names are reserved and refused here with a message saying so.
+With the option ``nameServer`` (or ``nameServerAddr``) the same format reads through brokers
+instead (``topic``/``topics``, ``startingOffsets`` / ``endingOffsets`` per queue as
+spark-sql-kafka takes them, one partition per ``maxRecordsPerPartition`` offsets of a queue),
+and ``df.write.format("rocketstore")`` sends rows as messages: see :mod:`pipeline.broker`.
 """
 
 from __future__ import annotations
@@ -38,9 +39,34 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
+from pipeline.broker import (
+    BrokerOptions,
+    BrokerRangePartition,
+    BrokerStream,
+    SentMessages,
+    check_sink_schema,
+    is_broker_read,
+    plan_ranges,
+    read_range,
+    write_batches,
+)
 from pipeline.options import OptionError, ReadOptions
 from pipeline.reader import (
     SPARK_SCHEMA_DDL,
@@ -54,6 +80,9 @@ from pipeline.reader import (
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 
 __all__ = [
+    "BrokerReader",
+    "BrokerStreamReader",
+    "BrokerWriter",
     "QueueRangePartition",
     "RocketStoreDataSource",
     "RocketStoreReader",
@@ -170,6 +199,81 @@ class RocketStoreReader(DataSourceReader):
                  stats.seconds)
 
 
+class BrokerReader(DataSourceReader):
+    """A batch read through brokers: ranges planned from the queues' offsets on the driver,
+    pulled by the executors (each partition with its own connection)."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_ranges(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, BrokerRangePartition):
+            raise TypeError(f"not a rocketstore broker partition: {partition!r}")
+        yield from read_range(self.options, partition)
+
+
+class BrokerWriter(DataSourceArrowWriter):
+    """The batch sink: each task sends its rows (Arrow batches in) with a producer of its own."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(sum(m.counts.values()) for m in messages if isinstance(m, SentMessages))
+        log.info("rocketstore sink: %d messages sent by %d tasks", total, len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        sent = sum(sum(m.counts.values()) for m in messages if isinstance(m, SentMessages))
+        log.error("rocketstore sink: job aborted; %d messages of finished tasks were already sent "
+                  "(the sink is at-least-once)", sent)
+
+
+class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The Structured Streaming source: per-queue offsets (``{topic: {"brokerName/queueId": offset}}``)
+    are the checkpointed source offsets, so a restarted query resumes after its last committed
+    batch; ``commit()`` is not relied on (it lags a batch)."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        self.options = options
+        self.stream = BrokerStream(options)
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        return self.stream.initial_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, dict[str, int]] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, dict[str, int]]:
+        # parameters with defaults: Spark < 4.2 calls latestOffset() without them
+        max_rows = self.options.max_offsets_per_trigger if limit is None else None
+        if isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        return self.stream.latest_offset(start, max_rows)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.stream.prepare_available_now()
+
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> Sequence[InputPartition]:
+        return self.stream.partitions(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, BrokerRangePartition):
+            raise TypeError(f"not a rocketstore broker partition: {partition!r}")
+        yield from read_range(self.options, partition)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        pass  # offsets live in Spark's checkpoint; nothing is committed to the broker
+
+
 class RocketStoreDataSource(DataSource):
     """Format ``rocketstore``: see the module docstring for options and partitioning."""
 
@@ -181,6 +285,24 @@ class RocketStoreDataSource(DataSource):
         return SPARK_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_broker_read(self.options):
+            return BrokerReader(BrokerOptions.parse(self.options))
         options = ReadOptions.parse(self.options)
         _require_store(options)
         return RocketStoreReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if not is_broker_read(self.options):
+            raise OptionError("a streaming read of format rocketstore goes through brokers: option nameServer "
+                              "is required")
+        return BrokerStreamReader(BrokerOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if not is_broker_read(self.options):
+            raise OptionError("writing format rocketstore sends messages through a broker: option nameServer "
+                              "is required (a store directory is never written)")
+        if overwrite:
+            raise OptionError("format rocketstore appends messages: use .mode('append')")
+        options = BrokerOptions.parse(self.options, write=True)
+        check_sink_schema(schema, options)
+        return BrokerWriter(options)
