@@ -1,0 +1,88 @@
+"""Helper of ``remoting_micro.py --e2e N``: one synchronous Producer against a broker process.
+
+The broker (embedded name server on, ASYNC_FLUSH, a scratch store) runs in a child process so
+that it has an interpreter and GIL of its own; this process sends ``N`` 1 KiB messages with
+:class:`rocketstore.client.Producer` from one thread after a warm-up and prints, as its last
+line, msgs/s and the broker process's CPU time (user + system, from /proc) per message in us.
+The second number is the one the broker's code decides; the first is mostly round-trip latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from broker_image.broker import BrokerController
+from broker_image.broker_config import BrokerConfig
+from rocketstore.client import Producer
+from store.config import StoreConfig
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_broker(root: str, port: int, namesrv_port: int) -> None:
+    async def main() -> None:
+        controller = BrokerController(
+            BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=port,
+                         namesrv_listen_port=namesrv_port, http_listen_port=0, broker_name="broker-a"),
+            StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024 * 1024),
+        )
+        await controller.start()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def main() -> None:
+    count = int(sys.argv[1])
+    with tempfile.TemporaryDirectory() as root:
+        port, namesrv_port = _free_port(), _free_port()
+        broker = multiprocessing.get_context("spawn").Process(
+            target=_run_broker, args=(root, port, namesrv_port), daemon=True)
+        broker.start()
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            body = b"x" * 1024
+            with Producer(f"127.0.0.1:{namesrv_port}", "bench-producer") as producer:
+                for _ in range(max(count // 10, 200)):  # warm-up: route, topic creation, caches
+                    producer.send("BenchTopic", body)
+                assert broker.pid is not None
+                cpu_before, start = _cpu_seconds(broker.pid), time.perf_counter()
+                for _ in range(count):
+                    producer.send("BenchTopic", body)
+                elapsed = time.perf_counter() - start
+                cpu = _cpu_seconds(broker.pid) - cpu_before
+        finally:
+            broker.terminate()
+            broker.join(10)
+    print(f"{count / elapsed:.1f} {cpu / count * 1e6:.1f}")
+
+
+if __name__ == "__main__":
+    main()
