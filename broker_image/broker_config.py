@@ -52,6 +52,7 @@ from store.config import (
     assign_changed,
     config_converters,
     config_to_properties,
+    convert_known,
     load_broker_conf,
 )
 
@@ -262,15 +263,7 @@ if set(BROKER_FIELD_BY_KEY) & set(STORE_FIELD_BY_KEY):
 
 
 def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
-    values: dict[str, object] = {}
-    unknown: dict[str, str] = {}
-    for key, raw in props.items():
-        name = BROKER_FIELD_BY_KEY.get(key)
-        if name is None:
-            unknown[key] = raw
-        else:
-            values[name] = _CONVERTERS[name](key, raw)
-    return values, unknown
+    return convert_known(props, BROKER_FIELD_BY_KEY, _CONVERTERS)
 
 
 def _parse_peers(text: str) -> list[ClusterPeer]:

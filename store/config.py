@@ -40,6 +40,7 @@ __all__ = [
     "assign_changed",
     "config_converters",
     "config_to_properties",
+    "convert_known",
     "format_value",
     "load_broker_conf",
     "parse_delete_when",
@@ -505,17 +506,28 @@ def config_converters(config_type: type, long_fields: frozenset[str]) -> Mapping
 _CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(StoreConfig, _JAVA_LONG_FIELDS)
 
 
-def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
-    """Parse the keys StoreConfig knows (by field name) and hand back the rest untouched."""
+def convert_known(
+    props: Mapping[str, str],
+    field_by_key: Mapping[str, str],
+    converters: Mapping[str, Callable[[str, str], object]],
+) -> tuple[dict[str, object], dict[str, str]]:
+    """Parse the keys a config knows (values by field name) and hand back the rest untouched.
+
+    Shared by StoreConfig and the broker's BrokerConfig: one broker.conf feeds both.
+    """
     values: dict[str, object] = {}
     unknown: dict[str, str] = {}
     for key, raw in props.items():
-        name = FIELD_BY_KEY.get(key)
+        name = field_by_key.get(key)
         if name is None:
             unknown[key] = raw
         else:
-            values[name] = _CONVERTERS[name](key, raw)
+            values[name] = converters[name](key, raw)
     return values, unknown
+
+
+def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
+    return convert_known(props, FIELD_BY_KEY, _CONVERTERS)
 
 
 def _format(value: object) -> str:
