@@ -19,6 +19,7 @@ caller decodes that run record by record. Tests compare both paths on engine-wri
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,7 @@ from store.message import (
     PHYSICAL_OFFSET_POS,
     QUEUE_OFFSET_POS,
     SYS_FLAG_POS,
+    Buffer,
     HostAddress,
     SysFlag,
     record_length,
@@ -46,84 +48,123 @@ _BODY_CRC_POS = 8
 _QUEUE_ID_POS = 12
 _FLAG_POS = 16
 _BORN_TIMESTAMP_POS = 40
-_HEAD_SIZE = BORN_HOST_POS  # totalSize .. bornTimestamp: the fields every v1 record has at fixed positions
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _MAP = pa.map_(pa.string(), pa.string())
 _NAME_VALUE = "\x01"
 _PAIR = "\x02"
 
 
-def walk_run(buf: bytes, pos: int, limit: int, max_rows: int, positions: list[int]) -> tuple[int, str]:
+def walk_run(buf: Buffer, pos: int, limit: int, max_rows: int, positions: list[int]) -> tuple[int, str]:
     """Follow v1 records from ``pos`` while they lie whole inside ``buf[:limit]``.
 
     Appends each record's position to ``positions`` (at most ``max_rows``); returns the
     position where it stopped and why: ``full`` (max_rows), ``more`` (the next record is not
-    whole in the buffer: read on), ``zero`` (zero header: nothing written here),
-    ``other`` (a blank record, a v2 or a corrupt one: for the reference decoder).
+    whole in the buffer), ``limit`` (it starts at or past ``limit``), ``zero`` (zero header:
+    nothing written here), ``other`` (a blank record, a v2 or a corrupt one: for the reference
+    decoder). The loop is the only per-record Python code of a scan, so it does the least it can.
     """
     unpack = _HEAD.unpack_from
     append = positions.append
-    count = 0
     buf_len = len(buf)
-    while count < max_rows:
-        if pos + 8 > buf_len:
+    last_header = buf_len - 8
+    magic_code, min_size = MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
+    for _ in range(max_rows):
+        if pos > last_header:
             return pos, "more"
         size, magic = unpack(buf, pos)
-        if magic == MESSAGE_MAGIC_CODE and size >= MIN_RECORD_SIZE:
-            if pos + size > buf_len:
-                return pos, "more"
-            if pos >= limit:
-                return pos, "limit"
-            append(pos)
-            pos += size
-            count += 1
-            continue
-        if size == 0 and magic == 0:
-            return pos, "zero"
-        return pos, "other"
+        if magic != magic_code or size < min_size or pos + size > buf_len or pos >= limit:
+            return pos, _stop_reason(size, magic, pos, limit, buf_len)
+        append(pos)
+        pos += size
     return pos, "full"
 
 
-def _gather(arr: npt.NDArray[np.uint8], at: I64, width: int) -> npt.NDArray[np.int64]:
-    """Big-endian signed integers of ``width`` bytes at positions ``at`` (clipped inside ``arr``)."""
-    idx = np.minimum(at[:, None] + np.arange(width), len(arr) - 1)
-    raw = np.ascontiguousarray(arr[idx])
-    return raw.view(f">i{width}").reshape(-1).astype(np.int64)
+def _stop_reason(size: int, magic: int, pos: int, limit: int, buf_len: int) -> str:
+    if magic == MESSAGE_MAGIC_CODE and size >= MIN_RECORD_SIZE:
+        return "more" if pos + size > buf_len else "limit"
+    return "zero" if size == 0 and magic == 0 else "other"
 
 
-def _field(head: npt.NDArray[np.uint8], pos: int, width: int) -> npt.NDArray[np.int64]:
-    """Big-endian signed integers of ``width`` bytes at column ``pos`` of the gathered headers."""
-    return np.ascontiguousarray(head[:, pos : pos + width]).view(f">i{width}").reshape(-1).astype(np.int64)
+class _Bytes:
+    """A byte buffer whose integers of any width can be read starting at *any* byte position.
+
+    Each dtype gets one strided view (stride 1 byte, unaligned), so a field of n records is
+    one fancy index into it instead of an (n, width) gather of single bytes and a reshape:
+    CommitLog records are not aligned, and this is the scan's inner loop.
+    """
+
+    def __init__(self, arr: npt.NDArray[np.uint8]) -> None:
+        self.arr = arr
+        self._by_dtype: dict[str, npt.NDArray[Any]] = {}
+
+    def read(self, at: I64, dtype: str) -> npt.NDArray[Any]:
+        """The ``dtype`` values starting at byte positions ``at`` (each must lie whole in the buffer)."""
+        view = self._by_dtype.get(dtype)
+        if view is None:
+            count = max(len(self.arr) - np.dtype(dtype).itemsize + 1, 0)
+            view = np.ndarray((count,), dtype=dtype, buffer=self.arr, strides=(1,))
+            self._by_dtype[dtype] = view
+        return view[at]
+
+    def int64(self, at: I64, dtype: str) -> I64:
+        """Big-endian integers (``>i4``, ``>i8``, ...) at ``at``, widened to int64."""
+        return self.read(at, dtype).astype(np.int64)
 
 
-def _views(arr: npt.NDArray[np.uint8], data: pa.Buffer, starts: I64, lengths: I64, target: pa.DataType) -> pa.Array:
-    """``arr[start:start+length]`` per row as an Arrow array of ``target`` (binary or string)."""
+#: masks keeping the low k bytes of a little-endian uint64, k = 0..8
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+
+
+def _views(src: _Bytes, data: pa.Buffer, starts: I64, lengths: I64, target: pa.DataType) -> pa.Array:
+    """``src[start:start+length]`` per row as an Arrow array of ``target`` (binary or string).
+
+    Builds Arrow binary *views* (16 bytes per row: length, then up to 12 bytes inline, or a
+    4-byte prefix and the value's offset in ``data``) with a handful of vector operations,
+    then casts once: the only per-value work, a memcpy, happens in Arrow's C++.
+    """
     n = len(starts)
-    views = np.zeros((n, 16), dtype=np.uint8)
-    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
-    window = np.minimum(starts[:, None] + np.arange(12), len(arr) - 1)
-    inline = arr[window] * (np.arange(12) < lengths[:, None])
+    size = len(src.arr)
+    # bytes 0-3 of every value (a long value's prefix) and bytes 4-11 (the rest of an inline one);
+    # positions are clipped so the reads stay inside the buffer, and the few short values at its
+    # very end, whose reads were clipped, are fixed below
+    first = np.zeros(n, np.uint64)
+    rest = np.zeros(n, np.uint64)
+    if size >= 8:
+        first = src.read(np.clip(starts, 0, size - 4), "<u4").astype(np.uint64)
+        rest = src.read(np.clip(starts + 4, 0, size - 8), "<u8")
     long = lengths > 12
-    views[~long, 4:16] = inline[~long]
-    views[long, 4:8] = inline[long, 0:4]
-    views[long, 12:16] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
-    view_type = pa.binary_view()
-    array = pa.Array.from_buffers(view_type, n, [None, pa.py_buffer(views), data])
+    words = np.empty((n, 2), dtype=np.uint64)
+    words[:, 0] = lengths.astype(np.uint64) | ((first & _LOW_BYTES[np.minimum(lengths, 4)]) << np.uint64(32))
+    inline_rest = rest & _LOW_BYTES[np.clip(lengths - 4, 0, 8)]
+    words[:, 1] = np.where(long, starts.astype(np.uint64) << np.uint64(32), inline_rest)
+    for row in np.flatnonzero(~long & (starts + 12 > size)):  # also every row of a buffer under 8 bytes
+        start, length = int(starts[row]), int(lengths[row])
+        value = src.arr[start : start + length].tobytes().ljust(12, b"\0")
+        words[row, 0] = length | (int.from_bytes(value[:4], "little") << 32)
+        words[row, 1] = int.from_bytes(value[4:], "little")
+    array = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(words), data])
     return array.cast(target)
 
 
-def _hosts(arr: npt.NDArray[np.uint8], at: I64, v6: npt.NDArray[np.bool_]) -> pa.Array:
+def _hosts(src: _Bytes, at: I64, v6: npt.NDArray[np.bool_]) -> pa.Array:
     """``ip:port`` / ``[ipv6]:port`` strings; a store sees few hosts, so each distinct one is formatted once."""
     n = len(at)
-    window = np.minimum(at[:, None] + np.arange(20), len(arr) - 1)
-    raw = np.zeros((n, 24), dtype=np.uint8)
-    raw[:, :20] = arr[window] * (np.arange(20) < np.where(v6, 20, 8)[:, None])
+    if not n:
+        return pa.array([], pa.string())
+    if not v6.any():  # the usual case: 4 address bytes and 4 port bytes, one uint64 per row is the exact key
+        key = src.read(at, "<u8")
+        if (key == key[0]).all():
+            host = HostAddress.from_bytes(int(key[0]).to_bytes(8, "little"))
+            return pa.repeat(pa.scalar(str(host), pa.string()), n)
+        encoded = pc.dictionary_encode(pa.array(key))
+        names = [str(HostAddress.from_bytes(int(k).to_bytes(8, "little"))) for k in encoded.dictionary.to_pylist()]
+        return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(names, pa.string())).cast(pa.string())
+    window = np.minimum(at[:, None] + np.arange(20), len(src.arr) - 1)
+    raw = np.zeros((n, 21), dtype=np.uint8)
+    raw[:, :20] = src.arr[window] * (np.arange(20) < np.where(v6, 20, 8)[:, None])
     raw[:, 20] = v6
-    words = raw.view(np.uint64)  # (n, 3)
-    key = words[:, 0] ^ (words[:, 1] * np.uint64(0x9E3779B97F4A7C15)) ^ (words[:, 2] * np.uint64(0xC2B2AE3D27D4EB4F))
-    _unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if not (raw == raw[first[inverse]]).all():  # a hash collision between two hosts: format each row
-        first, inverse = np.arange(n), np.arange(n)
+    rows = np.ascontiguousarray(raw).view(np.dtype("V21")).reshape(-1)
+    _unique, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     names = []
     for row in first:
         b = raw[row].tobytes()
@@ -150,12 +191,19 @@ def _properties(text: pa.Array) -> tuple[pa.MapArray, list[pa.Array]] | None:
     valid = (sep_index < len(name_seps)) & (sep > starts) & (sep < ends - 1)
     starts, ends, sep = starts[valid], ends[valid], sep[valid]
     parents = np.searchsorted(offsets[1:], starts, side="right")
-    names = _views(data, data_buf, starts, sep - starts, pa.string()) if len(starts) else pa.array([], pa.string())
-    values = _views(data, data_buf, sep + 1, ends - sep - 1, pa.string()) if len(starts) else names
-    if len(starts) > n:
+    if len(starts):
+        src = _Bytes(data)
+        names = _views(src, data_buf, starts, sep - starts, pa.string())
+        values = _views(src, data_buf, sep + 1, ends - sep - 1, pa.string())
+    else:
+        names = values = pa.array([], pa.string())
+    if len(starts) > n:  # some row has two or more properties: is any name given twice in a row?
         codes = np.asarray(pc.dictionary_encode(names).indices, dtype=np.int64)
-        combined = parents * (int(codes.max()) + 1) + codes
-        if len(np.unique(combined)) != len(combined):
+        distinct = int(codes.max()) + 1
+        combined = parents * distinct + codes
+        twice = (np.bincount(combined).max() > 1 if n * distinct <= 1 << 22
+                 else len(np.unique(combined)) != len(combined))
+        if twice:
             return None
     map_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(parents, minlength=n), out=map_offsets[1:])
@@ -172,7 +220,7 @@ def _properties(text: pa.Array) -> tuple[pa.MapArray, list[pa.Array]] | None:
 
 
 def decode_run(
-    buf: bytes, positions: list[int], base_offset: int, start_time: int | None, end_time: int | None,
+    buf: Buffer, positions: list[int], base_offset: int, start_time: int | None, end_time: int | None,
     schema: pa.Schema,
 ) -> tuple[pa.RecordBatch, int] | None:
     """The records at ``positions`` of ``buf`` (whole v1 records) as one batch of ``schema``.
@@ -181,16 +229,12 @@ def decode_run(
     physicalOffset). Rows outside [start_time, end_time) by storeTimestamp are dropped.
     Returns (batch, bytes of the records kept), or None when the run needs the reference decoder.
     """
-    arr = np.frombuffer(buf, dtype=np.uint8)
+    src = _Bytes(np.frombuffer(buf, dtype=np.uint8))
     p = np.asarray(positions, dtype=np.int64)
-    head = np.ascontiguousarray(arr[p[:, None] + np.arange(_HEAD_SIZE)])  # records are whole: no clipping
-    size = _field(head, 0, 4)
-    sys_flag = _field(head, SYS_FLAG_POS, 4)
+    sys_flag = src.int64(p + SYS_FLAG_POS, ">i4")
     born_v6 = (sys_flag & SysFlag.BORNHOST_V6) != 0
-    store_v6 = (sys_flag & SysFlag.STOREHOST_V6) != 0
-    born_at = p + BORN_HOST_POS
-    store_ts_at = born_at + np.where(born_v6, 20, 8)
-    store_ts = _gather(arr, store_ts_at, 8)
+    store_ts_at = p + BORN_HOST_POS + np.where(born_v6, 20, 8)
+    store_ts = src.int64(store_ts_at, ">i8")
     if start_time is not None or end_time is not None:
         keep = np.ones(len(p), dtype=bool)
         if start_time is not None:
@@ -198,20 +242,20 @@ def decode_run(
         if end_time is not None:
             keep &= store_ts < end_time
         if not keep.all():
-            p, size, sys_flag, born_v6, store_v6 = p[keep], size[keep], sys_flag[keep], born_v6[keep], store_v6[keep]
-            head = head[keep]
-            born_at, store_ts_at, store_ts = born_at[keep], store_ts_at[keep], store_ts[keep]
-    n = len(p)
+            p, sys_flag, born_v6 = p[keep], sys_flag[keep], born_v6[keep]
+            store_ts_at, store_ts = store_ts_at[keep], store_ts[keep]
+    size = src.int64(p, ">i4")
+    store_v6 = (sys_flag & SysFlag.STOREHOST_V6) != 0
     store_host_at = store_ts_at + 8
-    tail_at = store_host_at + np.where(store_v6, 20, 8)
-    body_len = _gather(arr, tail_at + 12, 4)
+    tail_at = store_host_at + np.where(store_v6, 20, 8)  # reconsumeTimes, preparedTransactionOffset, bodyLength
+    body_len = src.int64(tail_at + 12, ">i4")
     body_at = tail_at + 16
     topic_len_at = body_at + body_len
-    topic_len = arr[np.clip(topic_len_at, 0, len(arr) - 1)].astype(np.int64)
+    topic_len = src.arr[np.clip(topic_len_at, 0, len(src.arr) - 1)].astype(np.int64)
     props_len_at = topic_len_at + 1 + topic_len
-    props_len = _gather(arr, props_len_at, 2)
-    phy = _field(head, PHYSICAL_OFFSET_POS, 8)
-    if n and (
+    props_len = src.int64(np.clip(props_len_at, 0, len(src.arr) - 2), ">i2")
+    phy = src.int64(p + PHYSICAL_OFFSET_POS, ">i8")
+    if len(p) and (
         (body_len < 0).any() or (props_len < 0).any()
         or not np.array_equal(props_len_at + 2 + props_len, p + size)
         or not np.array_equal(phy, p + base_offset)
@@ -219,8 +263,8 @@ def decode_run(
         return None
     data = pa.py_buffer(buf)
     try:
-        topic = _views(arr, data, props_len_at - topic_len, topic_len, pa.string())
-        props_text = _views(arr, data, props_len_at + 2, props_len, pa.string())
+        topic = _views(src, data, props_len_at - topic_len, topic_len, pa.string())
+        props_text = _views(src, data, props_len_at + 2, props_len, pa.string())
     except pa.ArrowInvalid:  # not UTF-8: the reference decoder substitutes U+FFFD
         return None
     parsed = _properties(props_text)
@@ -229,22 +273,22 @@ def decode_run(
     properties, (tags, keys, uniq_key) = parsed
     columns = [
         topic,
-        pa.array(_field(head, _QUEUE_ID_POS, 4).astype(np.int32)),
-        pa.array(_field(head, QUEUE_OFFSET_POS, 8)),
+        pa.array(src.read(p + _QUEUE_ID_POS, ">i4").astype(np.int32)),
+        pa.array(src.int64(p + QUEUE_OFFSET_POS, ">i8")),
         pa.array(phy),
         pa.array(size.astype(np.int32)),
-        pa.array(_field(head, _BODY_CRC_POS, 4).astype(np.int32)),
-        pa.array(_field(head, _FLAG_POS, 4).astype(np.int32)),
+        pa.array(src.read(p + _BODY_CRC_POS, ">i4").astype(np.int32)),
+        pa.array(src.read(p + _FLAG_POS, ">i4").astype(np.int32)),
         pa.array(sys_flag.astype(np.int32)),
-        pa.array(_field(head, _BORN_TIMESTAMP_POS, 8) * 1000, _TIMESTAMP),
-        _hosts(arr, born_at, born_v6),
+        pa.array(src.int64(p + _BORN_TIMESTAMP_POS, ">i8") * 1000, _TIMESTAMP),
+        _hosts(src, p + BORN_HOST_POS, born_v6),
         pa.array(store_ts * 1000, _TIMESTAMP),
-        _hosts(arr, store_host_at, store_v6),
-        pa.array(_gather(arr, tail_at, 4).astype(np.int32)),
+        _hosts(src, store_host_at, store_v6),
+        pa.array(src.read(tail_at, ">i4").astype(np.int32)),
         tags,
         keys,
         uniq_key,
         properties,
-        _views(arr, data, body_at, body_len, pa.binary()),
+        _views(src, data, body_at, body_len, pa.binary()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema), int(size.sum())

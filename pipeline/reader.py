@@ -18,6 +18,7 @@ Column names and meanings are RocketMQ's MessageExt; timestamps are UTC instants
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import mmap
 import os
@@ -204,10 +205,6 @@ def _map(path: str) -> mmap.mmap | None:
         raise CorruptStoreError(f"{path}: file disappeared while reading (deleted by retention?)") from None
 
 
-#: bytes read from a segment at a time (a record larger than this is read whole)
-READ_CHUNK = 16 * 1024 * 1024
-
-
 def read_segment(
     options: ReadOptions, segment: SegmentFile, stats: ScanStats | None = None, *, fast: bool = True
 ) -> Iterator[pa.RecordBatch]:
@@ -217,55 +214,48 @@ def read_segment(
     past it). A record that cannot be decoded raises :class:`CorruptStoreError` naming the
     segment and position, or with ``corruptRecords=skip`` ends the segment with a warning.
 
-    The segment is read in chunks; runs of records go through the vectorised decoder
-    (:mod:`pipeline.columnar`) and, when it declines a run or ``fast`` is False, through the
-    engine's ``decode_record`` one record at a time. Both give the same rows.
+    The segment is memory-mapped read-only, as RocketMQ maps it, so records are decoded where
+    the page cache holds them (no copy into a read buffer). Runs of records go through the
+    vectorised decoder (:mod:`pipeline.columnar`) and, when it declines a run or ``fast`` is
+    False, through the engine's ``decode_record`` one record at a time. Both give the same rows.
     """
     started = time.monotonic()
     stats = stats if stats is not None else ScanStats()
     start, end = options.start_offset, options.end_offset
     lo = 0 if start is None else max(start - segment.from_offset, 0)
+    buf = _map(segment.path)
+    if buf is None:
+        return
     try:
-        f = open(segment.path, "rb")  # noqa: SIM115 - closed in the finally below, across yields
-    except FileNotFoundError:
-        raise CorruptStoreError(f"{segment.path}: file disappeared while reading (deleted by retention?)") from None
-    try:
-        file_len = os.fstat(f.fileno()).st_size
-        limit = file_len if end is None else min(file_len, max(end - segment.from_offset, 0))
-        base = 0  # file position of buf[0]
-        buf = f.read(READ_CHUNK)
-        pos = 0
-        while fast and file_len < 2**31:  # binary views address the chunk with int32 offsets
+        limit = len(buf) if end is None else min(len(buf), max(end - segment.from_offset, 0))
+        pos, why = 0, "other"
+        while fast and len(buf) < 2**31:  # binary views address the segment with int32 offsets
             positions: list[int] = []
-            pos, why = walk_run(buf, pos, limit - base, options.batch_size, positions)
-            if lo > base and positions:
-                positions = [q for q in positions if q + base >= lo]
+            pos, why = walk_run(buf, pos, limit, options.batch_size, positions)
+            if lo and positions and positions[0] < lo:
+                positions = [q for q in positions if q >= lo]
             if positions:
-                yield from _emit(options, segment, buf, base, positions, stats)
-            if why == "full":
-                continue
-            if why != "more" or base + len(buf) >= file_len:
+                yield from _emit(options, segment, buf, positions, stats)
+            if why != "full":
                 break
-            # the next record is not whole in this chunk: read on from its first byte
-            need = _I32.unpack_from(buf, pos)[0] if pos + 4 <= len(buf) else 0
-            base += pos
-            f.seek(base)
-            buf = f.read(max(READ_CHUNK, need))
-            pos = 0
-        else:
-            why = "other"
-        if why == "other" and base + pos < limit:
-            yield from _read_reference(options, segment, base + pos, lo, limit, stats)
+        if why == "other" and pos < limit:
+            yield from _read_reference(options, segment, buf, pos, lo, limit, stats)
     finally:
-        f.close()
+        _close(buf)
     stats.seconds += time.monotonic() - started
 
 
+def _close(buf: mmap.mmap) -> None:
+    # BufferError: a view of the map is still referenced (a generator closed mid-run); the map is
+    # released with that view, and closing it now would leave the view dangling
+    with contextlib.suppress(BufferError):
+        buf.close()
+
+
 def _emit(
-    options: ReadOptions, segment: SegmentFile, buf: bytes, base: int, positions: list[int], stats: ScanStats
+    options: ReadOptions, segment: SegmentFile, buf: mmap.mmap, positions: list[int], stats: ScanStats
 ) -> Iterator[pa.RecordBatch]:
-    decoded = decode_run(buf, positions, segment.from_offset + base, options.start_time, options.end_time,
-                         ARROW_SCHEMA)
+    decoded = decode_run(buf, positions, segment.from_offset, options.start_time, options.end_time, ARROW_SCHEMA)
     if decoded is not None:
         batch, record_bytes = decoded
         if batch.num_rows:
@@ -277,7 +267,7 @@ def _emit(
     for q in positions:  # the reference decoder names whatever made the fast path decline
         result = decode_record(buf, q, check_crc=False)
         if not isinstance(result, StoredMessage):
-            _corrupt(options, segment, base + q, result)
+            _corrupt(options, segment, q, result)
             break
         if options.store_time_matches(result.store_timestamp):
             cols.add(result)
@@ -296,47 +286,41 @@ def _corrupt(options: ReadOptions, segment: SegmentFile, pos: int, result: objec
 
 
 def _read_reference(
-    options: ReadOptions, segment: SegmentFile, pos: int, lo: int, limit: int, stats: ScanStats
+    options: ReadOptions, segment: SegmentFile, buf: mmap.mmap, pos: int, lo: int, limit: int, stats: ScanStats
 ) -> Iterator[pa.RecordBatch]:
     """Record by record with ``decode_record`` from ``pos`` (v2 records, blank records, damage)."""
     t_lo, t_hi = options.start_time, options.end_time
     time_filter = t_lo is not None or t_hi is not None
-    buf = _map(segment.path)
-    if buf is None:
-        return
-    try:
-        limit = min(limit, len(buf))
-        cols = _Columns()
-        while pos < limit:
-            if pos + 8 > len(buf) or buf[pos : pos + 8] == _ZERO_HEADER:
-                break
-            wanted = pos >= lo
-            if wanted and time_filter and pos + SYS_FLAG_POS + 4 <= len(buf):
-                (sys_flag,) = _I32.unpack_from(buf, pos + SYS_FLAG_POS)
-                ts_pos = pos + store_timestamp_pos(sys_flag)
-                if ts_pos + 8 <= len(buf):
-                    (ts,) = _I64.unpack_from(buf, ts_pos)
-                    wanted = (t_lo is None or ts >= t_lo) and (t_hi is None or ts < t_hi)
-            result = decode_record(buf, pos, check_crc=False, read_body=wanted)
-            if type(result) is StoredMessage:
-                if wanted:
-                    cols.add(result)
-                    if len(cols) >= options.batch_size:
-                        stats.rows += len(cols)
-                        stats.record_bytes += cols.record_bytes
-                        yield cols.to_batch()
-                        cols = _Columns()
-                pos += result.total_size
-                continue
-            if not isinstance(result, BlankRecord):
-                _corrupt(options, segment, pos, result)
+    limit = min(limit, len(buf))
+    cols = _Columns()
+    while pos < limit:
+        if pos + 8 > len(buf) or buf[pos : pos + 8] == _ZERO_HEADER:
             break
-        if len(cols):
-            stats.rows += len(cols)
-            stats.record_bytes += cols.record_bytes
-            yield cols.to_batch()
-    finally:
-        buf.close()
+        wanted = pos >= lo
+        if wanted and time_filter and pos + SYS_FLAG_POS + 4 <= len(buf):
+            (sys_flag,) = _I32.unpack_from(buf, pos + SYS_FLAG_POS)
+            ts_pos = pos + store_timestamp_pos(sys_flag)
+            if ts_pos + 8 <= len(buf):
+                (ts,) = _I64.unpack_from(buf, ts_pos)
+                wanted = (t_lo is None or ts >= t_lo) and (t_hi is None or ts < t_hi)
+        result = decode_record(buf, pos, check_crc=False, read_body=wanted)
+        if type(result) is StoredMessage:
+            if wanted:
+                cols.add(result)
+                if len(cols) >= options.batch_size:
+                    stats.rows += len(cols)
+                    stats.record_bytes += cols.record_bytes
+                    yield cols.to_batch()
+                    cols = _Columns()
+            pos += result.total_size
+            continue
+        if not isinstance(result, BlankRecord):
+            _corrupt(options, segment, pos, result)
+        break
+    if len(cols):
+        stats.rows += len(cols)
+        stats.record_bytes += cols.record_bytes
+        yield cols.to_batch()
 
 
 class _SegmentMaps:
