@@ -27,13 +27,17 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def get_spark(master: str | None = None, app_name: str = "rocketstore-pipeline") -> SparkSession:
-    """The active session (spark-submit), else a new one on ``master`` (default ``local[*]``)."""
+    """The active session, else a new one: on ``master`` when given, else on the master that
+    spark-submit was given (``--master``, ``spark.master`` in spark-defaults.conf), else ``local[*]``."""
     active = SparkSession.getActiveSession()
     if active is None:
         paths = [_PACKAGE_ROOT, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
-        if master or not os.environ.get("SPARK_MASTER"):
+        # spark-submit starts the JVM first and hands its gateway to this process (pyspark connects to
+        # it when PYSPARK_GATEWAY_PORT is set); that JVM already carries the master spark-submit chose,
+        # which setting one here would override. A bare `python -m pipeline.jobs` has no JVM yet.
+        if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
             builder = builder.master(master or "local[*]")
         active = builder.getOrCreate()
     active.dataSource.register(RocketStoreDataSource)
