@@ -1,4 +1,4 @@
-"""RocketStore's data pipeline on Spark (PySpark >= 4.0, the ``spark`` extra).
+"""RocketStore's data pipeline on Spark (PySpark >= 4.2, the ``spark`` extra).
 
 * :mod:`pipeline.source`: the ``rocketstore`` Python data source (offline batch reads of a
   store directory, Arrow batches out);

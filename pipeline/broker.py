@@ -24,12 +24,58 @@ the map does not name start at earliest (startingOffsets) or end at latest (endi
 Offsets are RocketMQ logical queue offsets; a range is ``[start, end)``. The streaming source
 checkpoints the same JSON shape (always ``brokerName/queueId`` keys).
 
+Offsets by timestamp, as spark-sql-kafka takes them (epoch milliseconds, integers >= 0)::
+
+    startingTimestamp                   one timestamp for every queue of the topics
+    startingOffsetsByTimestamp          JSON ``{"TopicA": {"broker-a/0": 1714521600000, "1": ...}}``
+                                        (keys as for JSON offsets)
+    endingTimestamp                     batch only: one timestamp for every queue
+    endingOffsetsByTimestamp            batch only: JSON as startingOffsetsByTimestamp
+    startingOffsetsByTimestampStrategy  error (default) | latest: what a queue without a matching
+                                        offset for its starting timestamp does (below)
+
+Precedence is Kafka's: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets
+(a lower one given as well is ignored, with a warning); the same for ending. Queues a JSON map
+does not name start at earliest / end at latest, as with JSON offsets. In a streaming query the
+starting options only place a new query (its initial offsets); a restart resumes from the
+checkpoint, and queues that appear later are read from their earliest offset.
+
+A timestamp T maps to the first offset of the queue whose message was stored at or after T
+(storeTimestamp >= T), which is Kafka's "earliest offset whose timestamp is greater than or
+equal to" T: a read from T to U returns exactly the messages with T <= storeTimestamp < U. The
+times are the broker's store times (column storeTimestamp, like Kafka's LogAppendTime), never
+the producer's bornTimestamp. The broker's SEARCH_OFFSET_BY_TIMESTAMP answers something else
+(RocketMQ 4.9.8 ConsumeQueue.getOffsetInQueueByTime, which our broker follows): it binary-searches
+one consume-queue file, chosen by file modification time, for a message stored exactly at T
+(any one of several stored in that millisecond) and otherwise returns the *nearer* of T's two
+neighbours, the older one on a tie, so possibly a message stored before T; T before the first
+message gives the first offset, T after the last message the last message's offset (not the
+max offset), and a queue without a consume queue 0. So its answer is taken as a hint: the
+driver pulls the messages at the hint and next to it (usually two PULL_MESSAGEs of one message
+per queue settle it) and otherwise binary-searches ``[minOffset, maxOffset)`` by the pulled store
+times. That relies on store times never decreasing along a queue, which holds because the broker
+stamps them under its put lock, unless its clock is set back. T before the oldest message still
+on the broker maps to the queue's min offset.
+
+No matching offset (every message of the queue stored before T, or the queue is empty): for a
+starting timestamp, strategy ``error`` fails the query with an OptionError naming the option,
+the queue and T, and ``latest`` starts that queue at its max offset (it reads only what comes
+later), as Kafka's strategies do; for an ending timestamp the queue ends at its max offset.
+
 Sink (``df.write.format("rocketstore").option("nameServer", ...)``): a ``body`` column (binary
 or string) and optional ``topic``, ``tags``, ``keys`` (string) and ``properties``
 (map<string,string>) columns; option ``topic`` for rows without one. Messages go out with
 :meth:`rocketstore.client.Producer.send_batch` (``sendBatchSize`` messages, default 64, and at
 most ``sendBatchBytes``, default 1 MiB, per request); options ``producerGroup`` (default
 ``rocketstore-spark-sink``). Any send that fails raises, which fails the task and aborts the job.
+
+Streaming sink (``df.writeStream.format("rocketstore").option("nameServer", ...)
+.option("checkpointLocation", ...)``): the same columns and options, output mode append only
+(complete mode would resend the whole result table every micro-batch). Every micro-batch is
+sent as a batch write is. Spark's checkpoint keeps a committed micro-batch from running again
+after a restart; a micro-batch that failed, or that was sent but not yet committed when the
+query stopped, runs again and sends its messages again: the sink is at-least-once, as
+spark-sql-kafka's is.
 """
 
 from __future__ import annotations
@@ -38,12 +84,13 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from pipeline.options import OptionError
+from pipeline.options import BROKER_OPTION_NAMES, OptionError
 from pipeline.reader import _Columns
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
@@ -57,17 +104,23 @@ __all__ = [
     "BrokerOptions",
     "BrokerRangePartition",
     "BrokerStream",
+    "ByTimestamp",
     "DataLossError",
     "QueueBounds",
     "SentMessages",
     "check_sink_schema",
+    "ending_offsets",
+    "first_offset_at",
     "format_offsets",
     "is_broker_read",
+    "offsets_for_times",
     "parse_offsets",
+    "parse_timestamps",
     "plan_ranges",
     "queue_bounds",
     "rate_limit",
     "read_range",
+    "starting_offsets",
     "write_batches",
 ]
 
@@ -78,17 +131,36 @@ LATEST = -1
 DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
 DEFAULT_PULL_BATCH_SIZE = 32
 DEFAULT_GROUP = "rocketstore-spark"
+#: offsets and timestamps travel as Java longs
+_LONG_MAX = 2**63 - 1
 
 _NAME_SERVER_KEYS = ("nameserver", "nameserveraddr")
-_OPTIONS = {
-    name.lower(): name
-    for name in ("nameServer", "nameServerAddr", "topic", "topics", "startingOffsets", "endingOffsets",
-                 "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss", "pullBatchSize",
-                 "consumerGroup", "timeout", "producerGroup", "sendBatchSize", "sendBatchBytes", "path")
-}
+_OPTIONS = {name.lower(): name for name in (*BROKER_OPTION_NAMES, "path")}  # path: refused with a reason
 
 #: per topic, per queue key ("brokerName/queueId" or "queueId"): a logical offset, EARLIEST or LATEST
+#: (startingOffsets / endingOffsets), or a store timestamp (...OffsetsByTimestamp)
 OffsetSpec = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ByTimestamp:
+    """A start or end given as store timestamps (epoch ms): one for every queue, or per queue.
+
+    Resolved to offsets on the driver when a read is planned (they depend on the broker's
+    contents then), so the options stay plain values.
+    """
+
+    option: str  #: the option it came from, for messages
+    timestamps: int | OffsetSpec
+
+    def timestamp_of(self, mq: MessageQueue) -> int | None:
+        if isinstance(self.timestamps, int):
+            return self.timestamps
+        return _queue_value(self.timestamps, mq)
+
+
+#: a startingOffsets / endingOffsets value, or the timestamps that took precedence over it
+BoundSpec = str | OffsetSpec | ByTimestamp
 
 
 class DataLossError(RuntimeError):
@@ -106,6 +178,8 @@ def _int(name: str, raw: str, minimum: int) -> int:
         raise OptionError(f"option {name}: {raw!r} is not an integer") from None
     if value < minimum:
         raise OptionError(f"option {name}: {value} is below {minimum}")
+    if value > _LONG_MAX:
+        raise OptionError(f"option {name}: {value} does not fit a Java long")
     return value
 
 
@@ -114,6 +188,31 @@ def _bool(name: str, raw: str) -> bool:
     if text not in ("true", "false"):
         raise OptionError(f"option {name}: {raw!r}, expected true or false")
     return text == "true"
+
+
+def _queue_map(name: str, text: str, example: str, what: str, expected: str, minimum: int) -> OffsetSpec:
+    """A JSON ``{"topic": {"brokerName/queueId"|"queueId": integer >= minimum}}``; ``what`` names the
+    integers and ``expected`` says what they must be, for messages."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise OptionError(f"option {name}: {text!r} is not JSON like {example}") from None
+    if not isinstance(parsed, dict):
+        raise OptionError(f"option {name}: the JSON must be an object of topics, like {example}")
+    spec: OffsetSpec = {}
+    for topic, queues in parsed.items():
+        if not isinstance(queues, dict):
+            raise OptionError(f"option {name}: topic {topic!r} must map queues to {what}s")
+        spec[topic] = {}
+        for key, value in queues.items():
+            broker, _, qid = key.rpartition("/")
+            if not qid.isdigit() or (broker == "" and "/" in key):
+                raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} is not "
+                                  "'brokerName/queueId' or 'queueId'")
+            if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= _LONG_MAX:
+                raise OptionError(f"option {name}: {what} {value!r} of {topic}/{key} is not {expected}")
+            spec[topic][key] = value
+    return spec
 
 
 def parse_offsets(name: str, raw: str, *, allow_earliest: bool = True) -> str | OffsetSpec:
@@ -125,30 +224,38 @@ def parse_offsets(name: str, raw: str, *, allow_earliest: bool = True) -> str | 
         if not allow_earliest:
             raise OptionError(f"option {name}: earliest is not allowed here (use latest or a JSON map)")
         return "earliest"
-    try:
-        parsed = json.loads(text)
-    except ValueError:
+    if not text.startswith("{"):
         raise OptionError(f"option {name}: {raw!r} is neither earliest, latest nor JSON like "
-                          '{"TopicA": {"broker-a/0": 23, "1": -2}}') from None
-    if not isinstance(parsed, dict):
-        raise OptionError(f"option {name}: the JSON must be an object of topics")
-    spec: OffsetSpec = {}
-    for topic, queues in parsed.items():
-        if not isinstance(queues, dict):
-            raise OptionError(f"option {name}: topic {topic!r} must map queues to offsets")
-        spec[topic] = {}
+                          '{"TopicA": {"broker-a/0": 23, "1": -2}}')
+    spec = _queue_map(name, text, '{"TopicA": {"broker-a/0": 23, "1": -2}}', "offset",
+                      "an offset (>= 0, or -2 earliest, -1 latest)", EARLIEST)
+    for topic, queues in spec.items():
         for key, offset in queues.items():
-            broker, _, qid = str(key).rpartition("/")
-            if not qid.isdigit() or (broker == "" and "/" in str(key)):
-                raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} is not "
-                                  "'brokerName/queueId' or 'queueId'")
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
-                raise OptionError(f"option {name}: offset {offset!r} of {topic}/{key} is not an offset "
-                                  "(>= 0, or -2 earliest, -1 latest)")
             if offset == EARLIEST and not allow_earliest:
                 raise OptionError(f"option {name}: -2 (earliest) is not allowed for {topic}/{key}")
-            spec[topic][str(key)] = offset
     return spec
+
+
+def parse_timestamps(name: str, raw: str) -> OffsetSpec:
+    """A JSON map ``{"topic": {"brokerName/queueId"|"queueId": epochMs}}`` (…OffsetsByTimestamp)."""
+    return _queue_map(name, raw.strip(), '{"TopicA": {"broker-a/0": 1714521600000, "1": 1714525200000}}',
+                      "timestamp", "epoch milliseconds (an integer >= 0)", 0)
+
+
+def _bound_spec(given: Mapping[str, str], side: str, default: str, *, allow_earliest: bool) -> BoundSpec:
+    """The ``side`` ("starting" / "ending") of a read, from the option that takes precedence
+    (Kafka's order: ...Timestamp, ...OffsetsByTimestamp, ...Offsets)."""
+    names = [f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"]
+    present = [n for n in names if n.lower() in given]
+    if len(present) > 1:
+        log.warning("option %s takes precedence: %s ignored", present[0], ", ".join(present[1:]))
+    chosen = present[0] if present else names[2]
+    raw = given.get(chosen.lower(), default)
+    if chosen == names[0]:
+        return ByTimestamp(chosen, _int(chosen, raw, 0))
+    if chosen == names[1]:
+        return ByTimestamp(chosen, parse_timestamps(chosen, raw))
+    return parse_offsets(chosen, raw, allow_earliest=allow_earliest)
 
 
 def queue_key(mq: MessageQueue) -> str:
@@ -178,8 +285,10 @@ class BrokerOptions:
 
     name_server: str
     topics: tuple[str, ...] = ()
-    starting: str | OffsetSpec = "earliest"
-    ending: str | OffsetSpec = "latest"
+    starting: BoundSpec = "earliest"
+    ending: BoundSpec = "latest"
+    #: startingOffsetsByTimestampStrategy=latest: a starting timestamp without a matching offset starts at latest
+    no_match_latest: bool = False
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
@@ -206,19 +315,29 @@ class BrokerOptions:
         topics = tuple(t.strip() for t in (given.get("topics") or given.get("topic") or "").split(",") if t.strip())
         if not topics and not write:
             raise OptionError("option topic (or topics) is required for a read through a broker")
-        if streaming and "endingoffsets" in given:
-            raise OptionError("option endingOffsets is for batch reads only")
-        starting = parse_offsets("startingOffsets", given.get("startingoffsets",
-                                                              "latest" if streaming else "earliest"))
-        ending = parse_offsets("endingOffsets", given.get("endingoffsets", "latest"), allow_earliest=False)
-        for name, spec in (("startingOffsets", starting), ("endingOffsets", ending)):
-            if isinstance(spec, dict) and (unknown := set(spec) - set(topics)):
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if streaming and name.lower() in given:
+                raise OptionError(f"option {name} is for batch reads only")
+        starting = _bound_spec(given, "starting", "latest" if streaming else "earliest", allow_earliest=True)
+        ending = _bound_spec(given, "ending", "latest", allow_earliest=False)
+        for side, spec in (("startingOffsets", starting), ("endingOffsets", ending)):
+            name, queues = (spec.option, spec.timestamps) if isinstance(spec, ByTimestamp) else (side, spec)
+            if isinstance(queues, dict) and (unknown := set(queues) - set(topics)):
                 raise OptionError(f"option {name} names topics not in the option topics: {sorted(unknown)}")
+        if (isinstance(starting, ByTimestamp) and isinstance(ending, ByTimestamp)
+                and isinstance(starting.timestamps, int) and isinstance(ending.timestamps, int)
+                and ending.timestamps < starting.timestamps):
+            raise OptionError(f"option endingTimestamp ({ending.timestamps}) is before startingTimestamp "
+                              f"({starting.timestamps})")
+        strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError(f"option startingOffsetsByTimestampStrategy: {strategy!r}, expected error or latest")
         return cls(
             name_server=name_server,
             topics=topics,
             starting=starting,
             ending=ending,
+            no_match_latest=strategy == "latest",
             max_records_per_partition=(_int("maxRecordsPerPartition", given["maxrecordsperpartition"], 1)
                                        if "maxrecordsperpartition" in given else DEFAULT_MAX_RECORDS_PER_PARTITION),
             max_offsets_per_trigger=(_int("maxOffsetsPerTrigger", given["maxoffsetspertrigger"], 1)
@@ -259,17 +378,23 @@ def queue_bounds(options: BrokerOptions) -> dict[MessageQueue, QueueBounds]:
     return out
 
 
+def _queue_value(spec: OffsetSpec, mq: MessageQueue) -> int | None:
+    """``mq``'s value in a per-queue map (its ``brokerName/queueId`` key before a bare ``queueId``)."""
+    queues = spec.get(mq.topic, {})
+    for key in (queue_key(mq), str(mq.queue_id)):
+        if key in queues:
+            return queues[key]
+    return None
+
+
 def _spec_offset(spec: str | OffsetSpec, mq: MessageQueue, default: int) -> int:
     if spec == "earliest":
         return EARLIEST
     if spec == "latest":
         return LATEST
     assert isinstance(spec, dict)
-    queues = spec.get(mq.topic, {})
-    for key in (queue_key(mq), str(mq.queue_id)):
-        if key in queues:
-            return queues[key]
-    return default
+    value = _queue_value(spec, mq)
+    return default if value is None else value
 
 
 def resolve(spec: str | OffsetSpec, bounds: QueueBounds, default: int) -> int:
@@ -280,6 +405,100 @@ def resolve(spec: str | OffsetSpec, bounds: QueueBounds, default: int) -> int:
     if offset == LATEST:
         return bounds.max_offset
     return offset
+
+
+def starting_offsets(options: BrokerOptions, bounds: Mapping[MessageQueue, QueueBounds]) -> dict[MessageQueue, int]:
+    """Where a read starts in every queue of ``bounds`` (driver side; timestamps are searched on the brokers)."""
+    return _resolve_all(options, options.starting, bounds, EARLIEST, LATEST if options.no_match_latest else None)
+
+
+def ending_offsets(options: BrokerOptions, bounds: Mapping[MessageQueue, QueueBounds]) -> dict[MessageQueue, int]:
+    """Where a batch read ends (exclusive) in every queue of ``bounds``; an ending timestamp without a
+    matching offset ends at latest, as in spark-sql-kafka."""
+    return _resolve_all(options, options.ending, bounds, LATEST, LATEST)
+
+
+def _resolve_all(options: BrokerOptions, spec: BoundSpec, bounds: Mapping[MessageQueue, QueueBounds], default: int,
+                 no_match: int | None) -> dict[MessageQueue, int]:
+    """Concrete offsets for ``spec``: ``default`` for queues it does not name, ``no_match`` (None:
+    raise) for a timestamp no message of its queue was stored at or after."""
+    if not isinstance(spec, ByTimestamp):
+        return {mq: resolve(spec, b, default) for mq, b in bounds.items()}
+    wanted = {mq: ts for mq in bounds if (ts := spec.timestamp_of(mq)) is not None}
+    found = offsets_for_times(options, {mq: (bounds[mq], ts) for mq, ts in wanted.items()})
+    out: dict[MessageQueue, int] = {}
+    for mq, b in bounds.items():
+        offset = found[mq] if mq in wanted else default
+        if offset is None:
+            if no_match is None:
+                held = "it is empty" if b.min_offset >= b.max_offset else (
+                    f"all its messages (offsets [{b.min_offset}, {b.max_offset})) were stored before")
+                raise OptionError(f"option {spec.option}: queue {mq} has no message stored at or after "
+                                  f"{_when(wanted[mq])}: {held}. Set option startingOffsetsByTimestampStrategy=latest "
+                                  "to start such queues at their latest offset")
+            offset = no_match
+        out[mq] = b.min_offset if offset == EARLIEST else b.max_offset if offset == LATEST else offset
+    return out
+
+
+def _when(timestamp: int) -> str:
+    """Epoch ms for a message, with its UTC date when it has one (years 1..9999)."""
+    try:
+        return f"{timestamp} ({datetime.fromtimestamp(timestamp / 1000, UTC).isoformat(timespec='milliseconds')})"
+    except (OverflowError, ValueError, OSError):
+        return str(timestamp)
+
+
+def offsets_for_times(options: BrokerOptions,
+                      wanted: Mapping[MessageQueue, tuple[QueueBounds, int]]) -> dict[MessageQueue, int | None]:
+    """Per queue, the first offset whose message was stored at or after the timestamp (None: no
+    such message): SEARCH_OFFSET_BY_TIMESTAMP at the queue's master gives a hint that
+    :func:`first_offset_at` checks with pulls (see the module docstring)."""
+    out: dict[MessageQueue, int | None] = {}
+    with (MQAdmin(options.name_server, timeout=options.timeout) as admin,
+          PullConsumer(options.name_server, options.group, client=admin.client, timeout=options.timeout) as consumer):
+        for mq in sorted(wanted):
+            bounds, ts = wanted[mq]
+            if bounds.min_offset >= bounds.max_offset:
+                out[mq] = None  # empty: nothing to ask the broker
+                continue
+            out[mq] = first_offset_at(consumer, bounds, ts, admin.search_offset(mq, ts))
+    return out
+
+
+def first_offset_at(consumer: PullConsumer, bounds: QueueBounds, timestamp: int, hint: int) -> int | None:
+    """The first offset in ``bounds`` whose message was stored at or after ``timestamp``, None if all
+    are older.
+
+    ``hint`` (the broker's answer) is normally that offset or the one before it, so the message at
+    the hint and one neighbour settle it; the probes are the first steps of a binary search over
+    ``[min_offset, max_offset)`` that goes on by pulled store times when the hint is off (several
+    messages stored in the same millisecond, a consume-queue file whose mtime was changed).
+    """
+    lo, hi = bounds.min_offset, bounds.max_offset  # the answer lies in [lo, hi]; max_offset means none
+    if lo >= hi:
+        return None
+    first = min(max(hint, lo), hi - 1)
+    guesses = [first, first - 1, first + 1]
+    while lo < hi:
+        probe = guesses.pop(0) if guesses else (lo + hi) // 2
+        if not lo <= probe < hi:
+            continue
+        if _store_time(consumer, bounds.queue, probe) >= timestamp:
+            hi = probe
+        else:
+            lo = probe + 1
+    return lo if lo < bounds.max_offset else None
+
+
+def _store_time(consumer: PullConsumer, mq: MessageQueue, offset: int) -> int:
+    """The store timestamp of the message at ``offset`` (one PULL_MESSAGE of one message)."""
+    result = consumer.pull(mq, offset, max_nums=1)
+    if result.status is not PullStatus.FOUND or not result.messages:
+        raise DataLossError(f"queue {mq}: no message at offset {offset} while searching offsets by timestamp "
+                            f"({result.status.name}; broker offsets [{result.min_offset}, {result.max_offset})): "
+                            "retention may have deleted it since the query was planned; run it again")
+    return result.messages[0].store_timestamp
 
 
 @dataclass(frozen=True)
@@ -327,9 +546,11 @@ def split_ranges(options: BrokerOptions, ranges: Mapping[MessageQueue, tuple[int
 def plan_ranges(options: BrokerOptions) -> list[BrokerRangePartition]:
     """A batch read's partitions (driver side)."""
     ranges: dict[MessageQueue, tuple[int, int]] = {}
-    for mq, bounds in queue_bounds(options).items():
-        start = resolve(options.starting, bounds, EARLIEST)
-        end = min(resolve(options.ending, bounds, LATEST), bounds.max_offset)
+    all_bounds = queue_bounds(options)
+    starts, ends = starting_offsets(options, all_bounds), ending_offsets(options, all_bounds)
+    for mq, bounds in all_bounds.items():
+        start = starts[mq]
+        end = min(ends[mq], bounds.max_offset)
         if start >= end:
             continue
         start = check_data_loss(options, mq, start, bounds.min_offset)
@@ -514,8 +735,7 @@ class BrokerStream:
         self.target: dict[MessageQueue, int] | None = None
 
     def initial_offset(self) -> dict[str, dict[str, int]]:
-        bounds = queue_bounds(self.options)
-        return format_offsets({mq: resolve(self.options.starting, b, EARLIEST) for mq, b in bounds.items()})
+        return format_offsets(starting_offsets(self.options, queue_bounds(self.options)))
 
     def prepare_available_now(self) -> None:
         self.target = {mq: b.max_offset for mq, b in queue_bounds(self.options).items()}

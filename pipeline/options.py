@@ -21,9 +21,8 @@ Broker-backed reads take the option names of spark-sql-kafka so that a query mov
 offline store to a live cluster by changing options only; they are selected by the option
 ``nameServer`` (or ``nameServerAddr``) and documented in :mod:`pipeline.broker`
 (``topic``/``topics``, ``startingOffsets`` / ``endingOffsets``, ``maxOffsetsPerTrigger``,
-``failOnDataLoss``, ...). Their names given to the offline reader (no ``nameServer``) fail
-with a message saying so, never silently ignored; ``startingTimestamp``, ``brokerAddress``,
-``subscribe`` and ``subscribePattern`` stay reserved.
+``failOnDataLoss``, ``startingTimestamp``, ...). Their names given to the offline reader (no
+``nameServer``) fail with a message saying so, never silently ignored.
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ from pathlib import Path
 
 from store.config import MULTI_PATH_SPLITTER, ConfigError, StoreConfig, parse_properties
 
-__all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "OptionError", "ReadOptions", "parse_time"]
+__all__ = ["BROKER_OPTION_NAMES", "DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "OptionError", "ReadOptions",
+           "parse_time"]
 
 DEFAULT_BATCH_SIZE = 8192
 DEFAULT_ENTRIES_PER_PARTITION = 300_000
@@ -47,11 +47,15 @@ _OFFLINE_OPTIONS = {
     for name in ("path", "brokerConf", "topics", "startTime", "endTime", "startOffset", "endOffset", "batchSize",
                  "entriesPerPartition", "corruptRecords")
 }
-_BROKER_OPTIONS = {
-    name.lower(): name
-    for name in ("nameServer", "brokerAddress", "startingOffsets", "endingOffsets", "startingTimestamp",
-                 "maxOffsetsPerTrigger", "failOnDataLoss", "subscribe", "subscribePattern")
-}
+#: every option of reads and writes through brokers (:mod:`pipeline.broker`)
+BROKER_OPTION_NAMES = (
+    "nameServer", "nameServerAddr", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
+    "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss", "pullBatchSize", "consumerGroup", "timeout",
+    "producerGroup", "sendBatchSize", "sendBatchBytes",
+)
+#: those the offline reader does not take, for a message that says where they belong
+_BROKER_OPTIONS = {name.lower(): name for name in BROKER_OPTION_NAMES if name.lower() not in _OFFLINE_OPTIONS}
 
 
 class OptionError(ValueError):

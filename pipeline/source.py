@@ -1,6 +1,6 @@
 """The ``rocketstore`` PySpark data source: batch reads of a store directory, offline.
 
-Usage (PySpark >= 4.0; the executors must be able to ``import pipeline``, e.g. PYTHONPATH or
+Usage (PySpark >= 4.2; the executors must be able to ``import pipeline``, e.g. PYTHONPATH or
 ``--py-files``, and read the store directory)::
 
     from pipeline.source import RocketStoreDataSource
@@ -27,15 +27,16 @@ as they are), never Python rows. All options are in :mod:`pipeline.options`.
 
 With the option ``nameServer`` (or ``nameServerAddr``) the same format reads through brokers
 instead (``topic``/``topics``, ``startingOffsets`` / ``endingOffsets`` per queue as
-spark-sql-kafka takes them, one partition per ``maxRecordsPerPartition`` offsets of a queue),
-and ``df.write.format("rocketstore")`` sends rows as messages: see :mod:`pipeline.broker`.
+spark-sql-kafka takes them, or by store timestamp with ``startingTimestamp`` and its kin; one
+partition per ``maxRecordsPerPartition`` offsets of a queue), and ``df.write.format("rocketstore")``
+and ``df.writeStream.format("rocketstore")`` send rows as messages: see :mod:`pipeline.broker`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -43,7 +44,9 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
@@ -82,6 +85,7 @@ from store.consume_queue import CQ_STORE_UNIT_SIZE
 __all__ = [
     "BrokerReader",
     "BrokerStreamReader",
+    "BrokerStreamWriter",
     "BrokerWriter",
     "QueueRangePartition",
     "RocketStoreDataSource",
@@ -176,6 +180,12 @@ def plan_partitions(options: ReadOptions) -> list[SegmentPartition] | list[Queue
     return partitions
 
 
+def _planned_nothing(partition: InputPartition) -> bool:
+    """PySpark runs one placeholder ``InputPartition(None)`` when a reader plans no partitions
+    (nothing in the requested range): it reads as no rows."""
+    return type(partition) is InputPartition and partition.value is None
+
+
 class RocketStoreReader(DataSourceReader):
     """Plans partitions on the driver; ``read`` runs on the executors and yields Arrow batches."""
 
@@ -186,6 +196,8 @@ class RocketStoreReader(DataSourceReader):
         return plan_partitions(self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if _planned_nothing(partition):
+            return
         stats = ScanStats()
         if isinstance(partition, SegmentPartition):
             yield from read_segment(self.options, partition.segment, stats)
@@ -210,6 +222,8 @@ class BrokerReader(DataSourceReader):
         return plan_ranges(self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if _planned_nothing(partition):
+            return
         if not isinstance(partition, BrokerRangePartition):
             raise TypeError(f"not a rocketstore broker partition: {partition!r}")
         yield from read_range(self.options, partition)
@@ -225,13 +239,43 @@ class BrokerWriter(DataSourceArrowWriter):
         return write_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        total = sum(sum(m.counts.values()) for m in messages if isinstance(m, SentMessages))
-        log.info("rocketstore sink: %d messages sent by %d tasks", total, len(messages))
+        log.info("rocketstore sink: %d messages sent by %d tasks", _sent(messages), len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        sent = sum(sum(m.counts.values()) for m in messages if isinstance(m, SentMessages))
         log.error("rocketstore sink: job aborted; %d messages of finished tasks were already sent "
-                  "(the sink is at-least-once)", sent)
+                  "(the sink is at-least-once)", _sent(messages))
+
+
+def _sent(messages: list[WriterCommitMessage | None]) -> int:
+    """Messages sent by the tasks that finished (a failed task's message is None)."""
+    return sum(sum(m.counts.values()) for m in messages if isinstance(m, SentMessages))
+
+
+class BrokerStreamWriter(DataSourceStreamArrowWriter):
+    """The Structured Streaming sink: each micro-batch's tasks send their rows as the batch sink's
+    do. Nothing is committed anywhere but in Spark's checkpoint, so a micro-batch that runs again
+    (failed, or sent but not committed before a stop) sends again: at-least-once."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        counts: dict[str, int] = {}
+        for m in messages:
+            if isinstance(m, SentMessages):
+                for topic, n in m.counts.items():
+                    counts[topic] = counts.get(topic, 0) + n
+        log.info("rocketstore stream sink: micro-batch %d: %d messages sent by %d tasks %s", batchId,
+                 sum(counts.values()), len(messages), counts)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.error("rocketstore stream sink: micro-batch %d ABORTED, but %d messages of its finished tasks are "
+                  "already on the brokers and stay there; when the query runs the micro-batch again they are "
+                  "sent again (the sink is at-least-once: consumers must tolerate duplicates)", batchId,
+                  _sent(messages))
 
 
 class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -298,11 +342,23 @@ class RocketStoreDataSource(DataSource):
         return BrokerStreamReader(BrokerOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        if not is_broker_read(self.options):
+        return BrokerWriter(self._sink_options(self.options, schema, overwrite, ".mode('append')"))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # Spark asks for overwrite (truncate) in output mode complete, and hands the sink the query's
+        # checkpointLocation among its options: Spark's, not ours to check
+        options = {k: v for k, v in self.options.items() if k.lower() != "checkpointlocation"}
+        return BrokerStreamWriter(self._sink_options(options, schema, overwrite, ".outputMode('append')"))
+
+    @staticmethod
+    def _sink_options(given: Mapping[str, str], schema: StructType, overwrite: bool, append_call: str) -> BrokerOptions:
+        """The checked options of a batch or streaming write; ``append_call`` is what the user should write."""
+        if not is_broker_read(given):
             raise OptionError("writing format rocketstore sends messages through a broker: option nameServer "
                               "is required (a store directory is never written)")
         if overwrite:
-            raise OptionError("format rocketstore appends messages: use .mode('append')")
-        options = BrokerOptions.parse(self.options, write=True)
+            raise OptionError(f"format rocketstore appends messages (sent messages cannot be taken back): use "
+                              f"{append_call}")
+        options = BrokerOptions.parse(given, write=True)
         check_sink_schema(schema, options)
-        return BrokerWriter(options)
+        return options

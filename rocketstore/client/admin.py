@@ -25,6 +25,8 @@ from remoting.headers import (
     CreateTopicRequestHeader,
     Header,
     QueryMessageRequestHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
     TopicRouteData,
     ViewMessageRequestHeader,
 )
@@ -280,6 +282,23 @@ class BrokerAdmin:
                                  int(v.get("lastTimestamp", 0))) for k, v in table.items()]
         return ConsumeStats(sorted(offsets, key=lambda o: o.queue), float(parsed.get("consumeTps", 0) or 0))
 
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the broker's queue offset for store time ``timestamp_ms``.
+
+        The broker's answer, as RocketMQ 4.9.8's ConsumeQueue.getOffsetInQueueByTime gives it: a
+        binary search over the consume-queue file picked by modification time, landing on a
+        message whose store time equals ``timestamp_ms`` (any of several equal ones), else on the
+        *nearer* of the two neighbours (the earlier one on a tie), so the message there may be
+        older than ``timestamp_ms``; before the first message it is the queue's first offset,
+        after the last message the last message's offset (not the max offset), and 0 for a queue
+        the broker has no consume queue for. Callers that need "the first message stored at or
+        after" check the neighbours (pipeline.broker does).
+        """
+        header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms,
+                                           broker_name=mq.broker_name)
+        response = self._call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
+        return SearchOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+
     def view_message(self, phy_offset: int) -> StoredMessage:
         """VIEW_MESSAGE_BY_ID: the message at CommitLog offset ``phy_offset``."""
         body = self._call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=phy_offset)).body
@@ -381,6 +400,16 @@ class MQAdmin:
         for _, addr in self._route_masters(self.route(topic)):
             out.extend(self.broker(addr).topic_stats(topic))
         return sorted(out, key=lambda t: t.queue)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP at the master of ``mq``'s broker, as MQAdminImpl.searchOffset
+        sends it (the route is fresh from the name server); see :meth:`BrokerAdmin.search_offset`
+        for what the offset means."""
+        addr = master_addr(self.route(mq.topic), mq.broker_name)
+        if addr is None:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} has no master in the route "
+                                f"of topic {mq.topic}")
+        return self.broker(addr).search_offset(mq, timestamp_ms)
 
     # -- consumers -----------------------------------------------------------------------------
     def consumer_progress(self, group: str, topic: str | None = None) -> ConsumeStats:

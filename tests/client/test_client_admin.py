@@ -3,6 +3,8 @@ consumer progress, message queries and the cluster list."""
 
 from __future__ import annotations
 
+import itertools
+import time
 from typing import Any
 
 import pytest
@@ -114,6 +116,35 @@ def test_query_by_key_id_and_offset(cluster: Any, admin: MQAdmin, remoting: Remo
     assert admin.query_msg_by_offset("Query", "broker-a", 0, 2) is None
     with pytest.raises(RemotingError):
         admin.query_msg_by_id("not-an-id")
+
+
+def test_search_offset_by_timestamp(cluster: Any, admin: MQAdmin, remoting: RemotingClient) -> None:
+    """What SEARCH_OFFSET_BY_TIMESTAMP answers (RocketMQ's getOffsetInQueueByTime): the message stored at
+    the time, else the nearer neighbour (older on a tie), the first offset before the first message and
+    the last message's offset (not the max offset) after the last one."""
+    producer = Producer(cluster.namesrv_addr, "PG", client=remoting)
+    for i in range(4):
+        producer.send("ByTime", f"m{i}".encode(), queue_id=0)
+        time.sleep(0.03)
+    cluster.wait_dispatched()
+    mq = MessageQueue("ByTime", "broker-a", 0)
+    messages = PullConsumer(cluster.namesrv_addr, "CG", client=remoting).pull(mq, 0, 32).messages
+    ts = [m.store_timestamp for m in messages]
+    assert len(ts) == 4 and all(b - a >= 20 for a, b in itertools.pairwise(ts))
+    cases = {
+        ts[0] - 60_000: 0,  # before the first message
+        ts[1]: 1,  # exactly a message's store time
+        ts[1] + 2: 1,  # just after message 1: the nearer neighbour is 1 (Kafka would say 2)
+        ts[2] - 2: 2,  # just before message 2: the nearer neighbour is 2
+        ts[3] + 60_000: 3,  # after the last message: the last offset, not the max offset 4
+    }
+    assert {t: admin.search_offset(mq, t) for t in cases} == cases
+    # one broker by address answers the same
+    assert BrokerAdmin(cluster.broker_addr, client=remoting).search_offset(mq, ts[2]) == 2
+    # a queue the broker holds nothing for
+    assert admin.search_offset(MessageQueue("ByTime", "broker-a", 1), ts[0]) == 0
+    with pytest.raises(RemotingError, match="no master"):
+        admin.search_offset(MessageQueue("ByTime", "broker-x", 0), ts[0])
 
 
 def test_cluster_list(cluster: Any, admin: MQAdmin) -> None:

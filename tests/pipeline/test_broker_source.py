@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,22 @@ import pytest
 from broker_process import Broker, broker
 from pyspark.sql import DataFrame, SparkSession
 
-from pipeline.broker import BrokerOptions, DataLossError, check_data_loss, parse_offsets, plan_ranges
+from pipeline.broker import (
+    BrokerOptions,
+    ByTimestamp,
+    DataLossError,
+    QueueBounds,
+    check_data_loss,
+    first_offset_at,
+    offsets_for_times,
+    parse_offsets,
+    plan_ranges,
+)
 from pipeline.options import OptionError
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
 from rocketstore.client.producer import Producer, SendResult
+from rocketstore.client.remoting_client import MessageQueue
 
 __all__ = ["broker"]
 
@@ -94,6 +106,7 @@ def test_batch_read_errors(spark: SparkSession, broker: Broker) -> None:
     with pytest.raises(Exception, match="not known to name server"):
         broker_df(spark, broker, "NoSuchTopicHere").collect()
     produce(broker, "SparkLoss", 4)
+    store_times(broker, "SparkLoss", 4)  # planned from the queues' max offsets: wait for the consume queues
     starting = json.dumps({"SparkLoss": {"0": 0}})
     # offsets below a queue's minimum: the option says fail or skip
     opts = BrokerOptions.parse({"nameServer": broker.namesrv, "topic": "SparkLoss", "startingOffsets": starting})
@@ -245,3 +258,212 @@ def test_stream_fail_on_data_loss(spark: SparkSession, small_broker: Broker, tmp
         broker_df(spark, b, "SparkLost", startingOffsets='{"SparkLost": {"0": 0}}').collect()
     assert got(broker_df(spark, b, "SparkLost", startingOffsets='{"SparkLost": {"0": 0}}',
                          failOnDataLoss="false")) == expected
+
+
+# -- offsets by timestamp ----------------------------------------------------------------------
+
+
+def store_times(b: Broker, topic: str, count: int) -> dict[tuple[int, int], int]:
+    """{(queueId, queueOffset): storeTimestamp} of the ``count`` messages of ``topic``, once the broker's
+    consume queues hold them all (a send is acknowledged before its consume-queue entry is written)."""
+    deadline = time.monotonic() + 10
+    while True:
+        times = {(m.queue_id, m.queue_offset): m.store_timestamp for m in consume_all(b, topic)}
+        if len(times) >= count or time.monotonic() > deadline:
+            assert len(times) == count
+            return times
+        time.sleep(0.05)
+
+
+def produce_phases(b: Broker, topic: str, *sizes: int) -> tuple[list[dict[tuple[int, int], bytes]], list[int]]:
+    """Phases of messages 30 ms apart (every queue gets some in each); the bodies of each phase and, per
+    phase, its last store time + 1: a timestamp the broker's nearest-neighbour search answers with the
+    phase's last message, one offset before the first message stored at or after it."""
+    phases: list[dict[tuple[int, int], bytes]] = []
+    for n, size in enumerate(sizes):
+        if n:
+            time.sleep(0.03)
+        phases.append(produce(b, topic, size, f"p{n}"))
+    times = store_times(b, topic, sum(sizes))
+    ends = [max(times[k] for k in phase) + 1 for phase in phases]
+    for phase, later in zip(phases[1:], ends, strict=False):
+        assert min(times[k] for k in phase) >= later  # the phases do not overlap in time
+    return phases, ends
+
+
+def test_timestamp_option_parsing() -> None:
+    base = {"nameServer": "h:1", "topic": "A"}
+    opts = BrokerOptions.parse({**base, "startingTimestamp": "1700000000000", "startingOffsets": "latest",
+                                "endingOffsetsByTimestamp": '{"A": {"broker-a/0": 1700000005000, "1": 7}}',
+                                "startingOffsetsByTimestampStrategy": "LATEST"})
+    assert opts.starting == ByTimestamp("startingTimestamp", 1700000000000)  # precedence over startingOffsets
+    assert opts.ending == ByTimestamp("endingOffsetsByTimestamp", {"A": {"broker-a/0": 1700000005000, "1": 7}})
+    assert opts.no_match_latest
+    assert BrokerOptions.parse({**base, "startingOffsetsByTimestamp": '{"A": {"0": 5}}',
+                                "startingOffsets": "latest"}).starting == ByTimestamp(
+        "startingOffsetsByTimestamp", {"A": {"0": 5}})
+    assert not BrokerOptions.parse(base).no_match_latest
+    bad = [
+        ("startingTimestamp", "soon", r"startingTimestamp: 'soon' is not an integer"),
+        ("startingTimestamp", str(2**63), r"startingTimestamp: 9223372036854775808 does not fit a Java long"),
+        ("endingTimestamp", "-5", r"endingTimestamp: -5 is below 0"),
+        ("endingOffsetsByTimestamp", '{"A": {"0": 1.5}}', r"endingOffsetsByTimestamp: timestamp 1.5 of A/0 is not "
+                                                           r"epoch milliseconds"),
+        ("startingOffsetsByTimestampStrategy", "skip", r"Strategy: 'skip', expected error or latest"),
+    ]
+    for name, value, message in bad:
+        with pytest.raises(OptionError, match=message):
+            BrokerOptions.parse({**base, name: value})
+    for value, message in (('{"A": {"0": -1}}', "timestamp -1 of A/0 is not epoch milliseconds"),
+                           ('{"A": {"0": 9223372036854775808}}', "timestamp 9223372036854775808 of A/0 is not"),
+                           ('{"A": {"broker-a/x": 5}}', "queue key 'broker-a/x' of topic 'A' is not"),
+                           ('{"A": {"0": true}}', "timestamp True of A/0 is not epoch milliseconds"),
+                           ("1700000000000", "the JSON must be an object of topics"), ("{A: 1}", "is not JSON like"),
+                           ('{"A": 5}', "must map queues to timestamps"),
+                           ('{"B": {"0": 5}}', "names topics not in the option topics")):
+        with pytest.raises(OptionError, match=f"option startingOffsetsByTimestamp.*{message}"):
+            BrokerOptions.parse({**base, "startingOffsetsByTimestamp": value})
+    with pytest.raises(OptionError, match=r"endingTimestamp \(5\) is before startingTimestamp \(9\)"):
+        BrokerOptions.parse({**base, "startingTimestamp": "9", "endingTimestamp": "5"})
+    for name in ("endingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(OptionError, match=f"option {name} is for batch reads only"):
+            BrokerOptions.parse({**base, name: "5"}, streaming=True)
+
+
+def test_first_offset_at_corrects_the_broker_hint(broker: Broker) -> None:
+    """Against the queue's real store times, every timestamp maps to the first message stored at or after
+    it, from the broker's own hint and from any other hint (a wrong one costs a binary search)."""
+    with Producer(broker.namesrv, "pipeline-test-producers") as producer:
+        for i in range(4):
+            producer.send("SparkHint", f"single-{i}".encode(), queue_id=0)
+            time.sleep(0.02)
+        producer.send_batch("SparkHint", [f"batch-{i}".encode() for i in range(6)], queue_id=0)  # one store time
+        time.sleep(0.02)
+        for i in range(3):
+            producer.send("SparkHint", f"late-{i}".encode(), queue_id=0)
+            time.sleep(0.02)
+    times = [t for _, t in sorted(store_times(broker, "SparkHint", 13).items())]
+    assert len(times) == 13 and len(set(times[4:10])) == 1
+    mq = MessageQueue("SparkHint", "broker-a", 0)
+    bounds = QueueBounds(mq, 0, len(times))
+    probes = sorted({t + d for t in times for d in (-1, 0, 1)} | {times[0] - 10_000, times[-1] + 10_000})
+
+    def expected(ts: int) -> int | None:
+        return next((i for i, t in enumerate(times) if t >= ts), None)
+
+    opts = BrokerOptions.parse({"nameServer": broker.namesrv, "topic": "SparkHint"})
+    assert offsets_for_times(opts, {mq: (bounds, probes[0])}) == {mq: 0}
+    with PullConsumer(broker.namesrv, "pipeline-test-readers") as consumer, MQAdmin(broker.namesrv) as admin:
+        for ts in probes:
+            want = expected(ts)
+            assert first_offset_at(consumer, bounds, ts, admin.search_offset(mq, ts)) == want, ts
+            for hint in (-1, 0, 3, 5, 9, 12, 13, 40):
+                assert first_offset_at(consumer, bounds, ts, hint) == want, (ts, hint)
+    # the batch's store time: its first message, wherever the broker's binary search landed in the run
+    assert expected(times[4]) == 4
+    assert offsets_for_times(opts, {mq: (bounds, times[4])}) == {mq: 4}
+    assert offsets_for_times(opts, {mq: (bounds, times[-1] + 1)}) == {mq: None}
+    assert offsets_for_times(opts, {mq: (QueueBounds(mq, 5, 5), times[0])}) == {mq: None}
+
+
+def test_batch_read_by_timestamp(spark: SparkSession, broker: Broker) -> None:
+    (first, second, third), (end1, end2, _) = produce_phases(broker, "SparkTime", 16, 16, 16)
+    everything = first | second | third
+    # [startingTimestamp, endingTimestamp): exactly the messages stored in that window
+    assert got(broker_df(spark, broker, "SparkTime", startingTimestamp=str(end1),
+                         endingTimestamp=str(end2))) == second
+    assert got(broker_df(spark, broker, "SparkTime", startingTimestamp=str(end1))) == second | third
+    # per queue: queue q0 from the second phase up to the third, the other queues whole
+    q0 = min(q for q, _ in second)
+    starting = json.dumps({"SparkTime": {f"broker-a/{q0}": end1}})
+    ending = json.dumps({"SparkTime": {str(q0): end2}})
+    expected = {k: v for k, v in everything.items() if k[0] != q0 or k in second}
+    assert got(broker_df(spark, broker, "SparkTime", startingOffsetsByTimestamp=starting,
+                         endingOffsetsByTimestamp=ending)) == expected
+    # startingTimestamp takes precedence over startingOffsetsByTimestamp and startingOffsets
+    assert got(broker_df(spark, broker, "SparkTime", startingTimestamp=str(end2), startingOffsets="earliest",
+                         startingOffsetsByTimestamp=starting)) == third
+    # an ending timestamp after the last message: read to the end
+    assert got(broker_df(spark, broker, "SparkTime", startingTimestamp=str(end1),
+                         endingTimestamp=str(end2 + 3_600_000))) == second | third
+    # bad values fail the query, naming the option
+    with pytest.raises(Exception, match="option startingTimestamp: 'yesterday' is not an integer"):
+        broker_df(spark, broker, "SparkTime", startingTimestamp="yesterday").collect()
+
+
+def test_starting_timestamp_after_the_last_message(spark: SparkSession, broker: Broker) -> None:
+    _, (after,) = produce_phases(broker, "SparkTimeLate", 16)
+    with pytest.raises(Exception, match=rf"option startingTimestamp: queue SparkTimeLate@broker-a#0 has no message "
+                                        rf"stored at or after {after} .*startingOffsetsByTimestampStrategy=latest"):
+        broker_df(spark, broker, "SparkTimeLate", startingTimestamp=str(after)).collect()
+    df = broker_df(spark, broker, "SparkTimeLate", startingTimestamp=str(after),
+                   startingOffsetsByTimestampStrategy="latest")
+    assert df.count() == 0
+    # per queue, with the other queues from earliest: only the named queue skips to latest
+    q0 = json.dumps({"SparkTimeLate": {"0": after}})
+    rows = got(broker_df(spark, broker, "SparkTimeLate", startingOffsetsByTimestamp=q0,
+                         startingOffsetsByTimestampStrategy="latest"))
+    assert len(rows) == 16 - sum(1 for q, _ in store_times(broker, "SparkTimeLate", 16) if q == 0)
+    assert rows and all(q != 0 for q, _ in rows)
+
+
+def test_stream_from_starting_timestamp(spark: SparkSession, broker: Broker, tmp_path: Path) -> None:
+    (_, second), (end1, _) = produce_phases(broker, "SparkStreamTime", 12, 12)
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
+    assert sum(run_stream(spark, broker, "SparkStreamTime", checkpoint, out, startingTimestamp=str(end1))) == 12
+    assert got(spark.read.parquet(str(out))) == second
+    # a restart resumes from the checkpoint: the starting timestamp only placed the new query
+    third = produce(broker, "SparkStreamTime", 5, "p2")
+    assert sum(run_stream(spark, broker, "SparkStreamTime", checkpoint, out, startingTimestamp=str(end1))) == 5
+    assert got(spark.read.parquet(str(out))) == second | third
+
+
+# -- the streaming sink ------------------------------------------------------------------------
+
+
+def run_sink(spark: SparkSession, b: Broker, source: str, target: str, checkpoint: Path,
+             mode: str = "append") -> list[int]:
+    """``source`` (our own streaming source, availableNow, 7 messages per micro-batch) -> the sink into ``target``."""
+    query = (spark.readStream.format("rocketstore").option("nameServer", b.namesrv).option("topic", source)
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "7").load()
+             .selectExpr("concat('copy-', cast(body AS STRING)) AS body", "tags", "keys")
+             .writeStream.format("rocketstore").option("nameServer", b.namesrv).option("topic", target)
+             .option("checkpointLocation", str(checkpoint)).outputMode(mode).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress]
+
+
+def test_stream_sink_sends_each_micro_batch_once(spark: SparkSession, broker: Broker, tmp_path: Path) -> None:
+    first = produce(broker, "SparkSinkSrc", 20, "first")
+    checkpoint = tmp_path / "checkpoint"
+    batches = run_sink(spark, broker, "SparkSinkSrc", "SparkSinkDst", checkpoint)
+    assert sum(batches) == 20 and len([n for n in batches if n]) >= 3
+
+    def copies() -> Counter[tuple[bytes, str | None, str | None]]:
+        store_times(broker, "SparkSinkDst", sum(sent.values()))  # wait until all are in the consume queues
+        return Counter((m.body, m.tags, m.keys) for m in consume_all(broker, "SparkSinkDst"))
+
+    sent = Counter((b"copy-" + body, f"t{i % 3}", f"k{i}") for i, body in enumerate(sorted(first.values())))
+    assert copies() == sent
+    # a restart with the same checkpoint sends only what is new: committed micro-batches never run again
+    second = produce(broker, "SparkSinkSrc", 6, "second")
+    assert sum(run_sink(spark, broker, "SparkSinkSrc", "SparkSinkDst", checkpoint)) == 6
+    sent += Counter((b"copy-" + body, f"t{i % 3}", f"k{i}") for i, body in enumerate(sorted(second.values())))
+    assert copies() == sent
+    assert sum(run_sink(spark, broker, "SparkSinkSrc", "SparkSinkDst", checkpoint)) == 0
+    assert copies() == sent
+
+
+def test_stream_sink_refuses_complete_mode(spark: SparkSession, broker: Broker, tmp_path: Path) -> None:
+    produce(broker, "SparkSinkModes", 3)
+    counts = (spark.readStream.format("rocketstore").option("nameServer", broker.namesrv)
+              .option("topic", "SparkSinkModes").option("startingOffsets", "earliest").load()
+              .groupBy("tags").count().selectExpr("cast(count AS STRING) AS body"))
+    query = (counts.writeStream.format("rocketstore").option("nameServer", broker.namesrv)
+             .option("topic", "SparkSinkModesOut").option("checkpointLocation", str(tmp_path / "cp"))
+             .outputMode("complete").trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"appends messages .*use \.outputMode\('append'\)"):
+        query.awaitTermination(120)
+    with MQAdmin(broker.namesrv) as admin:
+        assert "SparkSinkModesOut" not in admin.topic_list()  # nothing was sent

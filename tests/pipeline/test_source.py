@@ -109,14 +109,22 @@ def test_vectorised_path_equals_reference_decoder(pristine: Written) -> None:
         assert fast.equals(reference), seg.path
 
 
+def test_a_range_with_nothing_in_it_reads_no_rows(spark: SparkSession, pristine: Written) -> None:
+    end = max(s.from_offset + s.size for s in list_segments(ReadOptions.from_config(pristine.cfg)))
+    assert plan_partitions(ReadOptions.parse({"path": str(pristine.cfg.root_dir()),
+                                              "startOffset": str(end + 1)})) == []
+    assert read(spark, pristine, startOffset=str(end + 1)).count() == 0  # Spark runs a placeholder partition
+
+
 def test_option_errors(pristine: Written, tmp_path: Path) -> None:
     root = str(pristine.cfg.root_dir())
     with pytest.raises(OptionError, match="option path"):
         ReadOptions.parse({})
-    with pytest.raises(OptionError, match="unknown option 'topic'"):
-        ReadOptions.parse({"path": root, "topic": "TopicA"})
-    with pytest.raises(OptionError, match="startingOffsets is for reads through a broker"):
-        ReadOptions.parse({"path": root, "startingOffsets": "earliest"})
+    with pytest.raises(OptionError, match="unknown option 'nope'"):
+        ReadOptions.parse({"path": root, "nope": "1"})
+    for name in ("startingOffsets", "topic", "startingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger"):
+        with pytest.raises(OptionError, match=f"{name} is for reads through a broker"):
+            ReadOptions.parse({"path": root, name: "1"})
     with pytest.raises(OptionError, match="startTime"):
         ReadOptions.parse({"path": root, "startTime": "yesterday"})
     with pytest.raises(OptionError, match=r"endOffset .* before startOffset"):
