@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from broker_process import Broker
 
 from rocketstore.client.consumer import PullConsumer, PullStatus
 from rocketstore.client.producer import Producer
@@ -22,57 +20,8 @@ from rocketstore.client.remoting_client import MessageQueue
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "RestartTopic"
 GROUP = "restart-consumers"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Broker:
-    """`rocketstore broker` as a child process; stderr goes to a file so logging can never block it."""
-
-    def __init__(self, tmp: Path, flush_disk_type: str) -> None:
-        self.tmp = tmp
-        self.listen_port, self.namesrv_port, self.http_port = _free_port(), _free_port(), _free_port()
-        self.conf = tmp / "broker.conf"
-        self.conf.write_text(
-            "brokerClusterName=RestartCluster\nbrokerName=broker-a\nbrokerIP1=127.0.0.1\n"
-            f"storePathRootDir={tmp / 'store'}\nflushDiskType={flush_disk_type}\n"
-            f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
-            # small segments so the data spans several CommitLog files
-            "mappedFileSizeCommitLog=131072\n"
-        )
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def namesrv(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    def start(self) -> None:
-        env = {**os.environ, "HOME": str(self.tmp / "home"), "PYTHONPATH": str(ROOT)}
-        self.stderr = open(self.tmp / f"broker-{time.monotonic_ns()}.log", "w")  # noqa: SIM115 closed in stop
-        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(self.conf)],
-                                     cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 60
-        for line in self.proc.stdout:
-            if line.strip() == "ready":
-                return
-            if time.monotonic() > deadline:
-                break
-        raise AssertionError(f"broker did not become ready: {(self.tmp).glob('broker-*.log')}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=60)
-        self.stderr.close()
-        return code
 
 
 def _drain(consumer: PullConsumer, queues: list[MessageQueue], start: dict[int, int]) -> dict[int, list[bytes]]:
@@ -94,7 +43,7 @@ def _drain(consumer: PullConsumer, queues: list[MessageQueue], start: dict[int, 
 @pytest.mark.parametrize("how", ["sigterm", "kill-9"])
 def test_restart_between_produce_and_consume_loses_nothing(tmp_path: Path, how: str) -> None:
     # kill -9 is only safe for acknowledged messages with SYNC_FLUSH; SIGTERM flushes either way
-    broker = Broker(tmp_path, "SYNC_FLUSH" if how == "kill-9" else "ASYNC_FLUSH")
+    broker = Broker(tmp_path, flush_disk_type="SYNC_FLUSH" if how == "kill-9" else "ASYNC_FLUSH")
     broker.start()
     producer = Producer(broker.namesrv, "restart-producers")
     acked: dict[int, list[bytes]] = {}

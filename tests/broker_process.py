@@ -1,4 +1,8 @@
-"""A real `rocketstore broker` process (with its embedded name server) for the pipeline tests."""
+"""A real `rocketstore broker` process (with its embedded name server), shared by the tests that
+need one in a process of its own (restarts, kill -9, Spark executors, CPU contention).
+
+Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tests/`` on sys.path.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:
@@ -25,15 +29,15 @@ def _free_port() -> int:
 class Broker:
     """`rocketstore broker -c broker.conf` as a child process; stderr goes to a file."""
 
-    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
+    def __init__(self, tmp: Path, extra_conf: str = "", *, flush_disk_type: str = "ASYNC_FLUSH") -> None:
         self.tmp = tmp
         self.listen_port, self.namesrv_port, self.http_port = _free_port(), _free_port(), _free_port()
         self.conf = tmp / "broker.conf"
         self.conf.write_text(
-            "brokerClusterName=PipelineCluster\nbrokerName=broker-a\nbrokerIP1=127.0.0.1\n"
-            f"storePathRootDir={tmp / 'store'}\nflushDiskType=ASYNC_FLUSH\n"
+            "brokerClusterName=TestCluster\nbrokerName=broker-a\nbrokerIP1=127.0.0.1\n"
+            f"storePathRootDir={tmp / 'store'}\nflushDiskType={flush_disk_type}\n"
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
-            "mappedFileSizeCommitLog=131072\n" + extra_conf
+            "mappedFileSizeCommitLog=131072\n" + extra_conf  # small segments: data spans several files
         )
         self.proc: subprocess.Popen[str] | None = None
 
