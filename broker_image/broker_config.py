@@ -29,6 +29,13 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        them: this is how a cluster scales out. Each peer is assumed to carry the
                        same topic configuration as this broker (the operator configures them
                        alike); a client that meets a topic a peer lacks gets that peer's answer.
+``maxDispatchLagBytes`` how far (bytes of CommitLog) dispatch may trail the last append before a
+                       send waits for it, up to ``waitTimeMillsInSendQueue``, before being
+                       stored (default 1 MiB; 0 turns it off). Dispatch (ConsumeQueue and
+                       IndexFile entries, which make a message visible to consumers) runs on its
+                       own thread but shares CPython's interpreter lock with the send path; under a
+                       flat-out send load it fell seconds behind, so acknowledged messages stayed
+                       invisible that long. The wait hands it the lock and bounds that gap.
 
 Live updates (``UPDATE_BROKER_CONFIG``) change the in-memory objects only. RocketMQ also rewrites
 broker.conf with the merged configuration; RocketStore does not touch the operator's file, so a
@@ -199,6 +206,7 @@ class BrokerConfig:
     namesrv_listen_port: int = 9876
     http_listen_port: int = 10925
     cluster_peers: str = ""
+    max_dispatch_lag_bytes: int = 1024 * 1024
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:

@@ -232,6 +232,21 @@ class SendMessageProcessor:
         return (self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
                 and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
 
+    async def _let_dispatch_catch_up(self) -> None:
+        """Wait while dispatch trails the CommitLog by more than maxDispatchLagBytes (see broker_config).
+
+        Sleeping on the event loop releases the interpreter lock to the dispatch thread. The wait
+        is capped at waitTimeMillsInSendQueue, so a dispatcher that is stuck (and logging why)
+        slows sends down instead of stopping them.
+        """
+        cfg = self.broker.broker_config
+        reput = self.broker.store.reput_service
+        if cfg.max_dispatch_lag_bytes <= 0 or reput.behind_bytes <= cfg.max_dispatch_lag_bytes:
+            return
+        deadline = time.monotonic() + cfg.wait_time_mills_in_send_queue / 1000
+        while reput.behind_bytes > cfg.max_dispatch_lag_bytes and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_header(request)
         store = self.broker.store
@@ -242,6 +257,7 @@ class SendMessageProcessor:
         start_accept = self.broker.broker_config.start_accept_send_request_time_stamp
         if time.time() * 1000 < start_accept:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
+        await self._let_dispatch_catch_up()
         checked = self._check(conn, request, header)
         if isinstance(checked, RemotingCommand):
             return checked
