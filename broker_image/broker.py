@@ -127,8 +127,10 @@ class BrokerController:
                                               ``consumer_manager.find_subscription_data(group, topic)``
       ``remoting``                            the RemotingServer (register handlers)
       ``loop``                                the asyncio loop the broker runs on
-      ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset) run on the
-                                              loop when dispatch makes a message visible
+      ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
+                                              the loop when dispatch makes messages visible;
+                                              ``arrived`` messages of that queue, up to
+                                              ``max_offset``, since its last call
       ``shutdown_listeners``                  callables run on the loop first thing in ``stop()``
                                               (e.g. release held long-polling requests)
 
@@ -145,7 +147,11 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
         self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port)
-        self.message_arriving_listeners: list[Callable[[str, int, int], None]] = []
+        self.message_arriving_listeners: list[Callable[[str, int, int, int], None]] = []
+        # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)
+        self._arrived: dict[tuple[str, int], tuple[int, int]] = {}
+        self._arrived_lock = threading.Lock()
+        self._arrivals_scheduled = False
         self.shutdown_listeners: list[Callable[[], None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.store = DefaultMessageStore(store_config, on_message_arriving=self._on_message_arriving)
@@ -441,16 +447,32 @@ class BrokerController:
 
     # -- dispatch notifications ----------------------------------------------------------------
     def _on_message_arriving(self, request: DispatchRequest) -> None:
-        """Called in the dispatch thread; hands the news to the loop (long polling wakes there)."""
+        """Called in the dispatch thread; hands the news to the loop (long polling wakes there).
+
+        Arrivals are collected per queue and handed over in one loop callback: a callback per
+        message wrote the loop's wake-up pipe once per message, a fifth of the broker's time
+        under batch sends. The callback is scheduled after the ConsumeQueue entry is written,
+        so a pull held on the loop before it runs is still woken.
+        """
         loop = self.loop
         if loop is None or not self.message_arriving_listeners or loop.is_closed():
             return
-        loop.call_soon_threadsafe(self._notify_arriving, request.topic, request.queue_id,
-                                  request.consume_queue_offset + 1)
+        key = (request.topic, request.queue_id)
+        with self._arrived_lock:
+            previous = self._arrived.get(key)
+            self._arrived[key] = (request.consume_queue_offset + 1, 1 if previous is None else previous[1] + 1)
+            if self._arrivals_scheduled:
+                return
+            self._arrivals_scheduled = True
+        loop.call_soon_threadsafe(self._notify_arriving)
 
-    def _notify_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        for listener in self.message_arriving_listeners:
-            listener(topic, queue_id, max_offset)
+    def _notify_arriving(self) -> None:
+        with self._arrived_lock:
+            arrived, self._arrived = self._arrived, {}
+            self._arrivals_scheduled = False
+        for (topic, queue_id), (max_offset, count) in arrived.items():
+            for listener in self.message_arriving_listeners:
+                listener(topic, queue_id, max_offset, count)
 
     @property
     def broker_addr(self) -> str:

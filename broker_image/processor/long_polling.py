@@ -5,7 +5,7 @@ its handler awaits :meth:`PullRequestHoldService.wait_for_message`, which return
 
 * the moment dispatch makes a message visible on that (topic, queue) past the pull's offset
   and the message's tag code matches the pull's filter — the broker calls
-  :meth:`notify_message_arriving` on the loop for every dispatched message;
+  :meth:`notify_message_arriving` on the loop with the messages dispatched since its last call;
 * when the pull's own suspend timeout expires (a per-request ``loop.call_later`` timer);
 * when the connection closes (the request is dropped, nobody is left to answer) or the
   service is closed at shutdown.
@@ -98,13 +98,15 @@ class PullRequestHoldService:
                 if not waiting:
                     del self._held[key]
 
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """A message up to ``max_offset`` (exclusive) is visible: wake the pulls it satisfies."""
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, arrived: int = 1) -> None:
+        """``arrived`` messages up to ``max_offset`` (exclusive) are visible: wake the pulls they may
+        satisfy. The tag filter is consulted for a single message only; for several (handed over
+        together) every pull past its offset is woken, as the safety check does, and re-runs."""
         waiting = self._held.get((topic, queue_id))
         if not waiting:
             return
         tags_code: int | None = None
-        looked_up = False
+        looked_up = arrived > 1
         for held in waiting:
             if held.future.done() or max_offset <= held.offset:
                 continue

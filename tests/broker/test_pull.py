@@ -10,7 +10,14 @@ from conftest import BrokerHandle, RawClient, decode_records
 
 from broker_image.processor.pull import response_code_for
 from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import ConsumerData, HeartbeatData, PullSysFlag, SubscriptionData
+from remoting.headers import (
+    ConsumerData,
+    HeartbeatData,
+    PullSysFlag,
+    SendMessageRequestHeader,
+    SubscriptionData,
+)
+from store.message import BatchItem, encode_batch
 from store.status import GetMessageStatus
 
 SUSPEND_SUB = int(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION)
@@ -145,6 +152,27 @@ def test_long_polling_ignores_messages_the_filter_rejects(broker: BrokerHandle) 
     # not woken by the unwanted tag: answered at the timeout by the re-run, which skips it
     assert time.monotonic() - began >= 0.75
     assert (resp.code, resp.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "2")
+
+
+@pytest.mark.integration
+def test_long_polling_wakes_on_a_batch_whose_last_message_the_filter_rejects(broker: BrokerHandle) -> None:
+    """Arrivals reach the loop together (one hand-over for many dispatched messages): the pull must
+    not be judged by the last message's tag alone."""
+    consumer, producer = broker.client(), broker.client()
+    _fill(broker, producer, "TopicLpBatch", ["a"])
+    opaque = consumer.send(_pull_cmd("TopicLpBatch", 1, suspend_ms=10_000, subscription="wanted"))
+    time.sleep(0.2)
+    items = [BatchItem(b"hit", 0, {"TAGS": "wanted"}), *(BatchItem(b"miss", 0, {"TAGS": "other"}) for _ in range(30))]
+    header = SendMessageRequestHeader(producer_group="PG", topic="TopicLpBatch", default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="", batch=True)
+    sent_at = time.monotonic()
+    resp = producer.call(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext_fields(), encode_batch(items))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    answer = consumer.receive(opaque, timeout=5)
+    assert time.monotonic() - sent_at < 1.0, "the held pull waited although a wanted message arrived"
+    assert answer.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_records(answer.body)] == [b"hit"]
 
 
 @pytest.mark.integration
