@@ -1,7 +1,14 @@
 """Reads through brokers, the streaming source and the sink of the ``rocketstore`` data source.
 
 Selected by the option ``nameServer`` (or ``nameServerAddr``): ``host:port``, several separated
-by ``;``. The option names follow spark-sql-kafka::
+by ``;``; or by the option ``brokerAddress`` instead: the remoting ``host:port`` of one or more
+brokers (separated by ``;`` or ``,``), asked directly and no name server contacted, to read or
+write one broker through a port-forward to its pod or when the name server is unreachable. A
+topic's route then comes from those brokers alone (GET_BROKER_CONFIG and GET_ALL_TOPIC_CONFIG,
+which any RocketMQ 4.x broker answers; see :class:`rocketstore.client.remoting_client.BrokerRoutes`):
+queues on other brokers are not read, and a read of a topic none of them has fails naming the
+topic and the addresses. The two options exclude each other. The other option names follow
+spark-sql-kafka::
 
     topic / topics          comma-separated topics (required for reads)
     startingOffsets         earliest | latest | JSON (batch default earliest, streaming default latest)
@@ -62,9 +69,9 @@ starting timestamp, strategy ``error`` fails the query with an OptionError namin
 the queue and T, and ``latest`` starts that queue at its max offset (it reads only what comes
 later), as Kafka's strategies do; for an ending timestamp the queue ends at its max offset.
 
-Sink (``df.write.format("rocketstore").option("nameServer", ...)``): a ``body`` column (binary
-or string) and optional ``topic``, ``tags``, ``keys`` (string) and ``properties``
-(map<string,string>) columns; option ``topic`` for rows without one. Messages go out with
+Sink (``df.write.format("rocketstore").option("nameServer", ...)``, or ``brokerAddress``): a
+``body`` column (binary or string) and optional ``topic``, ``tags``, ``keys`` (string) and
+``properties`` (map<string,string>) columns; option ``topic`` for rows without one. Messages go out with
 :meth:`rocketstore.client.Producer.send_batch` (``sendBatchSize`` messages, default 64, and at
 most ``sendBatchBytes``, default 1 MiB, per request); options ``producerGroup`` (default
 ``rocketstore-spark-sink``). Any send that fails raises, which fails the task and aborts the job.
@@ -83,6 +90,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -95,7 +103,15 @@ from pipeline.reader import _Columns
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
 from rocketstore.client.producer import OutgoingMessage, Producer
-from rocketstore.client.remoting_client import MessageQueue, RemotingError
+from rocketstore.client.remoting_client import (
+    BrokerRoutes,
+    MessageQueue,
+    NameServerClient,
+    RemotingClient,
+    RemotingError,
+    RouteSource,
+    split_namesrv_addr,
+)
 from store.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 
 __all__ = [
@@ -120,6 +136,7 @@ __all__ = [
     "queue_bounds",
     "rate_limit",
     "read_range",
+    "route_source",
     "starting_offsets",
     "write_batches",
 ]
@@ -134,7 +151,8 @@ DEFAULT_GROUP = "rocketstore-spark"
 #: offsets and timestamps travel as Java longs
 _LONG_MAX = 2**63 - 1
 
-_NAME_SERVER_KEYS = ("nameserver", "nameserveraddr")
+#: the options that select reads and writes through brokers (rather than of a store directory)
+_BROKER_SELECTING_KEYS = ("nameserver", "nameserveraddr", "brokeraddress")
 _OPTIONS = {name.lower(): name for name in (*BROKER_OPTION_NAMES, "path")}  # path: refused with a reason
 
 #: per topic, per queue key ("brokerName/queueId" or "queueId"): a logical offset, EARLIEST or LATEST
@@ -168,7 +186,8 @@ class DataLossError(RuntimeError):
 
 
 def is_broker_read(options: Mapping[str, str]) -> bool:
-    return any(k.lower() in _NAME_SERVER_KEYS for k in options)
+    """Whether ``options`` go through brokers: they give nameServer (nameServerAddr) or brokerAddress."""
+    return any(k.lower() in _BROKER_SELECTING_KEYS for k in options)
 
 
 def _int(name: str, raw: str, minimum: int) -> int:
@@ -281,9 +300,11 @@ def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[MessageQueu
 
 @dataclass(frozen=True, slots=True)
 class BrokerOptions:
-    """Validated options of a broker-backed read or write; picklable."""
+    """Validated options of a broker-backed read or write; picklable. One of ``name_server`` and
+    ``broker_address`` is set."""
 
-    name_server: str
+    name_server: str = ""
+    broker_address: str = ""
     topics: tuple[str, ...] = ()
     starting: BoundSpec = "earliest"
     ending: BoundSpec = "latest"
@@ -305,12 +326,24 @@ class BrokerOptions:
         for key in given:
             if key not in _OPTIONS:
                 known = ", ".join(sorted(_OPTIONS.values()))
-                raise OptionError(f"unknown option {key!r} for format rocketstore with nameServer (known: {known})")
+                raise OptionError(f"unknown option {key!r} for format rocketstore through brokers (known: {known})")
+        selected = "brokerAddress" if "brokeraddress" in given else "nameServer"
         if "path" in given:
-            raise OptionError("option path (a store directory) and nameServer exclude each other: "
+            raise OptionError(f"option path (a store directory) and {selected} exclude each other: "
                               "give one or the other")
         name_server = (given.get("nameserver") or given.get("nameserveraddr") or "").strip()
-        if not name_server:
+        broker_address = given.get("brokeraddress", "").strip()
+        if "brokeraddress" in given and ("nameserver" in given or "nameserveraddr" in given):
+            raise OptionError("options nameServer and brokerAddress exclude each other: keep nameServer to reach "
+                              "every broker of the topics through the name server, or brokerAddress to talk to "
+                              "those brokers only, without a name server")
+        if "brokeraddress" in given:
+            try:
+                split_namesrv_addr(broker_address, "broker")
+            except ValueError as exc:
+                raise OptionError(f"option brokerAddress: {exc} (expected host:port, several separated by "
+                                  "';' or ',')") from None
+        elif not name_server:
             raise OptionError("option nameServer is empty")
         topics = tuple(t.strip() for t in (given.get("topics") or given.get("topic") or "").split(",") if t.strip())
         if not topics and not write:
@@ -334,6 +367,7 @@ class BrokerOptions:
             raise OptionError(f"option startingOffsetsByTimestampStrategy: {strategy!r}, expected error or latest")
         return cls(
             name_server=name_server,
+            broker_address=broker_address,
             topics=topics,
             starting=starting,
             ending=ending,
@@ -363,16 +397,30 @@ class QueueBounds:
     max_offset: int
 
 
+@contextmanager
+def route_source(options: BrokerOptions) -> Iterator[tuple[RemotingClient, RouteSource]]:
+    """The connections for the clients of one read, plan or task (closed at the end), and where
+    those clients find a topic's brokers: the name servers of option nameServer, or the brokers
+    of option brokerAddress themselves."""
+    with RemotingClient(timeout=options.timeout) as client:
+        if options.broker_address:
+            yield client, BrokerRoutes(options.broker_address, client, timeout=options.timeout)
+        else:
+            yield client, NameServerClient(options.name_server, client, timeout=options.timeout)
+
+
 def queue_bounds(options: BrokerOptions) -> dict[MessageQueue, QueueBounds]:
     """Min and max offsets of every queue of the options' topics (GET_TOPIC_STATS_INFO at each master)."""
     out: dict[MessageQueue, QueueBounds] = {}
-    with MQAdmin(options.name_server, timeout=options.timeout) as admin:
+    where = (f"the brokers {options.broker_address} (option brokerAddress)" if options.broker_address
+             else f"name server {options.name_server}")
+    with (route_source(options) as (client, source),
+          MQAdmin(client=client, routes=source, timeout=options.timeout) as admin):
         for topic in options.topics:
             try:
                 stats = admin.topic_status(topic)
             except RemotingError as exc:
-                raise OptionError(f"option topics: topic {topic!r} is not known to name server "
-                                  f"{options.name_server}: {exc}") from exc
+                raise OptionError(f"option topics: topic {topic!r} is not known to {where}: {exc}") from exc
             for s in stats:
                 out[s.queue] = QueueBounds(s.queue, s.min_offset, s.max_offset)
     return out
@@ -455,8 +503,9 @@ def offsets_for_times(options: BrokerOptions,
     such message): SEARCH_OFFSET_BY_TIMESTAMP at the queue's master gives a hint that
     :func:`first_offset_at` checks with pulls (see the module docstring)."""
     out: dict[MessageQueue, int | None] = {}
-    with (MQAdmin(options.name_server, timeout=options.timeout) as admin,
-          PullConsumer(options.name_server, options.group, client=admin.client, timeout=options.timeout) as consumer):
+    with (route_source(options) as (client, source),
+          MQAdmin(client=client, routes=source, timeout=options.timeout) as admin,
+          PullConsumer(None, options.group, client=client, routes=source, timeout=options.timeout) as consumer):
         for mq in sorted(wanted):
             bounds, ts = wanted[mq]
             if bounds.min_offset >= bounds.max_offset:
@@ -569,7 +618,8 @@ def read_range(options: BrokerOptions, partition: BrokerRangePartition,
     mq = partition.queue
     offset, end = partition.start, partition.end
     cols = _Columns()
-    with PullConsumer(options.name_server, options.group, timeout=options.timeout) as consumer:
+    with (route_source(options) as (client, source),
+          PullConsumer(None, options.group, client=client, routes=source, timeout=options.timeout) as consumer):
         while offset < end:
             before = offset
             result = consumer.pull(mq, offset, max_nums=min(options.pull_batch_size, end - offset))
@@ -664,7 +714,9 @@ def write_batches(options: BrokerOptions, batches: Iterator[pa.RecordBatch]) -> 
     counts: dict[str, int] = {}
     pending: dict[str, list[OutgoingMessage]] = {}
     pending_bytes: dict[str, int] = {}
-    with Producer(options.name_server, options.producer_group, send_timeout=options.timeout) as producer:
+    with (route_source(options) as (client, source),
+          Producer(None, options.producer_group, client=client, routes=source,
+                   send_timeout=options.timeout) as producer):
 
         def flush(topic: str) -> None:
             items = pending.pop(topic, [])

@@ -19,10 +19,11 @@ Offline options (this module)::
 
 Broker-backed reads take the option names of spark-sql-kafka so that a query moves from an
 offline store to a live cluster by changing options only; they are selected by the option
-``nameServer`` (or ``nameServerAddr``) and documented in :mod:`pipeline.broker`
-(``topic``/``topics``, ``startingOffsets`` / ``endingOffsets``, ``maxOffsetsPerTrigger``,
-``failOnDataLoss``, ``startingTimestamp``, ...). Their names given to the offline reader (no
-``nameServer``) fail with a message saying so, never silently ignored.
+``nameServer`` (or ``nameServerAddr``), or ``brokerAddress`` to talk to given brokers without a
+name server, and documented in :mod:`pipeline.broker` (``topic``/``topics``, ``startingOffsets`` /
+``endingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``startingTimestamp``, ...).
+Their names given to the offline reader (neither ``nameServer`` nor ``brokerAddress``) fail with a
+message saying so, never silently ignored.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ _OFFLINE_OPTIONS = {
 }
 #: every option of reads and writes through brokers (:mod:`pipeline.broker`)
 BROKER_OPTION_NAMES = (
-    "nameServer", "nameServerAddr", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
-    "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
-    "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss", "pullBatchSize", "consumerGroup", "timeout",
-    "producerGroup", "sendBatchSize", "sendBatchBytes",
+    "nameServer", "nameServerAddr", "brokerAddress", "topic", "topics", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy", "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss",
+    "pullBatchSize", "consumerGroup", "timeout", "producerGroup", "sendBatchSize", "sendBatchBytes",
 )
 #: those the offline reader does not take, for a message that says where they belong
 _BROKER_OPTIONS = {name.lower(): name for name in BROKER_OPTION_NAMES if name.lower() not in _OFFLINE_OPTIONS}
@@ -125,8 +126,8 @@ class ReadOptions:
         for key in given:
             if key in _BROKER_OPTIONS:
                 raise OptionError(
-                    f"option {_BROKER_OPTIONS[key]} is for reads through a broker: give option nameServer "
-                    "(see pipeline.broker); an offline read of a store directory takes path, topics, "
+                    f"option {_BROKER_OPTIONS[key]} is for reads through a broker: give option nameServer or "
+                    "brokerAddress (see pipeline.broker); an offline read of a store directory takes path, topics, "
                     "startTime/endTime and startOffset/endOffset"
                 )
             if key not in _OFFLINE_OPTIONS:

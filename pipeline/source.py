@@ -25,11 +25,12 @@ bornHost, storeTimestamp, storeHost, reconsumeTimes, tags, keys, uniqKey, proper
 body (binary). ``read()`` yields ``pyarrow.RecordBatch``es (PySpark 4 passes them to the JVM
 as they are), never Python rows. All options are in :mod:`pipeline.options`.
 
-With the option ``nameServer`` (or ``nameServerAddr``) the same format reads through brokers
-instead (``topic``/``topics``, ``startingOffsets`` / ``endingOffsets`` per queue as
-spark-sql-kafka takes them, or by store timestamp with ``startingTimestamp`` and its kin; one
-partition per ``maxRecordsPerPartition`` offsets of a queue), and ``df.write.format("rocketstore")``
-and ``df.writeStream.format("rocketstore")`` send rows as messages: see :mod:`pipeline.broker`.
+With the option ``nameServer`` (or ``nameServerAddr``), or ``brokerAddress`` (the brokers' own
+``host:port``, no name server asked), the same format reads through brokers instead
+(``topic``/``topics``, ``startingOffsets`` / ``endingOffsets`` per queue as spark-sql-kafka takes
+them, or by store timestamp with ``startingTimestamp`` and its kin; one partition per
+``maxRecordsPerPartition`` offsets of a queue), and ``df.write.format("rocketstore")`` and
+``df.writeStream.format("rocketstore")`` send rows as messages: see :mod:`pipeline.broker`.
 """
 
 from __future__ import annotations
@@ -338,7 +339,7 @@ class RocketStoreDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if not is_broker_read(self.options):
             raise OptionError("a streaming read of format rocketstore goes through brokers: option nameServer "
-                              "is required")
+                              "(or brokerAddress) is required")
         return BrokerStreamReader(BrokerOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -355,7 +356,7 @@ class RocketStoreDataSource(DataSource):
         """The checked options of a batch or streaming write; ``append_call`` is what the user should write."""
         if not is_broker_read(given):
             raise OptionError("writing format rocketstore sends messages through a broker: option nameServer "
-                              "is required (a store directory is never written)")
+                              "(or brokerAddress) is required (a store directory is never written)")
         if overwrite:
             raise OptionError(f"format rocketstore appends messages (sent messages cannot be taken back): use "
                               f"{append_call}")

@@ -37,8 +37,10 @@ from rocketstore.client.remoting_client import (
     RemotingClient,
     RemotingClientError,
     RemotingError,
+    RouteSource,
     any_addr,
     master_addr,
+    route_source_for,
 )
 from store.config import parse_properties
 from store.message import KEY_SEPARATOR, StoredMessage, decode_message_id
@@ -330,13 +332,20 @@ T = TypeVar("T")
 
 
 class MQAdmin:
-    """mqadmin's verbs, starting from the name server(s)."""
+    """mqadmin's verbs, starting from the name server(s).
 
-    def __init__(self, namesrv_addr: str | Sequence[str], *, client: RemotingClient | None = None,
-                 timeout: float = 5.0) -> None:
+    With ``routes`` (e.g. :class:`~rocketstore.client.remoting_client.BrokerRoutes`) instead of a
+    name server address, the verbs that go by a topic's route work on the brokers that route
+    names; those that ask the name server itself (topic and cluster lists, and what needs them)
+    raise.
+    """
+
+    def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *, client: RemotingClient | None = None,
+                 routes: RouteSource | None = None, timeout: float = 5.0) -> None:
         self._own_client = client is None
         self.client = client or RemotingClient(timeout=timeout)
-        self.namesrv = NameServerClient(namesrv_addr, self.client, timeout=timeout)
+        self.route_source = route_source_for(namesrv_addr, routes, self.client, timeout)
+        self.namesrv = self.route_source if isinstance(self.route_source, NameServerClient) else None
         self.timeout = timeout
 
     def close(self) -> None:
@@ -354,14 +363,20 @@ class MQAdmin:
         return BrokerAdmin(addr, client=self.client, timeout=self.timeout)
 
     # -- name server ---------------------------------------------------------------------------
+    def _name_server(self, verb: str) -> NameServerClient:
+        if self.namesrv is None:
+            raise RemotingClientError(f"{verb} asks a name server; this admin has none (routes from "
+                                      f"{self.route_source!r})")
+        return self.namesrv
+
     def topic_list(self) -> list[str]:
-        return self.namesrv.topic_list()
+        return self._name_server("topic_list").topic_list()
 
     def cluster_list(self) -> ClusterInfo:
-        return self.namesrv.cluster_info()
+        return self._name_server("cluster_list").cluster_info()
 
     def route(self, topic: str) -> TopicRouteData:
-        return self.namesrv.get_route(topic)
+        return self.route_source.get_route(topic)
 
     def master_addrs(self, cluster: str | None = None) -> list[str]:
         """Master addresses of ``cluster`` (every cluster when None)."""
@@ -458,7 +473,8 @@ class MQAdmin:
         return result.messages[0] if result.messages else None
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
-        consumer = PullConsumer(self.namesrv.addrs, TOOLS_CONSUMER_GROUP, client=self.client, timeout=self.timeout)
+        consumer = PullConsumer(None, TOOLS_CONSUMER_GROUP, client=self.client, routes=self.route_source,
+                                timeout=self.timeout)
         route = self.route(mq.topic)
         if any_addr(route, mq.broker_name) is None:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} is not in the route of "

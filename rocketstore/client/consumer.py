@@ -46,14 +46,15 @@ from remoting.headers import (
 )
 from rocketstore.client.remoting_client import (
     MessageQueue,
-    NameServerClient,
     RemotingClient,
     RemotingClientError,
     RemotingError,
+    RouteSource,
     any_addr,
     check,
     local_ip,
     readable_queues,
+    route_source_for,
 )
 from store.message import (
     PROPERTY_MAX_OFFSET,
@@ -140,13 +141,15 @@ def client_id() -> str:
 class PullConsumer:
     """Pull from chosen queues at chosen offsets; thread-safe."""
 
-    def __init__(self, namesrv_addr: str | Sequence[str], group: str, *, client: RemotingClient | None = None,
-                 timeout: float = 10.0, route_ttl: float = 30.0) -> None:
+    def __init__(self, namesrv_addr: str | Sequence[str] | None, group: str, *, client: RemotingClient | None = None,
+                 routes: RouteSource | None = None, timeout: float = 10.0, route_ttl: float = 30.0) -> None:
+        """Routes come from the name server(s) ``namesrv_addr``, or from ``routes`` when that is None
+        (e.g. :class:`~rocketstore.client.remoting_client.BrokerRoutes`, to read brokers without a name server)."""
         self.group = group
         self.client_id = client_id()
         self._own_client = client is None
         self.client = client or RemotingClient(timeout=timeout)
-        self.namesrv = NameServerClient(namesrv_addr, self.client, timeout=timeout)
+        self.route_source = route_source_for(namesrv_addr, routes, self.client, timeout)
         self.timeout = timeout
         self.route_ttl = route_ttl
         self._routes: dict[str, tuple[TopicRouteData, float]] = {}
@@ -192,7 +195,7 @@ class PullConsumer:
         cached = self._routes.get(topic)
         if cached is not None and not refresh and now - cached[1] < self.route_ttl:
             return cached[0]
-        route = self.namesrv.get_route(topic)
+        route = self.route_source.get_route(topic)
         with self._lock:
             self._routes[topic] = (route, now)
         return route

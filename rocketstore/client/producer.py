@@ -2,9 +2,11 @@
 
 Like RocketMQ's DefaultMQProducer: the route of a topic is looked up on the name server (and,
 for a topic the name server does not know, the route of ``TBW102`` so the broker creates the
-topic on the first send), cached for :data:`ROUTE_TTL_S` and dropped on a failed send; queues are
-picked round-robin over the writable queues, and a failed attempt is retried (twice by default)
-on a queue of another broker when there is one. Every message gets a ``UNIQ_KEY`` property made
+topic on the first send), or from the brokers themselves when a
+:class:`~rocketstore.client.remoting_client.BrokerRoutes` is given instead of a name server,
+cached for :data:`ROUTE_TTL_S` and dropped on a failed send; queues are picked round-robin over
+the writable queues, and a failed attempt is retried (twice by default) on a queue of another
+broker when there is one. Every message gets a ``UNIQ_KEY`` property made
 like MessageClientIDSetter's (:func:`create_uniq_id`), which is the ``msg_id`` of the result.
 
 Sends go with the ROCKETMQ binary header. (The Java 4.9.8 client uses that only when started
@@ -28,13 +30,14 @@ from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.headers import QueueData, SendMessageRequestHeader, SendMessageResponseHeader, TopicRouteData
 from rocketstore.client.remoting_client import (
     MessageQueue,
-    NameServerClient,
     RemotingClient,
     RemotingClientError,
     RemotingError,
     RemotingTimeout,
+    RouteSource,
     local_ip,
     master_addr,
+    route_source_for,
     writable_queues,
 )
 from store.message import (
@@ -218,13 +221,15 @@ class Producer:
     Thread-safe. ``close()`` closes the connections unless a shared ``client`` was given.
     """
 
-    def __init__(self, namesrv_addr: str | Sequence[str], group: str, *, client: RemotingClient | None = None,
-                 send_timeout: float = 3.0, retries: int = 2, route_ttl: float = ROUTE_TTL_S,
-                 default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> None:
+    def __init__(self, namesrv_addr: str | Sequence[str] | None, group: str, *, client: RemotingClient | None = None,
+                 routes: RouteSource | None = None, send_timeout: float = 3.0, retries: int = 2,
+                 route_ttl: float = ROUTE_TTL_S, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> None:
+        """Routes come from the name server(s) ``namesrv_addr``, or from ``routes`` when that is None
+        (e.g. :class:`~rocketstore.client.remoting_client.BrokerRoutes`, to send to brokers without a name server)."""
         self.group = group
         self._own_client = client is None
         self.client = client or RemotingClient(timeout=send_timeout)
-        self.namesrv = NameServerClient(namesrv_addr, self.client, timeout=send_timeout)
+        self.route_source = route_source_for(namesrv_addr, routes, self.client, send_timeout)
         self.send_timeout = send_timeout
         self.retries = retries
         self.route_ttl = route_ttl
@@ -250,12 +255,12 @@ class Producer:
             return info
         via_default = False
         try:
-            route = self.namesrv.get_route(topic)
+            route = self.route_source.get_route(topic)
         except RemotingError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
             # An unknown topic: send through TBW102's route; the broker creates the topic.
-            route = self.namesrv.get_route(AUTO_CREATE_TOPIC_KEY)
+            route = self.route_source.get_route(AUTO_CREATE_TOPIC_KEY)
             route = TopicRouteData(
                 order_topic_conf=route.order_topic_conf, broker_datas=route.broker_datas,
                 filter_server_table=route.filter_server_table,

@@ -37,15 +37,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
+from typing import Protocol
 
 from remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from remoting.command import RPC_ONEWAY, FrameDecoder, ProtocolError, RemotingCommand
-from remoting.headers import ClusterInfo, GetRouteInfoRequestHeader, Header, TopicRouteData
-from store.config_manager import PERM_READ, PERM_WRITE
+from remoting.headers import BrokerData, ClusterInfo, GetRouteInfoRequestHeader, Header, QueueData, TopicRouteData
+from store.config import parse_properties
+from store.config_manager import PERM_READ, PERM_WRITE, TopicConfig, parse_fastjson
 
 __all__ = [
     "MASTER_ID",
     "RETRIABLE_CODES",
+    "BrokerRoutes",
     "MessageQueue",
     "NameServerClient",
     "RemotingClient",
@@ -53,10 +56,12 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeout",
+    "RouteSource",
     "local_ip",
     "master_addr",
     "parse_addr",
     "readable_queues",
+    "route_source_for",
     "split_namesrv_addr",
     "writable_queues",
 ]
@@ -143,12 +148,13 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def split_namesrv_addr(namesrv_addr: str | Sequence[str]) -> list[str]:
-    """RocketMQ's ``namesrvAddr`` list: ``host:port;host:port`` (',' accepted too)."""
+def split_namesrv_addr(namesrv_addr: str | Sequence[str], what: str = "name server") -> list[str]:
+    """RocketMQ's ``namesrvAddr`` list: ``host:port;host:port`` (',' accepted too); ``what`` the
+    addresses are, for the message when there are none."""
     parts = [namesrv_addr] if isinstance(namesrv_addr, str) else list(namesrv_addr)
     addrs = [a.strip() for p in parts for a in p.replace(",", ";").split(";") if a.strip()]
     if not addrs:
-        raise ValueError("no name server address given")
+        raise ValueError(f"no {what} address given")
     for addr in addrs:
         parse_addr(addr)
     return addrs
@@ -554,3 +560,83 @@ class NameServerClient:
         body = parse_fastjson(self.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body.decode())
         topics = body.get("topicList", []) if isinstance(body, dict) else []
         return [str(t) for t in topics]
+
+
+class RouteSource(Protocol):
+    """Where a client looks up a topic's route: :class:`NameServerClient` or :class:`BrokerRoutes`.
+
+    ``get_route`` raises :class:`RemotingError` with code TOPIC_NOT_EXIST for a topic it does
+    not know (the producer then sends through TBW102's route, as it does with a name server).
+    """
+
+    def get_route(self, topic: str) -> TopicRouteData: ...
+
+
+def route_source_for(namesrv_addr: str | Sequence[str] | None, routes: RouteSource | None, client: RemotingClient,
+                 timeout: float | None) -> RouteSource:
+    """The route source of a Producer, PullConsumer or MQAdmin: ``routes`` as given, or a
+    NameServerClient for ``namesrv_addr``; exactly one of the two."""
+    if routes is not None:
+        if namesrv_addr is not None:
+            raise ValueError("give a name server address or a route source, not both")
+        return routes
+    if namesrv_addr is None:
+        raise ValueError("a name server address or a route source is required")
+    return NameServerClient(namesrv_addr, client, timeout=timeout)
+
+
+class BrokerRoutes:
+    """Routes built by asking the given brokers themselves, for when no name server is to be used
+    (it is unreachable, or one broker is reached through a port-forward).
+
+    Each broker is asked what any RocketMQ 4.9.8 broker answers: GET_BROKER_CONFIG for its
+    ``brokerName``, ``brokerClusterName`` and ``brokerPermission``, GET_ALL_TOPIC_CONFIG for the
+    topic's queue numbers and permission. A route has one BrokerData per broker that has the
+    topic, holding the address given here as the master's (what the broker itself publishes may
+    be unreachable from this side of a port-forward), and its QueueData as the broker would
+    register it with a name server (a broker without read or write permission publishes its own
+    permission for every topic). Nothing is cached: a client caches routes itself.
+    """
+
+    def __init__(self, broker_addrs: str | Sequence[str], client: RemotingClient, *,
+                 timeout: float | None = None) -> None:
+        self.addrs = split_namesrv_addr(broker_addrs, "broker")
+        self.client = client
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"BrokerRoutes({';'.join(self.addrs)})"
+
+    def _call(self, addr: str, code: int) -> RemotingCommand:
+        return self.client.call(addr, code, timeout=self.timeout)
+
+    def get_route(self, topic: str) -> TopicRouteData:
+        route = TopicRouteData()
+        owner: dict[str, str] = {}  # brokerName -> the address that answered with it
+        for addr in self.addrs:
+            config = parse_properties(self._call(addr, RequestCode.GET_BROKER_CONFIG).body.decode(errors="replace"))
+            name = config.get("brokerName", "")
+            if not name:
+                raise RemotingClientError(f"broker {addr} reports no brokerName in its config")
+            if name in owner:
+                raise RemotingClientError(f"brokers {owner[name]} and {addr} are both {name}: give one address "
+                                          "per broker")
+            owner[name] = addr
+            table = parse_fastjson(self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG).body.decode())
+            entry = table.get("topicConfigTable", {}).get(topic) if isinstance(table, dict) else None
+            if entry is None:
+                continue
+            topic_config = TopicConfig.from_dict(entry)
+            perm = topic_config.perm
+            broker_perm = int(config.get("brokerPermission", PERM_READ | PERM_WRITE))
+            if not broker_perm & PERM_READ or not broker_perm & PERM_WRITE:
+                perm = broker_perm
+            route.broker_datas.append(BrokerData(cluster=config.get("brokerClusterName", ""), broker_name=name,
+                                                 broker_addrs={MASTER_ID: addr}))
+            route.queue_datas.append(QueueData(broker_name=name, read_queue_nums=topic_config.read_queue_nums,
+                                               write_queue_nums=topic_config.write_queue_nums, perm=perm,
+                                               topic_sys_flag=topic_config.topic_sys_flag))
+        if not route.queue_datas:
+            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic {topic} is on none of the brokers {', '.join(self.addrs)}")
+        return route

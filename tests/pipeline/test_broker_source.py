@@ -47,9 +47,13 @@ def produce(b: Broker, topic: str, count: int, prefix: str = "m") -> dict[tuple[
     return sent
 
 
-def broker_df(spark: SparkSession, b: Broker, topic: str, **options: str) -> DataFrame:
-    return spark.read.format("rocketstore").option("nameServer", b.namesrv).option("topic", topic).options(
-        **options).load()
+def via(b: Broker, direct: bool) -> tuple[str, str]:
+    """The option that selects the broker: its own address (brokerAddress) or its name server's."""
+    return ("brokerAddress", b.addr) if direct else ("nameServer", b.namesrv)
+
+
+def broker_df(spark: SparkSession, b: Broker, topic: str, *, direct: bool = False, **options: str) -> DataFrame:
+    return spark.read.format("rocketstore").option(*via(b, direct)).option("topic", topic).options(**options).load()
 
 
 def got(df: DataFrame) -> dict[tuple[int, int], bytes]:
@@ -165,8 +169,9 @@ def test_sink_errors_fail_the_job(spark: SparkSession, broker: Broker) -> None:
          .mode("append").save())
 
 
-def run_stream(spark: SparkSession, b: Broker, topic: str, checkpoint: Path, out: Path, **options: str) -> list[Any]:
-    query = (spark.readStream.format("rocketstore").option("nameServer", b.namesrv).option("topic", topic)
+def run_stream(spark: SparkSession, b: Broker, topic: str, checkpoint: Path, out: Path, *, direct: bool = False,
+               **options: str) -> list[Any]:
+    query = (spark.readStream.format("rocketstore").option(*via(b, direct)).option("topic", topic)
              .options(**options).load()
              .select("queueId", "queueOffset", "body")
              .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
@@ -467,3 +472,65 @@ def test_stream_sink_refuses_complete_mode(spark: SparkSession, broker: Broker, 
         query.awaitTermination(120)
     with MQAdmin(broker.namesrv) as admin:
         assert "SparkSinkModesOut" not in admin.topic_list()  # nothing was sent
+
+
+# -- brokerAddress: the broker asked directly, no name server -------------------------------------
+
+
+def test_broker_address_reads_what_the_name_server_read_returns(spark: SparkSession, broker: Broker,
+                                                                tmp_path: Path) -> None:
+    sent = produce(broker, "SparkDirect", 30)
+    store_times(broker, "SparkDirect", 30)  # planned from the queues' max offsets: wait for the consume queues
+    direct = broker_df(spark, broker, "SparkDirect", direct=True, maxRecordsPerPartition="3")
+    assert got(direct) == sent
+    by_name_server = broker_df(spark, broker, "SparkDirect", maxRecordsPerPartition="3")
+    assert direct.rdd.getNumPartitions() == by_name_server.rdd.getNumPartitions()
+    assert sorted(map(tuple, direct.collect())) == sorted(map(tuple, by_name_server.collect()))
+    # a streaming read (availableNow) through the broker's address, in micro-batches of at most 8
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
+    batches = run_stream(spark, broker, "SparkDirect", checkpoint, out, direct=True, startingOffsets="earliest",
+                         maxOffsetsPerTrigger="8")
+    assert sum(batches) == 30 and max(batches) <= 8
+    assert got(spark.read.parquet(str(out))) == sent
+
+
+@pytest.fixture
+def lone_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker without a name server (its name-server listener is off): only brokerAddress reaches it."""
+    (tmp_path / "lone").mkdir()
+    b = Broker(tmp_path / "lone", "namesrvListenPort=0\n")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_broker_address_sink_and_read_without_a_name_server(spark: SparkSession, lone_broker: Broker) -> None:
+    rows = [(f"direct-{i}", f"k{i}") for i in range(20)]
+    # a new topic: sent through the broker's TBW102 route, the broker creates it (as with a name server)
+    (spark.createDataFrame(rows, "body STRING, keys STRING").repartition(2).write.format("rocketstore")
+     .option("brokerAddress", lone_broker.addr).option("topic", "SparkDirectSink").mode("append").save())
+    deadline = time.monotonic() + 10  # a send is acknowledged before its consume-queue entry is written
+    while (n := broker_df(spark, lone_broker, "SparkDirectSink", direct=True).count()) < 20:
+        assert time.monotonic() < deadline, n
+        time.sleep(0.1)
+    back = broker_df(spark, lone_broker, "SparkDirectSink", direct=True).select("body", "keys").collect()
+    assert sorted((bytes(r.body).decode(), r.keys) for r in back) == sorted(rows)
+
+
+def test_broker_address_errors(spark: SparkSession, broker: Broker) -> None:
+    with pytest.raises(Exception, match=rf"topic 'NoSuchDirect' is not known to the brokers {broker.addr} "
+                                        r"\(option brokerAddress\)"):
+        broker_df(spark, broker, "NoSuchDirect", direct=True).collect()
+    both = {"nameServer": broker.namesrv, "brokerAddress": broker.addr, "topic": "T"}
+    with pytest.raises(OptionError, match="nameServer and brokerAddress exclude each other: keep nameServer"):
+        BrokerOptions.parse(both)
+    with pytest.raises(Exception, match="exclude each other"):
+        spark.read.format("rocketstore").options(**both).load().collect()
+    with pytest.raises(OptionError, match="option brokerAddress: address 'broker-a' is not host:port"):
+        BrokerOptions.parse({"brokerAddress": "broker-a", "topic": "T"})
+    with pytest.raises(OptionError, match="option brokerAddress: no broker address given"):
+        BrokerOptions.parse({"brokerAddress": " ", "topic": "T"})
+    with pytest.raises(OptionError, match=r"option path .* and brokerAddress exclude each other"):
+        BrokerOptions.parse({"brokerAddress": broker.addr, "topic": "T", "path": "/tmp"})
