@@ -4,6 +4,9 @@ Used by the ``rocketstore admin`` CLI, the Kubernetes operator and the Spark pip
 
     from rocketstore.client import Producer, PullConsumer, MQAdmin, BrokerAdmin
 
+Each takes a name-server address, or ``routes=BrokerRoutes(addrs, client)`` (a route source) to ask
+brokers directly, with no name server.
+
 Everything here is synchronous and thread-safe; asyncio code can await
 :meth:`RemotingClient.invoke_async` / ``call_async`` or run the blocking calls with
 ``asyncio.to_thread``.
@@ -20,6 +23,7 @@ from rocketstore.client.producer import (
     nearly_time_from_uniq_id,
 )
 from rocketstore.client.remoting_client import (
+    BrokerRoutes,
     MessageQueue,
     NameServerClient,
     RemotingClient,
@@ -27,10 +31,12 @@ from rocketstore.client.remoting_client import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeout,
+    RouteSource,
 )
 
 __all__ = [
     "BrokerAdmin",
+    "BrokerRoutes",
     "ConsumeStats",
     "MQAdmin",
     "MessageQueue",
@@ -46,6 +52,7 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeout",
+    "RouteSource",
     "SendResult",
     "SendStatus",
     "TopicOffset",
