@@ -98,7 +98,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from pipeline.options import BROKER_OPTION_NAMES, OptionError
+from pipeline.options import BROKER_OPTION_NAMES, LONG_MAX, OptionError, parse_int
 from pipeline.reader import _Columns
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
@@ -148,8 +148,6 @@ LATEST = -1
 DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
 DEFAULT_PULL_BATCH_SIZE = 32
 DEFAULT_GROUP = "rocketstore-spark"
-#: offsets and timestamps travel as Java longs
-_LONG_MAX = 2**63 - 1
 
 #: the options that select reads and writes through brokers (rather than of a store directory)
 _BROKER_SELECTING_KEYS = ("nameserver", "nameserveraddr", "brokeraddress")
@@ -190,18 +188,6 @@ def is_broker_read(options: Mapping[str, str]) -> bool:
     return any(k.lower() in _BROKER_SELECTING_KEYS for k in options)
 
 
-def _int(name: str, raw: str, minimum: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise OptionError(f"option {name}: {raw!r} is not an integer") from None
-    if value < minimum:
-        raise OptionError(f"option {name}: {value} is below {minimum}")
-    if value > _LONG_MAX:
-        raise OptionError(f"option {name}: {value} does not fit a Java long")
-    return value
-
-
 def _bool(name: str, raw: str) -> bool:
     text = raw.strip().lower()
     if text not in ("true", "false"):
@@ -228,7 +214,7 @@ def _queue_map(name: str, text: str, example: str, what: str, expected: str, min
             if not qid.isdigit() or (broker == "" and "/" in key):
                 raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} is not "
                                   "'brokerName/queueId' or 'queueId'")
-            if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= _LONG_MAX:
+            if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= LONG_MAX:
                 raise OptionError(f"option {name}: {what} {value!r} of {topic}/{key} is not {expected}")
             spec[topic][key] = value
     return spec
@@ -271,7 +257,7 @@ def _bound_spec(given: Mapping[str, str], side: str, default: str, *, allow_earl
     chosen = present[0] if present else names[2]
     raw = given.get(chosen.lower(), default)
     if chosen == names[0]:
-        return ByTimestamp(chosen, _int(chosen, raw, 0))
+        return ByTimestamp(chosen, parse_int(chosen, raw, 0))
     if chosen == names[1]:
         return ByTimestamp(chosen, parse_timestamps(chosen, raw))
     return parse_offsets(chosen, raw, allow_earliest=allow_earliest)
@@ -372,18 +358,18 @@ class BrokerOptions:
             starting=starting,
             ending=ending,
             no_match_latest=strategy == "latest",
-            max_records_per_partition=(_int("maxRecordsPerPartition", given["maxrecordsperpartition"], 1)
+            max_records_per_partition=(parse_int("maxRecordsPerPartition", given["maxrecordsperpartition"], 1)
                                        if "maxrecordsperpartition" in given else DEFAULT_MAX_RECORDS_PER_PARTITION),
-            max_offsets_per_trigger=(_int("maxOffsetsPerTrigger", given["maxoffsetspertrigger"], 1)
+            max_offsets_per_trigger=(parse_int("maxOffsetsPerTrigger", given["maxoffsetspertrigger"], 1)
                                      if "maxoffsetspertrigger" in given else None),
             fail_on_data_loss=_bool("failOnDataLoss", given.get("failondataloss", "true")),
-            pull_batch_size=(_int("pullBatchSize", given["pullbatchsize"], 1) if "pullbatchsize" in given
+            pull_batch_size=(parse_int("pullBatchSize", given["pullbatchsize"], 1) if "pullbatchsize" in given
                              else DEFAULT_PULL_BATCH_SIZE),
             group=given.get("consumergroup", DEFAULT_GROUP).strip() or DEFAULT_GROUP,
-            timeout=float(_int("timeout", given["timeout"], 1)) if "timeout" in given else 10.0,
+            timeout=float(parse_int("timeout", given["timeout"], 1)) if "timeout" in given else 10.0,
             producer_group=given.get("producergroup", "rocketstore-spark-sink").strip() or "rocketstore-spark-sink",
-            send_batch_size=_int("sendBatchSize", given["sendbatchsize"], 1) if "sendbatchsize" in given else 64,
-            send_batch_bytes=(_int("sendBatchBytes", given["sendbatchbytes"], 1) if "sendbatchbytes" in given
+            send_batch_size=parse_int("sendBatchSize", given["sendbatchsize"], 1) if "sendbatchsize" in given else 64,
+            send_batch_bytes=(parse_int("sendBatchBytes", given["sendbatchbytes"], 1) if "sendbatchbytes" in given
                               else 1024 * 1024),
         )
 

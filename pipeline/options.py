@@ -36,8 +36,8 @@ from pathlib import Path
 
 from store.config import MULTI_PATH_SPLITTER, ConfigError, StoreConfig, parse_properties
 
-__all__ = ["BROKER_OPTION_NAMES", "DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "OptionError", "ReadOptions",
-           "parse_time"]
+__all__ = ["BROKER_OPTION_NAMES", "DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "LONG_MAX", "OptionError",
+           "ReadOptions", "parse_int", "parse_time"]
 
 DEFAULT_BATCH_SIZE = 8192
 DEFAULT_ENTRIES_PER_PARTITION = 300_000
@@ -77,13 +77,20 @@ def parse_time(name: str, raw: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _int(name: str, raw: str, minimum: int) -> int:
+#: offsets, sizes and timestamps travel as Java longs
+LONG_MAX = 2**63 - 1
+
+
+def parse_int(name: str, raw: str, minimum: int) -> int:
+    """Option ``name``'s integer value, at least ``minimum`` and at most a Java long."""
     try:
         value = int(raw.strip())
     except ValueError:
         raise OptionError(f"option {name}: {raw!r} is not an integer") from None
     if value < minimum:
         raise OptionError(f"option {name}: {value} is below {minimum}")
+    if value > LONG_MAX:
+        raise OptionError(f"option {name}: {value} does not fit a Java long")
     return value
 
 
@@ -139,8 +146,8 @@ class ReadOptions:
         end_time = parse_time("endTime", given["endtime"]) if "endtime" in given else None
         if start_time is not None and end_time is not None and end_time < start_time:
             raise OptionError(f"option endTime ({end_time}) is before startTime ({start_time})")
-        start_offset = _int("startOffset", given["startoffset"], 0) if "startoffset" in given else None
-        end_offset = _int("endOffset", given["endoffset"], 0) if "endoffset" in given else None
+        start_offset = parse_int("startOffset", given["startoffset"], 0) if "startoffset" in given else None
+        end_offset = parse_int("endOffset", given["endoffset"], 0) if "endoffset" in given else None
         if start_offset is not None and end_offset is not None and end_offset < start_offset:
             raise OptionError(f"option endOffset ({end_offset}) is before startOffset ({start_offset})")
         corrupt = given.get("corruptrecords", "fail").strip().lower()
@@ -153,8 +160,8 @@ class ReadOptions:
             end_time=end_time,
             start_offset=start_offset,
             end_offset=end_offset,
-            batch_size=_int("batchSize", given["batchsize"], 1) if "batchsize" in given else DEFAULT_BATCH_SIZE,
-            entries_per_partition=(_int("entriesPerPartition", given["entriesperpartition"], 1)
+            batch_size=parse_int("batchSize", given["batchsize"], 1) if "batchsize" in given else DEFAULT_BATCH_SIZE,
+            entries_per_partition=(parse_int("entriesPerPartition", given["entriesperpartition"], 1)
                                    if "entriesperpartition" in given else DEFAULT_ENTRIES_PER_PARTITION),
             skip_corrupt=corrupt == "skip",
         )

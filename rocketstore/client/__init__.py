@@ -4,8 +4,8 @@ Used by the ``rocketstore admin`` CLI, the Kubernetes operator and the Spark pip
 
     from rocketstore.client import Producer, PullConsumer, MQAdmin, BrokerAdmin
 
-Each takes a name-server address, or ``routes=BrokerRoutes(addrs, client)`` (a route source) to ask
-brokers directly, with no name server.
+Producer, PullConsumer and MQAdmin take a name-server address, or ``routes=BrokerRoutes(addrs, client)``
+(a route source) to ask brokers directly, with no name server.
 
 Everything here is synchronous and thread-safe; asyncio code can await
 :meth:`RemotingClient.invoke_async` / ``call_async`` or run the blocking calls with
