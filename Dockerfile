@@ -10,13 +10,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /opt/rocketstore
 COPY pyproject.toml README.md ./
-COPY store ./store
-COPY remoting ./remoting
-COPY broker_image ./broker_image
-COPY rocketstore ./rocketstore
-# every package pyproject.toml installs must be copied: `pip install .` skips a missing one silently
-COPY operator/rocketstore_operator ./operator/rocketstore_operator
-COPY pipeline ./pipeline
+# every part of the `rocketstore` namespace that pyproject.toml maps must be copied
+COPY common/rocketstore ./common/rocketstore
+COPY remoting/rocketstore ./remoting/rocketstore
+COPY store/rocketstore ./store/rocketstore
+COPY client/rocketstore ./client/rocketstore
+COPY broker_image/rocketstore ./broker_image/rocketstore
+COPY cli/rocketstore ./cli/rocketstore
+COPY operator/rocketstore ./operator/rocketstore
+COPY pipeline/rocketstore ./pipeline/rocketstore
 # Optional package-index settings for the pip install below, for networks that need them
 # (`docker build --build-arg PIP_INDEX_URL=...`); empty means pip's defaults (PyPI). A proxy goes
 # in Docker's predefined HTTP_PROXY/HTTPS_PROXY/NO_PROXY build args. Build-arg values show in

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker_image.broker import BrokerController
-from broker_image.broker_config import BrokerConfig
+from rocketstore.broker.broker import BrokerController
+from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.client import Producer
-from store.config import StoreConfig
+from rocketstore.store.config import StoreConfig
 
 
 def _free_port() -> int:

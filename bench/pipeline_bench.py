@@ -45,11 +45,11 @@ sys.path.insert(0, ROOT)
 
 import pyarrow as pa  # noqa: E402
 
-from pipeline.options import ReadOptions  # noqa: E402
-from pipeline.reader import SPARK_SCHEMA_DDL, ScanStats, list_segments, read_segment  # noqa: E402
-from store.config import StoreConfig  # noqa: E402
-from store.message import HostAddress, Message  # noqa: E402
-from store.message_store import DefaultMessageStore  # noqa: E402
+from rocketstore.pipeline.options import ReadOptions  # noqa: E402
+from rocketstore.pipeline.reader import SPARK_SCHEMA_DDL, ScanStats, list_segments, read_segment  # noqa: E402
+from rocketstore.store.config import StoreConfig  # noqa: E402
+from rocketstore.store.message import HostAddress, Message  # noqa: E402
+from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
 MB = 1_000_000
 
@@ -159,10 +159,9 @@ def spark_scans(root: str, ipc_paths: list[str], cores: int, record_bytes: int, 
                 repeat: int) -> dict[str, dict[str, Any]]:
     """The end-to-end Spark row and the hand-over ceiling row, in one SparkSession."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipeline.source import RocketStoreDataSource
+    from rocketstore.pipeline.source import RocketStoreDataSource
 
     spark = (SparkSession.builder.master(f"local[{cores}]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())

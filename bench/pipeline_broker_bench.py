@@ -87,8 +87,8 @@ import java_rocketmq  # noqa: E402
 from java_rocketmq import ClientDriver  # noqa: E402
 from run_broker_bench import GiB, OurBroker, PinnedAnchor, cpu_times, fmt, proc_cpu_s, steal_share  # noqa: E402
 
-from pipeline.broker import DEFAULT_PULL_BATCH_SIZE, BrokerOptions, queue_bounds  # noqa: E402
 from rocketstore.client import MQAdmin, Producer, PullConsumer  # noqa: E402
+from rocketstore.pipeline.broker import DEFAULT_PULL_BATCH_SIZE, BrokerOptions, queue_bounds  # noqa: E402
 
 MB = 1_000_000
 QUEUES = 8
@@ -243,18 +243,15 @@ def readable_after(namesrv: str, topic: str, expected: int, timeout: float = 120
 
 
 def start_spark(cores: int) -> Any:
-    """A local[cores] SparkSession whose Python workers can import ``pipeline``."""
+    """A local[cores] SparkSession whose Python workers can import ``rocketstore.pipeline``."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    paths = [str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     from pyspark.sql import SparkSession
 
-    from pipeline.source import RocketStoreDataSource
+    from rocketstore.pipeline.source import RocketStoreDataSource
 
     spark = (SparkSession.builder.master(f"local[{cores}]").appName("pipeline-broker-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]).getOrCreate())
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(RocketStoreDataSource)
     return spark

@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from remoting.command import FrameDecoder, RemotingCommand
-from remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import FrameDecoder, RemotingCommand
+from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
 _EXT_FIELDS = {
     "a": "please_rename_unique_group_name",

@@ -196,7 +196,7 @@ class OurBroker:
         out_path = self.workdir / "broker.stdout"
         out, err = out_path.open("wb"), (self.workdir / "broker.stderr").open("wb")
         self._files = [out, err]
-        env = {**os.environ, "HOME": str(self.workdir / "home"), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "HOME": str(self.workdir / "home")}
         cmd = [*pin_prefix(self.pin), *self.wrap, sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(conf)]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                      start_new_session=True)

@@ -50,7 +50,7 @@ class Broker:
         return f"127.0.0.1:{self.listen_port}"
 
     def start(self) -> None:
-        env = {**os.environ, "HOME": str(self.tmp / "home"), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "HOME": str(self.tmp / "home")}
         self.stderr = open(self.tmp / f"broker-{time.monotonic_ns()}.log", "w")  # noqa: SIM115 closed in stop
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(self.conf)],
                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True)

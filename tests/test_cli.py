@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
-from store.message import HostAddress, Message
-from store.message_store import DefaultMessageStore
-from store.offline import store_stats
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.message import HostAddress, Message
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.offline import store_stats
 
 pytestmark = pytest.mark.integration
 

@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker_image.broker import BrokerController
-from broker_image.broker_config import BrokerConfig
-from remoting.codes import RequestCode
-from remoting.command import RPC_ONEWAY, FrameDecoder, RemotingCommand
-from remoting.headers import SendMessageRequestHeader
-from store.config import StoreConfig
-from store.message import StoredMessage, decode_record, properties_to_string
+from rocketstore.broker.broker import BrokerController
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, RemotingCommand
+from rocketstore.remoting.headers import SendMessageRequestHeader
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.message import StoredMessage, decode_record, properties_to_string
 
 T = TypeVar("T")
 

@@ -9,11 +9,11 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient
 
-from broker_image.processor.admin import decode_message_queue_table, encode_message_queue_table
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import CreateTopicRequestHeader, HeartbeatData
-from store.config import parse_properties
-from store.message import Message
+from rocketstore.broker.processor.admin import decode_message_queue_table, encode_message_queue_table
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData
+from rocketstore.store.config import parse_properties
+from rocketstore.store.message import Message
 
 # -- unit ----------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import RawClient
 
-from remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ class BrokerProcess:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    yield {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    yield {**os.environ, "HOME": str(tmp_path / "home")}
 
 
 def _port(address: str) -> int:

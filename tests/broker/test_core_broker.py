@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from conftest import BrokerHandle, RawClient
 
-from broker_image.broker import BrokerController
-from broker_image.broker_config import BrokerConfig, ClusterPeer, load_config, split_properties
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from store.config import ConfigError, StoreConfig, parse_properties
-from store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.broker.broker import BrokerController
+from rocketstore.broker.broker_config import BrokerConfig, ClusterPeer, load_config, split_properties
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from rocketstore.store.config import ConfigError, StoreConfig, parse_properties
+from rocketstore.store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 
 # -- BrokerConfig (unit) -----------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import BrokerHandle
 
-from broker_image.processor.lock import MessageQueue, RebalanceLockManager
-from remoting.codes import RequestCode, ResponseCode
+from rocketstore.broker.processor.lock import MessageQueue, RebalanceLockManager
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 
 def _mq(qid: int) -> dict[str, object]:

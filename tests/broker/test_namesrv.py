@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 from conftest import BrokerHandle, RawClient
 
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import ClusterInfo, TopicRouteData
-from store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, parse_fastjson
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import ClusterInfo, TopicRouteData
+from rocketstore.store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, parse_fastjson
 
 pytestmark = pytest.mark.integration
 

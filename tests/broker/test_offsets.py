@@ -8,7 +8,7 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient
 
-from remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.integration
 

@@ -8,17 +8,17 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
-from broker_image.processor.pull import response_code_for
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import (
+from rocketstore.broker.processor.pull import response_code_for
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import (
     ConsumerData,
     HeartbeatData,
     PullSysFlag,
     SendMessageRequestHeader,
     SubscriptionData,
 )
-from store.message import BatchItem, encode_batch
-from store.status import GetMessageStatus
+from rocketstore.store.message import BatchItem, encode_batch
+from rocketstore.store.status import GetMessageStatus
 
 SUSPEND_SUB = int(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION)
 
@@ -211,7 +211,7 @@ def test_shutdown_releases_held_pulls(broker: BrokerHandle, client: RawClient) -
 
 
 def _pull_cmd(topic: str, offset: int, *, suspend_ms: int, subscription: str = "*"):
-    from remoting.command import RemotingCommand
+    from rocketstore.remoting.command import RemotingCommand
 
     return RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
         "consumerGroup": "CGLp", "topic": topic, "queueId": "0", "queueOffset": str(offset), "maxMsgNums": "32",

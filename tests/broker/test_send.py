@@ -7,13 +7,13 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
-from broker_image.processor.send import put_status_response
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import SendMessageRequestHeader
-from store.config import FlushDiskType
-from store.config_manager import TopicConfig, TopicFilterType
-from store.message import BatchItem, SysFlag, decode_message_id, encode_batch
-from store.status import PutMessageStatus
+from rocketstore.broker.processor.send import put_status_response
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import SendMessageRequestHeader
+from rocketstore.store.config import FlushDiskType
+from rocketstore.store.config_manager import TopicConfig, TopicFilterType
+from rocketstore.store.message import BatchItem, SysFlag, decode_message_id, encode_batch
+from rocketstore.store.status import PutMessageStatus
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from remoting.codes import ResponseCode
 from rocketstore.client import BrokerAdmin, MessageQueue, MQAdmin, Producer, PullConsumer, RemotingClient, RemotingError
 from rocketstore.client.admin import loads_fastjson
+from rocketstore.remoting.codes import ResponseCode
 
 pytestmark = pytest.mark.integration
 

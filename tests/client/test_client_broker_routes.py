@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from conftest import _broker_helpers
 
-from remoting.codes import ResponseCode
 from rocketstore.client import BrokerAdmin, MessageQueue, MQAdmin, Producer, PullConsumer, RemotingClient, RemotingError
 from rocketstore.client.consumer import PullStatus
 from rocketstore.client.remoting_client import (
@@ -21,6 +20,7 @@ from rocketstore.client.remoting_client import (
     route_source_for,
     writable_queues,
 )
+from rocketstore.remoting.codes import ResponseCode
 
 pytestmark = pytest.mark.integration
 

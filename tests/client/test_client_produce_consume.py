@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.headers import GetConsumerListByGroupResponseBody, SendMessageRequestHeader
 from rocketstore.client import (
     MessageQueue,
     OutgoingMessage,
@@ -21,7 +19,9 @@ from rocketstore.client import (
     RemotingError,
     nearly_time_from_uniq_id,
 )
-from store.message import SysFlag, create_message_id, java_string_hash, properties_to_string
+from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.headers import GetConsumerListByGroupResponseBody, SendMessageRequestHeader
+from rocketstore.store.message import SysFlag, create_message_id, java_string_hash, properties_to_string
 
 pytestmark = pytest.mark.integration
 

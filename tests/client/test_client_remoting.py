@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, PullMessageRequestHeader
 from rocketstore.client import (
     NameServerClient,
     Producer,
@@ -24,6 +22,8 @@ from rocketstore.client import (
     RemotingTimeout,
 )
 from rocketstore.client.remoting_client import parse_addr, split_namesrv_addr
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, PullMessageRequestHeader
 
 pytestmark = pytest.mark.integration
 

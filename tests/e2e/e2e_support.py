@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from remoting.command import FrameDecoder, ProtocolError, RemotingCommand
+from rocketstore.remoting.command import FrameDecoder, ProtocolError, RemotingCommand
 
 # The Java helper lives in tests/clients (tests/ is not a package): import it as that directory's
 # conftest does, by putting the directory on sys.path (conftest.py does the same; once is enough).
@@ -226,7 +226,7 @@ class RocketStoreBroker:
 
     def start(self) -> RocketStoreBroker:
         self.proxy.start()
-        env = {**os.environ, "HOME": str(self.workdir / "home"), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "HOME": str(self.workdir / "home")}
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(self.conf)],
                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self._log, text=True,

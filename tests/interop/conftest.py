@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from store.config import StoreConfig
+from rocketstore.store.config import StoreConfig
 
 JAVA_DIR = Path(__file__).parent / "java"
 POM = JAVA_DIR / "pom.xml"

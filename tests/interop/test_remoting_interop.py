@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from remoting.command import DEFAULT_VERSION, RPC_ONEWAY, FrameDecoder, RemotingCommand
-from remoting.headers import (
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import DEFAULT_VERSION, RPC_ONEWAY, FrameDecoder, RemotingCommand
+from rocketstore.remoting.headers import (
     BrokerData,
     ClusterInfo,
     ConsumerData,

@@ -33,10 +33,10 @@ from typing import Any
 
 import pytest
 
-from store.checkpoint import read_checkpoint
-from store.config import StoreConfig
-from store.config_manager import DelayOffsetManager
-from store.message import (
+from rocketstore.store.checkpoint import read_checkpoint
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.config_manager import DelayOffsetManager
+from rocketstore.store.message import (
     BlankRecord,
     HostAddress,
     Message,
@@ -49,9 +49,9 @@ from store.message import (
     store_timestamp_pos,
     string_to_properties,
 )
-from store.message_store import DefaultMessageStore
-from store.offline import verify_store
-from store.status import GetMessageStatus
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.offline import verify_store
+from rocketstore.store.status import GetMessageStatus
 
 pytestmark = pytest.mark.integration
 
@@ -428,9 +428,9 @@ def test_python_written_store_reads_in_rocketmq(
 
 _CRASH_WRITER = """
 import json, sys, time
-from store.config import FlushDiskType, StoreConfig
-from store.message import HostAddress, Message
-from store.message_store import DefaultMessageStore
+from rocketstore.store.config import FlushDiskType, StoreConfig
+from rocketstore.store.message import HostAddress, Message
+from rocketstore.store.message_store import DefaultMessageStore
 
 cfg = StoreConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH, **json.loads(sys.argv[1]))
 store = DefaultMessageStore(cfg)
@@ -457,7 +457,7 @@ def test_rocketmq_recovers_our_store_after_kill_9(
     settings = {name: getattr(sizes, name) for name in (
         "store_path_root_dir", "mapped_file_size_commit_log", "mapped_file_size_consume_queue",
         "max_hash_slot_num", "max_index_num")}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = dict(os.environ)
     stderr_path = tmp_path / "writer.err"
     with open(stderr_path, "w") as stderr:
         child = subprocess.Popen([sys.executable, "-c", _CRASH_WRITER, json.dumps(settings)],

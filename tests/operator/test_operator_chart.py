@@ -25,8 +25,8 @@ def test_chart_crd_is_the_repository_crd() -> None:
 
 
 def test_example_is_a_valid_spec() -> None:
-    from rocketstore_operator.model import parse_spec
-    from rocketstore_operator.sizing import volume_size
+    from rocketstore.operator.model import parse_spec
+    from rocketstore.operator.sizing import volume_size
 
     example = yaml.safe_load((CHART / "examples" / "rocketstore.yaml").read_text())
     spec = parse_spec(example["spec"])

@@ -12,8 +12,9 @@ import pytest
 from conftest import STORAGE_CLASS, wait_until
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from rocketstore_operator.model import format_quantity, parse_spec
-from rocketstore_operator.sizing import volume_size
+
+from rocketstore.operator.model import format_quantity, parse_spec
+from rocketstore.operator.sizing import volume_size
 
 pytestmark = pytest.mark.integration
 

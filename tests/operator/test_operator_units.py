@@ -4,12 +4,13 @@ conditions, broker addressing."""
 from __future__ import annotations
 
 import pytest
-from rocketstore_operator.brokers import BrokerAddressing
-from rocketstore_operator.conditions import Condition, merge_conditions
-from rocketstore_operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
-from rocketstore_operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
-from rocketstore_operator.retention import decide
-from rocketstore_operator.sizing import (
+
+from rocketstore.operator.brokers import BrokerAddressing
+from rocketstore.operator.conditions import Condition, merge_conditions
+from rocketstore.operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
+from rocketstore.operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
+from rocketstore.operator.retention import decide
+from rocketstore.operator.sizing import (
     CONFIG_ALLOWANCE,
     CQ_FILE_SIZE,
     INDEX_FILE_SIZE,
@@ -147,7 +148,7 @@ def test_broker_conf_has_rocketmq_keys_and_peers() -> None:
 
 
 def test_broker_conf_parses_with_the_brokers_own_loader() -> None:
-    broker_config = pytest.importorskip("broker_image.broker_config")
+    broker_config = pytest.importorskip("rocketstore.broker.broker_config")
     props = {**broker_conf(plan({"brokers": 2})), "brokerName": "rs-1"}
     bcfg, scfg = broker_config.load_config(props)
     assert bcfg.broker_name == "rs-1" and bcfg.broker_cluster_name == "rs"

@@ -1,9 +1,8 @@
 """Helpers and fixtures of the pipeline tests: one real SparkSession for the whole run, and stores
 written by the engine.
 
-Spark's Python workers are separate processes that import ``pipeline.source`` by module name;
-they do not see pytest's sys.path, so PYTHONPATH is set to the repository root before the JVM
-(and with it every worker) starts.
+Spark's Python workers are separate processes that import ``rocketstore.pipeline.source`` by
+module name: they find it where the driver does, in the installed project.
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 from pyspark.sql import SparkSession
 
-from pipeline.source import RocketStoreDataSource
-from store.commit_log import MessageBatch
-from store.config import StoreConfig
-from store.message import HostAddress, Message, properties_to_string
-from store.message_store import DefaultMessageStore
+from rocketstore.pipeline.source import RocketStoreDataSource
+from rocketstore.store.commit_log import MessageBatch
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.message import HostAddress, Message, properties_to_string
+from rocketstore.store.message_store import DefaultMessageStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG = 4096
@@ -38,8 +37,6 @@ BASE_BORN = 1_700_000_000_000
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    paths = [str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     session = (
         SparkSession.builder.master("local[2]")
         .appName("rocketstore-pipeline-tests")
@@ -47,7 +44,6 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

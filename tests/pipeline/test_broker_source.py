@@ -14,7 +14,11 @@ import pytest
 from broker_process import Broker, broker
 from pyspark.sql import DataFrame, SparkSession
 
-from pipeline.broker import (
+from rocketstore.client.admin import MQAdmin
+from rocketstore.client.consumer import PullConsumer, PullStatus
+from rocketstore.client.producer import Producer, SendResult
+from rocketstore.client.remoting_client import MessageQueue
+from rocketstore.pipeline.broker import (
     BrokerOptions,
     ByTimestamp,
     DataLossError,
@@ -25,11 +29,7 @@ from pipeline.broker import (
     parse_offsets,
     plan_ranges,
 )
-from pipeline.options import OptionError
-from rocketstore.client.admin import MQAdmin
-from rocketstore.client.consumer import PullConsumer, PullStatus
-from rocketstore.client.producer import Producer, SendResult
-from rocketstore.client.remoting_client import MessageQueue
+from rocketstore.pipeline.options import OptionError
 
 __all__ = ["broker"]
 

@@ -15,13 +15,13 @@ from pipeline_fixtures import SEG, SLOTS, Written, broker_conf
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from pipeline import jobs
-from pipeline.options import ReadOptions
-from pipeline.reader import list_segments
-from pipeline.retention import longest_wait_hours
-from store.index_file import index_entry_pos, read_index_entry
-from store.offline import dump_messages, verify_store
-from store.store_lock import StoreLock, StoreLockedError
+from rocketstore.pipeline import jobs
+from rocketstore.pipeline.options import ReadOptions
+from rocketstore.pipeline.reader import list_segments
+from rocketstore.pipeline.retention import longest_wait_hours
+from rocketstore.store.index_file import index_entry_pos, read_index_entry
+from rocketstore.store.offline import dump_messages, verify_store
+from rocketstore.store.store_lock import StoreLock, StoreLockedError
 
 
 def test_export_to_parquet_by_topic_and_date(spark: SparkSession, pristine: Written, tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_retention_numbers(spark: SparkSession, written: Written, tmp_path: Path
 def test_command_line(
     spark: SparkSession, written: Written, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rocketstore.cli import main
+    from rocketstore.cli.main import main
 
     conf = str(broker_conf(tmp_path, written.cfg.root_dir()))
     assert main(["pipeline", "reindex", "-c", conf, "--output", str(tmp_path / "r1"), "--json"]) == 0

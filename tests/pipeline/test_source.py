@@ -18,11 +18,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from pipeline.options import OptionError, ReadOptions, parse_time
-from pipeline.reader import ARROW_SCHEMA, SPARK_SCHEMA_DDL, CorruptStoreError, list_segments, read_segment
-from pipeline.source import RocketStoreDataSource, SegmentPartition, plan_partitions
-from store.message import StoredMessage
-from store.offline import dump_messages
+from rocketstore.pipeline.options import OptionError, ReadOptions, parse_time
+from rocketstore.pipeline.reader import ARROW_SCHEMA, SPARK_SCHEMA_DDL, CorruptStoreError, list_segments, read_segment
+from rocketstore.pipeline.source import RocketStoreDataSource, SegmentPartition, plan_partitions
+from rocketstore.store.message import StoredMessage
+from rocketstore.store.offline import dump_messages
 
 COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
            "bornMs", "bornHost", "storeMs", "storeHost", "reconsumeTimes", "tags", "keys", "uniqKey", "properties",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,12 +26,11 @@ import pyspark
 import pytest
 from pipeline_fixtures import ROOT, Written
 
-from store.offline import dump_messages
+from rocketstore.store.offline import dump_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
-PACKAGES = ("pipeline", "store", "remoting", "rocketstore")
 
 
 def _free_port() -> int:
@@ -99,13 +99,17 @@ def test_export_under_spark_submit_on_a_standalone_cluster(cluster: tuple[str, P
                                                             tmp_path: Path) -> None:
     url, work_dir = cluster
     env = _clean_env(tmp_path)
+    # as the README says: the project's wheel is the zip of its `rocketstore` namespace
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+                   cwd=tmp_path, check=True)
     py_files = tmp_path / "rocketstore.zip"
-    subprocess.run([sys.executable, "-m", "zipfile", "-c", str(py_files), *PACKAGES], cwd=ROOT, check=True)
+    shutil.copy(next((tmp_path / "dist").glob("rocketstore-*.whl")), py_files)
     out = tmp_path / "export"
     job = subprocess.run(
         [str(SPARK_BIN / "spark-submit"), "--master", url, "--py-files", str(py_files),
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-         str(ROOT / "pipeline" / "jobs.py"), "export", "--store-dir", str(pristine.cfg.root_dir()),
+         str(ROOT / "pipeline" / "rocketstore" / "pipeline" / "jobs.py"), "export",
+         "--store-dir", str(pristine.cfg.root_dir()),
          "--output", str(out), "--topics", "TopicA,TopicB", "--json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert job.returncode == 0, job.stderr[-4000:]

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from remoting.command import (
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import (
     MAX_FRAME_SIZE,
     RPC_ONEWAY,
     RPC_TYPE_RESPONSE,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting.command import ProtocolError
-from remoting.headers import (
+from rocketstore.remoting.command import ProtocolError
+from rocketstore.remoting.headers import (
     BrokerData,
     ClusterInfo,
     ConsumerData,
@@ -52,7 +52,7 @@ from remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from store.config_manager import parse_fastjson
+from rocketstore.store.config_manager import parse_fastjson
 
 # Each header class with a full set of wire fields, spelled as the Java class spells them.
 WIRE_EXAMPLES: list[tuple[type[Header], dict[str, str]]] = [

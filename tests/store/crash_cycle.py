@@ -30,10 +30,10 @@ REPO_ROOT = HERE.parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from store.config import FlushDiskType, StoreConfig  # noqa: E402
-from store.message import decode_record  # noqa: E402
-from store.message_store import DefaultMessageStore  # noqa: E402
-from store.status import GetMessageStatus  # noqa: E402
+from rocketstore.store.config import FlushDiskType, StoreConfig  # noqa: E402
+from rocketstore.store.message import decode_record  # noqa: E402
+from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
+from rocketstore.store.status import GetMessageStatus  # noqa: E402
 
 WRITER_SCRIPT = str(HERE / "crash_writer.py")
 SEGMENT_SIZE = 64 * 1024
@@ -197,7 +197,7 @@ class CrashHarness:
 
 def check_store(store_dir: str, to_check: list[Ack], all_acks: list[Ack]) -> tuple[float, bool, list[str]]:
     """Recover the store, check the acknowledged messages and the verifier; returns problems found."""
-    from store.offline import verify_store
+    from rocketstore.store.offline import verify_store
 
     problems: list[str] = []
     cfg = make_config(store_dir)

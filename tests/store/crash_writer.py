@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from crash_cycle import QUEUES, TOPICS, body_for, key_for, make_config
 
-from store.message import Message
-from store.message_store import DefaultMessageStore
-from store.status import PutMessageStatus
+from rocketstore.store.message import Message
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import PutMessageStatus
 
 
 def main(argv: list[str]) -> int:

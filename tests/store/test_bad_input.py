@@ -32,11 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from store.commit_log import MessageBatch
-from store.config import StoreConfig
-from store.consume_queue import CQ_STORE_UNIT_SIZE
-from store.mapped_file import MappedFileError
-from store.message import (
+from rocketstore.store.commit_log import MessageBatch
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
+from rocketstore.store.mapped_file import MappedFileError
+from rocketstore.store.message import (
     MAX_PROPERTIES_LENGTH,
     HostAddress,
     Message,
@@ -46,8 +46,8 @@ from store.message import (
     encode_message,
     properties_to_string,
 )
-from store.message_store import DefaultMessageStore
-from store.status import GetMessageStatus, PutMessageStatus
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 TOPIC = "BadInputTopic"
 SMALL_SEGMENT = 4096  # CommitLog segments of a few dozen records: several segments per test

@@ -6,10 +6,10 @@ import os
 import struct
 from pathlib import Path
 
-from store.checkpoint import CHECKPOINT_SIZE, StoreCheckpoint
-from store.config import StoreConfig
-from store.message import Message
-from store.message_store import DefaultMessageStore
+from rocketstore.store.checkpoint import CHECKPOINT_SIZE, StoreCheckpoint
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.message import Message
+from rocketstore.store.message_store import DefaultMessageStore
 
 
 def test_write_flush_reopen_read_back(tmp_path: Path) -> None:

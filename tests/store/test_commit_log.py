@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from store.checkpoint import StoreCheckpoint
-from store.commit_log import CommitLog, CommitLogSettings, MessageBatch
-from store.config import FlushDiskType, StoreConfig
-from store.flush import GroupCommitService
-from store.message import HostAddress, Message
-from store.message_store import DefaultMessageStore
-from store.status import GetMessageStatus, PutMessageStatus
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch
+from rocketstore.store.config import FlushDiskType, StoreConfig
+from rocketstore.store.flush import GroupCommitService
+from rocketstore.store.message import HostAddress, Message
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 MAGIC_V1 = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194

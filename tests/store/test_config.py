@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from store.config import (
+from rocketstore.store.config import (
     ALIASES,
     FIELD_BY_KEY,
     KEY_BY_FIELD,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.config_manager import (
+from rocketstore.store.config_manager import (
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,

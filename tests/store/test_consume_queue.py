@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.message import HostAddress, Message, StoredMessage
-from store.message_store import DefaultMessageStore
-from store.status import PutMessageStatus
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.message import HostAddress, Message, StoredMessage
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import PutMessageStatus
 
 ENTRY = struct.Struct(">qiq")
 PRE_BLANK = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)

@@ -31,7 +31,7 @@ SPECIAL = {4: "roll", 6: "startup", 11: "roll", 14: "startup", 17: "roll"}
 def test_acknowledged_messages_survive_kill_9(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
     # abnormal recovery re-dispatches every record and warns once per entry already built:
     # thousands of lines per cycle that would only slow the capture down
-    caplog.set_level(logging.ERROR, logger="store.consume_queue")
+    caplog.set_level(logging.ERROR, logger="rocketstore.store.consume_queue")
     seed = int(os.environ.get("CRASH_SEED", random.SystemRandom().randrange(2**32)))
     print(f"crash-safety seed: CRASH_SEED={seed}")
     store_dir = str(tmp_path)
@@ -69,7 +69,7 @@ def test_kill_between_creating_and_sizing_a_file_leaves_an_openable_store(
     (a stand-in for a fault too narrow to hit on purpose): next CommitLog segment, next consume
     queue file, a newer index file. Recovery must drop them and lose no acknowledged message.
     """
-    caplog.set_level(logging.ERROR, logger="store.consume_queue")
+    caplog.set_level(logging.ERROR, logger="rocketstore.store.consume_queue")
     store_dir = str(tmp_path)
     harness = CrashHarness(store_dir, 12345)
     first = harness.cycle("random")

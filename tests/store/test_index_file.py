@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from store.checkpoint import StoreCheckpoint
-from store.index_file import (
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
     HASH_SLOT_SIZE,
@@ -26,7 +26,7 @@ from store.index_file import (
     index_key_hash,
     time_millis_to_human_string,
 )
-from store.message import DispatchRequest, SysFlag, java_string_hash
+from rocketstore.store.message import DispatchRequest, SysFlag, java_string_hash
 
 BASE_TS = 1_700_000_000_000
 JAVA_LONG_MAX = 2**63 - 1

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
-from store.message import HostAddress, Message, StoredMessage, decode_record
-from store.message_store import DefaultMessageStore, TagFilter
-from store.status import GetMessageStatus, PutMessageStatus
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.message import HostAddress, Message, StoredMessage, decode_record
+from rocketstore.store.message_store import DefaultMessageStore, TagFilter
+from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 STORE_MESSAGE = b"Once, there was a chance for me!"
 SEG = 4096  # small CommitLog segments: a hundred messages span several of them

@@ -17,19 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from store.commit_log import MessageBatch
-from store.config import StoreConfig
-from store.index_file import index_entry_pos, index_key_hash
-from store.message import (
+from rocketstore.store.commit_log import MessageBatch
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.index_file import index_entry_pos, index_key_hash
+from rocketstore.store.message import (
     HostAddress,
     Message,
     properties_to_string,
     record_length,
     with_host_flags,
 )
-from store.message_store import DefaultMessageStore
-from store.offline import NotAStoreError, dump_messages, store_stats, verify_store
-from store.store_lock import StoreLock, StoreLockedError
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.offline import NotAStoreError, dump_messages, store_stats, verify_store
+from rocketstore.store.store_lock import StoreLock, StoreLockedError
 
 SEG = 4096
 CQ_ENTRIES_PER_FILE = 8

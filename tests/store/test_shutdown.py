@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from store.config import FlushDiskType, StoreConfig
-from store.message import Message, StoredMessage, decode_record
-from store.message_store import DefaultMessageStore
-from store.status import GetMessageStatus, PutMessageStatus
+from rocketstore.store.config import FlushDiskType, StoreConfig
+from rocketstore.store.message import Message, StoredMessage, decode_record
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 SEG = 4096
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-import store as store_package
-from store.config import StoreConfig
-from store.mapped_file import MappedFileError
-from store.message import Message, StoredMessage, decode_record
-from store.message_store import DefaultMessageStore
-from store.status import GetMessageStatus
-from store.store_lock import StoreLock, StoreLockedError
+import rocketstore.store as store_package
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.mapped_file import MappedFileError
+from rocketstore.store.message import Message, StoredMessage, decode_record
+from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.status import GetMessageStatus
+from rocketstore.store.store_lock import StoreLock, StoreLockedError
 
 REPO_ROOT = str(Path(store_package.__file__).resolve().parent.parent)
 MESSAGES = 30
@@ -84,8 +84,8 @@ def snapshot(store: DefaultMessageStore, root: Path) -> dict[str, list[str]]:
 def open_in_subprocess(root: Path) -> subprocess.CompletedProcess[str]:
     script = textwrap.dedent(f"""
         import sys
-        from store.config import StoreConfig
-        from store.message_store import DefaultMessageStore
+        from rocketstore.store.config import StoreConfig
+        from rocketstore.store.message_store import DefaultMessageStore
         cfg = StoreConfig(store_path_root_dir={str(root)!r}, mapped_file_size_commit_log=1024,
                           mapped_file_size_consume_queue=200, max_hash_slot_num=100, max_index_num=400)
         store = DefaultMessageStore(cfg)
@@ -94,8 +94,7 @@ def open_in_subprocess(root: Path) -> subprocess.CompletedProcess[str]:
         print("started", store.get_max_offset_in_queue("T", 0))
         store.shutdown()
     """)
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env,
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           cwd=REPO_ROOT)
 
 

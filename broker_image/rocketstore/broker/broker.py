@@ -1,0 +1,489 @@
+"""BrokerController: one broker process — the store, its config tables and the request processors.
+
+    start()  start the HTTP side port (health answers during recovery), load the config tables,
+             open and recover the store and start it (in a thread: recovery can take seconds),
+             register processors, listen (remoting, then the name-server role), start the
+             periodic tasks, and only then report ready
+    stop()   run the shutdown listeners (long polling lets go), stop the name-server role and
+             remoting (stop accepting, let in-flight requests finish within a grace period),
+             persist offsets and tables, shut the store down (flush, checkpoint, remove ``abort``)
+
+Processors live in ``rocketstore.broker.processor``; each module exposes ``register(broker)`` that
+adds its handlers to ``broker.remoting`` by request code (``processor.PROCESSOR_MODULES`` lists
+them). They reach shared state only through the attributes documented here.
+
+Config tables. ``topics.json`` and ``subscriptionGroup.json`` are written whenever they change
+(in a worker thread, coalesced), ``consumerOffset.json`` every ``flushConsumerOffsetInterval``
+(5 s), and all three at shutdown. System topics and groups are created before the files are
+loaded, so a file's own definition of one wins, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from rocketstore.broker.broker_config import BrokerConfig, split_properties
+from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
+from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.config_manager import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    ConfigManager,
+    ConsumerOffsetManager,
+    DataVersion,
+    SubscriptionGroupConfig,
+    SubscriptionGroupManager,
+    TopicConfig,
+    TopicConfigManager,
+)
+from rocketstore.store.message import DispatchRequest, HostAddress
+from rocketstore.store.message_store import DefaultMessageStore
+
+if TYPE_CHECKING:
+    from rocketstore.broker.http_server import HttpServer
+    from rocketstore.broker.namesrv import NameServer
+
+log = logging.getLogger(__name__)
+
+# TopicValidator / MixAll names (RocketMQ 4.9.8).
+AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC: Final = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
+SCHEDULE_TOPIC_QUEUE_NUM: Final = 18
+TOPIC_MAX_LENGTH: Final = 127
+#: MQVersion.CURRENT_VERSION of RocketMQ 4.9.8 (Version.V4_9_8.ordinal()) and its name.
+BROKER_VERSION: Final = 409
+BROKER_VERSION_DESC: Final = "V4_9_8"
+
+_BASE_SYSTEM_TOPICS: Final = frozenset({
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+#: Topics no client may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
+    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+#: Consumer groups every broker has (SubscriptionGroupManager.init).
+SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                        "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
+_VALID_TOPIC_CHARS: Final = frozenset("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+#: How often expired client channels are scanned for (RocketMQ's ClientHousekeepingService).
+HOUSEKEEPING_INTERVAL_S: Final = 10.0
+
+
+def validate_topic(topic: str) -> str | None:
+    """None if ``topic`` is a usable name, else RocketMQ's remark (answered with SYSTEM_ERROR)."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if any(ch not in _VALID_TOPIC_CHARS for ch in topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerController:
+    """Owns every broker-wide object; processors receive it in ``register(broker)``.
+
+    Attributes processors may use:
+      ``broker_config`` / ``store_config``   the parsed broker.conf (read at use: live-updatable)
+      ``store``                               the DefaultMessageStore (blocking calls)
+      ``store_host``                          HostAddress stamped as storeHost on every put (its
+                                              port is the real listening port once started)
+      ``topic_config_manager``, ``subscription_group_manager``, ``consumer_offset_manager``
+      ``consumer_manager`` / ``producer_manager``  online client groups (client_manager.py), e.g.
+                                              ``consumer_manager.find_subscription_data(group, topic)``
+      ``remoting``                            the RemotingServer (register handlers)
+      ``loop``                                the asyncio loop the broker runs on
+      ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
+                                              the loop when dispatch makes messages visible;
+                                              ``arrived`` messages of that queue, up to
+                                              ``max_offset``, since its last call
+      ``shutdown_listeners``                  callables run on the loop first thing in ``stop()``
+                                              (e.g. release held long-polling requests)
+
+    Methods processors may use: :meth:`topic_config_for_send`, :meth:`create_topic_in_send_back`,
+    :meth:`subscription_group`, :meth:`is_system_topic`, :meth:`tables_changed`.
+    """
+
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        config_dir = store_config.config_dir()
+        self.topic_config_manager = TopicConfigManager(config_dir)
+        self.subscription_group_manager = SubscriptionGroupManager(config_dir)
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
+        self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
+        self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port)
+        self.message_arriving_listeners: list[Callable[[str, int, int, int], None]] = []
+        # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)
+        self._arrived: dict[tuple[str, int], tuple[int, int]] = {}
+        self._arrived_lock = threading.Lock()
+        self._arrivals_scheduled = False
+        self.shutdown_listeners: list[Callable[[], None]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.store = DefaultMessageStore(store_config, on_message_arriving=self._on_message_arriving)
+        self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
+        self.producer_manager = ProducerManager()
+        self.remoting.on_disconnect.append(self._on_disconnect)
+        self.namesrv: NameServer | None = None
+        self.http: HttpServer | None = None
+        #: the configuration's version, bumped by every live update (GET_BROKER_CONFIG's header)
+        self.config_version = DataVersion()
+        self.channel_expired_timeout_ms = CHANNEL_EXPIRED_TIMEOUT_MS
+        self.housekeeping_interval_s = HOUSEKEEPING_INTERVAL_S
+        self.start_time_ms = _now_ms()
+        #: True once the store is recovered, dispatch has caught up and the listeners are open
+        self.ready = False
+        self.stopping = False
+        self._stopped = False
+        self._topic_lock = threading.Lock()  # topic creation may be called from worker threads
+        self._extra_system_topics: set[str] = set()
+        self._dirty: set[ConfigManager] = set()
+        self._dirty_lock = threading.Lock()
+        self._persist_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bring the broker up; raises (with everything it opened closed again) if it cannot."""
+        self.loop = asyncio.get_running_loop()
+        try:
+            if self.broker_config.http_listen_port > 0:
+                from rocketstore.broker.http_server import HttpServer
+
+                self.http = HttpServer(self, self.broker_config.listen_host, self.broker_config.http_listen_port)
+                await self.http.start()
+            await asyncio.to_thread(self._load_tables)
+            await asyncio.to_thread(self.store.load)
+            await asyncio.to_thread(self.store.start)
+            self.register_processors()
+            await self.remoting.start()
+            self.store_host = HostAddress(self.store_host.host, self.remoting.port)
+            if self.broker_config.namesrv_listen_port > 0:
+                from rocketstore.broker.namesrv import NameServer
+
+                self.namesrv = NameServer(self, self.broker_config.listen_host, self.broker_config.namesrv_listen_port)
+                await self.namesrv.start()
+        except BaseException:
+            await self._close_partial_start()
+            raise
+        self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
+        self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
+        self.start_time_ms = _now_ms()
+        self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
+        self.ready = True
+        log.info("broker %s of cluster %s serving on %s", self.broker_config.broker_name,
+                 self.broker_config.broker_cluster_name, self.broker_addr)
+
+    async def _close_partial_start(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.namesrv is not None:
+                await self.namesrv.stop(0)
+            await self.remoting.stop(0)
+        with contextlib.suppress(Exception):
+            # stops what start() started; after a bare load() it only releases the directory lock
+            await asyncio.to_thread(self.store.shutdown)
+        if self.http is not None:
+            with contextlib.suppress(Exception):
+                await self.http.stop()
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Graceful stop; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stopping = True
+        self.ready = False
+        for listener in self.shutdown_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("shutdown listener failed")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.namesrv is not None:
+            await self.namesrv.stop(grace_s)
+        await self.remoting.stop(grace_s)
+        if self._persist_task is not None:
+            with contextlib.suppress(Exception):
+                await self._persist_task
+        await asyncio.to_thread(self._persist_all)
+        await asyncio.to_thread(self.store.shutdown)
+        if self.http is not None:
+            await self.http.stop()
+        log.info("broker %s stopped", self.broker_config.broker_name)
+
+    def register_processors(self) -> None:
+        """Import every module of ``processor.PROCESSOR_MODULES`` and call its ``register(self)``."""
+        from rocketstore.broker.processor import PROCESSOR_MODULES
+
+        for name in PROCESSOR_MODULES:
+            module = importlib.import_module(name)
+            module.register(self)
+
+    # -- config tables -------------------------------------------------------------------------
+    def _load_tables(self) -> None:
+        self._create_system_topics()
+        for name in SYSTEM_GROUPS:
+            self.subscription_group_manager.put(SubscriptionGroupConfig(group_name=name))
+        self.topic_config_manager.load()
+        self.subscription_group_manager.load()
+        self.consumer_offset_manager.load()
+
+    def _create_system_topics(self) -> None:
+        """The topics RocketMQ's TopicConfigManager creates in its constructor."""
+        cfg = self.broker_config
+        rw = PERM_READ | PERM_WRITE
+        put = self.topic_config_manager.put
+        put(TopicConfig(RMQ_SYS_SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1))
+        if cfg.auto_create_topic_enable:
+            put(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=cfg.default_topic_queue_nums,
+                            write_queue_nums=cfg.default_topic_queue_nums, perm=PERM_INHERIT | rw))
+        put(TopicConfig(RMQ_SYS_BENCHMARK_TOPIC, read_queue_nums=1024, write_queue_nums=1024))
+        put(TopicConfig(cfg.broker_cluster_name, perm=PERM_INHERIT | (rw if cfg.cluster_topic_enable else 0)))
+        put(TopicConfig(cfg.broker_name, read_queue_nums=1, write_queue_nums=1,
+                        perm=PERM_INHERIT | (rw if cfg.broker_topic_enable else 0)))
+        put(TopicConfig(RMQ_SYS_OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1))
+        put(TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, read_queue_nums=SCHEDULE_TOPIC_QUEUE_NUM,
+                        write_queue_nums=SCHEDULE_TOPIC_QUEUE_NUM))
+        if cfg.trace_topic_enable:
+            put(TopicConfig(cfg.msg_trace_topic_name, read_queue_nums=1, write_queue_nums=1))
+            self._extra_system_topics.add(cfg.msg_trace_topic_name)
+        reply = f"{cfg.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}"
+        put(TopicConfig(reply, read_queue_nums=1, write_queue_nums=1))
+        self._extra_system_topics.update({cfg.broker_cluster_name, cfg.broker_name, reply})
+
+    def is_system_topic(self, topic: str) -> bool:
+        """TopicValidator.isSystemTopic, including this broker's cluster/broker-name topics."""
+        return topic in _BASE_SYSTEM_TOPICS or topic in self._extra_system_topics or topic.startswith(
+            SYSTEM_TOPIC_PREFIX)
+
+    def tables_changed(self, *managers: ConfigManager) -> None:
+        """Note that tables changed; they are written soon in a worker thread (thread-safe)."""
+        with self._dirty_lock:
+            self._dirty.update(managers)
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._schedule_persist)
+
+    def _schedule_persist(self) -> None:
+        if self._persist_task is None or self._persist_task.done():
+            assert self.loop is not None
+            self._persist_task = self.loop.create_task(self._persist_dirty())
+
+    async def _persist_dirty(self) -> None:
+        while True:
+            with self._dirty_lock:
+                dirty = list(self._dirty)
+                self._dirty.clear()
+            if not dirty:
+                return
+            for manager in dirty:
+                try:
+                    await asyncio.to_thread(manager.persist)
+                except OSError:
+                    log.exception("writing %s failed; retrying with the next change or at shutdown", manager.path)
+
+    def _persist_all(self) -> None:
+        with self._dirty_lock:
+            self._dirty.clear()
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
+            try:
+                manager.persist()
+            except OSError:
+                log.exception("writing %s failed", manager.path)
+
+    def topic_config_for_send(self, topic: str, default_topic: str, default_queue_nums: int,
+                              sys_flag: int) -> TopicConfig | None:
+        """The topic's config, auto-created from ``default_topic`` (TBW102) when that is allowed.
+
+        RocketMQ's createTopicInSendMessageMethod: the new topic takes min(client's
+        defaultTopicQueueNums, default topic's write queues) queues, the default topic's
+        permissions without INHERIT and its filter type; it is created only when the default
+        topic exists and has PERM_INHERIT (TBW102 never does while autoCreateTopicEnable is off).
+        """
+        with self._topic_lock:
+            existing = self.topic_config_manager.get(topic)
+            if existing is not None:
+                return existing
+            default = self.topic_config_manager.get(default_topic)
+            if default is None:
+                log.warning("cannot create topic %s: default topic %s does not exist", topic, default_topic)
+                return None
+            perm = default.perm
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
+                perm = PERM_READ | PERM_WRITE
+            if not perm & PERM_INHERIT:
+                log.warning("cannot create topic %s: default topic %s has no inherit permission (%d)",
+                            topic, default_topic, perm)
+                return None
+            queue_nums = max(min(default_queue_nums, default.write_queue_nums), 0)
+            created = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums,
+                                  perm=perm & ~PERM_INHERIT, topic_filter_type=default.topic_filter_type,
+                                  topic_sys_flag=sys_flag)
+            self.topic_config_manager.put(created)
+        log.info("created topic %s from %s: %s", topic, default_topic, created)
+        self.tables_changed(self.topic_config_manager)
+        return created
+
+    def create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int, sys_flag: int) -> TopicConfig:
+        """The topic's config, created as given if missing (retry and DLQ topics)."""
+        with self._topic_lock:
+            existing = self.topic_config_manager.get(topic)
+            if existing is not None:
+                return existing
+            created = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm,
+                                  topic_sys_flag=sys_flag)
+            self.topic_config_manager.put(created)
+        log.info("created topic %s", created)
+        self.tables_changed(self.topic_config_manager)
+        return created
+
+    def subscription_group(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; created with defaults when autoCreateSubscriptionGroup is on (or for
+        a ``CID_RMQ_SYS_`` group), else None."""
+        config = self.subscription_group_manager.get(group)
+        if config is not None:
+            return config
+        if not (self.broker_config.auto_create_subscription_group or group.startswith(CID_RMQ_SYS_PREFIX)):
+            return None
+        with self._topic_lock:
+            config = self.subscription_group_manager.get(group)
+            if config is not None:
+                return config
+            config = SubscriptionGroupConfig(group_name=group)
+            self.subscription_group_manager.put(config)
+        log.info("auto-created subscription group %s", group)
+        self.tables_changed(self.subscription_group_manager)
+        return config
+
+    # -- configuration -------------------------------------------------------------------------
+    def all_config_properties(self) -> dict[str, str]:
+        """Every broker and store key with its current value (GET_BROKER_CONFIG's body)."""
+        props = self.broker_config.to_properties()
+        props.update(self.store_config.to_properties())
+        return props
+
+    def update_config(self, props: Mapping[str, str]) -> dict[str, str]:
+        """Apply broker.conf keys live, all or nothing; returns the keys whose value changed.
+
+        Store keys go through ``StoreConfig.update``, broker keys to ``BrokerConfig``; an
+        unknown key or a bad value raises ConfigError and changes nothing. Nothing is written
+        back to broker.conf (RocketMQ does; see broker_config.py). Keys read only at start-up
+        (ports, paths) are stored but take effect at the next start, as in RocketMQ.
+        """
+        store_part, broker_part, unknown = split_properties(props)
+        if unknown:
+            key, raw = next(iter(unknown.items()))
+            raise ConfigError(key, raw, "not a broker or message store config key")
+        broker_values = self.broker_config.parse_update(broker_part)
+        changed = self.store_config.update(store_part)  # parses everything before assigning anything
+        changed.update(self.broker_config.apply(broker_values))
+        if changed:
+            self.config_version = self.config_version.next()
+            log.info("configuration updated: %s", changed)
+        return changed
+
+    # -- periodic tasks ------------------------------------------------------------------------
+    async def _flush_offsets_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.broker_config.flush_consumer_offset_interval, 100) / 1000)
+            try:
+                await asyncio.to_thread(self.consumer_offset_manager.persist)
+            except OSError:
+                log.exception("writing consumer offsets failed; retrying at the next interval")
+
+    async def _housekeeping_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.housekeeping_interval_s)
+            self.scan_expired_clients()
+
+    def scan_expired_clients(self) -> None:
+        """Drop clients silent past the channel expiry and close their connections."""
+        timeout = self.channel_expired_timeout_ms
+        for conn in {*self.consumer_manager.scan_expired(timeout), *self.producer_manager.scan_expired(timeout)}:
+            conn.close()
+
+    def _on_disconnect(self, conn: Connection) -> None:
+        self.consumer_manager.connection_closed(conn)
+        self.producer_manager.connection_closed(conn)
+
+    # -- dispatch notifications ----------------------------------------------------------------
+    def _on_message_arriving(self, request: DispatchRequest) -> None:
+        """Called in the dispatch thread; hands the news to the loop (long polling wakes there).
+
+        Arrivals are collected per queue and handed over in one loop callback: a callback per
+        message wrote the loop's wake-up pipe once per message, a fifth of the broker's time
+        under batch sends. The callback is scheduled after the ConsumeQueue entry is written,
+        so a pull held on the loop before it runs is still woken.
+        """
+        loop = self.loop
+        if loop is None or not self.message_arriving_listeners or loop.is_closed():
+            return
+        key = (request.topic, request.queue_id)
+        with self._arrived_lock:
+            previous = self._arrived.get(key)
+            self._arrived[key] = (request.consume_queue_offset + 1, 1 if previous is None else previous[1] + 1)
+            if self._arrivals_scheduled:
+                return
+            self._arrivals_scheduled = True
+        loop.call_soon_threadsafe(self._notify_arriving)
+
+    def _notify_arriving(self) -> None:
+        with self._arrived_lock:
+            arrived, self._arrived = self._arrived, {}
+            self._arrivals_scheduled = False
+        for (topic, queue_id), (max_offset, count) in arrived.items():
+            for listener in self.message_arriving_listeners:
+                listener(topic, queue_id, max_offset, count)
+
+    @property
+    def broker_addr(self) -> str:
+        """host:port clients connect to, as published in routes."""
+        return f"{self.store_host.host}:{self.remoting.port}"
+
+
+def _local_ip() -> str:
+    """The address other hosts reach us on when brokerIP1 is not set: what our host name resolves
+    to (a pod's own IP in Kubernetes), else loopback."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

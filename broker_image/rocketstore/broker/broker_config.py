@@ -1,0 +1,322 @@
+"""Broker configuration: RocketMQ 4.9.8's ``BrokerConfig`` as a dataclass, plus RocketStore's own keys.
+
+One broker.conf configures the whole process, as in RocketMQ: :func:`load_config` hands the keys
+:class:`store.config.StoreConfig` knows to it and every other key to :class:`BrokerConfig`. Keys
+neither knows (Netty tuning such as ``serverWorkerThreads``, keys of newer RocketMQ versions) are
+logged once and ignored, which is what RocketMQ does with them. Values are parsed by the same
+converters as the store's half (``store.config.config_converters``): Java int/long ranges, Java
+booleans, and an error naming the key for a value RocketMQ would silently drop.
+
+Every RocketMQ 4.9.8 ``BrokerConfig`` field is here, with its default and its key spelled the way
+RocketMQ's setters spell it (``brokerIP1``, ``namesrvAddr``...), so ``GET_BROKER_CONFIG`` prints the
+keys an operator knows. Most of them (thread pool sizes, commercial counters, ACL, transactions)
+have no effect in RocketStore: the broker is one asyncio loop plus the store's threads.
+
+``listenPort`` belongs to RocketMQ's ``NettyServerConfig``; the broker's startup sets it to 10911,
+which is its default here.
+
+RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a shared broker.conf):
+
+``listenHost``         address the remoting, name-server and HTTP listeners bind (default 0.0.0.0)
+``namesrvListenPort``  port of the embedded name-server role (default 9876, RocketMQ's name server
+                       port); 0 or a negative value disables the role
+``httpListenPort``     port of the HTTP side listener with ``/metrics``, ``/healthz`` and ``/readyz``
+                       (default 10925: next to the broker's 10909/10911/10912, used by nothing in
+                       RocketMQ); 0 or a negative value disables it
+``clusterPeers``       comma-separated ``brokerName@host:port`` of the other brokers of this
+                       cluster (their remoting addresses). The name-server role lists them in
+                       every route and in the cluster info, so clients spread queues over all of
+                       them: this is how a cluster scales out. Each peer is assumed to carry the
+                       same topic configuration as this broker (the operator configures them
+                       alike); a client that meets a topic a peer lacks gets that peer's answer.
+``maxDispatchLagBytes`` how far (bytes of CommitLog) dispatch may trail the last append before a
+                       send waits for it, up to ``waitTimeMillsInSendQueue``, before being
+                       stored (default 1 MiB; 0 turns it off). Dispatch (ConsumeQueue and
+                       IndexFile entries, which make a message visible to consumers) runs on its
+                       own thread but shares CPython's interpreter lock with the send path; under a
+                       flat-out send load it fell seconds behind, so acknowledged messages stayed
+                       invisible that long. The wait hands it the lock and bounds that gap.
+
+Live updates (``UPDATE_BROKER_CONFIG``) change the in-memory objects only. RocketMQ also rewrites
+broker.conf with the merged configuration; RocketStore does not touch the operator's file, so a
+live change lasts until the next restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Final
+
+from rocketstore.store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
+from rocketstore.store.config import (
+    ConfigError,
+    StoreConfig,
+    assign_changed,
+    config_converters,
+    config_to_properties,
+    convert_known,
+    load_broker_conf,
+)
+
+__all__ = [
+    "BROKER_FIELD_BY_KEY",
+    "BROKER_KEY_BY_FIELD",
+    "BrokerConfig",
+    "ClusterPeer",
+    "load_config",
+    "load_config_file",
+    "local_address",
+    "split_properties",
+]
+
+log = logging.getLogger(__name__)
+
+_CPUS: Final = os.cpu_count() or 1
+
+
+def local_address() -> str:
+    """What our host name resolves to (a pod's own IP in Kubernetes), else loopback.
+
+    RocketMQ's default for brokerIP1 is the first non-loopback address of the host.
+    """
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def _local_host_name() -> str:
+    # RocketMQ: InetAddress.getLocalHost().getHostName(), "DEFAULT_BROKER" when that fails.
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+def _key(name: str) -> dict[str, str]:
+    """Metadata for a field whose key is not the camelCase of its name."""
+    return {"key": name}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPeer:
+    """Another broker of this cluster, as listed in ``clusterPeers``."""
+
+    broker_name: str
+    addr: str  # host:port of its remoting listener
+
+
+@dataclass(kw_only=True, slots=True)
+class BrokerConfig:
+    """RocketMQ 4.9.8 ``BrokerConfig`` (same order, same defaults) and RocketStore's extensions.
+
+    Readers read attributes at the point of use, so a live update takes effect where it can.
+    """
+
+    rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    namesrv_addr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
+    broker_ip1: str = field(default_factory=local_address, metadata=_key("brokerIP1"))
+    broker_ip2: str = field(default_factory=local_address, metadata=_key("brokerIP2"))
+    broker_name: str = field(default_factory=_local_host_name)
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0  # MixAll.MASTER_ID; Java long
+    broker_permission: int = 0x4 | 0x2  # PERM_READ | PERM_WRITE
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    message_store_plug_in: str = ""
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    trace_topic_enable: bool = False
+    send_message_thread_pool_nums: int = min(_CPUS, 4)
+    put_message_future_thread_pool_nums: int = min(_CPUS, 4)
+    pull_message_thread_pool_nums: int = 16 + _CPUS * 2
+    process_reply_message_thread_pool_nums: int = 16 + _CPUS * 2
+    query_message_thread_pool_nums: int = 8 + _CPUS
+    admin_broker_thread_pool_nums: int = 16
+    client_manage_thread_pool_nums: int = 32
+    consumer_manage_thread_pool_nums: int = 32
+    heartbeat_thread_pool_nums: int = min(32, _CPUS)
+    end_transaction_thread_pool_nums: int = max(8 + _CPUS * 2, min(_CPUS, 4) * 4)
+    flush_consumer_offset_interval: int = 1000 * 5
+    flush_consumer_offset_history_interval: int = 1000 * 60
+    reject_transaction_message: bool = False
+    fetch_namesrv_addr_by_address_server: bool = False
+    send_thread_pool_queue_capacity: int = 10000
+    put_thread_pool_queue_capacity: int = 10000
+    pull_thread_pool_queue_capacity: int = 100000
+    reply_thread_pool_queue_capacity: int = 10000
+    query_thread_pool_queue_capacity: int = 20000
+    client_manager_thread_pool_queue_capacity: int = 1000000
+    consumer_manager_thread_pool_queue_capacity: int = 1000000
+    heartbeat_thread_pool_queue_capacity: int = 50000
+    end_transaction_pool_queue_capacity: int = 100000
+    filter_server_nums: int = 0
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000  # Java long
+    notify_consumer_ids_changed_enable: bool = True
+    high_speed_mode: bool = False
+    commercial_enable: bool = True
+    commercial_timer_count: int = 1
+    commercial_trans_count: int = 1
+    commercial_big_count: int = 1
+    commercial_base_count: int = 1
+    transfer_msg_by_heap: bool = True
+    max_delay_time: int = 40
+    region_id: str = "DefaultRegion"
+    register_broker_timeout_mills: int = 6000
+    slave_read_enable: bool = False
+    disable_consume_if_consumer_read_slowly: bool = False
+    consumer_fallbehind_threshold: int = 1024 * 1024 * 1024 * 16  # Java long
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = 200  # Java long
+    wait_time_mills_in_pull_queue: int = 5 * 1000  # Java long
+    wait_time_mills_in_heartbeat_queue: int = 31 * 1000  # Java long
+    wait_time_mills_in_transaction_queue: int = 3 * 1000  # Java long
+    start_accept_send_request_time_stamp: int = 0  # Java long
+    trace_on: bool = True
+    enable_calc_filter_bit_map: bool = False
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
+    filter_data_clean_time_span: int = 24 * 3600 * 1000  # Java long
+    filter_support_retry: bool = False
+    enable_property_filter: bool = False
+    compressed_register: bool = False
+    force_register: bool = True
+    register_name_server_period: int = 1000 * 30
+    transaction_time_out: int = 6 * 1000  # Java long
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60 * 1000  # Java long
+    acl_enable: bool = False
+    store_reply_message_enable: bool = True
+    enable_detail_stat: bool = True
+    auto_delete_unused_stats: bool = False
+    isolate_log_enable: bool = False
+    config_black_list: str = "configBlackList;brokerConfigPath"
+    # NettyServerConfig.listenPort, as BrokerStartup sets it.
+    listen_port: int = 10911
+    # -- RocketStore extensions (see the module docstring) --
+    listen_host: str = "0.0.0.0"
+    namesrv_listen_port: int = 9876
+    http_listen_port: int = 10925
+    cluster_peers: str = ""
+    max_dispatch_lag_bytes: int = 1024 * 1024
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
+        """Build from broker.conf properties; returns the config and the keys it does not know."""
+        values, unknown = _convert_known(props)
+        config = cls()
+        for name, value in values.items():
+            setattr(config, name, value)
+        config.cluster_peer_list()  # a malformed clusterPeers fails at start-up, naming the key
+        return config, unknown
+
+    def parse_update(self, props: Mapping[str, str]) -> dict[str, object]:
+        """Parse (without applying) camelCase properties: field name -> new value.
+
+        Raises ConfigError for an unknown key or a bad value, so the caller can validate every
+        half of an update before applying any.
+        """
+        values, unknown = _convert_known(props)
+        if unknown:
+            key, raw = next(iter(unknown.items()))
+            raise ConfigError(key, raw, "not a broker or message store config key")
+        if "cluster_peers" in values:
+            _parse_peers(str(values["cluster_peers"]))
+        return values
+
+    def apply(self, values: Mapping[str, object]) -> dict[str, str]:
+        """Assign values from :meth:`parse_update`; returns the changed keys with their new text."""
+        return assign_changed(self, values, BROKER_KEY_BY_FIELD)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every set field as camelCase key/value text; None fields left out, as RocketMQ does."""
+        return config_to_properties(self, BROKER_KEY_BY_FIELD)
+
+    def cluster_peer_list(self) -> list[ClusterPeer]:
+        return _parse_peers(self.cluster_peers)
+
+    def config_black_list_keys(self) -> set[str]:
+        """Keys ``UPDATE_BROKER_CONFIG`` refuses (RocketMQ's configBlackList, ';'-separated)."""
+        return {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+BROKER_KEY_BY_FIELD: Final[Mapping[str, str]] = MappingProxyType(
+    {f.name: str(f.metadata.get("key") or _camel(f.name)) for f in fields(BrokerConfig)}
+)
+BROKER_FIELD_BY_KEY: Final[Mapping[str, str]] = MappingProxyType({k: n for n, k in BROKER_KEY_BY_FIELD.items()})
+
+_LONG_FIELDS: Final = frozenset({
+    "broker_id", "short_polling_time_mills", "consumer_fallbehind_threshold", "wait_time_mills_in_send_queue",
+    "wait_time_mills_in_pull_queue", "wait_time_mills_in_heartbeat_queue", "wait_time_mills_in_transaction_queue",
+    "start_accept_send_request_time_stamp", "filter_data_clean_time_span", "transaction_time_out",
+    "transaction_check_interval",
+})
+_CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(BrokerConfig, _LONG_FIELDS)
+
+if set(BROKER_FIELD_BY_KEY) & set(STORE_FIELD_BY_KEY):
+    raise RuntimeError(f"keys in both configs: {set(BROKER_FIELD_BY_KEY) & set(STORE_FIELD_BY_KEY)}")
+
+
+def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
+    return convert_known(props, BROKER_FIELD_BY_KEY, _CONVERTERS)
+
+
+def _parse_peers(text: str) -> list[ClusterPeer]:
+    peers: list[ClusterPeer] = []
+    for item in text.split(","):
+        entry = item.strip()
+        if not entry:
+            continue
+        name, sep, addr = entry.partition("@")
+        host, colon, port = addr.strip().rpartition(":")
+        if not sep or not name.strip() or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError("clusterPeers", text, f"entry {entry!r} is not brokerName@host:port")
+        peers.append(ClusterPeer(name.strip(), addr.strip()))
+    return peers
+
+
+def split_properties(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Split properties into (store keys, broker keys, unknown keys)."""
+    store: dict[str, str] = {}
+    broker: dict[str, str] = {}
+    unknown: dict[str, str] = {}
+    for key, value in props.items():
+        if key in STORE_FIELD_BY_KEY:
+            store[key] = value
+        elif key in BROKER_FIELD_BY_KEY:
+            broker[key] = value
+        else:
+            unknown[key] = value
+    return store, broker, unknown
+
+
+def load_config(props: Mapping[str, str]) -> tuple[BrokerConfig, StoreConfig]:
+    """Both configs from broker.conf properties; unknown keys are logged once and ignored."""
+    store_config, rest = StoreConfig.from_properties(props)
+    return _broker_half(rest), store_config
+
+
+def load_config_file(path: str | os.PathLike[str]) -> tuple[BrokerConfig, StoreConfig]:
+    """Read a broker.conf (ISO-8859-1, as ``Properties.load`` reads it) into both configs."""
+    store_config, rest = load_broker_conf(path)
+    return _broker_half(rest), store_config
+
+
+def _broker_half(rest: Mapping[str, str]) -> BrokerConfig:
+    broker_config, unknown = BrokerConfig.from_properties(rest)
+    if unknown:
+        log.warning("ignoring broker.conf keys RocketStore does not use: %s", ", ".join(sorted(unknown)))
+    return broker_config

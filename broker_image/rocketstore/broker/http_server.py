@@ -1,0 +1,176 @@
+"""HTTP side port (``httpListenPort``): ``/metrics``, ``/healthz``, ``/readyz``.
+
+    /healthz   200 while the process serves HTTP at all (liveness: a wedged loop stops answering)
+    /readyz    200 once the store is recovered, start-up dispatch has caught up and the remoting
+               listeners are open; 503 before that (recovery can take a while) and while stopping
+    /metrics   Prometheus text format (prometheus-client), values read at scrape time
+
+Why a small asyncio server on the broker's loop rather than prometheus_client's own HTTP
+thread: the broker's client tables (consumer groups, connections) are loop-owned and read
+without locks, so scraping on the loop sees consistent values; ``/healthz`` answered by the loop
+proves the loop is alive, which a separate thread cannot; and nothing extra runs while nobody
+scrapes. Metric families are produced by a custom collector in a private registry (no global
+state, several brokers per process in tests). Each request is one short GET; the server speaks
+just enough HTTP/1.1 for probes and Prometheus (one request per connection).
+
+Metrics (all prefixed ``rocketstore_``):
+
+    put_messages_total, put_bytes_total, put_failures_total          counters (rate() = TPS)
+    get_found_total, get_miss_total, get_messages_total              counters
+    commitlog_min_offset_bytes, commitlog_max_offset_bytes           gauges
+    dispatch_behind_bytes, disk_usage_ratio, disk_full               gauges
+    deleted_files_total{cause}                                       counter (store cleanup)
+    queue_max_offset{topic,queue_id}                                 gauge, per consume queue
+    consumer_lag{group,topic,queue_id}                               gauge: max offset - committed
+    consumer_groups_online, client_connections, ready                gauges
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+_MAX_REQUEST_HEAD = 8192
+_READ_TIMEOUT_S = 10.0
+
+
+class BrokerCollector(Collector):
+    """Reads the broker's and store's state when Prometheus scrapes."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        store = broker.store
+        stats = store.stats
+        counters = (
+            ("put_messages", "Messages stored", stats.put_message_times_total),
+            ("put_bytes", "Bytes of messages stored", stats.put_message_size_total),
+            ("put_failures", "Put requests the store refused or failed", stats.put_message_failed_times),
+            ("get_found", "Pulls that found messages", stats.get_message_times_total_found),
+            ("get_miss", "Pulls that found nothing", stats.get_message_times_total_miss),
+            ("get_messages", "Messages returned by pulls", stats.get_message_transferred_msg_count),
+        )
+        for name, doc, value in counters:
+            yield CounterMetricFamily(f"rocketstore_{name}", doc, value=value)
+        yield GaugeMetricFamily("rocketstore_ready", "1 when the broker serves clients", value=int(broker.ready))
+        if broker.ready:
+            yield from self._store_metrics()
+        yield GaugeMetricFamily("rocketstore_client_connections", "Open remoting connections",
+                                value=len(broker.remoting.connections))
+        yield GaugeMetricFamily("rocketstore_consumer_groups_online", "Consumer groups with a live member",
+                                value=len(broker.consumer_manager.groups))
+
+    def _store_metrics(self) -> Iterator[Metric]:
+        broker = self.broker
+        store = broker.store
+        yield GaugeMetricFamily("rocketstore_commitlog_min_offset_bytes", "First CommitLog offset still stored",
+                                value=store.min_phy_offset)
+        yield GaugeMetricFamily("rocketstore_commitlog_max_offset_bytes", "CommitLog end offset",
+                                value=store.max_phy_offset)
+        yield GaugeMetricFamily("rocketstore_dispatch_behind_bytes", "CommitLog bytes not yet in consume queues",
+                                value=store.dispatch_behind_bytes)
+        yield GaugeMetricFamily("rocketstore_disk_usage_ratio", "Used fraction of the CommitLog's disk",
+                                value=store.disk_usage_ratio())
+        yield GaugeMetricFamily("rocketstore_disk_full", "1 when the store refuses writes for lack of disk",
+                                value=int(store.running_flags.disk_full))
+        deleted = CounterMetricFamily("rocketstore_deleted_files", "Store files deleted, by cause", labels=["cause"])
+        for cause, count in sorted(store.stats.deleted_files_by_cause.items()):
+            deleted.add_metric([cause], count)
+        yield deleted
+        max_offsets = GaugeMetricFamily("rocketstore_queue_max_offset", "Next message offset of a consume queue",
+                                        labels=["topic", "queue_id"])
+        for topic, queues in sorted(store.consume_queue_table.items()):
+            for queue_id, cq in sorted(queues.items()):
+                max_offsets.add_metric([topic, str(queue_id)], cq.max_offset_in_queue)
+        yield max_offsets
+        lag = GaugeMetricFamily("rocketstore_consumer_lag", "Messages a group has not committed yet",
+                                labels=["group", "topic", "queue_id"])
+        for key, offsets in sorted(broker.consumer_offset_manager.offset_table().items()):
+            topic, _, group = key.partition("@")
+            for queue_id, committed in sorted(offsets.items()):
+                behind = store.get_max_offset_in_queue(topic, queue_id) - committed
+                lag.add_metric([group, topic, str(queue_id)], max(behind, 0))
+        yield lag
+
+
+class HttpServer:
+    """The side listener; ``port`` is the bound port after :meth:`start`."""
+
+    def __init__(self, broker: BrokerController, host: str, port: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker))
+        self._server: asyncio.Server | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._clients):
+            task.cancel()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._clients.add(task)
+        try:
+            status, content_type, body = await self._respond(reader)
+            head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                    "Connection: close\r\n\r\n")
+            writer.write(head.encode("latin-1") + body)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        finally:
+            if task is not None:
+                self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _respond(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+        if len(head) > _MAX_REQUEST_HEAD:
+            return "431 Request Header Fields Too Large", "text/plain", b"request head too large\n"
+        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = request_line.split(" ")
+        if len(parts) != 3:
+            return "400 Bad Request", "text/plain", b"bad request line\n"
+        method, target, _ = parts
+        if method != "GET":
+            return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        path = target.split("?", 1)[0]
+        if path == "/healthz":
+            return "200 OK", "text/plain", b"ok\n"
+        if path == "/readyz":
+            if self.broker.ready:
+                return "200 OK", "text/plain", b"ready\n"
+            why = b"stopping\n" if self.broker.stopping else b"starting: store recovery or dispatch catch-up\n"
+            return "503 Service Unavailable", "text/plain", why
+        if path == "/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        return "404 Not Found", "text/plain", b"not found\n"

@@ -1,0 +1,317 @@
+"""Administration requests (what ``mqadmin`` and dashboards send), after RocketMQ's AdminBrokerProcessor.
+
+    GET_BROKER_CONFIG (26)            body: every broker and store key as ``key=value\\n`` lines;
+                                      ext field ``version``: the config DataVersion JSON
+    UPDATE_BROKER_CONFIG (25)         body: properties text; applied live, all or nothing
+                                      (retention keys such as fileReservedTime take effect at the
+                                      cleanup service's next pass); keys of configBlackList are
+                                      refused with NO_PERMISSION; nothing is written to broker.conf
+    GET_BROKER_RUNTIME_INFO (28)      body: KVTable ``{"table": {...}}``
+    DELETE_EXPIRED_COMMITLOG (329)    arms the store's manual deletion (20 passes, any hour)
+    UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21)
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+    DELETE_SUBSCRIPTIONGROUP (207)
+    GET_TOPIC_STATS_INFO (202)        TopicStatsTable: per write queue min/max offset and the
+                                      store time of the last message
+    GET_CONSUME_STATS (208)           ConsumeStats: per read queue brokerOffset, consumerOffset,
+                                      lastTimestamp; consumeTps (always 0: no per-group TPS kept)
+    GET_CONSUMER_CONNECTION_LIST (203), QUERY_TOPIC_CONSUME_BY_WHO (300)
+
+Bodies are fastjson text. TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``,
+which fastjson writes with the key *object* in key position, not a string:
+``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,...}}}``.
+That is not JSON, but it is what RocketMQ's admin tools parse, so it is what we send;
+:func:`decode_message_queue_table` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from rocketstore.broker.broker import BROKER_VERSION, BROKER_VERSION_DESC, validate_topic
+from rocketstore.broker.server import Connection
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rocketstore.store.config import ConfigError, parse_properties
+from rocketstore.store.config_manager import SubscriptionGroupConfig, TopicConfig, TopicFilterType, parse_fastjson
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _message_queue(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
+    # fastjson's order: properties sorted by name
+    return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
+
+
+def encode_message_queue_table(entries: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """A fastjson ``Map<MessageQueue, V>``: each key is the MessageQueue object itself."""
+    return "{" + ",".join(f"{_compact(key)}:{_compact(value)}" for key, value in entries) + "}"
+
+
+def decode_message_queue_table(text: str, field: str = "offsetTable") -> dict[tuple[str, str, int], Any]:
+    """Read ``{..., field: {{mq}: value, ...}}`` back: (topic, brokerName, queueId) -> value."""
+    decoder = json.JSONDecoder()
+    marker = f'"{field}":'
+    pos = text.index(marker) + len(marker)
+    out: dict[tuple[str, str, int], Any] = {}
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    pos = skip(pos)
+    if text[pos] != "{":
+        raise ValueError(f"{field} is not an object")
+    pos = skip(pos + 1)
+    while text[pos] != "}":
+        key, pos = decoder.raw_decode(text, pos)
+        pos = skip(pos)
+        if text[pos] != ":":
+            raise ValueError(f"expected ':' at {pos}")
+        value, pos = decoder.raw_decode(text, skip(pos + 1))
+        out[(key["topic"], key["brokerName"], int(key["queueId"]))] = value
+        pos = skip(pos)
+        if text[pos] == ",":
+            pos = skip(pos + 1)
+    return out
+
+
+def _human_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(bytes, si=false)."""
+    if n < 1024:
+        return f"{n} B"
+    exp = 0
+    value = float(n)
+    while value >= 1024 and exp < 6:
+        value /= 1024
+        exp += 1
+    return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+class AdminBrokerProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    # -- configuration -------------------------------------------------------------------------
+    async def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        props = self.broker.all_config_properties()
+        body = "".join(f"{key}={value}\n" for key, value in props.items()).encode("utf-8")
+        version = _compact(self.broker.config_version.to_dict())
+        return request.response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=body)
+
+    async def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if not request.body:
+            return request.response(ResponseCode.SUCCESS)
+        try:
+            props = parse_properties(request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        if set(props) & self.broker.broker_config.config_black_list_keys():
+            return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        log.info("UPDATE_BROKER_CONFIG from %s: %s", conn.peer, props)
+        try:
+            self.broker.update_config(props)
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=_compact({"table": self.runtime_info()}).encode())
+
+    def runtime_info(self) -> dict[str, str]:
+        broker = self.broker
+        store = broker.store
+        info = store.runtime_info()
+        stats = store.stats
+        info.update({
+            "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerVersion": str(BROKER_VERSION),
+            # RocketMQ counts these per day; RocketStore keeps totals since start.
+            "msgPutTotalTodayNow": str(stats.put_message_times_total),
+            "msgGetTotalTodayNow": str(stats.get_message_transferred_msg_count),
+            "startAcceptSendRequestTimeStamp": str(broker.broker_config.start_accept_send_request_time_stamp),
+            "bootTimestamp": str(broker.start_time_ms),
+        })
+        root = broker.store_config.root_dir()
+        if root.exists():
+            usage = shutil.disk_usage(root)
+            info["commitLogDirCapacity"] = f"Total : {_human_bytes(usage.total)}, Free : {_human_bytes(usage.free)}."
+        return info
+
+    async def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        log.warning("DELETE_EXPIRED_COMMITLOG from %s", conn.peer)
+        self.broker.store.execute_delete_files_manually()
+        return request.response(ResponseCode.SUCCESS)
+
+    # -- topics --------------------------------------------------------------------------------
+    async def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        topic = header.topic
+        problem = validate_topic(topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        if self.broker.is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        if header.topic_filter_type not in TopicFilterType.__members__:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"unknown topicFilterType {header.topic_filter_type!r}")
+        config = TopicConfig(topic, read_queue_nums=header.read_queue_nums, write_queue_nums=header.write_queue_nums,
+                             perm=header.perm, topic_filter_type=TopicFilterType[header.topic_filter_type],
+                             topic_sys_flag=header.topic_sys_flag or 0)
+        log.info("UPDATE_AND_CREATE_TOPIC from %s: %s", conn.peer, config)
+        self.broker.topic_config_manager.put(config)
+        self.broker.tables_changed(self.broker.topic_config_manager)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Forgets the topic's config; its consume queue files stay until their CommitLog expires."""
+        header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
+        problem = validate_topic(header.topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        if self.broker.is_system_topic(header.topic):
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The topic[{header.topic}] is conflict with system topic.")
+        log.info("DELETE_TOPIC_IN_BROKER from %s: %s", conn.peer, header.topic)
+        if self.broker.topic_config_manager.remove(header.topic) is not None:
+            self.broker.tables_changed(self.broker.topic_config_manager)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=self.broker.topic_config_manager.encode().encode())
+
+    async def get_topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        topic = request.ext_fields.get("topic", "")
+        config = self.broker.topic_config_manager.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = self.broker.store
+        name = self.broker.broker_config.broker_name
+        entries = []
+        for queue_id in range(config.write_queue_nums):
+            low = max(store.get_min_offset_in_queue(topic, queue_id), 0)
+            high = max(store.get_max_offset_in_queue(topic, queue_id), 0)
+            last = store.get_message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
+            entries.append((_message_queue(topic, name, queue_id),
+                            {"lastUpdateTimestamp": last, "maxOffset": high, "minOffset": low}))
+        body = '{"offsetTable":' + encode_message_queue_table(entries) + "}"
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    # -- consumer groups -----------------------------------------------------------------------
+    async def update_and_create_subscription_group(self, conn: Connection,
+                                                   request: RemotingCommand) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_dict(parse_fastjson(request.body.decode("utf-8")))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig body: {exc}")
+        log.info("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, config)
+        self.broker.subscription_group_manager.put(config)
+        self.broker.tables_changed(self.broker.subscription_group_manager)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_all_subscription_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=self.broker.subscription_group_manager.encode().encode())
+
+    async def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("groupName")
+        if not group:
+            return request.response(ResponseCode.SYSTEM_ERROR, "groupName is missing")
+        log.info("DELETE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, group)
+        broker = self.broker
+        if broker.subscription_group_manager.remove(group) is not None:
+            broker.tables_changed(broker.subscription_group_manager)
+        if request.ext_fields.get("removeOffset", "").lower() == "true":
+            broker.consumer_offset_manager.remove_group(group)
+            broker.tables_changed(broker.consumer_offset_manager)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        topic = request.ext_fields.get("topic") or ""
+        broker = self.broker
+        topics = sorted(broker.consumer_offset_manager.topics_of_group(group)) if not topic.strip() else [topic]
+        store = broker.store
+        name = broker.broker_config.broker_name
+        entries = []
+        for t in topics:
+            config = broker.topic_config_manager.get(t)
+            if config is None:
+                continue
+            online = broker.consumer_manager.find_subscription_data(group, t)
+            if online is None and broker.consumer_manager.subscription_count(group) > 0:
+                continue  # the online group does not subscribe to this topic
+            for queue_id in range(config.read_queue_nums):
+                broker_offset = max(store.get_max_offset_in_queue(t, queue_id), 0)
+                consumer_offset = max(broker.consumer_offset_manager.query_offset(group, t, queue_id), 0)
+                last = 0
+                if consumer_offset - 1 >= 0:
+                    stamp = store.get_message_store_timestamp(t, queue_id, consumer_offset - 1)
+                    last = stamp if stamp > 0 else 0
+                entries.append((_message_queue(t, name, queue_id), {
+                    "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last}))
+        body = '{"consumeTps":0.0,"offsetTable":' + encode_message_queue_table(entries) + "}"
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    async def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        info = self.broker.consumer_manager.get(group)
+        if info is None:
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        connections = []
+        for channel in info.channels.values():
+            try:
+                language = LanguageCode(channel.language).name
+            except ValueError:
+                language = LanguageCode.OTHER.name
+            connections.append({"clientAddr": channel.connection.peer, "clientId": channel.client_id,
+                                "language": language, "version": channel.version})
+        subscriptions = ",".join(f"{_compact(t)}:{s.to_json()}" for t, s in info.subscriptions.items())
+        fields: list[tuple[str, str]] = [("connectionSet", _compact(connections))]
+        for key, value in (("consumeFromWhere", info.consume_from_where), ("consumeType", info.consume_type),
+                           ("messageModel", info.message_model)):
+            if value is not None:
+                fields.append((key, _compact(value)))
+        fields.append(("subscriptionTable", "{" + subscriptions + "}"))
+        body = "{" + ",".join(f"{_compact(k)}:{v}" for k, v in fields) + "}"
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    async def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        topic = request.ext_fields.get("topic", "")
+        broker = self.broker
+        groups = broker.consumer_manager.groups_of_topic(topic) | broker.consumer_offset_manager.groups_of_topic(topic)
+        return request.response(ResponseCode.SUCCESS, body=_compact({"groupList": sorted(groups)}).encode())
+
+
+def register(broker: BrokerController) -> None:
+    p = AdminBrokerProcessor(broker)
+    handlers = {
+        RequestCode.GET_BROKER_CONFIG: p.get_broker_config,
+        RequestCode.UPDATE_BROKER_CONFIG: p.update_broker_config,
+        RequestCode.GET_BROKER_RUNTIME_INFO: p.get_runtime_info,
+        RequestCode.DELETE_EXPIRED_COMMITLOG: p.delete_expired_commit_log,
+        RequestCode.UPDATE_AND_CREATE_TOPIC: p.update_and_create_topic,
+        RequestCode.DELETE_TOPIC_IN_BROKER: p.delete_topic,
+        RequestCode.GET_ALL_TOPIC_CONFIG: p.get_all_topic_config,
+        RequestCode.GET_TOPIC_STATS_INFO: p.get_topic_stats,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.update_and_create_subscription_group,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.get_all_subscription_groups,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: p.delete_subscription_group,
+        RequestCode.GET_CONSUME_STATS: p.get_consume_stats,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: p.get_consumer_connection_list,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: p.query_topic_consume_by_who,
+    }
+    for code, handler in handlers.items():
+        broker.remoting.register(code, handler)

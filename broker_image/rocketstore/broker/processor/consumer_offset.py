@@ -1,0 +1,123 @@
+"""Consumer offsets and queue offsets: codes 14, 15, 29, 30, 31, 32 and 43.
+
+QUERY_CONSUMER_OFFSET (14)      the group's committed offset. When the group has none, RocketMQ's
+                                ConsumerManageProcessor answers offset 0 if the queue still
+                                starts at 0 (min offset <= 0) and its first message is not "in
+                                disk" (still within accessMessageInMemoryMaxRatio of the CommitLog
+                                head), so a new group on a young queue starts from the beginning;
+                                otherwise QUERY_NOT_FOUND (22), and the client applies its
+                                consumeFromWhere.
+UPDATE_CONSUMER_OFFSET (15)     commit an offset (clients send it one-way every 5 s).
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+GET_EARLIEST_MSG_STORETIME (32) the store's answers, always SUCCESS, as AdminBrokerProcessor.
+GET_ALL_CONSUMER_OFFSET (43)    the whole offset table as consumerOffset.json's JSON (slaves sync
+                                with it); SYSTEM_ERROR when empty, as RocketMQ.
+
+Committed offsets live in memory and are persisted by the broker's periodic flush
+(``flushConsumerOffsetInterval``) and at shutdown, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketstore.broker.server import Connection
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rocketstore.store.message_store import DefaultMessageStore
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+
+def first_message_in_disk(store: DefaultMessageStore, topic: str, queue_id: int) -> bool:
+    """RocketMQ's checkInDiskByConsumeOffset(topic, queueId, 0): is the queue's entry 0 far
+    enough behind the CommitLog head that reading it would hit the disk rather than memory?"""
+    cq = store.get_consume_queue(topic, queue_id)
+    entry = cq.entry(0) if cq is not None else None
+    if entry is None:
+        return False
+    memory = store.total_physical_memory * store.config.access_message_in_memory_max_ratio / 100
+    return store.max_phy_offset - entry.commit_log_offset > memory
+
+
+def query_consumer_offset(broker: BrokerController, header: QueryConsumerOffsetRequestHeader) -> int | None:
+    """The offset QUERY_CONSUMER_OFFSET answers, or None for QUERY_NOT_FOUND."""
+    offset = broker.consumer_offset_manager.query_offset(header.consumer_group, header.topic, header.queue_id)
+    if offset >= 0:
+        return offset
+    store = broker.store
+    if (store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0
+            and not first_message_in_disk(store, header.topic, header.queue_id)):
+        return 0
+    return None
+
+
+def register(broker: BrokerController) -> None:
+    store = broker.store
+
+    async def query_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = query_consumer_offset(broker, header)
+        if offset is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields=QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def update_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
+                                                     header.commit_offset)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def search_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def max_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = store.get_max_offset_in_queue(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def min_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        # RocketMQ creates a missing consume queue on this lookup and answers its min offset, 0
+        offset = max(store.get_min_offset_in_queue(header.topic, header.queue_id), 0)
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
+
+    async def earliest_time(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
+        timestamp = store.get_earliest_message_time(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp).to_ext_fields())
+
+    async def all_offsets(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if not broker.consumer_offset_manager.offset_table():
+            return request.response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
+        return request.response(ResponseCode.SUCCESS, body=broker.consumer_offset_manager.encode().encode())
+
+    broker.remoting.register(RequestCode.QUERY_CONSUMER_OFFSET, query_offset)
+    broker.remoting.register(RequestCode.UPDATE_CONSUMER_OFFSET, update_offset)
+    broker.remoting.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_offset)
+    broker.remoting.register(RequestCode.GET_MAX_OFFSET, max_offset)
+    broker.remoting.register(RequestCode.GET_MIN_OFFSET, min_offset)
+    broker.remoting.register(RequestCode.GET_EARLIEST_MSG_STORETIME, earliest_time)
+    broker.remoting.register(RequestCode.GET_ALL_CONSUMER_OFFSET, all_offsets)

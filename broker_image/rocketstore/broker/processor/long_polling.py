@@ -1,0 +1,159 @@
+"""PullRequestHoldService: long polling for PULL_MESSAGE.
+
+A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND flag is not answered at once:
+its handler awaits :meth:`PullRequestHoldService.wait_for_message`, which returns
+
+* the moment dispatch makes a message visible on that (topic, queue) past the pull's offset
+  and the message's tag code matches the pull's filter — the broker calls
+  :meth:`notify_message_arriving` on the loop with the messages dispatched since its last call;
+* when the pull's own suspend timeout expires (a per-request ``loop.call_later`` timer);
+* when the connection closes (the request is dropped, nobody is left to answer) or the
+  service is closed at shutdown.
+
+The caller then re-runs the pull and answers with whatever it finds, as RocketMQ's
+executeRequestWhenWakeup does. A coarse safety check every ``safety_interval_s`` (RocketMQ's
+PullRequestHoldService checks every 5 s) compares each waiting queue with the store's max
+offset, so a notification that never came cannot strand a pull; like RocketMQ's periodic
+check, it wakes without consulting the filter. Registration itself re-checks the queue, which
+closes the race between a pull finding nothing and a message arriving before it is held.
+
+Everything runs on the broker's event loop: no locks, and no polling besides the safety check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rocketstore.store.message_store import MessageFilter
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+    from rocketstore.broker.server import Connection
+
+log = logging.getLogger(__name__)
+
+SAFETY_INTERVAL_S = 5.0
+
+
+@dataclass(eq=False, slots=True)
+class HeldPull:
+    """One suspended pull: where it waits, from which offset, and how it is woken."""
+
+    conn: Connection
+    topic: str
+    queue_id: int
+    offset: int
+    message_filter: MessageFilter
+    future: asyncio.Future[bool] = field(repr=False)
+
+
+class PullRequestHoldService:
+    """Suspended pulls by (topic, queue id); woken by message arrival, timeout or disconnect."""
+
+    def __init__(self, broker: BrokerController, safety_interval_s: float = SAFETY_INTERVAL_S) -> None:
+        self.broker = broker
+        self.safety_interval_s = safety_interval_s
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._safety_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    def _has_new_message(self, held: HeldPull) -> bool:
+        return self.broker.store.get_max_offset_in_queue(held.topic, held.queue_id) > held.offset
+
+    async def wait_for_message(
+        self, conn: Connection, topic: str, queue_id: int, offset: int, message_filter: MessageFilter,
+        timeout_ms: int,
+    ) -> bool:
+        """Wait until a message past ``offset`` may be there, or ``timeout_ms`` passes.
+
+        Returns False when nobody should be answered any more (the connection closed), True
+        when the caller should re-run the pull and answer.
+        """
+        loop = asyncio.get_running_loop()
+        held = HeldPull(conn, topic, queue_id, offset, message_filter, loop.create_future())
+        if self._closed or self._has_new_message(held):
+            return True
+        if conn.closed.is_set():
+            return False
+        key = (topic, queue_id)
+        self._held.setdefault(key, []).append(held)
+        self._ensure_safety_task()
+        timer = loop.call_later(max(timeout_ms, 0) / 1000, _resolve, held.future, True)
+        try:
+            return await held.future
+        finally:
+            timer.cancel()
+            waiting = self._held.get(key)
+            if waiting is not None:
+                with contextlib.suppress(ValueError):
+                    waiting.remove(held)
+                if not waiting:
+                    del self._held[key]
+
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, arrived: int = 1) -> None:
+        """``arrived`` messages up to ``max_offset`` (exclusive) are visible: wake the pulls they may
+        satisfy. The tag filter is consulted for a single message only; for several (handed over
+        together) every pull past its offset is woken, as the safety check does, and re-runs."""
+        waiting = self._held.get((topic, queue_id))
+        if not waiting:
+            return
+        tags_code: int | None = None
+        looked_up = arrived > 1
+        for held in waiting:
+            if held.future.done() or max_offset <= held.offset:
+                continue
+            if not looked_up:
+                looked_up = True
+                cq = self.broker.store.get_consume_queue(topic, queue_id)
+                entry = cq.entry(max_offset - 1) if cq is not None else None
+                tags_code = entry.tags_code if entry is not None else None
+            if tags_code is None or held.message_filter.is_matched_by_consume_queue(tags_code):
+                _resolve(held.future, True)
+
+    def on_disconnect(self, conn: Connection) -> None:
+        """The client is gone: drop its suspended pulls without answering."""
+        for waiting in self._held.values():
+            for held in waiting:
+                if held.conn is conn:
+                    _resolve(held.future, False)
+
+    def check_held_requests(self) -> None:
+        """The safety check: wake every pull whose queue has grown past its offset."""
+        for waiting in list(self._held.values()):
+            for held in waiting:
+                if not held.future.done() and self._has_new_message(held):
+                    _resolve(held.future, True)
+
+    def _ensure_safety_task(self) -> None:
+        if self._safety_task is None or self._safety_task.done():
+            self._safety_task = asyncio.get_running_loop().create_task(self._safety_loop())
+
+    async def _safety_loop(self) -> None:
+        while self._held and not self._closed:
+            await asyncio.sleep(self.safety_interval_s)
+            try:
+                self.check_held_requests()
+            except Exception:  # a store read failing must not end the safety net
+                log.exception("checking suspended pulls failed")
+
+    def close(self) -> None:
+        """Shutdown: answer every suspended pull now (re-run) and hold no new ones."""
+        self._closed = True
+        for waiting in self._held.values():
+            for held in waiting:
+                _resolve(held.future, True)
+        if self._safety_task is not None:
+            self._safety_task.cancel()
+
+
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)

@@ -1,0 +1,183 @@
+"""PULL_MESSAGE (11): consumers read a queue, with long polling.
+
+Follows RocketMQ 4.9.8's PullMessageProcessor:
+
+1. refusals: broker not readable / group consumption disabled / topic not readable
+   (NO_PERMISSION), unknown group (SUBSCRIPTION_GROUP_NOT_EXIST; groups are auto-created when
+   ``autoCreateSubscriptionGroup``), unknown topic (TOPIC_NOT_EXIST), queueId outside
+   ``0..readQueueNums-1`` (SYSTEM_ERROR);
+2. the subscription: with the SUBSCRIPTION sysFlag bit, the request's own expression
+   (``*`` or ``TagA || TagB``); otherwise the one the group registered by heartbeat, when the
+   broker's client manager has it (push consumers send no expression), else the request's
+   expression or ``*`` — RocketMQ would answer SUBSCRIPTION_NOT_EXIST there, but a consumer that
+   pulls before its first heartbeat is better served by matching everything, since clients
+   re-check tags themselves. Expression types other than TAG are refused (SYSTEM_ERROR), as
+   RocketMQ does with ``enablePropertyFilter=false``;
+3. the store read, mapped to a response code per GetMessageStatus:
+
+   ========================================  =========================================
+   FOUND                                     SUCCESS, body = the raw records back to back
+   NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING  PULL_RETRY_IMMEDIATELY
+   OFFSET_FOUND_NULL, OFFSET_OVERFLOW_ONE    PULL_NOT_FOUND (held when SUSPEND is set)
+   NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE  PULL_OFFSET_MOVED if the request offset is not
+                                             0, else PULL_NOT_FOUND
+   OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL   PULL_OFFSET_MOVED
+   ========================================  =========================================
+
+   The remark is the status name; the header carries nextBeginOffset, minOffset, maxOffset
+   and suggestWhichBrokerId (0, the master, unless ``slaveReadEnable``);
+4. with the COMMIT_OFFSET bit the request's commitOffset is stored for the group (first run
+   only, never on a slave), even when the pull is then held.
+
+A held pull (see :mod:`rocketstore.broker.processor.long_polling`) waits at most its
+``suspendTimeoutMillis`` (capped at :data:`MAX_SUSPEND_MS`; ``shortPollingTimeMills`` when
+``longPollingEnable`` is false) and is then re-run once without holding, and answered.
+
+Store reads run on the event loop: a pull copies at most ``maxTransferBytesOnMessageInMemory``
+(256 KiB by default) out of the mapped segments, tens of microseconds, less than a thread
+hand-off. RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketstore.broker.processor.long_polling import PullRequestHoldService
+from rocketstore.broker.server import Connection
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from rocketstore.store.config import BrokerRole
+from rocketstore.store.config_manager import PERM_READ
+from rocketstore.store.message_store import GetMessageResult, TagFilter
+from rocketstore.store.status import GetMessageStatus
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+# The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
+MAX_SUSPEND_MS = 15_000
+MASTER_ID = 0
+EXPRESSION_TYPE_TAG = "TAG"
+
+
+_CODE_BY_STATUS = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def response_code_for(status: GetMessageStatus, request_offset: int) -> ResponseCode:
+    """The PULL_MESSAGE response code for a store outcome (PullMessageProcessor's switch)."""
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _CODE_BY_STATUS[status]
+
+
+class PullMessageProcessor:
+    def __init__(self, broker: BrokerController, hold_service: PullRequestHoldService) -> None:
+        self.broker = broker
+        self.hold_service = hold_service
+
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        outcome = self.process(conn, request, header, allow_suspend=True)
+        if isinstance(outcome, RemotingCommand):
+            return outcome
+        message_filter, timeout_ms = outcome
+        answer = await self.hold_service.wait_for_message(
+            conn, header.topic, header.queue_id, header.queue_offset, message_filter, timeout_ms)
+        if not answer:
+            return None  # the connection is gone
+        rerun = self.process(conn, request, header, allow_suspend=False)
+        assert isinstance(rerun, RemotingCommand)
+        return rerun
+
+    def _subscription(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> TagFilter | RemotingCommand:
+        expression = header.subscription
+        expression_type = header.expression_type or EXPRESSION_TYPE_TAG
+        if not header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            registered = self.broker.consumer_manager.find_subscription_data(header.consumer_group, header.topic)
+            if registered is not None:
+                expression, expression_type = registered.sub_string, registered.expression_type or "TAG"
+        if expression_type.upper() != EXPRESSION_TYPE_TAG:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The broker does not support consumer to filter message by {expression_type}")
+        return TagFilter(expression)
+
+    def process(
+        self, conn: Connection, request: RemotingCommand, header: PullMessageRequestHeader, *, allow_suspend: bool
+    ) -> RemotingCommand | tuple[TagFilter, int]:
+        """One run of the pull: a response, or (filter, timeout) when the pull should be held."""
+        broker = self.broker
+        cfg = broker.broker_config
+        if not cfg.broker_permission & PERM_READ:
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the broker[{broker.store_host.host}] pulling message is forbidden")
+        group = broker.subscription_group(header.consumer_group)
+        if group is None:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    f"subscription group [{header.consumer_group}] does not exist")
+        if not group.consume_enable:
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"subscription group no permission, {header.consumer_group}")
+        topic_config = broker.topic_config_manager.get(header.topic)
+        if topic_config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    f"topic[{header.topic}] not exist, apply first please!")
+        if not topic_config.perm & PERM_READ:
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the topic[{header.topic}] pulling message is forbidden")
+        if not 0 <= header.queue_id < topic_config.read_queue_nums:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{conn.peer}]")
+        message_filter = self._subscription(request, header)
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
+
+        result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
+                                          header.queue_offset, header.max_msg_nums, message_filter)
+        code = response_code_for(result.status, header.queue_offset)
+        is_slave = broker.store_config.broker_role is BrokerRole.SLAVE
+        if is_slave and not cfg.slave_read_enable:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        if code is ResponseCode.PULL_OFFSET_MOVED and is_slave and not broker.store_config.offset_check_in_slave:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        suggest = MASTER_ID
+        if cfg.slave_read_enable:
+            suggest = group.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else group.broker_id
+
+        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not is_slave:
+            broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
+                                                         header.commit_offset)
+        if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
+            timeout = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
+            return message_filter, min(timeout, MAX_SUSPEND_MS)
+        return self._response(request, code, result, suggest)
+
+    @staticmethod
+    def _response(request: RemotingCommand, code: int, result: GetMessageResult, suggest: int) -> RemotingCommand:
+        fields = PullMessageResponseHeader(
+            suggest_which_broker_id=suggest, next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset, max_offset=result.max_offset,
+        ).to_ext_fields()
+        body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
+        return request.response(code, result.status.value, fields, body)
+
+
+def register(broker: BrokerController) -> None:
+    hold_service = PullRequestHoldService(broker)
+    processor = PullMessageProcessor(broker, hold_service)
+    broker.message_arriving_listeners.append(hold_service.notify_message_arriving)
+    broker.remoting.on_disconnect.append(hold_service.on_disconnect)
+    broker.shutdown_listeners.append(hold_service.close)
+    broker.remoting.register(RequestCode.PULL_MESSAGE, processor.handle)

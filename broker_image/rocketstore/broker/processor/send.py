@@ -1,0 +1,351 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): producers' puts.
+
+Code 10 carries the long header names (Go and C++ clients), 310/320 the one-letter names of
+SendMessageRequestHeaderV2 (Java); both decode to one :class:`SendMessageRequestHeader`. As
+in RocketMQ's SendMessageProcessor, the header's ``batch`` flag (not the request code) decides
+whether the body is one message or a batch body (:func:`store.message.decode_batch`).
+
+Checks, in RocketMQ's order (AbstractSendMessageProcessor.msgCheck): the broker's write
+permission for order topics, topic name validity (SYSTEM_ERROR), topics no client may send to
+(NO_PERMISSION), the topic's config — auto-created from ``defaultTopic`` through
+:meth:`BrokerController.topic_config_for_send`, a ``%RETRY%`` topic created on first use, else
+TOPIC_NOT_EXIST — and ``queueId < max(writeQueueNums, readQueueNums)`` (SYSTEM_ERROR). A negative
+queueId picks a random writable queue. A message sent to ``%RETRY%{group}`` whose
+reconsumeTimes reached the group's maximum goes to ``%DLQ%{group}`` instead (handleRetryAndDLQ).
+
+The stored message is what RocketMQ 4.9.8 stores: the header's properties plus
+``CLUSTER=<brokerClusterName>``, without ``WAIT=true`` (``WAIT=false`` is kept: it is how this
+store learns not to wait for a sync flush). Transactional half messages (``TRAN_MSG=true``)
+are refused with NO_PERMISSION: this broker has no transactional message service, and
+storing a prepared record would hide it from every consumer forever.
+
+Threading: with ASYNC_FLUSH a put is an encode plus a copy into the mapped segment under the
+put lock (tens of microseconds), so it runs directly on the event loop; handing it to a thread
+would cost more than the put. With SYNC_FLUSH the put blocks until the group-commit service
+has fsynced the record (milliseconds), so it runs in a worker thread via
+``asyncio.to_thread`` and the loop keeps serving other connections meanwhile.
+
+PutMessageStatus maps to response codes exactly as SendMessageProcessor.handlePutMessageResult
+does in 4.9.8 (notably OS_PAGECACHE_BUSY is SYSTEM_ERROR there, not SYSTEM_BUSY; SYSTEM_BUSY is
+what RocketMQ's remoting layer answers before a request reaches the processor, which we do
+too when the page cache is busy, so clients back off the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import TYPE_CHECKING
+
+from rocketstore.broker.broker import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    validate_topic,
+)
+from rocketstore.broker.server import Connection
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketstore.store.clean import disk_partition_used_ratio
+from rocketstore.store.commit_log import MessageBatch, PutMessageResult
+from rocketstore.store.config import FlushDiskType
+from rocketstore.store.config_manager import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
+from rocketstore.store.message import (
+    DEFAULT_BORN_HOST,
+    HostAddress,
+    Message,
+    SysFlag,
+    create_message_id,
+    decode_batch,
+    properties_to_string,
+    string_to_properties,
+)
+from rocketstore.store.status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+DLQ_NUMS_PER_GROUP = 1
+
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+
+# MQVersion.Version.V3_4_9.ordinal(): from this client version on the header's
+# maxReconsumeTimes overrides the group's retryMaxTimes.
+VERSION_V3_4_9 = 121
+
+_RANDOM = random.Random()
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def random_queue_id(queue_nums: int) -> int:
+    """RocketMQ's ``nextInt(99999999) % n``: a uniformly random queue (0 when n <= 0)."""
+    return _RANDOM.randrange(queue_nums) if queue_nums > 0 else 0
+
+
+def peer_host(conn: Connection) -> HostAddress:
+    """The client's address as bornHost (the connection's remote address, as RocketMQ takes it)."""
+    peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host = str(peer[0]).split("%", 1)[0]  # an IPv6 scope id is not part of the stored address
+        return HostAddress(host, int(peer[1]))
+    return DEFAULT_BORN_HOST
+
+
+def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    if request.code == RequestCode.SEND_MESSAGE:
+        return SendMessageRequestHeader.from_ext_fields(request.ext_fields)
+    return SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
+
+
+def disk_usage_remark(broker: BrokerController) -> str:
+    """RocketMQ's diskUtil(): used ratio of the CommitLog, consume queue and index partitions."""
+    cfg = broker.store_config
+    ratios = [disk_partition_used_ratio(str(path)) for path in
+              (cfg.commit_log_dir(), cfg.consume_queue_dir(), cfg.index_dir())]
+    ratios = [r if r >= 0 else disk_partition_used_ratio(str(cfg.root_dir())) for r in ratios]
+    return "CL: {:5.2f} CQ: {:5.2f} INDEX: {:5.2f}".format(*ratios)
+
+
+def put_status_response(broker: BrokerController, status: PutMessageStatus) -> tuple[int, str | None]:
+    """(response code, remark) for a put outcome, as handlePutMessageResult decides them."""
+    if status is PutMessageStatus.PUT_OK:
+        return ResponseCode.SUCCESS, None
+    if status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
+        return ResponseCode.FLUSH_DISK_TIMEOUT, None
+    if status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT:
+        return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
+    if status is PutMessageStatus.SLAVE_NOT_AVAILABLE:
+        return ResponseCode.SLAVE_NOT_AVAILABLE, None
+    if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+        return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+    if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+        return ResponseCode.MESSAGE_ILLEGAL, (
+            "the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+            f"{broker.store_config.max_message_size}B, msg properties length limit 32KB."
+        )
+    if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+        flags = broker.store.running_flags
+        if flags.disk_full:
+            why = "the disk is full"
+        elif broker.store.shutdown_flag:
+            why = "the store is shut down"
+        elif not flags.is_writeable:
+            why = "the store is not writeable (consume queue or index write error)"
+        else:
+            why = "this broker is a slave"
+        return ResponseCode.SERVICE_NOT_AVAILABLE, (
+            "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+            f"full [{disk_usage_remark(broker)}], messages are put to the slave, message store has been shut "
+            f"down, etc. (here: {why})"
+        )
+    if status is PutMessageStatus.OS_PAGECACHE_BUSY:
+        return ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+    if status is PutMessageStatus.UNKNOWN_ERROR:
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+    return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+
+class SendMessageProcessor:
+    """The send path; one instance per broker, registered for codes 10, 310 and 320."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    # -- checks ------------------------------------------------------------------------------
+    def _response_fields(self) -> dict[str, str]:
+        cfg = self.broker.broker_config
+        return {PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false"}
+
+    def _fail(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        return request.response(code, remark, self._response_fields())
+
+    def _check(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> TopicConfig | RemotingCommand:
+        """msgCheck: the topic's config, or the refusal to send."""
+        broker = self.broker
+        topic = header.topic
+        existing = broker.topic_config_manager.get(topic)
+        if not broker.broker_config.broker_permission & PERM_WRITE and existing is not None and existing.order:
+            return self._fail(request, ResponseCode.NO_PERMISSION,
+                              f"the broker[{broker.store_host.host}] sending message is forbidden")
+        invalid = validate_topic(topic)
+        if invalid is not None:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR, invalid)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return self._fail(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        topic_config = existing
+        if topic_config is None:
+            sys_flag = 0
+            if header.unit_mode:  # TopicSysFlag: unit 0x1, unit-sub 0x2
+                sys_flag = 0x2 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 0x1
+            log.warning("topic %s does not exist, producer %s", topic, conn.peer)
+            topic_config = broker.topic_config_for_send(topic, header.default_topic,
+                                                        header.default_topic_queue_nums, sys_flag)
+            if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic_config = broker.create_topic_in_send_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+            if topic_config is None:
+                return self._fail(request, ResponseCode.TOPIC_NOT_EXIST,
+                                  f"topic[{topic}] not exist, apply first please!")
+        id_valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if header.queue_id >= id_valid:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR,
+                              f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {conn.peer}")
+        return topic_config
+
+    def _retry_or_dlq(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, topic_config: TopicConfig, queue_id: int
+    ) -> tuple[str, int, TopicConfig] | RemotingCommand:
+        """handleRetryAndDLQ: a retry message past its group's maximum goes to the DLQ topic."""
+        topic = header.topic
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return topic, queue_id, topic_config
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group_config = self.broker.subscription_group(group)
+        if group_config is None:
+            return self._fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                              f"subscription group not exist, {group}")
+        max_reconsume = group_config.retry_max_times
+        if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
+            max_reconsume = header.max_reconsume_times
+        if (header.reconsume_times or 0) < max_reconsume:
+            return topic, queue_id, topic_config
+        dlq = dlq_topic(group)
+        dlq_config = self.broker.create_topic_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+        return dlq, random_queue_id(DLQ_NUMS_PER_GROUP), dlq_config
+
+    # -- put ---------------------------------------------------------------------------------
+    def _wants_sync_wait(self, properties: dict[str, str]) -> bool:
+        return (self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+                and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+
+    async def _let_dispatch_catch_up(self) -> None:
+        """Wait while dispatch trails the CommitLog by more than maxDispatchLagBytes (see broker_config).
+
+        Sleeping on the event loop releases the interpreter lock to the dispatch thread. The wait
+        is capped at waitTimeMillsInSendQueue, so a dispatcher that is stuck (and logging why)
+        slows sends down instead of stopping them.
+        """
+        cfg = self.broker.broker_config
+        reput = self.broker.store.reput_service
+        if cfg.max_dispatch_lag_bytes <= 0 or reput.behind_bytes <= cfg.max_dispatch_lag_bytes:
+            return
+        deadline = time.monotonic() + cfg.wait_time_mills_in_send_queue / 1000
+        while reput.behind_bytes > cfg.max_dispatch_lag_bytes and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_send_header(request)
+        store = self.broker.store
+        if store.commit_log.lock_held_ms() > self.broker.store_config.os_page_cache_busy_time_out_mills:
+            # NettyRemotingAbstract asks processor.rejectRequest() before running it
+            return request.response(ResponseCode.SYSTEM_BUSY,
+                                    "[REJECTREQUEST]system busy, start flow control for a while")
+        start_accept = self.broker.broker_config.start_accept_send_request_time_stamp
+        if time.time() * 1000 < start_accept:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
+        await self._let_dispatch_catch_up()
+        checked = self._check(conn, request, header)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        topic_config = checked
+        queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(topic_config.write_queue_nums)
+        sys_flag = header.sys_flag
+        born_host = peer_host(conn)
+        cluster = self.broker.broker_config.broker_cluster_name
+        if header.batch:
+            if len(header.topic) > TOPIC_MAX_LENGTH:
+                return self._fail(request, ResponseCode.MESSAGE_ILLEGAL,
+                                  f"message topic length too long {len(header.topic)}")
+            if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
+                sys_flag |= SysFlag.MULTI_TAGS
+            try:
+                items = decode_batch(request.body)
+            except ValueError as exc:
+                return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+            batch_props = string_to_properties(header.properties or "")
+            batch_props[PROPERTY_CLUSTER] = cluster
+            batch = MessageBatch(
+                topic=header.topic, queue_id=queue_id,
+                items=[(item.body, item.flag, properties_to_string(item.properties)) for item in items],
+                properties=batch_props, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
+                born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
+            )
+            if self._wants_sync_wait(batch_props):
+                result = await asyncio.to_thread(store.put_messages, batch)
+            else:
+                result = store.put_messages(batch)
+            return self._answer(request, result, queue_id, batch=True)
+
+        routed = self._retry_or_dlq(request, header, topic_config, queue_id)
+        if isinstance(routed, RemotingCommand):
+            return routed
+        topic, queue_id, routed_config = routed
+        if routed_config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= SysFlag.MULTI_TAGS
+        properties = string_to_properties(header.properties or "")
+        if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+            return self._fail(request, ResponseCode.NO_PERMISSION,
+                              f"the broker[{self.broker.store_host.host}] sending transaction message is forbidden "
+                              "(no transactional message service)")
+        properties[PROPERTY_CLUSTER] = cluster
+        if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true":
+            del properties[PROPERTY_WAIT_STORE_MSG_OK]  # 4.9.8 does not store the default
+        msg = Message(
+            topic=topic, body=request.body, queue_id=queue_id, flag=header.flag, properties=properties,
+            sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
+            store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
+        )
+        if self._wants_sync_wait(properties):
+            result = await asyncio.to_thread(store.put_message, msg)
+        else:
+            result = store.put_message(msg)
+        return self._answer(request, result, queue_id, batch=False)
+
+    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
+                batch: bool) -> RemotingCommand:
+        code, remark = put_status_response(self.broker, result.status)
+        fields = self._response_fields()
+        append = result.append
+        if result.ok and append is not None:
+            msg_id = self._batch_msg_ids(result) if batch else append.msg_id
+            fields.update(SendMessageResponseHeader(
+                msg_id=msg_id, queue_id=queue_id, queue_offset=append.logics_offset).to_ext_fields())
+        return request.response(code, remark, fields)
+
+    def _batch_msg_ids(self, result: PutMessageResult) -> str:
+        """Comma-joined offset ids of every record of a batch, as RocketMQ's batch append builds them.
+
+        The records are consecutive in one segment; each one's size is read back from its
+        first four bytes.
+        """
+        append = result.append
+        assert append is not None
+        ids = []
+        pos = append.wrote_offset
+        for _ in range(append.msg_num):
+            ids.append(create_message_id(append.store_host, pos))
+            head = self.broker.store.commit_log.get_message(pos, 4)
+            if head is None:
+                break
+            pos += int.from_bytes(head, "big", signed=True)
+        return ",".join(ids)
+
+
+def register(broker: BrokerController) -> None:
+    processor = SendMessageProcessor(broker)
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        broker.remoting.register(code, processor.handle)

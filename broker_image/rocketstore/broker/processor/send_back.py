@@ -1,0 +1,123 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it failed to consume.
+
+As RocketMQ 4.9.8's SendMessageProcessor.asyncConsumerSendMsgBack: the original record is read
+by its CommitLog offset and re-put with ``reconsumeTimes + 1``
+
+* into ``%RETRY%{group}`` (created on first use with the group's ``retryQueueNums``, random
+  queue), or
+* into ``%DLQ%{group}`` (one queue, ``DELAY=0``) once the original's reconsumeTimes reached the
+  maximum — the header's ``maxReconsumeTimes`` for clients from V3_4_9 on, else the group's
+  ``retryMaxTimes`` (16) — or when the client asks for it with a negative ``delayLevel``.
+
+Properties are kept, plus ``RETRY_TOPIC`` (the original topic, unless already set by an earlier
+retry), ``ORIGIN_MESSAGE_ID`` (the first offset message id, kept across retries) and
+``WAIT=false``; body, flag, sysFlag, born timestamp, born host and store host are the
+original's. A group with ``retryQueueNums <= 0`` drops the message and answers SUCCESS. Any put
+status but PUT_OK answers SYSTEM_ERROR with the status name.
+
+LIMITATION — no delayed redelivery: RocketMQ delays a retry by ``delayLevel`` (client 0 means
+``3 + reconsumeTimes``: 10 s, 30 s, 1 min, 2 min, ... per ``messageDelayLevel``) through its
+ScheduleMessageService (SCHEDULE_TOPIC_XXXX). This store has no schedule service, so the retry
+message is put into the retry topic at once and a consumer sees it again immediately. The
+record is written the way RocketMQ's schedule service would finally deliver it (no ``DELAY``
+property, ``REAL_TOPIC``/``REAL_QID`` naming the retry queue), so nothing else changes when a
+schedule service is added: only :func:`retry_delay_level` would then be put in ``DELAY``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketstore.broker.broker import retry_topic
+from rocketstore.broker.processor.send import (
+    DLQ_NUMS_PER_GROUP,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    VERSION_V3_4_9,
+    dlq_topic,
+    random_queue_id,
+)
+from rocketstore.broker.server import Connection
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader
+from rocketstore.store.config_manager import PERM_READ, PERM_WRITE
+from rocketstore.store.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage
+from rocketstore.store.status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketstore.broker.broker import BrokerController
+
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+
+
+def retry_delay_level(delay_level: int, reconsume_times: int) -> int:
+    """The delay level RocketMQ would schedule a retry with (0 from the client means automatic)."""
+    return 3 + reconsume_times if delay_level == 0 else delay_level
+
+
+def build_send_back_message(
+    original: StoredMessage, topic: str, queue_id: int, *, to_dlq: bool
+) -> Message:
+    """The record a send-back puts: the original with retry bookkeeping (see the module docstring)."""
+    props = dict(original.properties)
+    props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
+    props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    if to_dlq:
+        props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+    else:
+        # delivered now, as the schedule service would deliver it after the delay
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        props[PROPERTY_REAL_TOPIC] = topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    if not props.get(PROPERTY_ORIGIN_MESSAGE_ID, "").strip():
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = original.msg_id
+    return Message(
+        topic=topic, body=original.body, queue_id=queue_id, flag=original.flag, properties=props,
+        sys_flag=original.sys_flag, born_timestamp=original.born_timestamp, born_host=original.born_host,
+        store_host=original.store_host, reconsume_times=original.reconsume_times + 1,
+    )
+
+
+def register(broker: BrokerController) -> None:
+    async def send_back(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        group = broker.subscription_group(header.group)
+        if group is None:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    f"subscription group not exist, {header.group}")
+        if not broker.broker_config.broker_permission & PERM_WRITE:
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the broker[{broker.store_host.host}] sending message is forbidden")
+        if group.retry_queue_nums <= 0:
+            return request.response(ResponseCode.SUCCESS)
+        topic = retry_topic(header.group)
+        queue_id = random_queue_id(group.retry_queue_nums)
+        topic_sys_flag = 0x2 if header.unit_mode else 0  # TopicSysFlag unit-sub
+        topic_config = broker.create_topic_in_send_back(topic, group.retry_queue_nums, PERM_WRITE | PERM_READ,
+                                                        topic_sys_flag)
+        if not topic_config.perm & PERM_WRITE:
+            return request.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        original = broker.store.look_message_by_offset(header.offset)
+        if original is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+
+        max_reconsume = group.retry_max_times
+        if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
+            max_reconsume = header.max_reconsume_times
+        to_dlq = original.reconsume_times >= max_reconsume or header.delay_level < 0
+        if to_dlq:
+            topic = dlq_topic(header.group)
+            queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
+            broker.create_topic_in_send_back(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+
+        msg = build_send_back_message(original, topic, queue_id, to_dlq=to_dlq)
+        # WAIT=false: the put never waits for a sync flush, so it stays on the loop
+        result = broker.store.put_message(msg)
+        if result.status is PutMessageStatus.PUT_OK:
+            return request.response(ResponseCode.SUCCESS)
+        return request.response(ResponseCode.SYSTEM_ERROR, result.status.value)
+
+    broker.remoting.register(RequestCode.CONSUMER_SEND_MSG_BACK, send_back)

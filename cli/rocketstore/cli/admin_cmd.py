@@ -1,0 +1,352 @@
+"""``rocketstore admin``: mqadmin's main verbs over the remoting protocol, with mqadmin's spellings.
+
+    rocketstore admin -n NAMESRV_ADDR VERB [options] [--json]
+
+    updateTopic            -t TOPIC (-b BROKER_ADDR | -c CLUSTER) [-r 8] [-w 8] [-p 6] [-o]
+    topicList
+    topicStatus            -t TOPIC
+    consumerProgress       -g GROUP [-t TOPIC]
+    queryMsgByKey          -t TOPIC -k KEY
+    queryMsgById           -i MSG_ID [-t TOPIC]   (offset msg id; with -t, a client UNIQ_KEY)
+    queryMsgByOffset       -t TOPIC -b BROKER_NAME -i QUEUE_ID -o OFFSET
+    getBrokerConfig        (-b BROKER_ADDR | -c CLUSTER)
+    updateBrokerConfig     (-b BROKER_ADDR | -c CLUSTER) -k KEY -v VALUE
+    deleteExpiredCommitLog (-b BROKER_ADDR | -c CLUSTER)
+    brokerStatus           -b BROKER_ADDR
+    clusterList
+
+``-n`` defaults to ``$NAMESRV_ADDR`` (as mqadmin's does); verbs given ``-b BROKER_ADDR`` need no
+name server. ``--json`` prints one JSON document. Exit codes: 0 success; 1 the broker answered
+with an error or the query found nothing; 2 usage errors and unreachable or silent peers. An
+error is one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rocketstore.cli.store_cmd import format_ms, message_to_json, print_message
+from rocketstore.client import (
+    BrokerAdmin,
+    MQAdmin,
+    RemotingClient,
+    RemotingClientError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeout,
+)
+from rocketstore.store.message import StoredMessage
+
+TIMEOUT_S = 5.0
+
+
+class AdminError(Exception):
+    """A problem found while running (exit 1); ``usage`` marks one that kept it from running (2)."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+Action = Callable[[argparse.Namespace, "Context"], Any]
+
+
+class Context:
+    """The connections one command uses."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.client = RemotingClient(timeout=args.timeout, connect_timeout=args.timeout)
+        self._admin: MQAdmin | None = None
+
+    @property
+    def admin(self) -> MQAdmin:
+        if self._admin is None:
+            addr = self.args.namesrv or os.environ.get("NAMESRV_ADDR")
+            if not addr:
+                raise AdminError("no name server address: give -n host:port or set NAMESRV_ADDR", usage=True)
+            try:
+                self._admin = MQAdmin(addr, client=self.client, timeout=self.args.timeout)
+            except ValueError as exc:
+                raise AdminError(str(exc), usage=True) from None
+        return self._admin
+
+    def broker(self, addr: str) -> BrokerAdmin:
+        return BrokerAdmin(addr, client=self.client, timeout=self.args.timeout)
+
+    def brokers(self) -> list[str]:
+        """The -b address, or every master of the -c cluster."""
+        if getattr(self.args, "broker_addr", None):
+            return [self.args.broker_addr]
+        if getattr(self.args, "cluster", None):
+            addrs = self.admin.master_addrs(self.args.cluster)
+            if not addrs:
+                raise AdminError(f"cluster {self.args.cluster} has no master broker")
+            return addrs
+        raise AdminError("give -b BROKER_ADDR or -c CLUSTER", usage=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``admin`` and its verbs to the top-level parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: given after the verb they override, otherwise the admin-level value stands
+    common.add_argument("-n", "--namesrvAddr", dest="namesrv", default=argparse.SUPPRESS, metavar="ADDR",
+                        help="name server address(es), host:port;host:port (default $NAMESRV_ADDR)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="SECONDS",
+                        help=f"per-request timeout (default {TIMEOUT_S:g})")
+
+    admin = groups.add_parser("admin", help="administer brokers over the remoting protocol (mqadmin verbs)",
+                              description="mqadmin's main verbs against RocketStore (or RocketMQ) brokers.")
+    admin.add_argument("-n", "--namesrvAddr", dest="namesrv", metavar="ADDR",
+                       help="name server address(es), host:port;host:port (default $NAMESRV_ADDR)")
+    admin.add_argument("--json", action="store_true", help="machine-readable output")
+    admin.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS",
+                       help=f"per-request timeout (default {TIMEOUT_S:g})")
+    verbs = admin.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    def verb(name: str, action: Action, help_text: str) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(handler=_handler(action))
+        return p
+
+    def broker_or_cluster(p: argparse.ArgumentParser) -> None:
+        g = p.add_mutually_exclusive_group(required=True)
+        g.add_argument("-b", "--brokerAddr", dest="broker_addr", metavar="HOST:PORT", help="one broker")
+        g.add_argument("-c", "--clusterName", dest="cluster", metavar="CLUSTER", help="every master of a cluster")
+
+    p = verb("updateTopic", _update_topic, "create or update a topic")
+    p.add_argument("-t", "--topic", required=True)
+    broker_or_cluster(p)
+    p.add_argument("-r", "--readQueueNums", dest="read_queues", type=int, default=8)
+    p.add_argument("-w", "--writeQueueNums", dest="write_queues", type=int, default=8)
+    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 read+write (default 6)")
+    p.add_argument("-o", "--order", action="store_true", help="an ordered topic")
+
+    verb("topicList", _topic_list, "every topic the name server knows")
+
+    p = verb("topicStatus", _topic_status, "min/max offset of every queue of a topic")
+    p.add_argument("-t", "--topic", required=True)
+
+    p = verb("consumerProgress", _consumer_progress, "a consumer group's offsets against the brokers'")
+    p.add_argument("-g", "--groupName", dest="group", required=True)
+    p.add_argument("-t", "--topic", help="only this topic")
+
+    p = verb("queryMsgByKey", _query_by_key, "messages by KEYS")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-k", "--msgKey", dest="key", required=True)
+
+    p = verb("queryMsgById", _query_by_id, "a message by its offset msg id (or, with -t, its client UNIQ_KEY)")
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
+    p.add_argument("-t", "--topic", help="topic, to look the id up as a client message id (UNIQ_KEY)")
+
+    p = verb("queryMsgByOffset", _query_by_offset, "the message at a queue offset")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True)
+    p.add_argument("-o", "--offset", type=int, required=True)
+
+    p = verb("getBrokerConfig", _get_broker_config, "a broker's configuration")
+    broker_or_cluster(p)
+
+    p = verb("updateBrokerConfig", _update_broker_config, "change one broker config key live")
+    broker_or_cluster(p)
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+
+    p = verb("deleteExpiredCommitLog", _delete_expired, "run the broker's expired CommitLog cleanup now")
+    broker_or_cluster(p)
+
+    p = verb("brokerStatus", _broker_status, "a broker's runtime info")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, metavar="HOST:PORT")
+
+    verb("clusterList", _cluster_list, "clusters, brokers and their addresses")
+
+
+def _handler(action: Action) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        ctx = Context(args)
+        try:
+            result = action(args, ctx)
+        except AdminError as exc:
+            return _fail(str(exc), 2 if exc.usage else 1)
+        except RemotingError as exc:
+            return _fail(str(exc), 1)
+        except (RemotingConnectError, RemotingTimeout) as exc:
+            return _fail(str(exc), 2)
+        except RemotingClientError as exc:
+            return _fail(str(exc), 2)
+        finally:
+            ctx.close()
+        if args.json:
+            json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
+            sys.stdout.write("\n")
+        return 0
+
+    return run
+
+
+def _fail(message: str, code: int) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"rocketstore admin: {first}", file=sys.stderr)
+    return code
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+# -- verbs -------------------------------------------------------------------------------------
+
+
+def _update_topic(args: argparse.Namespace, ctx: Context) -> Any:
+    addrs = ctx.brokers()
+    for addr in addrs:
+        ctx.broker(addr).create_topic(args.topic, args.read_queues, args.write_queues, args.perm, order=args.order)
+    if not args.json:
+        for addr in addrs:
+            print(f"create topic to {addr} success.")
+        print(f"TopicConfig [topicName={args.topic}, readQueueNums={args.read_queues}, "
+              f"writeQueueNums={args.write_queues}, perm={args.perm}, order={str(args.order).lower()}]")
+    return {"topic": args.topic, "brokers": addrs, "readQueueNums": args.read_queues,
+            "writeQueueNums": args.write_queues, "perm": args.perm, "order": args.order}
+
+
+def _topic_list(args: argparse.Namespace, ctx: Context) -> Any:
+    topics = sorted(ctx.admin.topic_list())
+    if not args.json:
+        for topic in topics:
+            print(topic)
+    return {"topicList": topics}
+
+
+def _topic_status(args: argparse.Namespace, ctx: Context) -> Any:
+    stats = ctx.admin.topic_status(args.topic)
+    rows: list[dict[str, Any]] = [
+        {"brokerName": s.queue.broker_name, "queueId": s.queue.queue_id, "minOffset": s.min_offset,
+         "maxOffset": s.max_offset, "lastUpdateTimestamp": s.last_update_timestamp} for s in stats]
+    if not args.json:
+        _table(["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+               [(r["brokerName"], r["queueId"], r["minOffset"], r["maxOffset"],
+                 format_ms(r["lastUpdateTimestamp"]) if r["lastUpdateTimestamp"] else "") for r in rows])
+    return {"topic": args.topic, "queues": rows}
+
+
+def _consumer_progress(args: argparse.Namespace, ctx: Context) -> Any:
+    stats = ctx.admin.consumer_progress(args.group, args.topic)
+    rows: list[dict[str, Any]] = [
+        {"topic": o.queue.topic, "brokerName": o.queue.broker_name, "queueId": o.queue.queue_id,
+         "brokerOffset": o.broker_offset, "consumerOffset": o.consumer_offset, "diff": o.diff,
+         "lastTimestamp": o.last_timestamp} for o in stats.offsets]
+    if not args.json:
+        _table(["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"],
+               [(r["topic"], r["brokerName"], r["queueId"], r["brokerOffset"], r["consumerOffset"], r["diff"],
+                 format_ms(r["lastTimestamp"]) if r["lastTimestamp"] else "N/A") for r in rows])
+        print()
+        print(f"Consume TPS: {stats.consume_tps:.2f}")
+        print(f"Diff Total: {stats.diff_total}")
+    return {"group": args.group, "consumeTps": stats.consume_tps, "diffTotal": stats.diff_total, "queues": rows}
+
+
+def _messages(args: argparse.Namespace, messages: list[StoredMessage], what: str) -> Any:
+    if not messages:
+        raise AdminError(f"no message found for {what}")
+    if not args.json:
+        for msg in messages:
+            print_message(msg, sys.stdout, 200)
+    return [message_to_json(m) for m in messages]
+
+
+def _query_by_key(args: argparse.Namespace, ctx: Context) -> Any:
+    return _messages(args, ctx.admin.query_msg_by_key(args.topic, args.key), f"key {args.key} in topic {args.topic}")
+
+
+def _query_by_id(args: argparse.Namespace, ctx: Context) -> Any:
+    if args.topic:
+        found = ctx.admin.query_msg_by_unique_key(args.topic, args.msg_id)
+        if found:
+            return _messages(args, found[:1], f"id {args.msg_id}")
+    try:
+        message = ctx.admin.query_msg_by_id(args.msg_id)
+    except RemotingError as exc:
+        if args.topic:
+            raise AdminError(f"no message found for id {args.msg_id} in topic {args.topic}") from None
+        raise exc
+    return _messages(args, [message], f"id {args.msg_id}")
+
+
+def _query_by_offset(args: argparse.Namespace, ctx: Context) -> Any:
+    msg = ctx.admin.query_msg_by_offset(args.topic, args.broker_name, args.queue_id, args.offset)
+    where = f"{args.topic}@{args.broker_name}#{args.queue_id} offset {args.offset}"
+    return _messages(args, [msg] if msg is not None else [], where)
+
+
+def _get_broker_config(args: argparse.Namespace, ctx: Context) -> Any:
+    out: dict[str, dict[str, str]] = {}
+    for addr in ctx.brokers():
+        config = ctx.broker(addr).get_broker_config()
+        out[addr] = config
+        if not args.json:
+            print(f"============{addr}============")
+            width = max((len(k) for k in config), default=0)
+            for key in sorted(config):
+                print(f"{key.ljust(width)}  =  {config[key]}")
+    return out
+
+
+def _update_broker_config(args: argparse.Namespace, ctx: Context) -> Any:
+    addrs = ctx.brokers()
+    for addr in addrs:
+        ctx.broker(addr).update_broker_config({args.key: args.value})
+        if not args.json:
+            print(f"update broker config success, {addr}")
+    return {"brokers": addrs, "key": args.key, "value": args.value}
+
+
+def _delete_expired(args: argparse.Namespace, ctx: Context) -> Any:
+    addrs = ctx.brokers()
+    for addr in addrs:
+        ctx.broker(addr).delete_expired_commit_log()
+    if not args.json:
+        print("success")
+    return {"brokers": addrs, "success": True}
+
+
+def _broker_status(args: argparse.Namespace, ctx: Context) -> Any:
+    info = ctx.broker(args.broker_addr).get_runtime_info()
+    if not args.json:
+        width = max((len(k) for k in info), default=0)
+        for key in sorted(info):
+            print(f"{key.ljust(width)}  : {info[key]}")
+    return info
+
+
+def _cluster_list(args: argparse.Namespace, ctx: Context) -> Any:
+    info = ctx.admin.cluster_list()
+    rows: list[dict[str, Any]] = []
+    for cluster in sorted(info.cluster_addr_table):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            data = info.broker_addr_table.get(name)
+            for broker_id, addr in sorted((data.broker_addrs if data else {}).items()):
+                version = ""
+                try:
+                    version = ctx.broker(addr).get_runtime_info().get("brokerVersionDesc", "")
+                except RemotingClientError:
+                    version = "(unreachable)"
+                rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
+                             "version": version})
+    if not args.json:
+        _table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
+               [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]) for r in rows])
+    return {"brokers": rows}

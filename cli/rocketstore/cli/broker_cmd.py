@@ -1,0 +1,122 @@
+"""``rocketstore broker``: run a broker in the foreground.
+
+    rocketstore broker [-c broker.conf] [--store-dir DIR] [--listen-port N] [--namesrv-port N]
+                       [--http-port N] [--host ADDR] [--log-level LEVEL]
+
+Without arguments it serves the default store directory ``~/store`` (RocketMQ's default) with
+RocketMQ's default ports: remoting 10911, the embedded name server 9876, and the HTTP side
+port 10925 (``/metrics``, ``/healthz``, ``/readyz``). Options override the broker.conf. A
+remoting port of 0 picks a free port; a name-server or HTTP port of 0 or less turns that
+listener off.
+
+Once serving it prints one line per listener on stdout, e.g. ``remoting 0.0.0.0:10911 (published
+as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, then ``ready``. SIGTERM or
+SIGINT stops it gracefully: listeners close, in-flight requests finish (10 s grace), consumer
+offsets and config tables are written, the store is flushed and ``abort`` removed; exit code 0.
+Exit code 2 when it cannot start (bad config, store locked by another process, port in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.config_manager import ConfigFileError
+from rocketstore.store.store_lock import StoreLockedError
+
+if TYPE_CHECKING:
+    # Imported when the command runs, so that the other command groups work in an
+    # installation without the broker packages.
+    from rocketstore.broker.broker import BrokerController
+    from rocketstore.broker.broker_config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 10.0
+
+
+def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``broker`` to the top-level parser."""
+    parser = groups.add_parser(
+        "broker", help="run a RocketMQ-compatible broker (remoting, embedded name server, metrics)",
+        description="Run a broker in the foreground until SIGTERM/SIGINT.",
+    )
+    parser.add_argument("-c", "--config", metavar="BROKER_CONF", help="RocketMQ broker.conf")
+    parser.add_argument("--store-dir", metavar="DIR",
+                        help="store root directory (overrides storePathRootDir; the CommitLog goes to DIR/commitlog)")
+    parser.add_argument("--listen-port", type=int, metavar="N", help="remoting port (listenPort, default 10911)")
+    parser.add_argument("--namesrv-port", type=int, metavar="N",
+                        help="embedded name-server port (namesrvListenPort, default 9876; 0: off)")
+    parser.add_argument("--http-port", type=int, metavar="N",
+                        help="metrics/health port (httpListenPort, default 10925; 0: off)")
+    parser.add_argument("--host", metavar="ADDR", help="address to bind (listenHost, default 0.0.0.0)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="log level on stderr (default INFO)")
+    parser.set_defaults(handler=run)
+
+
+def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
+    from rocketstore.broker.broker_config import BrokerConfig, load_config_file
+
+    if args.config:
+        if not os.path.isfile(args.config):
+            raise ConfigError("-c", args.config, "config file does not exist")
+        broker_config, store_config = load_config_file(args.config)
+    else:
+        broker_config, store_config = BrokerConfig(), StoreConfig()
+    if args.store_dir:
+        store_config.store_path_root_dir = os.path.abspath(os.path.expanduser(args.store_dir))
+        store_config.store_path_commit_log = None
+    if args.listen_port is not None:
+        broker_config.listen_port = args.listen_port
+    if args.namesrv_port is not None:
+        broker_config.namesrv_listen_port = args.namesrv_port
+    if args.http_port is not None:
+        broker_config.http_listen_port = args.http_port
+    if args.host:
+        broker_config.listen_host = args.host
+    return broker_config, store_config
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        broker_config, store_config = build_configs(args)
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"rocketstore broker: error: {exc}", file=sys.stderr)
+        return 2
+    from rocketstore.broker.broker import BrokerController
+
+    return asyncio.run(_serve(BrokerController(broker_config, store_config)))
+
+
+async def _serve(broker: BrokerController) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except (ConfigError, ConfigFileError, StoreLockedError, OSError) as exc:
+        print(f"rocketstore broker: error: cannot start: {exc}", file=sys.stderr)
+        return 2
+    cfg = broker.broker_config
+    host = cfg.listen_host
+    print(f"store {broker.store_config.root_dir()}")
+    print(f"remoting {host}:{broker.remoting.port} (published as {broker.broker_addr})")
+    if broker.namesrv is not None:
+        print(f"namesrv {host}:{broker.namesrv.port}")
+    if broker.http is not None:
+        print(f"http {host}:{broker.http.port}")
+    print("ready", flush=True)
+    await stop.wait()
+    log.info("signal received: stopping")
+    await broker.stop(SHUTDOWN_GRACE_S)
+    return 0

@@ -1,0 +1,48 @@
+"""``rocketstore operator``: the Kubernetes operator for RocketStore custom resources.
+
+    rocketstore operator [--namespace NS ... | --all-namespaces] [--liveness-port 8080]
+                         [--metrics-port 8081] [--broker-address TEMPLATE] [--interval S]
+
+The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "operator",
+        help="run the Kubernetes operator (kopf) for RocketStore resources",
+        description="Reconcile RocketStore custom resources into broker StatefulSets, tune retention live.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
+                       help="watch this namespace (repeatable)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    parser.add_argument("--bind-address", default="0.0.0.0", help="address of the liveness and metrics listeners")
+    parser.add_argument("--liveness-port", type=int, default=8080, help="port of /healthz (0 disables)")
+    parser.add_argument("--metrics-port", type=int, default=8081, help="port of Prometheus /metrics (0 disables)")
+    parser.add_argument("--broker-address", metavar="TEMPLATE",
+                        help="how to reach brokers: a template with {pod} {name} {namespace} {ordinal} {port}, "
+                             "or NS/POD=host:port;... (default: the pod's headless-service DNS name)")
+    parser.add_argument("--interval", type=float, default=30.0,
+                        help="seconds between observations of pods and brokers (adaptive retention timer)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rocketstore.operator.main import OperatorOptions, run
+
+    return run(OperatorOptions(
+        namespaces=tuple(args.namespace),
+        all_namespaces=not args.namespace,
+        bind_address=args.bind_address,
+        liveness_port=args.liveness_port,
+        metrics_port=args.metrics_port,
+        broker_address=args.broker_address,
+        interval=args.interval,
+        verbose=args.verbose,
+    ))

@@ -1,0 +1,482 @@
+"""Administration: what RocketMQ's mqadmin (MQAdminImpl / DefaultMQAdminExtImpl) asks brokers and
+name servers, with the same request codes, headers and bodies as MQClientAPIImpl in 4.9.8.
+
+* :class:`BrokerAdmin` talks to one broker by address (the operator knows its pods' addresses).
+* :class:`MQAdmin` starts from the name server: routes and cluster info decide which brokers a
+  command goes to, as mqadmin's sub-commands do, and it hands out :class:`BrokerAdmin` objects.
+
+Bodies: broker config is Java properties text (``key=value\\n``, MixAll.properties2String);
+runtime info a KVTable ``{"table":{...}}``; topic stats a TopicStatsTable and consume stats a
+ConsumeStats, whose ``offsetTable`` maps a MessageQueue *object* to its offsets — fastjson
+writes object keys, which standard JSON cannot, so :func:`loads_fastjson` reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from rocketstore.client.consumer import PullConsumer, PullResult, decode_messages
+from rocketstore.client.remoting_client import (
+    MessageQueue,
+    NameServerClient,
+    RemotingClient,
+    RemotingClientError,
+    RemotingError,
+    RouteSource,
+    any_addr,
+    master_addr,
+    route_source_for,
+)
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import (
+    ClusterInfo,
+    CreateTopicRequestHeader,
+    Header,
+    QueryMessageRequestHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    TopicRouteData,
+    ViewMessageRequestHeader,
+)
+from rocketstore.store.config import parse_properties
+from rocketstore.store.message import KEY_SEPARATOR, StoredMessage, decode_message_id
+
+__all__ = [
+    "BrokerAdmin",
+    "ConsumeStats",
+    "MQAdmin",
+    "OffsetWrapper",
+    "TopicOffset",
+    "loads_fastjson",
+]
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+JAVA_LONG_MAX = 2**63 - 1
+DEFAULT_QUERY_MAX_NUM = 64
+
+
+# -- fastjson with object keys -----------------------------------------------------------------
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def loads_fastjson(text: str) -> Any:
+    """JSON plus fastjson's map keys that are numbers or objects. An object key becomes a
+    sorted tuple of its items (hashable), a number key an int."""
+    value, pos = _value(text, _skip(text, 0))
+    if _skip(text, pos) != len(text):
+        raise ValueError(f"extra data at character {pos}")
+    return value
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    if pos >= len(text):
+        raise ValueError("unexpected end of JSON")
+    ch = text[pos]
+    if ch == "{":
+        obj: dict[Any, Any] = {}
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "}":
+            return obj, pos + 1
+        while True:
+            key, pos = _value(text, _skip(text, pos))
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] != ":":
+                raise ValueError(f"expected ':' at character {pos}")
+            item, pos = _value(text, _skip(text, pos + 1))
+            obj[_hashable(key)] = item
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if text[pos : pos + 1] == "}":
+                return obj, pos + 1
+            raise ValueError(f"expected ',' or '}}' at character {pos}")
+    if ch == "[":
+        arr: list[Any] = []
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "]":
+            return arr, pos + 1
+        while True:
+            item, pos = _value(text, _skip(text, pos))
+            arr.append(item)
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos : pos + 1] == "]":
+                return arr, pos + 1
+            raise ValueError(f"expected ',' or ']' at character {pos}")
+    value, end = _DECODER.raw_decode(text, pos)
+    return value, end
+
+
+def _mq_of(key: Any) -> MessageQueue:
+    if isinstance(key, tuple):
+        fields = dict(key)
+    elif isinstance(key, str) and key.startswith("{"):
+        fields = json.loads(key)
+    else:
+        raise ValueError(f"offset table key {key!r} is not a MessageQueue")
+    return MessageQueue(str(fields["topic"]), str(fields["brokerName"]), int(fields["queueId"]))
+
+
+def _offset_table(body: bytes, what: str) -> tuple[dict[Any, Any], Any]:
+    try:
+        parsed = loads_fastjson(body.decode())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RemotingClientError(f"{what} body does not parse: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise RemotingClientError(f"{what} body is not an object")
+    table = parsed.get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise RemotingClientError(f"{what}.offsetTable is not an object")
+    return table, parsed
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    """One queue of a topic's stats (TopicStatsTable's TopicOffset)."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper:
+    """One queue of a group's progress (ConsumeStats' OffsetWrapper)."""
+
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    offsets: list[OffsetWrapper]
+    consume_tps: float = 0.0
+
+    @property
+    def diff_total(self) -> int:
+        return sum(o.diff for o in self.offsets)
+
+
+# Headers of requests remoting.headers does not cover (RocketMQ field names).
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetTopicStatsInfoRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_TOPIC_STATS_INFO"
+    topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_CONSUME_STATS"
+    consumer_group: str
+    topic: str | None = None
+
+
+# -- one broker --------------------------------------------------------------------------------
+
+
+class BrokerAdmin:
+    """Admin requests to the broker at ``addr`` (host:port of its remoting listener)."""
+
+    def __init__(self, addr: str, *, client: RemotingClient | None = None, timeout: float = 5.0) -> None:
+        self.addr = addr
+        self._own_client = client is None
+        self.client = client or RemotingClient(timeout=timeout)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def __enter__(self) -> BrokerAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, code: int, header: Header | Mapping[str, str] | None = None, body: bytes = b"",
+              accept: Iterable[int] = (ResponseCode.SUCCESS,), timeout: float | None = None) -> Any:
+        return self.client.call(self.addr, code, header, body, timeout=self.timeout if timeout is None else timeout,
+                                accept=accept)
+
+    def get_broker_config(self) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every key with its current value."""
+        return parse_properties(self._call(RequestCode.GET_BROKER_CONFIG).body.decode(errors="replace"))
+
+    def update_broker_config(self, props: Mapping[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG with ``key=value`` lines (applied live by the broker)."""
+        text = "".join(f"{k}={v}\n" for k, v in props.items() if v is not None)
+        if text:  # MQClientAPIImpl sends nothing for an empty set
+            self._call(RequestCode.UPDATE_BROKER_CONFIG, body=text.encode())
+
+    def get_runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the KVTable's ``table``."""
+        body = self._call(RequestCode.GET_BROKER_RUNTIME_INFO).body
+        parsed = loads_fastjson(body.decode()) if body else {}
+        table = parsed.get("table", {}) if isinstance(parsed, dict) else {}
+        return {str(k): str(v) for k, v in table.items()}
+
+    def delete_expired_commit_log(self) -> bool:
+        """DELETE_EXPIRED_COMMITLOG (329): ask the broker to run its expired-file cleanup now."""
+        self._call(RequestCode.DELETE_EXPIRED_COMMITLOG)
+        return True
+
+    def create_topic(self, topic: str, read_queues: int = 8, write_queues: int = 8, perm: int = 6, *,
+                     order: bool = False, topic_filter_type: str = "SINGLE_TAG", topic_sys_flag: int = 0) -> None:
+        """UPDATE_AND_CREATE_TOPIC (mqadmin updateTopic's defaults)."""
+        header = CreateTopicRequestHeader(topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+                                          read_queue_nums=read_queues, write_queue_nums=write_queues, perm=perm,
+                                          topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
+                                          order=order)
+        self._call(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    def topic_stats(self, topic: str) -> list[TopicOffset]:
+        """GET_TOPIC_STATS_INFO: min/max offset and last update of each queue on this broker."""
+        body = self._call(RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic)).body
+        table, _ = _offset_table(body, "TopicStatsTable")
+        out = [TopicOffset(_mq_of(k), int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)),
+                           int(v.get("lastUpdateTimestamp", 0))) for k, v in table.items()]
+        return sorted(out, key=lambda t: t.queue)
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS: the group's offsets against the broker's, per queue."""
+        body = self._call(RequestCode.GET_CONSUME_STATS,
+                          GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)).body
+        table, parsed = _offset_table(body, "ConsumeStats")
+        offsets = [OffsetWrapper(_mq_of(k), int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
+                                 int(v.get("lastTimestamp", 0))) for k, v in table.items()]
+        return ConsumeStats(sorted(offsets, key=lambda o: o.queue), float(parsed.get("consumeTps", 0) or 0))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the broker's queue offset for store time ``timestamp_ms``.
+
+        The broker's answer, as RocketMQ 4.9.8's ConsumeQueue.getOffsetInQueueByTime gives it: a
+        binary search over the consume-queue file picked by modification time, landing on a
+        message whose store time equals ``timestamp_ms`` (any of several equal ones), else on the
+        *nearer* of the two neighbours (the earlier one on a tie), so the message there may be
+        older than ``timestamp_ms``; before the first message it is the queue's first offset,
+        after the last message the last message's offset (not the max offset), and 0 for a queue
+        the broker has no consume queue for. Callers that need "the first message stored at or
+        after" check the neighbours (pipeline.broker does).
+        """
+        header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms,
+                                           broker_name=mq.broker_name)
+        response = self._call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
+        return SearchOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+
+    def view_message(self, phy_offset: int) -> StoredMessage:
+        """VIEW_MESSAGE_BY_ID: the message at CommitLog offset ``phy_offset``."""
+        body = self._call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=phy_offset)).body
+        messages = decode_messages(body)
+        if not messages:
+            raise RemotingError(ResponseCode.QUERY_NOT_FOUND, f"no message at offset {phy_offset}", self.addr)
+        return messages[0]
+
+    def query_message(self, topic: str, key: str, *, max_num: int = DEFAULT_QUERY_MAX_NUM, begin: int = 0,
+                      end: int = JAVA_LONG_MAX, unique_key: bool = False) -> list[StoredMessage]:
+        """QUERY_MESSAGE by index key; QUERY_NOT_FOUND is an empty list. The index matches by hash,
+        so the messages are checked here as MQAdminImpl.queryMessage does."""
+        header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin,
+                                           end_timestamp=end).to_ext_fields()
+        header[UNIQUE_MSG_QUERY_FLAG] = "true" if unique_key else "false"
+        response = self._call(RequestCode.QUERY_MESSAGE, header,
+                              accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if response.code == ResponseCode.QUERY_NOT_FOUND or not response.body:
+            return []
+        messages = [m for m in decode_messages(response.body) if m.topic == topic]
+        if unique_key:
+            return [m for m in messages if m.uniq_key == key]
+        return [m for m in messages if m.keys is not None and key in m.keys.split(KEY_SEPARATOR)]
+
+
+# -- through the name server -------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class MQAdmin:
+    """mqadmin's verbs, starting from the name server(s).
+
+    With ``routes`` (e.g. :class:`~rocketstore.client.remoting_client.BrokerRoutes`) instead of a
+    name server address, the verbs that go by a topic's route work on the brokers that route
+    names; those that ask the name server itself (topic and cluster lists, and what needs them)
+    raise.
+    """
+
+    def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *, client: RemotingClient | None = None,
+                 routes: RouteSource | None = None, timeout: float = 5.0) -> None:
+        self._own_client = client is None
+        self.client = client or RemotingClient(timeout=timeout)
+        self.route_source = route_source_for(namesrv_addr, routes, self.client, timeout)
+        self.namesrv = self.route_source if isinstance(self.route_source, NameServerClient) else None
+        self.timeout = timeout
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def __enter__(self) -> MQAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def broker(self, addr: str) -> BrokerAdmin:
+        """A BrokerAdmin sharing this admin's connections."""
+        return BrokerAdmin(addr, client=self.client, timeout=self.timeout)
+
+    # -- name server ---------------------------------------------------------------------------
+    def _name_server(self, verb: str) -> NameServerClient:
+        if self.namesrv is None:
+            raise RemotingClientError(f"{verb} asks a name server; this admin has none (routes from "
+                                      f"{self.route_source!r})")
+        return self.namesrv
+
+    def topic_list(self) -> list[str]:
+        return self._name_server("topic_list").topic_list()
+
+    def cluster_list(self) -> ClusterInfo:
+        return self._name_server("cluster_list").cluster_info()
+
+    def route(self, topic: str) -> TopicRouteData:
+        return self.route_source.get_route(topic)
+
+    def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of ``cluster`` (every cluster when None)."""
+        info = self.cluster_list()
+        names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
+        addrs = []
+        for name in names:
+            data = info.broker_addr_table.get(name)
+            if data is not None and 0 in data.broker_addrs:
+                addrs.append(data.broker_addrs[0])
+        return sorted(addrs)
+
+    def _route_masters(self, route: TopicRouteData) -> list[tuple[str, str]]:
+        out = []
+        for data in sorted(route.broker_datas, key=lambda d: d.broker_name):
+            addr = master_addr(route, data.broker_name)
+            if addr is not None:
+                out.append((data.broker_name, addr))
+        return out
+
+    # -- topics --------------------------------------------------------------------------------
+    def create_topic(self, topic: str, read_queues: int = 8, write_queues: int = 8, perm: int = 6, *,
+                     broker_addr: str | None = None, cluster: str | None = None, order: bool = False) -> list[str]:
+        """updateTopic on one broker (``broker_addr``) or on every master of ``cluster`` (every
+        master known to the name server when neither is given); returns the addresses."""
+        addrs = [broker_addr] if broker_addr else self.master_addrs(cluster)
+        if not addrs:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"no master broker found for cluster {cluster}")
+        for addr in addrs:
+            self.broker(addr).create_topic(topic, read_queues, write_queues, perm, order=order)
+        return addrs
+
+    def topic_status(self, topic: str) -> list[TopicOffset]:
+        """topicStatus: GET_TOPIC_STATS_INFO at every master of the topic's route."""
+        out: list[TopicOffset] = []
+        for _, addr in self._route_masters(self.route(topic)):
+            out.extend(self.broker(addr).topic_stats(topic))
+        return sorted(out, key=lambda t: t.queue)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP at the master of ``mq``'s broker, as MQAdminImpl.searchOffset
+        sends it (the route is fresh from the name server); see :meth:`BrokerAdmin.search_offset`
+        for what the offset means."""
+        addr = master_addr(self.route(mq.topic), mq.broker_name)
+        if addr is None:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} has no master in the route "
+                                f"of topic {mq.topic}")
+        return self.broker(addr).search_offset(mq, timestamp_ms)
+
+    # -- consumers -----------------------------------------------------------------------------
+    def consumer_progress(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """consumerProgress: GET_CONSUME_STATS at every master of the group's retry-topic route
+        (as mqadmin asks), or of every broker when that topic has no route yet."""
+        try:
+            addrs = [addr for _, addr in self._route_masters(self.route(RETRY_GROUP_TOPIC_PREFIX + group))]
+        except RemotingError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            addrs = self.master_addrs()
+        merged = ConsumeStats([])
+        for addr in addrs:
+            stats = self.broker(addr).consume_stats(group, topic)
+            merged.offsets.extend(stats.offsets)
+            merged.consume_tps += stats.consume_tps
+        merged.offsets.sort(key=lambda o: o.queue)
+        return merged
+
+    # -- messages ------------------------------------------------------------------------------
+    def _each_master(self, topic: str, fn: Callable[[BrokerAdmin], list[T]]) -> list[T]:
+        out: list[T] = []
+        for _, addr in self._route_masters(self.route(topic)):
+            out.extend(fn(self.broker(addr)))
+        return out
+
+    def query_msg_by_key(self, topic: str, key: str, max_num: int = DEFAULT_QUERY_MAX_NUM) -> list[StoredMessage]:
+        """queryMsgByKey: QUERY_MESSAGE at every master of the topic."""
+        return self._each_master(topic, lambda b: b.query_message(topic, key, max_num=max_num))
+
+    def query_msg_by_unique_key(self, topic: str, uniq_key: str) -> list[StoredMessage]:
+        """A message by its client id (UNIQ_KEY), which needs the topic."""
+        return self._each_master(topic, lambda b: b.query_message(topic, uniq_key, max_num=32, unique_key=True))
+
+    def query_msg_by_id(self, msg_id: str) -> StoredMessage:
+        """queryMsgById for an offset message id: VIEW_MESSAGE_BY_ID at the address it encodes."""
+        try:
+            host, offset = decode_message_id(msg_id)
+        except ValueError as exc:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        return self.broker(str(host)).view_message(offset)
+
+    def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> StoredMessage | None:
+        """queryMsgByOffset: pull one message at ``offset`` as TOOLS_CONSUMER; None if there is none."""
+        result = self.pull(MessageQueue(topic, broker_name, queue_id), offset, 1)
+        return result.messages[0] if result.messages else None
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> PullResult:
+        consumer = PullConsumer(None, TOOLS_CONSUMER_GROUP, client=self.client, routes=self.route_source,
+                                timeout=self.timeout)
+        route = self.route(mq.topic)
+        if any_addr(route, mq.broker_name) is None:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} is not in the route of "
+                                f"topic {mq.topic}")
+        return consumer.pull(mq, offset, max_nums)

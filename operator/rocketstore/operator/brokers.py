@@ -1,0 +1,168 @@
+"""The one place the operator talks to brokers: RocketMQ remoting through ``BrokerAdmin``.
+
+* retention push: ``UPDATE_BROKER_CONFIG`` (25) with the live retention keys;
+* manual delete: ``DELETE_EXPIRED_COMMITLOG`` (329), once per ``maintenance.deleteExpiredRequest``;
+* observation: ``GET_BROKER_RUNTIME_INFO`` (28) for ``commitLogDiskRatio`` and the CommitLog offsets,
+  ``GET_BROKER_CONFIG`` for the retention a broker really runs with.
+
+Addressing: broker ``i`` of RocketStore ``NAME`` in ``NS`` is reached at
+``NAME-i.NAME-headless.NS.svc:10911`` (its stable StatefulSet DNS name). A template overrides it,
+for an operator running outside the cluster or for tests that point it at a broker process on
+loopback: ``rocketstore operator --broker-address-template '127.0.0.1:{port}'`` or the environment
+variable ``ROCKETSTORE_OPERATOR_BROKER_ADDRESS`` (fields ``{name} {namespace} {ordinal} {pod}
+{port}``; a ``;``-separated list of ``NS/NAME-i=host:port`` pins single brokers).
+
+The admin client is blocking (sockets), so every call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name
+
+__all__ = [
+    "ADDRESS_ENV",
+    "AdminClient",
+    "BrokerAddressing",
+    "BrokerError",
+    "BrokerRuntime",
+    "Brokers",
+]
+
+ADDRESS_ENV: Final = "ROCKETSTORE_OPERATOR_BROKER_ADDRESS"
+DEFAULT_TEMPLATE: Final = "{pod}.{name}-headless.{namespace}.svc:{port}"
+
+
+class AdminClient(Protocol):
+    """What the operator needs of ``rocketstore.client.admin.BrokerAdmin``."""
+
+    def get_runtime_info(self) -> dict[str, str]: ...
+
+    def get_broker_config(self) -> dict[str, str]: ...
+
+    def update_broker_config(self, props: Mapping[str, str]) -> None: ...
+
+    def delete_expired_commit_log(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class BrokerError(Exception):
+    """A broker could not be reached or refused a request."""
+
+
+@dataclass(frozen=True)
+class BrokerRuntime:
+    disk_usage_ratio: float | None
+    commit_log_min_offset: int | None
+    commit_log_max_offset: int | None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def _float_or_none(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class BrokerAddressing:
+    """How to reach broker ``ordinal`` of a RocketStore."""
+
+    template: str = DEFAULT_TEMPLATE
+    pinned: Mapping[str, str] | None = None
+
+    @classmethod
+    def from_text(cls, text: str | None) -> BrokerAddressing:
+        """``None``/empty: the in-cluster DNS name; ``a=b;c=d``: pinned; anything else: a template."""
+        if not text:
+            return cls()
+        if "=" in text:
+            pinned = dict(part.split("=", 1) for part in text.split(";") if part.strip())
+            return cls(pinned={k.strip(): v.strip() for k, v in pinned.items()})
+        return cls(template=text)
+
+    @classmethod
+    def from_env(cls) -> BrokerAddressing:
+        return cls.from_text(os.environ.get(ADDRESS_ENV))
+
+    def address(self, name: str, namespace: str, ordinal: int) -> str:
+        pod = pod_name(name, ordinal)
+        if self.pinned is not None:
+            try:
+                return self.pinned[f"{namespace}/{pod}"]
+            except KeyError:
+                return f"{pod_dns(name, namespace, ordinal)}:{LISTEN_PORT}"
+        return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=LISTEN_PORT)
+
+
+def _default_factory(addr: str) -> AdminClient:
+    from rocketstore.client.admin import BrokerAdmin
+
+    return BrokerAdmin(addr, timeout=5.0)
+
+
+class Brokers:
+    """Async facade over blocking admin clients, one short-lived client per call."""
+
+    def __init__(
+        self,
+        addressing: BrokerAddressing | None = None,
+        factory: Callable[[str], AdminClient] = _default_factory,
+    ) -> None:
+        self.addressing = addressing or BrokerAddressing.from_env()
+        self._factory = factory
+
+    def address(self, name: str, namespace: str, ordinal: int) -> str:
+        return self.addressing.address(name, namespace, ordinal)
+
+    async def _run(self, addr: str, call: Callable[[AdminClient], object]) -> object:
+        def work() -> object:
+            client = self._factory(addr)
+            try:
+                return call(client)
+            finally:
+                client.close()
+
+        try:
+            return await asyncio.to_thread(work)
+        except BrokerError:
+            raise
+        except Exception as exc:  # socket errors, timeouts, error responses: all mean "not done"
+            raise BrokerError(f"{addr}: {type(exc).__name__}: {exc}") from exc
+
+    async def runtime(self, addr: str) -> BrokerRuntime:
+        info = await self._run(addr, lambda c: c.get_runtime_info())
+        assert isinstance(info, dict)
+        return BrokerRuntime(
+            disk_usage_ratio=_float_or_none(info.get("commitLogDiskRatio")),
+            commit_log_min_offset=_int_or_none(info.get("commitLogMinOffset")),
+            commit_log_max_offset=_int_or_none(info.get("commitLogMaxOffset")),
+        )
+
+    async def config(self, addr: str) -> dict[str, str]:
+        conf = await self._run(addr, lambda c: c.get_broker_config())
+        assert isinstance(conf, dict)
+        return {str(k): str(v) for k, v in conf.items()}
+
+    async def push_config(self, addr: str, props: Mapping[str, str]) -> dict[str, str]:
+        """UPDATE_BROKER_CONFIG, then read back what the broker now runs with for those keys."""
+        await self._run(addr, lambda c: c.update_broker_config(dict(props)))
+        conf = await self.config(addr)
+        return {k: conf.get(k, "") for k in props}
+
+    async def delete_expired(self, addr: str) -> bool:
+        done = await self._run(addr, lambda c: c.delete_expired_commit_log())
+        return bool(done)

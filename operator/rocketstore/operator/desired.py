@@ -1,0 +1,374 @@
+"""Desired state: pure builders from a :class:`~rocketstore.operator.model.Spec` to manifests.
+
+Nothing here calls the API. Every object carries the same labels and a controller owner reference
+to its ``RocketStore``, so deleting the RocketStore lets Kubernetes' garbage collector remove them
+(PVCs are the exception, see :func:`statefulset`).
+
+Objects for a RocketStore ``NAME`` in namespace ``NS``:
+
+=======================  ==============================================================
+``NAME``                 StatefulSet of brokers; volumeClaimTemplate ``store`` (PVC ``store-NAME-<i>``)
+``NAME-headless``        headless Service: stable DNS ``NAME-<i>.NAME-headless.NS.svc``
+``NAME``                 client Service (remoting 10911, name server 9876, HTTP/metrics)
+``NAME-config``          ConfigMap with ``broker.conf``
+``NAME``                 PodDisruptionBudget, maxUnavailable 1
+``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted)
+=======================  ==============================================================
+
+Every broker reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
+appended by the container's start command, so a pod's identity follows its ordinal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rocketstore.operator import FIELD_MANAGER, GROUP, KIND, VERSION
+from rocketstore.operator.model import LIVE_KEYS, Spec, format_quantity
+
+__all__ = [
+    "HTTP_PORT_NAME",
+    "LISTEN_PORT",
+    "NAMESRV_PORT",
+    "STORE_DIR",
+    "Owner",
+    "Plan",
+    "all_objects",
+    "broker_conf",
+    "broker_conf_text",
+    "client_service",
+    "cluster_peers",
+    "config_hash",
+    "configmap",
+    "headless_service",
+    "labels",
+    "pdb",
+    "pod_name",
+    "pvc_name",
+    "service_account",
+    "statefulset",
+]
+
+LISTEN_PORT: Final = 10911
+NAMESRV_PORT: Final = 9876
+HTTP_PORT_NAME: Final = "http"
+STORE_DIR: Final = "/home/rocketmq/store"
+CONF_DIR: Final = "/etc/rocketstore"
+RUN_DIR: Final = "/var/run/rocketstore"
+VOLUME_NAME: Final = "store"
+CONFIG_HASH_ANNOTATION: Final = f"{GROUP}/config-hash"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The RocketStore the objects belong to."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to build: the spec plus the values the reconciler settled on.
+
+    ``replicas`` and ``volume_bytes`` differ from what the spec asks for when a change is refused
+    (scale down without ``scaling.allowScaleDown``, a smaller volume): the objects then keep the
+    current values.
+    """
+
+    owner: Owner
+    spec: Spec
+    replicas: int
+    volume_bytes: int
+
+
+def labels(name: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "rocketstore",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "broker",
+        "app.kubernetes.io/managed-by": FIELD_MANAGER,
+    }
+
+
+def selector(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "rocketstore", "app.kubernetes.io/instance": name}
+
+
+def headless_name(name: str) -> str:
+    return f"{name}-headless"
+
+
+def pod_name(name: str, ordinal: int) -> str:
+    return f"{name}-{ordinal}"
+
+
+def pvc_name(name: str, ordinal: int) -> str:
+    return f"{VOLUME_NAME}-{name}-{ordinal}"
+
+
+def pod_dns(name: str, namespace: str, ordinal: int) -> str:
+    return f"{pod_name(name, ordinal)}.{headless_name(name)}.{namespace}.svc"
+
+
+def _meta(owner: Owner, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": owner.namespace,
+        "labels": labels(owner.name),
+        "ownerReferences": [owner.reference()],
+    }
+
+
+def cluster_peers(owner: Owner, replicas: int) -> str:
+    """``clusterPeers``: every broker as brokerName@stable-DNS:port (a broker skips itself)."""
+    return ",".join(
+        f"{pod_name(owner.name, i)}@{pod_dns(owner.name, owner.namespace, i)}:{LISTEN_PORT}" for i in range(replicas)
+    )
+
+
+def broker_conf(plan: Plan) -> dict[str, str]:
+    """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions)."""
+    spec, owner = plan.spec, plan.owner
+    peers = cluster_peers(owner, plan.replicas)
+    conf: dict[str, str] = {
+        "brokerClusterName": owner.name,
+        "brokerId": "0",
+        "listenPort": str(LISTEN_PORT),
+        "namesrvListenPort": str(NAMESRV_PORT),
+        "httpListenPort": str(spec.metrics.port),
+        "storePathRootDir": STORE_DIR,
+        "mappedFileSizeCommitLog": str(spec.commit_log.segment_size),
+        "flushDiskType": spec.flush_disk_type,
+        **spec.retention.broker_properties(),
+        "clusterPeers": peers,
+    }
+    for key in sorted(spec.broker_config):
+        conf[key] = spec.broker_config[key]
+    return conf
+
+
+def broker_conf_text(conf: Mapping[str, str]) -> str:
+    head = "# Generated by rocketstore-operator; brokerName is appended per pod at start.\n"
+    return head + "".join(f"{k}={v}\n" for k, v in conf.items())
+
+
+def config_hash(conf: Mapping[str, str]) -> str:
+    """Hash of the keys that need a restart.
+
+    Retention keys and ``clusterPeers`` are pushed to running brokers (UPDATE_BROKER_CONFIG), so
+    changing them, or scaling up, never rolls the pods.
+    """
+    text = "".join(f"{k}={v}\n" for k, v in conf.items() if k not in LIVE_KEYS and k != "clusterPeers")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def configmap(plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan.owner, f"{plan.owner.name}-config"),
+        "data": {"broker.conf": broker_conf_text(broker_conf(plan))},
+    }
+
+
+def _ports(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {"name": "remoting", "port": LISTEN_PORT, "targetPort": "remoting", "protocol": "TCP"},
+        {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"},
+        {"name": HTTP_PORT_NAME, "port": plan.spec.metrics.port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"},
+    ]
+
+
+def headless_service(plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan.owner, headless_name(plan.owner.name)),
+        "spec": {
+            "clusterIP": "None",
+            # peers must resolve each other while starting, before /readyz passes
+            "publishNotReadyAddresses": True,
+            "selector": selector(plan.owner.name),
+            "ports": _ports(plan),
+        },
+    }
+
+
+def client_service(plan: Plan) -> dict[str, Any]:
+    meta = _meta(plan.owner, plan.owner.name)
+    if plan.spec.metrics.enabled:
+        meta["annotations"] = {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(plan.spec.metrics.port),
+            "prometheus.io/path": "/metrics",
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {"type": "ClusterIP", "selector": selector(plan.owner.name), "ports": _ports(plan)},
+    }
+
+
+def service_account(plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(plan.owner, f"{plan.owner.name}-broker"),
+        "automountServiceAccountToken": False,
+    }
+
+
+def pdb(plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(plan.owner, plan.owner.name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(plan.owner.name)}},
+    }
+
+
+_START = (
+    'set -e; cp "$CONF_DIR/broker.conf" "$RUN_DIR/broker.conf"; '
+    'printf "brokerName=%s\\n" "$POD_NAME" >> "$RUN_DIR/broker.conf"; '
+    'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
+)
+
+
+def _affinity(plan: Plan) -> dict[str, Any]:
+    if plan.spec.scheduling.affinity is not None:
+        return dict(plan.spec.scheduling.affinity)
+    # spread brokers over nodes when possible, never block scheduling
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100,
+                "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": selector(plan.owner.name)},
+                },
+            }]
+        }
+    }
+
+
+def statefulset(plan: Plan) -> dict[str, Any]:
+    """The brokers. Rolling updates go one pod at a time, each waiting for ``/readyz``.
+
+    PVCs outlive the StatefulSet unless ``storage.deleteClaim`` is true
+    (``persistentVolumeClaimRetentionPolicy``); scaling down never deletes a PVC.
+    """
+    spec, owner = plan.spec, plan.owner
+    conf = broker_conf(plan)
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": format_quantity(plan.volume_bytes)}},
+    }
+    if spec.storage.storage_class_name is not None:
+        claim_spec["storageClassName"] = spec.storage.storage_class_name
+    container: dict[str, Any] = {
+        "name": "broker",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["sh", "-c", _START],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "CONF_DIR", "value": CONF_DIR},
+            {"name": "RUN_DIR", "value": RUN_DIR},
+        ],
+        "ports": [
+            {"name": "remoting", "containerPort": LISTEN_PORT, "protocol": "TCP"},
+            {"name": "namesrv", "containerPort": NAMESRV_PORT, "protocol": "TCP"},
+            {"name": HTTP_PORT_NAME, "containerPort": spec.metrics.port, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": HTTP_PORT_NAME},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": HTTP_PORT_NAME},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "volumeMounts": [
+            {"name": VOLUME_NAME, "mountPath": STORE_DIR},
+            {"name": "config", "mountPath": CONF_DIR, "readOnly": True},
+            {"name": "run", "mountPath": RUN_DIR},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+    }
+    if spec.resources:
+        container["resources"] = dict(spec.resources)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": f"{owner.name}-broker",
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 60,
+        "securityContext": {"runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001},
+        "affinity": _affinity(plan),
+        "containers": [container],
+        "volumes": [
+            {"name": "config", "configMap": {"name": f"{owner.name}-config"}},
+            {"name": "run", "emptyDir": {}},
+        ],
+    }
+    if spec.scheduling.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
+    if spec.scheduling.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
+    retention = "Delete" if spec.storage.delete_claim else "Retain"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(owner, owner.name),
+        "spec": {
+            "replicas": plan.replicas,
+            "serviceName": headless_name(owner.name),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retention, "whenScaled": "Retain"},
+            "selector": {"matchLabels": selector(owner.name)},
+            "template": {
+                "metadata": {
+                    "labels": labels(owner.name),
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(conf)},
+                },
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": [{
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": VOLUME_NAME, "labels": labels(owner.name)},
+                "spec": claim_spec,
+            }],
+        },
+    }
+
+
+def all_objects(plan: Plan) -> list[dict[str, Any]]:
+    """Every object in apply order: what pods need comes before the StatefulSet."""
+    return [
+        service_account(plan),
+        configmap(plan),
+        headless_service(plan),
+        client_service(plan),
+        pdb(plan),
+        statefulset(plan),
+    ]

@@ -1,0 +1,139 @@
+"""Thin kopf handlers: parse, delegate to :mod:`reconcile`, write status and events.
+
+* create / update / resume -> :func:`reconcile.apply_objects` then :func:`reconcile.observe`
+* timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> :func:`reconcile.observe`:
+  pod readiness, broker disk usage, retention convergence, manual deletes, adaptive retention
+
+An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``) and raises ``kopf.PermanentError``:
+kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
+hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
+
+There is no delete handler (and so no finalizer): owner references let the garbage collector
+remove the objects, and the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs
+unless ``storage.deleteClaim`` is true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
+from rocketstore.operator.brokers import Brokers
+from rocketstore.operator.conditions import Condition, merge_conditions
+from rocketstore.operator.desired import Owner
+from rocketstore.operator.kube import Kube
+from rocketstore.operator.model import Spec, SpecError, parse_spec
+from rocketstore.operator.reconcile import Outcome, apply_objects, degraded, observe
+
+INTERVAL = float(os.environ.get("ROCKETSTORE_OPERATOR_INTERVAL", "30"))
+
+_locks: dict[str, asyncio.Lock] = {}
+
+
+def _lock(uid: str) -> asyncio.Lock:
+    return _locks.setdefault(uid, asyncio.Lock())
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    # progress and the last-handled spec live in annotations: status is ours and schema-pruned
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    settings.persistence.finalizer = f"{GROUP}/operator"
+    settings.posting.level = logging.WARNING  # our own events are posted explicitly
+    settings.execution.max_workers = 4
+    if getattr(memo, "brokers", None) is None:
+        memo.brokers = Brokers()
+    memo.kube = Kube.login(settings)
+    logger.info("%s started; brokers addressed as %s", FIELD_MANAGER, memo.brokers.addressing)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    kube: Kube | None = getattr(memo, "kube", None)
+    if kube is not None:
+        await kube.close()
+
+
+def _post(body: kopf.Body, outcome: Outcome) -> None:
+    for ev in outcome.events:
+        kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+
+
+def _parse(body: kopf.Body, spec: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch,
+           generation: int) -> Spec:
+    try:
+        return parse_spec(spec)
+    except SpecError as e:
+        metrics.ERRORS.labels(step="spec").inc()
+        patch.status["conditions"] = merge_conditions(
+            status.get("conditions"), [Condition("Degraded", True, "InvalidSpec", str(e))], generation)
+        patch.status["observedGeneration"] = generation
+        kopf.event(body, type="Warning", reason="InvalidSpec", message=str(e))
+        raise kopf.PermanentError(str(e)) from e
+
+
+async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
+                     meta: kopf.Meta, memo: kopf.Memo) -> None:
+    metrics.RECONCILES.labels(kind=cause).inc()
+    generation = int(meta.get("generation", 0))
+    parsed = _parse(body, spec, status, patch, generation)
+    owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
+    async with _lock(owner.uid):
+        applied = await apply_objects(memo.kube, owner, parsed)
+        _post(body, applied)
+        seen = {**dict(status), **applied.status}
+        observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
+    _post(body, observed)
+    new_status = {**applied.status, **observed.status}
+    conditions = [*observed.conditions, degraded(applied.status["problems"], observed.status["brokers"])]
+    patch.status.update(new_status)
+    patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation)
+    patch.status["observedGeneration"] = generation
+    kopf.event(body, type="Normal", reason="Reconciled", message=(
+        f"{cause}: {parsed.brokers} brokers, volume {applied.status['volumeSize']}, generation {generation}"))
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile-create")
+async def on_create(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
+                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+    await _reconcile("create", body, spec, status, patch, meta, memo)
+
+
+@kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile-update", field="spec")
+async def on_update(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
+                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+    await _reconcile("update", body, spec, status, patch, meta, memo)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile-resume")
+async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
+                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+    await _reconcile("resume", body, spec, status, patch, meta, memo)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
+async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
+                   meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return  # the create/update handler has reported it
+    if "replicas" not in status:
+        return  # not applied yet
+    metrics.RECONCILES.labels(kind="timer").inc()
+    owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
+    async with _lock(owner.uid):
+        observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
+    _post(body, observed)
+    patch.status.update(observed.status)
+    conditions = [*observed.conditions, degraded(status.get("problems") or [], observed.status["brokers"])]
+    patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
+                                                  int(status.get("observedGeneration") or 0))

@@ -1,0 +1,50 @@
+"""``rocketstore operator``: run the kopf operator with a liveness endpoint and Prometheus metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import kopf
+from prometheus_client import start_http_server
+
+from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
+
+__all__ = ["OperatorOptions", "run"]
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    namespaces: Sequence[str] = ()
+    all_namespaces: bool = True
+    bind_address: str = "0.0.0.0"
+    liveness_port: int = 8080
+    metrics_port: int = 8081
+    broker_address: str | None = None
+    interval: float = 30.0
+    verbose: bool = False
+
+
+def run(opts: OperatorOptions) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code."""
+    logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # read by the handlers module at import (timer interval)
+    os.environ["ROCKETSTORE_OPERATOR_INTERVAL"] = str(opts.interval)
+    from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
+
+    addressing = BrokerAddressing.from_text(opts.broker_address or os.environ.get(ADDRESS_ENV))
+    memo = kopf.Memo(brokers=Brokers(addressing))
+    if opts.metrics_port > 0:
+        start_http_server(opts.metrics_port, addr=opts.bind_address)
+    liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None
+    kopf.run(
+        standalone=True,
+        clusterwide=opts.all_namespaces and not opts.namespaces,
+        namespaces=list(opts.namespaces),
+        liveness_endpoint=liveness,
+        memo=memo,
+    )
+    return 0

@@ -1,0 +1,319 @@
+"""Reconciliation steps: the async code between the pure builders and the kopf handlers.
+
+``apply_objects``  desired objects -> server-side apply; storage growth; refused changes
+``observe``        pods and brokers -> per-broker status, retention push, manual deletes,
+                   adaptive retention, conditions
+
+Both return plain dicts for ``status`` and a list of events; the handlers write them with kopf's
+``patch`` (so the operator patches its own object, never updates it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from rocketstore.operator import metrics
+from rocketstore.operator.brokers import BrokerError, Brokers
+from rocketstore.operator.conditions import Condition, now
+from rocketstore.operator.desired import Owner, Plan, all_objects, cluster_peers, pod_name, pvc_name, selector
+from rocketstore.operator.kube import ApiError, Kube
+from rocketstore.operator.model import Spec, format_quantity, parse_quantity
+from rocketstore.operator.retention import decide
+from rocketstore.operator.sizing import segments_that_fit, volume_size
+
+__all__ = ["Event", "Outcome", "apply_objects", "observe"]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Outcome:
+    status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[Condition] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+def _claim_size(sts: Mapping[str, Any]) -> int | None:
+    for tpl in sts.get("spec", {}).get("volumeClaimTemplates", []):
+        storage = tpl.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
+        if storage is not None:
+            return parse_quantity(storage)
+    return None
+
+
+async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, name: str, seconds: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        if await kube.get(api_version, kind, namespace, name) is None:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def apply_objects(kube: Kube, owner: Owner, spec: Spec) -> Outcome:
+    """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down."""
+    out = Outcome()
+    problems: list[dict[str, str]] = []
+    want_volume = volume_size(spec)
+    if segments_that_fit(want_volume, spec.commit_log.segment_size, spec.storage.average_message_size,
+                         spec.retention.disk_max_used_space_ratio) < 1:
+        raise kopf.PermanentError(
+            f"spec.storage.size {format_quantity(want_volume)} cannot hold one CommitLog segment "
+            f"under diskMaxUsedSpaceRatio {spec.retention.disk_max_used_space_ratio}%")
+    replicas, volume = spec.brokers, want_volume
+    sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, owner.name)
+    if sts is not None:
+        current_replicas = int(sts.get("spec", {}).get("replicas", 0))
+        if replicas < current_replicas and not spec.allow_scale_down:
+            replicas = current_replicas
+            problems.append({"reason": "ScaleDownRefused", "message": (
+                f"spec.brokers {spec.brokers} < {current_replicas} running: set spec.scaling.allowScaleDown "
+                "after draining the brokers to remove (their PVCs are kept)")})
+        current_volume = _claim_size(sts)
+        if current_volume is not None and want_volume < current_volume:
+            volume = current_volume
+            problems.append({"reason": "StorageShrinkRefused", "message": (
+                f"volume {format_quantity(want_volume)} < current {format_quantity(current_volume)}: "
+                "PVCs cannot shrink; keeping the current size")})
+        elif current_volume is not None and want_volume > current_volume:
+            grown = await _grow_storage(kube, owner, current_replicas, want_volume, out)
+            if not grown:
+                volume = current_volume
+                problems.append({"reason": "StorageExpansionFailed", "message": out.events[-1].message})
+    plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume)
+    for obj in all_objects(plan):
+        try:
+            await kube.apply(obj)
+        except ApiError as e:
+            metrics.ERRORS.labels(step="apply").inc()
+            if e.retriable:
+                raise kopf.TemporaryError(f"applying {obj['kind']} {obj['metadata']['name']}: {e}", delay=5) from e
+            raise kopf.PermanentError(f"applying {obj['kind']} {obj['metadata']['name']}: {e}") from e
+    out.status.update({
+        "volumeSize": format_quantity(volume),
+        "replicas": replicas,
+        "problems": problems,
+    })
+    return out
+
+
+async def _grow_storage(kube: Kube, owner: Owner, replicas: int, volume: int, out: Outcome) -> bool:
+    """Expand existing PVCs, then recreate the StatefulSet (orphaning its pods) with the new template."""
+    size = format_quantity(volume)
+    for i in range(replicas):
+        name = pvc_name(owner.name, i)
+        try:
+            await kube.merge_patch("v1", "PersistentVolumeClaim", owner.namespace, name,
+                                   {"spec": {"resources": {"requests": {"storage": size}}}})
+        except ApiError as e:
+            if e.status == 404:
+                continue  # not created yet: the new template covers it
+            metrics.ERRORS.labels(step="expand").inc()
+            out.events.append(Event("Warning", "StorageExpansionFailed", f"PVC {name} to {size}: {e}"))
+            return False
+    out.events.append(Event("Normal", "StorageExpanded", f"PVCs of {replicas} brokers requested {size}"))
+    # volumeClaimTemplates are immutable: replace the StatefulSet, keeping its pods running
+    await kube.delete("apps/v1", "StatefulSet", owner.namespace, owner.name, propagation="Orphan")
+    if not await _wait_gone(kube, "apps/v1", "StatefulSet", owner.namespace, owner.name, 30):
+        raise kopf.TemporaryError("StatefulSet still terminating after the orphan delete", delay=5)
+    out.events.append(Event("Normal", "StatefulSetReplaced", f"recreated with volume template {size}"))
+    return True
+
+
+# -- observation and broker tuning -----------------------------------------------------------------
+
+_NUMERIC_TOLERANCE = 1e-9
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    try:
+        return abs(float(a) - float(b)) < _NUMERIC_TOLERANCE
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    for c in pod.get("status", {}).get("conditions", []) or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+async def observe(
+    kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, status: Mapping[str, Any], generation: int
+) -> Outcome:
+    """Observe pods and brokers, converge each broker's retention, run a new manual delete token."""
+    out = Outcome()
+    replicas = int(status.get("replicas") or spec.brokers)
+    pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
+    old_brokers = {b.get("name"): b for b in status.get("brokers", []) or []}
+    token = spec.maintenance.delete_expired_request
+
+    # 1. runtime info of every broker, to decide the retention to run with
+    runtimes: dict[int, Any] = {}
+    errors: dict[int, str] = {}
+    for i in range(replicas):
+        addr = brokers.address(owner.name, owner.namespace, i)
+        try:
+            runtimes[i] = await brokers.runtime(addr)
+        except BrokerError as e:
+            errors[i] = str(e)
+    usages = [r.disk_usage_ratio for r in runtimes.values() if r.disk_usage_ratio is not None]
+    max_usage = max(usages) if usages else None
+    previous_hours = status.get("effectiveFileReservedTime")
+    decision = decide(spec.retention, int(previous_hours) if previous_hours is not None else None, max_usage)
+    if (spec.retention.policy == "adaptive" and max_usage is not None and previous_hours is not None
+            and decision.file_reserved_time != int(previous_hours)):
+        action = "lowered" if decision.file_reserved_time < int(previous_hours) else "raised"
+        metrics.TUNING_ACTIONS.labels(action=f"adaptive_{action}").inc()
+        out.events.append(Event(
+            "Warning" if action == "lowered" else "Normal", f"Retention{action.capitalize()}",
+            f"fileReservedTime {previous_hours}h -> {decision.file_reserved_time}h "
+            f"(max disk usage {max_usage:.2%}, forced cleanup at "
+            f"{spec.retention.disk_space_clean_forcibly_ratio:.0%}, spec {spec.retention.file_reserved_time}h)"))
+    want = spec.retention.broker_properties(decision.file_reserved_time)
+
+    # 2. per broker: converge retention, run the manual delete once per token
+    broker_status: list[dict[str, Any]] = []
+    for i in range(replicas):
+        name = pod_name(owner.name, i)
+        addr = brokers.address(owner.name, owner.namespace, i)
+        old = old_brokers.get(name, {})
+        entry: dict[str, Any] = {
+            "name": name,
+            "address": addr,
+            "ready": _pod_ready(pods.get(name, {})),
+            "reachable": i in runtimes,
+            "appliedRetention": old.get("appliedRetention"),
+            "lastManualDelete": old.get("lastManualDelete"),
+        }
+        if i in errors:
+            entry["message"] = errors[i][:300]
+        rt = runtimes.get(i)
+        if rt is not None:
+            entry.update({
+                "diskUsageRatio": rt.disk_usage_ratio,
+                "commitLogMinOffset": rt.commit_log_min_offset,
+                "commitLogMaxOffset": rt.commit_log_max_offset,
+            })
+            if rt.disk_usage_ratio is not None:
+                metrics.BROKER_DISK_USAGE.labels(owner.namespace, owner.name, name).set(rt.disk_usage_ratio)
+            running = await _converge_retention(brokers, addr, name, want, cluster_peers(owner, replicas), entry, out)
+            segment_size = int(running.get("mappedFileSizeCommitLog") or spec.commit_log.segment_size)
+            await _manual_delete(brokers, addr, name, token, rt, segment_size, entry, out)
+        broker_status.append({k: v for k, v in entry.items() if v is not None})
+
+    ready = sum(1 for b in broker_status if b["ready"])
+    converged = all(
+        b.get("appliedRetention") is not None
+        and all(_same(b["appliedRetention"].get(k), v) for k, v in want.items())
+        for b in broker_status
+    )
+    out.status.update({
+        "observedAt": now(),
+        "brokers": broker_status,
+        "brokersReady": ready,
+        "brokersReadyText": f"{ready}/{spec.brokers}",
+        "diskUsage": "" if max_usage is None else f"{max_usage:.0%}",
+        "effectiveFileReservedTime": decision.file_reserved_time,
+        "retention": f"{decision.file_reserved_time}h" + (
+            "" if decision.file_reserved_time == spec.retention.file_reserved_time
+            else f" (spec {spec.retention.file_reserved_time}h)"),
+    })
+    all_ready = ready == spec.brokers == replicas
+    out.conditions.append(Condition(
+        "Ready", all_ready, "AllBrokersReady" if all_ready else "BrokersNotReady",
+        f"{ready}/{spec.brokers} broker pods ready"))
+    pending = [] if converged else ["retention not applied on every broker"]
+    if not all_ready:
+        pending.insert(0, "broker pods rolling out")
+    out.conditions.append(Condition(
+        "Progressing", bool(pending), "Converging" if pending else "Converged", "; ".join(pending)))
+    out.conditions.append(Condition(
+        "DiskPressure", decision.pressure,
+        {"Lowered": "RetentionLowered", "AtFloor": "RetentionAtFloor", "Holding": "RetentionHeldLow"}.get(
+            decision.reason, "UsageNormal") if decision.pressure else "UsageNormal",
+        "" if max_usage is None else f"max commitLogDiskRatio {max_usage:.2%}; fileReservedTime "
+        f"{decision.file_reserved_time}h (spec {spec.retention.file_reserved_time}h)"))
+    return out
+
+
+async def _converge_retention(
+    brokers: Brokers, addr: str, name: str, want: Mapping[str, str], peers: str, entry: dict[str, Any],
+    out: Outcome,
+) -> dict[str, str]:
+    """Push the retention keys (and clusterPeers, so scale-up needs no restart) where they differ.
+
+    Returns the broker's configuration as read before the push ({} when it could not be read).
+    """
+    live = {**want, "clusterPeers": peers}
+    try:
+        running = await brokers.config(addr)
+        current = {k: running.get(k, "") for k in live}
+        stale = {k: v for k, v in live.items() if not _same(current[k], v)}
+        if stale:
+            current.update(await brokers.push_config(addr, stale))
+            metrics.TUNING_ACTIONS.labels(action="retention_push").inc()
+            out.events.append(Event("Normal", "BrokerConfigApplied", f"{name}: " + ", ".join(
+                f"{k}={v}" for k, v in stale.items())))
+        entry["appliedRetention"] = {k: current[k] for k in want}
+        return running
+    except BrokerError as e:
+        metrics.ERRORS.labels(step="retention_push").inc()
+        out.events.append(Event("Warning", "RetentionPushFailed", f"{name}: {e}"))
+        return {}
+
+
+async def _manual_delete(
+    brokers: Brokers, addr: str, name: str, token: str | None, rt: Any, segment_size: int,
+    entry: dict[str, Any], out: Outcome,
+) -> None:
+    last = entry.get("lastManualDelete") or {}
+    if token is None:
+        return
+    if last.get("token") == token:
+        # already run for this token: follow how many segments the cleanup removed since
+        before = last.get("commitLogMinOffsetBefore")
+        if before is not None and rt.commit_log_min_offset is not None:
+            last = {**last, "filesDeleted": max(0, (rt.commit_log_min_offset - before) // segment_size)}
+            entry["lastManualDelete"] = last
+        return
+    try:
+        await brokers.delete_expired(addr)
+        result = "Requested"
+        metrics.TUNING_ACTIONS.labels(action="manual_delete").inc()
+        out.events.append(Event("Normal", "ManualDeleteRequested", f"{name}: deleteExpiredCommitLog, token {token}"))
+    except BrokerError as e:
+        result = f"Failed: {e}"[:300]
+        metrics.ERRORS.labels(step="manual_delete").inc()
+        out.events.append(Event("Warning", "ManualDeleteFailed", f"{name}: token {token}: {e}"))
+    entry["lastManualDelete"] = {
+        "token": token,
+        "result": result,
+        "time": now(),
+        "commitLogMinOffsetBefore": rt.commit_log_min_offset,
+        "filesDeleted": 0,
+    }
+
+
+def degraded(problems: Sequence[Mapping[str, str]], brokers: Sequence[Mapping[str, Any]]) -> Condition:
+    """Degraded from refused changes (written by the apply step) and unreachable ready brokers."""
+    if problems:
+        return Condition("Degraded", True, problems[0]["reason"], "; ".join(p["message"] for p in problems))
+    unreachable = [b["name"] for b in brokers if b.get("ready") and not b.get("reachable")]
+    if unreachable:
+        return Condition("Degraded", True, "BrokerUnreachable", "admin API not answering: " + ", ".join(unreachable))
+    return Condition("Degraded", False, "AsExpected")

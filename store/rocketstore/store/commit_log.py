@@ -1,0 +1,475 @@
+"""CommitLog: every message of every topic, appended to one sequence of fixed-size segments.
+
+Puts encode outside the lock and only stamp queueOffset, physicalOffset and storeTimestamp
+inside it, as RocketMQ's MessageExtEncoder does. A record that would not leave 8 bytes of
+room ends the segment with a blank record and goes to the next one. Recovery reads records
+with :func:`store.message.decode_record`, the same decoder dispatch uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.flush import FlushRealTimeService, FlushService, GroupCommitService
+from rocketstore.store.mapped_file import MappedFile
+from rocketstore.store.mapped_file_queue import AllocateMappedFileService, MappedFileQueue
+from rocketstore.store.message import (
+    DEFAULT_BORN_HOST,
+    DEFAULT_STORE_HOST,
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    MESSAGE_MAGIC_CODE,
+    BlankRecord,
+    CorruptRecord,
+    DecodeResult,
+    HostAddress,
+    Message,
+    StoredMessage,
+    SysFlag,
+    create_message_id,
+    decode_record,
+    encode_blank,
+    encode_record,
+    host_length,
+    properties_to_string,
+    stamp_record,
+    store_timestamp_pos,
+    transaction_type,
+    with_host_flags,
+)
+from rocketstore.store.status import AppendMessageStatus, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+_ENCODE_HEADROOM = 64 * 1024  # RocketMQ's encoder allows body + 64 KiB for the whole record
+
+
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
+class AppendMessageResult:
+    """Where a put landed: RocketMQ's AppendMessageResult."""
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    store_host: HostAddress = DEFAULT_STORE_HOST
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id of the first record, computed on demand (most puts never ask)."""
+        return create_message_id(self.store_host, self.wrote_offset)
+
+
+@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
+class PutMessageResult:
+    status: PutMessageStatus
+    append: AppendMessageResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+
+@dataclass(slots=True)
+class MessageBatch:
+    """A SEND_BATCH_MESSAGE put: one topic/queue, many bodies (RocketMQ's MessageExtBatch)."""
+
+    topic: str
+    queue_id: int
+    items: list[tuple[bytes, int, str]]  # (body, flag, properties string) per message
+    properties: dict[str, str]
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = DEFAULT_BORN_HOST
+    store_host: HostAddress = DEFAULT_STORE_HOST
+    reconsume_times: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogSettings:
+    """What the CommitLog reads from StoreConfig, as callables so live changes apply at once."""
+
+    store_path: str
+    file_size: int
+    sync_flush: bool
+    max_message_size: Callable[[], int]
+    sync_flush_timeout_ms: Callable[[], int]
+    flush_interval_ms: Callable[[], int]
+    flush_least_pages: Callable[[], int]
+    flush_thorough_interval_ms: Callable[[], int]
+    check_crc_on_recover: bool = True
+
+
+class CommitLog:
+    """The segment sequence plus the put path, flushing and recovery."""
+
+    def __init__(self, settings: CommitLogSettings, checkpoint: StoreCheckpoint) -> None:
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.allocator = AllocateMappedFileService(settings.file_size)
+        self.mapped_file_queue = MappedFileQueue(settings.store_path, settings.file_size, self.allocator)
+        self.topic_queue_table: dict[str, int] = {}
+        self.put_lock = threading.Lock()
+        self.begin_time_in_lock = 0.0
+        self.on_appended: Callable[[], None] = lambda: None
+        self.flush_service: FlushService
+        if settings.sync_flush:
+            self.flush_service = GroupCommitService(self.mapped_file_queue, self._stamp_physic)
+        else:
+            self.flush_service = FlushRealTimeService(
+                self.mapped_file_queue, self._stamp_physic,
+                interval_ms=settings.flush_interval_ms, least_pages=settings.flush_least_pages,
+                thorough_interval_ms=settings.flush_thorough_interval_ms,
+            )
+
+    def _stamp_physic(self, timestamp: int) -> None:
+        self.checkpoint.physic_msg_timestamp = timestamp
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def start(self) -> None:
+        self.flush_service.start()
+
+    def shutdown(self) -> None:
+        self.flush_service.shutdown()
+        self.allocator.shutdown()
+        self.mapped_file_queue.shutdown()
+
+    # -- offsets ---------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        """First readable offset; -1 when empty. A first segment being destroyed is skipped."""
+        first = self.mapped_file_queue.first
+        if first is None:
+            return -1
+        if first.is_available:
+            return first.file_from_offset
+        return self.roll_next_file(first.file_from_offset)
+
+    @property
+    def max_offset(self) -> int:
+        return self.mapped_file_queue.max_offset
+
+    def roll_next_file(self, offset: int) -> int:
+        size = self.settings.file_size
+        return offset + size - offset % size
+
+    def queue_key(self, topic: str, queue_id: int) -> str:
+        return f"{topic}-{queue_id}"
+
+    # -- put -------------------------------------------------------------------------------
+    def check_message(self, topic: str, properties_length: int) -> PutMessageStatus | None:
+        """Reject what RocketMQ rejects before touching the log (checkMessage in DefaultMessageStore)."""
+        if len(topic.encode()) > MAX_TOPIC_LENGTH_V1:
+            log.warning("put refused: topic %r longer than %d bytes", topic[:40], MAX_TOPIC_LENGTH_V1)
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        if properties_length > MAX_PROPERTIES_LENGTH:
+            log.warning("put refused: properties are %d bytes, the limit is %d", properties_length,
+                        MAX_PROPERTIES_LENGTH)
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        return None
+
+    def put_message(self, msg: Message) -> PutMessageResult:
+        """Append one message; with SYNC_FLUSH return only once it is durable."""
+        props = properties_to_string(msg.properties).encode()
+        refused = self.check_message(msg.topic, len(props))
+        if refused is not None:
+            return PutMessageResult(refused)
+        max_size = self.settings.max_message_size()
+        if len(msg.body) > max_size:
+            log.warning("put refused: body of %d bytes exceeds maxMessageSize %d", len(msg.body), max_size)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        sys_flag = with_host_flags(msg.sys_flag, msg.born_host, msg.store_host)
+        record = encode_record(
+            topic_data=msg.topic.encode(), body=msg.body, properties_data=props, queue_id=msg.queue_id,
+            flag=msg.flag, sys_flag=sys_flag, born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host.to_bytes(), store_host=msg.store_host.to_bytes(),
+            reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
+        if len(record) > max_size + _ENCODE_HEADROOM:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        result = self._append([record], msg.topic, msg.queue_id, sys_flag, msg.store_host)
+        return self._after_append(result, msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+
+    def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+        """Append a batch as consecutive records in one segment (RocketMQ's batch put).
+
+        Each item becomes its own record; the batch's own properties are appended to each
+        item's, with a separator when needed, exactly as MessageExtBatchEncoder does.
+        """
+        if transaction_type(batch.sys_flag) != 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)  # batches cannot be transactional
+        batch_props = properties_to_string(batch.properties).encode()
+        refused = self.check_message(batch.topic, len(batch_props))
+        if refused is not None:
+            return PutMessageResult(refused)
+        sys_flag = with_host_flags(batch.sys_flag, batch.born_host, batch.store_host)
+        topic_data = batch.topic.encode()
+        born, store = batch.born_host.to_bytes(), batch.store_host.to_bytes()
+        total_body = 0
+        records = []
+        for body, flag, item_props in batch.items:
+            props = item_props.encode()
+            # RocketMQ limits the batch's wire body (20-byte item header + body + 2 + properties)
+            total_body += 20 + len(body) + 2 + len(props)
+            if props and batch_props and not props.endswith(b"\x02"):
+                props += b"\x02"
+            props += batch_props
+            if len(props) > MAX_PROPERTIES_LENGTH:
+                return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+            records.append(encode_record(
+                topic_data=topic_data, body=body, properties_data=props, queue_id=batch.queue_id, flag=flag,
+                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born, store_host=store,
+                reconsume_times=batch.reconsume_times, prepared_transaction_offset=0,
+            ))
+        if not records or total_body > self.settings.max_message_size():
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        result = self._append(records, batch.topic, batch.queue_id, sys_flag, batch.store_host)
+        return self._after_append(result, True)
+
+    def _append(
+        self, records: list[bytearray], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
+    ) -> PutMessageResult:
+        payload = records[0] if len(records) == 1 else bytearray().join(records)
+        total = len(payload)
+        key = f"{topic}-{queue_id}"
+        counts_in_queue = transaction_type(sys_flag) in (0, SysFlag.TRANSACTION_COMMIT)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.settings.file_size:
+            # refuse before the loop below ends the current segment with a blank for a record
+            # that cannot fit even an empty one (a refused put must leave the log untouched)
+            log.error("record of %d bytes cannot fit a %d-byte segment", total, self.settings.file_size)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        with self.put_lock:
+            self.begin_time_in_lock = time.monotonic()
+            try:
+                now_ms = int(time.time() * 1000)
+                mapped = self.mapped_file_queue.get_last_mapped_file(0)
+                for attempt in range(2):
+                    if mapped is None:
+                        return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                    room = mapped.file_size - mapped.wrote_position
+                    if total + END_FILE_MIN_BLANK_LENGTH <= room:
+                        break
+                    if attempt == 1 or mapped.wrote_position == 0:
+                        log.error("record of %d bytes does not fit an empty %d-byte segment", total,
+                                  mapped.file_size)
+                        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+                    mapped.append_with(lambda mm, pos, left: self._write_blank(mm, pos, left))
+                    mapped = self.mapped_file_queue.get_last_mapped_file(0)
+                assert mapped is not None
+                queue_offset = self.topic_queue_table.get(key, 0)
+                wrote_offset = mapped.file_from_offset + mapped.wrote_position
+
+                def write(mm: mmap.mmap, pos: int, room: int) -> int:
+                    # Stamp our own (private, not yet shared) encoding, then copy it into the
+                    # mapping in one go: stamping in the mapping let a kill -9 between copy and
+                    # stamp leave CRC-valid records with queueOffset/physicalOffset/storeTimestamp
+                    # 0, which recovery accepts. The write position is published after this
+                    # returns, so dispatch never sees a record without its offsets either.
+                    rec_pos = 0
+                    for i, record in enumerate(records):
+                        stamp_record(payload, rec_pos, queue_offset + i if counts_in_queue else 0,
+                                     wrote_offset + rec_pos, now_ms, sys_flag)
+                        rec_pos += len(record)
+                    mm[pos : pos + total] = payload
+                    return total
+
+                try:
+                    mapped.append_with(write)
+                except (OSError, ValueError) as exc:
+                    log.error("append to %s failed: %s", mapped.path, exc)
+                    return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
+                mapped.store_timestamp = now_ms
+                if counts_in_queue:
+                    self.topic_queue_table[key] = queue_offset + len(records)
+            finally:
+                self.begin_time_in_lock = 0.0
+        self.on_appended()
+        append = AppendMessageResult(
+            AppendMessageStatus.PUT_OK, wrote_offset, total, store_host, now_ms,
+            queue_offset if counts_in_queue else 0, len(records),
+        )
+        return PutMessageResult(PutMessageStatus.PUT_OK, append)
+
+    @staticmethod
+    def _write_blank(mm: mmap.mmap, pos: int, left: int) -> int:
+        mm[pos : pos + END_FILE_MIN_BLANK_LENGTH] = encode_blank(left)
+        return left
+
+    def _after_append(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
+        if result.append is None or not self.settings.sync_flush:
+            return result
+        assert isinstance(self.flush_service, GroupCommitService)
+        end = result.append.wrote_offset + result.append.wrote_bytes
+        if not wait:
+            self.flush_service.wakeup()
+            return result
+        if self.flush_service.wait_flushed(end, self.settings.sync_flush_timeout_ms() / 1000):
+            return result
+        log.warning("sync flush of offset %d timed out after %d ms", end, self.settings.sync_flush_timeout_ms())
+        return PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
+
+    def lock_held_ms(self) -> float:
+        """How long the current put has held the lock (0 if none): the page-cache-busy signal."""
+        begin = self.begin_time_in_lock
+        return (time.monotonic() - begin) * 1000 if begin else 0.0
+
+    # -- read ------------------------------------------------------------------------------
+    def get_message(self, offset: int, size: int) -> bytes | None:
+        """The raw bytes of the record at ``offset`` (None once deleted or not yet written)."""
+        # No first-file fallback for offset 0 (RocketMQ passes offset == 0): once segment 0 is
+        # deleted it would return the bytes of another record instead of None.
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mapped is None:
+            return None
+        return mapped.read(offset % self.settings.file_size, size)
+
+    def look_message_by_offset(self, offset: int, size: int | None = None) -> StoredMessage | None:
+        """Decode the record at ``offset``; reads its size first when not given."""
+        if size is None:
+            head = self.get_message(offset, 4)
+            if head is None:
+                return None
+            size = int.from_bytes(head, "big", signed=True)
+            if size <= 0:
+                return None
+        data = self.get_message(offset, size)
+        if data is None:
+            return None
+        decoded = decode_record(data, 0, check_crc=False)
+        return decoded if isinstance(decoded, StoredMessage) else None
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """Store time of the record at ``offset``; -1 when it is gone or unreadable."""
+        if offset < self.min_offset:
+            return -1
+        data = self.get_message(offset, size)
+        if data is None or len(data) < 64:
+            return -1
+        sys_flag = int.from_bytes(data[36:40], "big", signed=True)
+        pos = store_timestamp_pos(sys_flag)
+        return int.from_bytes(data[pos : pos + 8], "big", signed=True)
+
+    def records_in(self, mapped: MappedFile, start: int = 0, *, check_crc: bool) -> Iterator[tuple[int, DecodeResult]]:
+        """Decode records of one segment from ``start`` until a blank or corrupt record.
+
+        Yields (position in segment, result). The final result is the blank or corrupt
+        record that ended the walk, or nothing when the written area ends cleanly.
+        """
+        if not mapped.hold():
+            return
+        try:
+            buf = mapped.buffer
+            pos = start
+            limit = mapped.read_position
+            while pos < limit:
+                result = decode_record(buf, pos, check_crc=check_crc, read_body=False)
+                yield pos, result
+                if not isinstance(result, StoredMessage):
+                    return
+                pos += result.total_size
+        finally:
+            mapped.release()
+
+    # -- recovery --------------------------------------------------------------------------
+    def recover_normally(self, max_phy_offset_of_consume_queue: int) -> tuple[int, bool]:
+        """Clean-shutdown recovery: re-check the last three segments, cut at the first bad record.
+
+        Returns (end offset, whether consume queues must be truncated past it).
+        """
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            self.mapped_file_queue.set_flushed_where(0)
+            return 0, True
+        process_offset = self._scan_valid_end(max(len(files) - 3, 0), on_record=None)
+        self.mapped_file_queue.set_flushed_where(process_offset)
+        self.mapped_file_queue.truncate_dirty_files(process_offset)
+        return process_offset, max_phy_offset_of_consume_queue >= process_offset
+
+    def recover_abnormally(
+        self, max_phy_offset_of_consume_queue: int, min_timestamp: int, dispatch: Callable[[StoredMessage], None]
+    ) -> tuple[int, bool]:
+        """Crash recovery: start at the newest segment older than the checkpoint, re-dispatch from there."""
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            self.mapped_file_queue.set_flushed_where(0)
+            return 0, True
+        index = 0
+        for i in range(len(files) - 1, -1, -1):
+            if self._matched_recover(files[i], min_timestamp):
+                index = i
+                break
+        process_offset = self._scan_valid_end(index, on_record=dispatch)
+        self.mapped_file_queue.set_flushed_where(process_offset)
+        self.mapped_file_queue.truncate_dirty_files(process_offset)
+        return process_offset, max_phy_offset_of_consume_queue >= process_offset
+
+    def _matched_recover(self, mapped: MappedFile, min_timestamp: int) -> bool:
+        buf = mapped.buffer
+        if int.from_bytes(buf[4:8], "big", signed=True) != MESSAGE_MAGIC_CODE:
+            return False
+        sys_flag = int.from_bytes(buf[36:40], "big", signed=True)
+        pos = 48 + host_length(sys_flag, SysFlag.BORNHOST_V6)
+        store_timestamp = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
+        return store_timestamp != 0 and store_timestamp <= min_timestamp
+
+    def _scan_valid_end(self, index: int, on_record: Callable[[StoredMessage], None] | None) -> int:
+        files = self.mapped_file_queue.mapped_files
+        check_crc = self.settings.check_crc_on_recover
+        while True:
+            mapped = files[index]
+            end_pos = 0
+            ended_by: DecodeResult | None = None
+            for pos, result in self.records_in(mapped, 0, check_crc=check_crc):
+                if isinstance(result, StoredMessage):
+                    end_pos = pos + result.total_size
+                    if on_record is not None:
+                        on_record(result)
+                else:
+                    ended_by = result
+            if isinstance(ended_by, BlankRecord) and index + 1 < len(files):
+                index += 1
+                continue
+            if isinstance(ended_by, CorruptRecord) and not _all_zero(mapped.buffer, end_pos):
+                log.warning("recovery stops in %s at %d: %s", mapped.file_name, end_pos, ended_by.reason)
+            return mapped.file_from_offset + end_pos
+
+    # -- cleanup ---------------------------------------------------------------------------
+    def delete_expired_file(
+        self, expired_ms: int, delete_files_interval_ms: int, interval_forcibly_ms: int, clean_immediately: bool
+    ) -> int:
+        return self.mapped_file_queue.delete_expired_file_by_time(
+            expired_ms, delete_files_interval_ms, interval_forcibly_ms, clean_immediately
+        )
+
+    def retry_delete_first_file(self, interval_forcibly_ms: int) -> bool:
+        return self.mapped_file_queue.retry_delete_first_file(interval_forcibly_ms)
+
+    def remain_to_flush(self) -> int:
+        return self.mapped_file_queue.remain_to_flush()
+
+
+def _all_zero(buf: mmap.mmap, pos: int) -> bool:
+    """Whether the bytes at ``pos`` look like never-written space (the normal end of a log)."""
+    return buf[pos : pos + 8] == b"\x00" * 8
+
+
+def segment_paths(store_path: str) -> list[str]:
+    """CommitLog segment files in offset order (offline tooling opens them read-only)."""
+    if not os.path.isdir(store_path):
+        return []
+    return [os.path.join(store_path, n) for n in sorted(os.listdir(store_path)) if n.isdigit()]
+

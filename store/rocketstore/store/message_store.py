@@ -1,0 +1,576 @@
+"""DefaultMessageStore: composes the store's parts and orders their lifecycle.
+
+    load()      open CommitLog segments, consume queues, index files, checkpoint;
+                recover (normal, or abnormal when ``abort`` was left behind)
+    start()     take the lock, create ``abort``, dispatch until caught up, start services
+    shutdown()  stop services, flush, and remove ``abort`` only if dispatch had caught up
+
+The read API mirrors RocketMQ's MessageStore in snake_case. Everything that does real work
+lives in the concept modules (commit_log, consume_queue, index_file, dispatch, clean, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
+from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
+from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
+from rocketstore.store.dispatch import MessageArrivingListener, ReputMessageService
+from rocketstore.store.index_file import IndexService
+from rocketstore.store.message import DispatchRequest, Message, StoredMessage, tags_code, transaction_type
+from rocketstore.store.message import SysFlag as _SysFlag
+from rocketstore.store.running_flags import RunningFlags
+from rocketstore.store.stats import StoreStatsService
+from rocketstore.store.status import GetMessageStatus, PutMessageStatus
+from rocketstore.store.store_lock import StoreLock
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class MessageFilter(Protocol):
+    """Decides which entries a pull returns (RocketMQ's MessageFilter)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
+
+
+class TagFilter:
+    """Subscription by tag expression: ``*`` (or empty) for all, else ``TagA || TagB``.
+
+    Like RocketMQ's broker-side filter it compares tag hash codes only; a client re-checks
+    the tag strings, which is where a hash collision is resolved.
+    """
+
+    def __init__(self, expression: str | None) -> None:
+        expr = (expression or "").strip()
+        self.subscribe_all = expr in ("", "*")
+        self.tags = [] if self.subscribe_all else [t.strip() for t in expr.split("||") if t.strip()]
+        self.code_set = {tags_code(t) for t in self.tags}
+
+    def is_matched_by_consume_queue(self, code: int) -> bool:
+        return self.subscribe_all or code in self.code_set
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        return True
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """A pull's outcome: the raw records (as the broker ships them) and where to go next."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[bytes] = field(default_factory=list)
+    message_queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    messages: list[StoredMessage]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+class DefaultMessageStore:
+    """The message store: RocketMQ's DefaultMessageStore without HA, DLedger or scheduling."""
+
+    def __init__(self, config: StoreConfig, *, on_message_arriving: MessageArrivingListener | None = None) -> None:
+        self.config = config
+        root = str(config.root_dir())
+        self.root_dir = root
+        os.makedirs(root, exist_ok=True)
+        self.checkpoint = StoreCheckpoint(str(config.checkpoint_path()))
+        sync = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.commit_log = CommitLog(
+            CommitLogSettings(
+                store_path=str(config.commit_log_dir()),
+                file_size=config.mapped_file_size_commit_log,
+                sync_flush=sync,
+                max_message_size=lambda: config.max_message_size,
+                sync_flush_timeout_ms=lambda: config.sync_flush_timeout,
+                flush_interval_ms=lambda: config.flush_interval_commit_log,
+                flush_least_pages=lambda: config.flush_commit_log_least_pages,
+                flush_thorough_interval_ms=lambda: config.flush_commit_log_thorough_interval,
+                check_crc_on_recover=config.check_crc_on_recover,
+            ),
+            self.checkpoint,
+        )
+        self.consume_queue_dir = str(config.consume_queue_dir())
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self._cq_lock = threading.Lock()
+        self.index_service = IndexService(
+            str(config.index_dir()), config.max_hash_slot_num, config.max_index_num, self.checkpoint,
+            message_index_enable=config.message_index_enable, max_msgs_num_batch=config.max_msgs_num_batch,
+        )
+        self.running_flags = RunningFlags()
+        self.stats = StoreStatsService()
+        self.reput_service = ReputMessageService(
+            self.commit_log, [self._build_consume_queue, self._build_index], on_message_arriving
+        )
+        self.commit_log.on_appended = self.reput_service.wakeup
+        self.clean_commit_log_service = CleanCommitLogService(self)
+        self.clean_consume_queue_service = CleanConsumeQueueService(self)
+        self._lock = StoreLock(str(config.lock_path()))
+        self.abort_path = str(config.abort_path())
+        self.last_exit_ok = True
+        self.shutdown_flag = True
+        self._scheduler_stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.total_physical_memory = _DEFAULT_PHYSICAL_MEMORY
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open everything on disk and recover; raises with a clear message if it cannot.
+
+        The directory lock is taken first: recovery truncates and deletes files, which must
+        never happen under a store that is running (StoreLockedError instead).
+        """
+        self._lock.acquire()
+        try:
+            self.last_exit_ok = not os.path.exists(self.abort_path)
+            log.info("last shutdown %s", "normal" if self.last_exit_ok else "abnormal")
+            self.commit_log.load()
+            self._load_consume_queues()
+            self.index_service.load(self.last_exit_ok)
+            self._recover()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _load_consume_queues(self) -> None:
+        if not os.path.isdir(self.consume_queue_dir):
+            return
+        for topic in sorted(os.listdir(self.consume_queue_dir)):
+            topic_dir = os.path.join(self.consume_queue_dir, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in sorted(os.listdir(topic_dir)):
+                if qid.lstrip("-").isdigit():
+                    self.find_consume_queue(topic, int(qid)).load()
+
+    def _recover(self) -> None:
+        max_phy_of_cq = -1
+        for cq in self._all_consume_queues():
+            cq.recover()
+            max_phy_of_cq = max(max_phy_of_cq, cq.max_physic_offset)
+        if self.last_exit_ok:
+            end, truncate = self.commit_log.recover_normally(max_phy_of_cq)
+        else:
+            end, truncate = self.commit_log.recover_abnormally(
+                max_phy_of_cq, self._recover_min_timestamp(), self.reput_service.dispatch_message
+            )
+        if not self.commit_log.mapped_file_queue.mapped_files:
+            self.destroy_logics()
+        elif truncate:
+            log.info("consume queues reach %d, the CommitLog ends at %d: truncating them there", max_phy_of_cq, end)
+            for cq in self._all_consume_queues():
+                cq.truncate_dirty_logic_files(end)
+        self.recover_topic_queue_table()
+
+    def _recover_min_timestamp(self) -> int:
+        if self.config.message_index_enable and self.config.message_index_safe:
+            return self.checkpoint.min_timestamp_index
+        return self.checkpoint.min_timestamp
+
+    def recover_topic_queue_table(self) -> None:
+        """Next queue offset per queue = the consume queue's max; min offsets follow the CommitLog."""
+        table: dict[str, int] = {}
+        min_phy = self.commit_log.min_offset
+        for cq in self._all_consume_queues():
+            table[self.commit_log.queue_key(cq.topic, cq.queue_id)] = cq.max_offset_in_queue
+            cq.correct_min_offset(min_phy)
+        self.commit_log.topic_queue_table = table
+
+    def start(self) -> None:
+        """Lock the directory, mark the run with ``abort``, catch dispatch up, start services."""
+        self._lock.acquire()
+        try:
+            with open(self.abort_path, "w"):
+                pass
+            max_physical = self.commit_log.min_offset
+            for cq in self._all_consume_queues():
+                max_physical = max(max_physical, cq.max_physic_offset)
+            self.reput_service.reput_from_offset = max(max_physical, self.commit_log.min_offset, 0)
+            self.reput_service.start()
+            while not self.reput_service.wait_caught_up(1.0):
+                log.info("start-up: dispatch %d bytes behind", self.reput_service.behind_bytes)
+            self.recover_topic_queue_table()
+            self.commit_log.start()
+            self.shutdown_flag = False
+            self._start_thread("FlushConsumeQueueService", self._flush_consume_queue_loop)
+            self._start_thread("StoreScheduledService", self._scheduled_loop)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _start_thread(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def shutdown(self) -> None:
+        """Stop in reverse order; ``abort`` stays when dispatch had not caught up (next start re-checks)."""
+        if self.shutdown_flag and not self._threads:
+            self._lock.release()  # loaded but never started: still holds the directory lock
+            return
+        self.shutdown_flag = True
+        self._scheduler_stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+        self.reput_service.wait_caught_up(5.0)
+        self.reput_service.shutdown()
+        self.commit_log.shutdown()
+        self._flush_consume_queues(0)
+        self.index_service.shutdown()
+        self.checkpoint.flush()
+        self.checkpoint.shutdown()
+        for cq in self._all_consume_queues():
+            cq.shutdown()
+        if self.running_flags.is_writeable and self.dispatch_behind_bytes == 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.abort_path)
+        else:
+            log.warning("shutdown with dispatch %d bytes behind: keeping abort for recovery",
+                        self.dispatch_behind_bytes)
+        self._lock.release()
+
+    def destroy(self) -> None:
+        """Delete the whole store directory's data (tests and a deliberate reset)."""
+        self.destroy_logics()
+        self.commit_log.mapped_file_queue.destroy()
+        self.index_service.destroy()
+        for name in ("checkpoint", "abort"):
+            path = os.path.join(self.root_dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def destroy_logics(self) -> None:
+        for cq in self._all_consume_queues():
+            cq.destroy()
+        with self._cq_lock:
+            self.consume_queue_table.clear()
+        if os.path.isdir(self.consume_queue_dir):
+            shutil.rmtree(self.consume_queue_dir, ignore_errors=True)
+
+    # -- background services ---------------------------------------------------------------
+    def _flush_consume_queue_loop(self) -> None:
+        last_thorough = time.monotonic()
+        while not self._scheduler_stop.wait(self.config.flush_interval_consume_queue / 1000):
+            least = self.config.flush_consume_queue_least_pages
+            if (time.monotonic() - last_thorough) * 1000 >= self.config.flush_consume_queue_thorough_interval:
+                last_thorough = time.monotonic()
+                least = 0
+            try:
+                self._flush_consume_queues(least)
+            except OSError:
+                log.exception("consume queue flush failed; retrying at the next interval")
+
+    def _flush_consume_queues(self, least_pages: int) -> None:
+        logics_timestamp = self.checkpoint.logics_msg_timestamp
+        for cq in self._all_consume_queues():
+            cq.flush(least_pages)
+        if least_pages == 0:
+            if logics_timestamp > 0:
+                self.checkpoint.logics_msg_timestamp = logics_timestamp
+            self.checkpoint.flush()
+
+    def _scheduled_loop(self) -> None:
+        """RocketMQ's cleanFilesPeriodically: first after 60 s, then every cleanResourceInterval."""
+        if self._scheduler_stop.wait(60):
+            return
+        while True:
+            self.clean_files_periodically()
+            if self._scheduler_stop.wait(self.config.clean_resource_interval / 1000):
+                return
+
+    def clean_files_periodically(self) -> None:
+        self.clean_commit_log_service.run()
+        self.clean_consume_queue_service.run()
+
+    def execute_delete_files_manually(self) -> None:
+        """mqadmin deleteExpiredCommitLog: arm 20 deletion passes regardless of deleteWhen."""
+        self.clean_commit_log_service.execute_delete_files_manually()
+
+    # -- dispatchers -----------------------------------------------------------------------
+    def _build_consume_queue(self, req: DispatchRequest) -> None:
+        if transaction_type(req.sys_flag) in (0, _SysFlag.TRANSACTION_COMMIT):
+            cq = self.find_consume_queue(req.topic, req.queue_id)
+            if not self.running_flags.is_cq_writeable:
+                return
+            if cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                            req.consume_queue_offset):
+                self.checkpoint.logics_msg_timestamp = req.store_timestamp
+            else:
+                log.error("consume queue %s-%d write failed", req.topic, req.queue_id)
+                self.running_flags.make_logics_queue_error()
+
+    def _build_index(self, req: DispatchRequest) -> None:
+        if self.config.message_index_enable:
+            self.index_service.build_index(req)
+
+    # -- consume queues --------------------------------------------------------------------
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queues = self.consume_queue_table.get(topic)
+        if queues is not None:
+            cq = queues.get(queue_id)
+            if cq is not None:
+                return cq
+        with self._cq_lock:
+            queues = self.consume_queue_table.setdefault(topic, {})
+            cq = queues.get(queue_id)
+            if cq is None:
+                cq = ConsumeQueue(topic, queue_id, self.consume_queue_dir,
+                                  self.config.get_mapped_file_size_consume_queue())
+                queues[queue_id] = cq
+            return cq
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queue_table.get(topic, {}).get(queue_id)
+
+    def _all_consume_queues(self) -> Iterator[ConsumeQueue]:
+        for queues in list(self.consume_queue_table.values()):
+            yield from list(queues.values())
+
+    # -- put -------------------------------------------------------------------------------
+    def _check_store_status(self) -> PutMessageStatus | None:
+        if self.shutdown_flag:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if not self.running_flags.is_writeable:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.commit_log.lock_held_ms() > self.config.os_page_cache_busy_time_out_mills:
+            return PutMessageStatus.OS_PAGECACHE_BUSY
+        return None
+
+    def put_message(self, msg: Message) -> PutMessageResult:
+        refused = self._check_store_status()
+        if refused is not None:
+            return PutMessageResult(refused)
+        begin = time.monotonic()
+        result = self.commit_log.put_message(msg)
+        self.stats.record_put(result, time.monotonic() - begin, msg.topic)
+        return result
+
+    def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+        refused = self._check_store_status()
+        if refused is not None:
+            return PutMessageResult(refused)
+        begin = time.monotonic()
+        result = self.commit_log.put_messages(batch)
+        self.stats.record_put(result, time.monotonic() - begin, batch.topic)
+        return result
+
+    # -- get -------------------------------------------------------------------------------
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        if self.config.broker_role is not BrokerRole.SLAVE or self.config.offset_check_in_slave:
+            return new
+        return old
+
+    def _check_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
+        memory = self.total_physical_memory * self.config.access_message_in_memory_max_ratio / 100
+        return max_offset_py - offset_py > memory
+
+    def _is_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                       in_disk: bool) -> bool:
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        cfg = self.config
+        if in_disk:
+            return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_disk
+                    or message_total > cfg.max_transfer_count_on_message_in_disk - 1)
+        return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_memory
+                or message_total > cfg.max_transfer_count_on_message_in_memory - 1)
+
+    def get_message(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Pull up to ``max_msg_nums`` messages from a queue (RocketMQ's getMessage, same statuses)."""
+        max_offset_py = self.commit_log.max_offset
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    self._next_offset_correction(offset, 0), 0, 0)
+        min_offset, max_offset = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if max_offset == 0:
+            status, next_offset = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            status, next_offset = GetMessageStatus.OFFSET_TOO_SMALL, self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            status, next_offset = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            next_offset = self._next_offset_correction(offset, max_offset)  # 4.9.8: maxOffset
+        else:
+            result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
+            result.min_offset, result.max_offset = min_offset, max_offset
+            self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count)
+            return result
+        self.stats.record_get(False, 0)
+        return GetMessageResult(status, next_offset, min_offset, max_offset)
+
+    def _read_queue(
+        self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
+        max_offset_py: int,
+    ) -> GetMessageResult:
+        max_filter = max(16000, max_msg_nums * 20) // CQ_STORE_UNIT_SIZE
+        entries = cq.read_entries(offset, max_filter)
+        if not entries:
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                    self._next_offset_correction(offset, cq.roll_next_file(offset)), 0, 0)
+        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, 0, 0)
+        next_phy_file_start = -1
+        max_phy_pulling = 0
+        consumed = 0
+        for offset_py, size_py, entry_tags_code in unpack_entries(entries):
+            max_phy_pulling = offset_py
+            if next_phy_file_start != -1 and offset_py < next_phy_file_start:
+                consumed += 1
+                continue
+            in_disk = self._check_in_disk(offset_py, max_offset_py)
+            if self._is_batch_full(size_py, max_msg_nums, result.buffer_total_size, result.message_count, in_disk):
+                break
+            consumed += 1
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(entry_tags_code):
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            data = self.commit_log.get_message(offset_py, size_py)
+            if data is None:
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            result.messages.append(data)
+            result.message_queue_offsets.append(offset + consumed - 1)
+            result.buffer_total_size += len(data)
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+        result.next_begin_offset = offset + consumed
+        memory = self.total_physical_memory * self.config.access_message_in_memory_max_ratio / 100
+        result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.max_offset_in_queue if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.min_offset_in_queue if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.entry(consume_queue_offset) if cq is not None else None
+        return entry.commit_log_offset if entry is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_in_queue_by_time(timestamp_ms, self.commit_log.min_offset,
+                                          self.commit_log.pickup_store_timestamp)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.entry(consume_queue_offset) if cq is not None else None
+        if entry is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(entry.commit_log_offset, entry.size)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset_in_queue)
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput_service.behind_bytes
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> StoredMessage | None:
+        return self.commit_log.look_message_by_offset(commit_log_offset, size)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
+        """Messages whose key or unique key is ``key``, newest index hits first, confirmed on the record."""
+        found: list[StoredMessage] = []
+        last_query_time = end_ms
+        last_update_ts = last_update_phy = 0
+        for _ in range(3):
+            res = self.index_service.query_offset(topic, key, max_num, begin_ms, last_query_time)
+            last_update_ts = res.index_last_update_timestamp
+            last_update_phy = res.index_last_update_phyoffset
+            if not res.phy_offsets:
+                break
+            # one record can be indexed twice (a key repeated in KEYS, or the last indexed record
+            # re-dispatched by crash recovery, as in RocketMQ): return it once
+            offsets = sorted(set(res.phy_offsets))
+            for i, phy in enumerate(offsets[:max_num]):
+                msg = self.look_message_by_offset(phy)
+                if msg is None:
+                    continue
+                if i == 0:
+                    last_query_time = msg.store_timestamp
+                keys = (msg.keys or "").split(" ")
+                if msg.topic == topic and (key in keys or msg.uniq_key == key):
+                    found.append(msg)
+            if found or last_query_time < begin_ms:
+                break
+        return QueryMessageResult(found, last_update_ts, last_update_phy)
+
+    # -- runtime ---------------------------------------------------------------------------
+    def disk_usage_ratio(self) -> float:
+        return disk_partition_used_ratio(str(self.config.commit_log_dir())
+                                         if os.path.isdir(self.config.commit_log_dir()) else self.root_dir)
+
+    def runtime_info(self) -> dict[str, str]:
+        """Broker runtime info the way RocketMQ's getRuntimeInfo names it."""
+        info = self.stats.runtime_info()
+        info.update({
+            "commitLogMinOffset": str(self.commit_log.min_offset),
+            "commitLogMaxOffset": str(self.commit_log.max_offset),
+            "commitLogDiskRatio": f"{self.disk_usage_ratio():.4f}",
+            "dispatchBehindBytes": str(self.dispatch_behind_bytes),
+            "putMessageEntireTimeMax": str(self.stats.put_max_ms),
+            "diskFull": str(self.running_flags.disk_full).lower(),
+            "remainHowManyDataToFlush": str(self.commit_log.remain_to_flush()),
+        })
+        return info
