@@ -45,10 +45,10 @@ sys.path.insert(0, ROOT)
 
 import pyarrow as pa  # noqa: E402
 
+from rocketstore.common.message import HostAddress, Message  # noqa: E402
 from rocketstore.pipeline.options import ReadOptions  # noqa: E402
 from rocketstore.pipeline.reader import SPARK_SCHEMA_DDL, ScanStats, list_segments, read_segment  # noqa: E402
 from rocketstore.store.config import StoreConfig  # noqa: E402
-from rocketstore.store.message import HostAddress, Message  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
 MB = 1_000_000

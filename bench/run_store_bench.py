@@ -31,10 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from rocketstore.common.message import PHYSICAL_OFFSET_POS, Message  # noqa: E402
 from rocketstore.store.commit_log import MessageBatch  # noqa: E402
 from rocketstore.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from rocketstore.store.flush import GroupCommitService  # noqa: E402
-from rocketstore.store.message import PHYSICAL_OFFSET_POS, Message  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
 MiB = 1024 * 1024

@@ -27,11 +27,11 @@ import pytest
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.common.message import StoredMessage, decode_record, properties_to_string
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.message import StoredMessage, decode_record, properties_to_string
 
 T = TypeVar("T")
 

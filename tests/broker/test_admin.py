@@ -10,10 +10,10 @@ import pytest
 from conftest import BrokerHandle, RawClient
 
 from rocketstore.broker.processor.admin import decode_message_queue_table, encode_message_queue_table
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.message import Message
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData
-from rocketstore.store.config import parse_properties
-from rocketstore.store.message import Message
 
 # -- unit ----------------------------------------------------------------------------------------
 

@@ -16,11 +16,13 @@ from conftest import BrokerHandle, RawClient
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig, ClusterPeer, load_config, split_properties
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from rocketstore.store.config import ConfigError, StoreConfig, parse_properties
-from rocketstore.store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.store.config import ConfigError, StoreConfig
 
 # -- BrokerConfig (unit) -----------------------------------------------------------------------
 

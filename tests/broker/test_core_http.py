@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from conftest import BrokerHandle
 
-from rocketstore.store.message import Message
+from rocketstore.common.message import Message
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,10 @@ from collections.abc import Callable
 import pytest
 from conftest import BrokerHandle, RawClient
 
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import ClusterInfo, TopicRouteData
-from rocketstore.store.config_manager import PERM_INHERIT, PERM_READ, PERM_WRITE, parse_fastjson
 
 pytestmark = pytest.mark.integration
 

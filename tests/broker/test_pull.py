@@ -9,6 +9,7 @@ import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.pull import response_code_for
+from rocketstore.common.message import BatchItem, encode_batch
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import (
     ConsumerData,
@@ -17,7 +18,6 @@ from rocketstore.remoting.headers import (
     SendMessageRequestHeader,
     SubscriptionData,
 )
-from rocketstore.store.message import BatchItem, encode_batch
 from rocketstore.store.status import GetMessageStatus
 
 SUSPEND_SUB = int(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION)

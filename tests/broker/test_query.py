@@ -7,8 +7,8 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
+from rocketstore.common.message import decode_message_id
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.store.message import decode_message_id
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,11 @@ import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.send import put_status_response
+from rocketstore.common.message import BatchItem, SysFlag, decode_message_id, encode_batch
+from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import SendMessageRequestHeader
 from rocketstore.store.config import FlushDiskType
-from rocketstore.store.config_manager import TopicConfig, TopicFilterType
-from rocketstore.store.message import BatchItem, SysFlag, decode_message_id, encode_batch
 from rocketstore.store.status import PutMessageStatus
 
 pytestmark = pytest.mark.integration

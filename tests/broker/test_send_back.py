@@ -8,8 +8,8 @@ import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.send_back import build_send_back_message
+from rocketstore.common.message import HostAddress, StoredMessage, create_message_id, decode_message_id
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.store.message import HostAddress, StoredMessage, create_message_id, decode_message_id
 
 
 def _send_back(client: RawClient, offset: int, *, group: str = "CG", delay: int = 0,

@@ -19,9 +19,9 @@ from rocketstore.client import (
     RemotingError,
     nearly_time_from_uniq_id,
 )
+from rocketstore.common.message import SysFlag, create_message_id, java_string_hash, properties_to_string
 from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.headers import GetConsumerListByGroupResponseBody, SendMessageRequestHeader
-from rocketstore.store.message import SysFlag, create_message_id, java_string_hash, properties_to_string
 
 pytestmark = pytest.mark.integration
 

@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from e2e_support import RocketStoreBroker, java_driver, missing_tool
 
+from rocketstore.common.message import SysFlag
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 from rocketstore.remoting.headers import HeartbeatData
-from rocketstore.store.message import SysFlag
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ import pytest
 from e2e_support import RocketStoreBroker, java_driver
 from java_rocketmq import ClientDriver
 
+from rocketstore.common.message import SysFlag
 from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.headers import LockBatchResponseBody
-from rocketstore.store.message import SysFlag
 
 pytestmark = pytest.mark.integration
 

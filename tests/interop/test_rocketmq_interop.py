@@ -33,10 +33,7 @@ from typing import Any
 
 import pytest
 
-from rocketstore.store.checkpoint import read_checkpoint
-from rocketstore.store.config import StoreConfig
-from rocketstore.store.config_manager import DelayOffsetManager
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     BlankRecord,
     HostAddress,
     Message,
@@ -49,6 +46,9 @@ from rocketstore.store.message import (
     store_timestamp_pos,
     string_to_properties,
 )
+from rocketstore.store.checkpoint import read_checkpoint
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.config_manager import DelayOffsetManager
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.offline import verify_store
 from rocketstore.store.status import GetMessageStatus
@@ -429,7 +429,7 @@ def test_python_written_store_reads_in_rocketmq(
 _CRASH_WRITER = """
 import json, sys, time
 from rocketstore.store.config import FlushDiskType, StoreConfig
-from rocketstore.store.message import HostAddress, Message
+from rocketstore.common.message import HostAddress, Message
 from rocketstore.store.message_store import DefaultMessageStore
 
 cfg = StoreConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH, **json.loads(sys.argv[1]))

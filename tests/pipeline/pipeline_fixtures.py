@@ -19,10 +19,10 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 from pyspark.sql import SparkSession
 
+from rocketstore.common.message import HostAddress, Message, properties_to_string
 from rocketstore.pipeline.source import RocketStoreDataSource
 from rocketstore.store.commit_log import MessageBatch
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.message import HostAddress, Message, properties_to_string
 from rocketstore.store.message_store import DefaultMessageStore
 
 ROOT = Path(__file__).resolve().parents[2]

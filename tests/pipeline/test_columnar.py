@@ -14,9 +14,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketstore.common.message import HostAddress, Message, StoredMessage, decode_record, encode_message, stamp_record
 from rocketstore.pipeline.columnar import _Bytes, _views, decode_run, walk_run
 from rocketstore.pipeline.reader import ARROW_SCHEMA, _Columns
-from rocketstore.store.message import HostAddress, Message, StoredMessage, decode_record, encode_message, stamp_record
 
 TEXT = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=16)
 HOSTS = st.sampled_from([HostAddress("10.0.0.1", 1), HostAddress("10.0.0.2", 65000), HostAddress("::1", 7),

@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from rocketstore.common.message import StoredMessage
 from rocketstore.pipeline.options import OptionError, ReadOptions, parse_time
 from rocketstore.pipeline.reader import ARROW_SCHEMA, SPARK_SCHEMA_DDL, CorruptStoreError, list_segments, read_segment
 from rocketstore.pipeline.source import RocketStoreDataSource, SegmentPartition, plan_partitions
-from rocketstore.store.message import StoredMessage
 from rocketstore.store.offline import dump_messages
 
 COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.headers import (
     BrokerData,
@@ -52,7 +53,6 @@ from rocketstore.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from rocketstore.store.config_manager import parse_fastjson
 
 # Each header class with a full set of wire fields, spelled as the Java class spells them.
 WIRE_EXAMPLES: list[tuple[type[Header], dict[str, str]]] = [

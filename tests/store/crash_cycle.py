@@ -30,8 +30,8 @@ REPO_ROOT = HERE.parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from rocketstore.common.message import decode_record  # noqa: E402
 from rocketstore.store.config import FlushDiskType, StoreConfig  # noqa: E402
-from rocketstore.store.message import decode_record  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 from rocketstore.store.status import GetMessageStatus  # noqa: E402
 

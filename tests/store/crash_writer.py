@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from crash_cycle import QUEUES, TOPICS, body_for, key_for, make_config
 
-from rocketstore.store.message import Message
+from rocketstore.common.message import Message
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import PutMessageStatus
 

@@ -32,11 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketstore.store.commit_log import MessageBatch
-from rocketstore.store.config import StoreConfig
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
-from rocketstore.store.mapped_file import MappedFileError
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     MAX_PROPERTIES_LENGTH,
     HostAddress,
     Message,
@@ -46,6 +42,10 @@ from rocketstore.store.message import (
     encode_message,
     properties_to_string,
 )
+from rocketstore.store.commit_log import MessageBatch
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
+from rocketstore.store.mapped_file import MappedFileError
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 

@@ -6,9 +6,9 @@ import os
 import struct
 from pathlib import Path
 
+from rocketstore.common.message import Message
 from rocketstore.store.checkpoint import CHECKPOINT_SIZE, StoreCheckpoint
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.message import Message
 from rocketstore.store.message_store import DefaultMessageStore
 
 

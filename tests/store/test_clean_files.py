@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import END_FILE_MIN_BLANK_LENGTH, Message, properties_to_string, record_length
 from rocketstore.store.clean import MAX_MANUAL_DELETE_FILE_TIMES, disk_partition_used_ratio
 from rocketstore.store.config import FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
 from rocketstore.store.mapped_file_queue import DELETE_FILES_BATCH_MAX
-from rocketstore.store.message import END_FILE_MIN_BLANK_LENGTH, Message, properties_to_string, record_length
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import HostAddress, Message
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch
 from rocketstore.store.config import FlushDiskType, StoreConfig
 from rocketstore.store.flush import GroupCommitService
-from rocketstore.store.message import HostAddress, Message
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 

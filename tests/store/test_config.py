@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.java_properties import parse_properties
 from rocketstore.store.config import (
     ALIASES,
     FIELD_BY_KEY,
@@ -14,7 +15,6 @@ from rocketstore.store.config import (
     StoreConfig,
     load_broker_conf,
     parse_delete_when,
-    parse_properties,
 )
 
 # The keys RocketMQ 4.9.8 derives from MessageStoreConfig's setters (setXxx -> xXx), typed out

@@ -8,20 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketstore.common.data_version import DataVersion
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.store.config_manager import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
     ConfigFileError,
     ConsumerOffsetManager,
-    DataVersion,
     DelayOffsetManager,
-    SubscriptionGroupConfig,
     SubscriptionGroupManager,
-    TopicConfig,
     TopicConfigManager,
-    TopicFilterType,
-    parse_fastjson,
     read_config_file,
     write_config_file,
 )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import HostAddress, Message, StoredMessage
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.consume_queue import ConsumeQueue
-from rocketstore.store.message import HostAddress, Message, StoredMessage
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import PutMessageStatus
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import SysFlag, java_string_hash
 from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
@@ -26,7 +28,6 @@ from rocketstore.store.index_file import (
     index_key_hash,
     time_millis_to_human_string,
 )
-from rocketstore.store.message import DispatchRequest, SysFlag, java_string_hash
 
 BASE_TS = 1_700_000_000_000
 JAVA_LONG_MAX = 2**63 - 1

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import Message
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
 from rocketstore.store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileError, offset_to_file_name
 from rocketstore.store.mapped_file_queue import DELETE_FILES_BATCH_MAX, AllocateMappedFileService, MappedFileQueue
-from rocketstore.store.message import Message
 from rocketstore.store.message_store import DefaultMessageStore
 
 

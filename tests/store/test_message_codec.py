@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,

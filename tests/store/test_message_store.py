@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import HostAddress, Message, StoredMessage, decode_record
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.message import HostAddress, Message, StoredMessage, decode_record
 from rocketstore.store.message_store import DefaultMessageStore, TagFilter
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 

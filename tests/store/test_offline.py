@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from rocketstore.store.commit_log import MessageBatch
-from rocketstore.store.config import StoreConfig
-from rocketstore.store.index_file import index_entry_pos, index_key_hash
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     HostAddress,
     Message,
     properties_to_string,
     record_length,
     with_host_flags,
 )
+from rocketstore.store.commit_log import MessageBatch
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.index_file import index_entry_pos, index_key_hash
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.offline import NotAStoreError, dump_messages, store_stats, verify_store
 from rocketstore.store.store_lock import StoreLock, StoreLockedError

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import FlushDiskType, StoreConfig
-from rocketstore.store.message import Message, StoredMessage, decode_record
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 

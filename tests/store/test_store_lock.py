@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import rocketstore.store as store_package
+from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.mapped_file import MappedFileError
-from rocketstore.store.message import Message, StoredMessage, decode_record
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus
 from rocketstore.store.store_lock import StoreLock, StoreLockedError

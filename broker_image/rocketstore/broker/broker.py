@@ -33,20 +33,29 @@ from typing import TYPE_CHECKING, Final
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.common.data_version import DataVersion
+from rocketstore.common.message import HostAddress
+from rocketstore.common.mix_all import CID_RMQ_SYS_PREFIX, REPLY_TOPIC_POSTFIX
+from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.common.topic_config import TopicConfig
+from rocketstore.common.topic_validator import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RMQ_SYS_BENCHMARK_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+    SCHEDULE_TOPIC_QUEUE_NUM,
+    is_system_topic,
+)
 from rocketstore.store.config import ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
     ConfigManager,
     ConsumerOffsetManager,
-    DataVersion,
-    SubscriptionGroupConfig,
     SubscriptionGroupManager,
-    TopicConfig,
     TopicConfigManager,
 )
-from rocketstore.store.message import DispatchRequest, HostAddress
+from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.message_store import DefaultMessageStore
 
 if TYPE_CHECKING:
@@ -55,59 +64,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# TopicValidator / MixAll names (RocketMQ 4.9.8).
-AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_BENCHMARK_TOPIC: Final = "BenchmarkTest"
-RMQ_SYS_TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
-RMQ_SYS_OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
-SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
-REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
-CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
-SCHEDULE_TOPIC_QUEUE_NUM: Final = 18
-TOPIC_MAX_LENGTH: Final = 127
 #: MQVersion.CURRENT_VERSION of RocketMQ 4.9.8 (Version.V4_9_8.ordinal()) and its name.
 BROKER_VERSION: Final = 409
 BROKER_VERSION_DESC: Final = "V4_9_8"
-
-_BASE_SYSTEM_TOPICS: Final = frozenset({
-    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC,
-    RMQ_SYS_OFFSET_MOVED_EVENT,
-})
-#: Topics no client may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
-    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
-})
 #: Consumer groups every broker has (SubscriptionGroupManager.init).
 SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                         "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
-_VALID_TOPIC_CHARS: Final = frozenset("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 #: How often expired client channels are scanned for (RocketMQ's ClientHousekeepingService).
 HOUSEKEEPING_INTERVAL_S: Final = 10.0
-
-
-def validate_topic(topic: str) -> str | None:
-    """None if ``topic`` is a usable name, else RocketMQ's remark (answered with SYSTEM_ERROR)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if any(ch not in _VALID_TOPIC_CHARS for ch in topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def _now_ms() -> int:
@@ -292,8 +257,7 @@ class BrokerController:
 
     def is_system_topic(self, topic: str) -> bool:
         """TopicValidator.isSystemTopic, including this broker's cluster/broker-name topics."""
-        return topic in _BASE_SYSTEM_TOPICS or topic in self._extra_system_topics or topic.startswith(
-            SYSTEM_TOPIC_PREFIX)
+        return is_system_topic(topic) or topic in self._extra_system_topics
 
     def tables_changed(self, *managers: ConfigManager) -> None:
         """Note that tables changed; they are written soon in a worker thread (thread-safe)."""

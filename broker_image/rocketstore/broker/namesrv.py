@@ -30,10 +30,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import BrokerData, ClusterInfo, GetRouteInfoRequestHeader, QueueData, TopicRouteData
-from rocketstore.store.config_manager import PERM_READ, PERM_WRITE, TopicConfig
 
 if TYPE_CHECKING:
     from rocketstore.broker.broker import BrokerController

@@ -40,7 +40,7 @@ from rocketstore.client import (
     RemotingError,
     RemotingTimeout,
 )
-from rocketstore.store.message import StoredMessage
+from rocketstore.common.message import StoredMessage
 
 TIMEOUT_S = 5.0
 

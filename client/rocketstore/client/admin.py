@@ -31,6 +31,10 @@ from rocketstore.client.remoting_client import (
     master_addr,
     route_source_for,
 )
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.message import KEY_SEPARATOR, StoredMessage, decode_message_id
+from rocketstore.common.mix_all import retry_topic
+from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import (
     ClusterInfo,
@@ -42,8 +46,6 @@ from rocketstore.remoting.headers import (
     TopicRouteData,
     ViewMessageRequestHeader,
 )
-from rocketstore.store.config import parse_properties
-from rocketstore.store.message import KEY_SEPARATOR, StoredMessage, decode_message_id
 
 __all__ = [
     "BrokerAdmin",
@@ -54,10 +56,8 @@ __all__ = [
     "loads_fastjson",
 ]
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 JAVA_LONG_MAX = 2**63 - 1
 DEFAULT_QUERY_MAX_NUM = 64
 
@@ -261,7 +261,7 @@ class BrokerAdmin:
     def create_topic(self, topic: str, read_queues: int = 8, write_queues: int = 8, perm: int = 6, *,
                      order: bool = False, topic_filter_type: str = "SINGLE_TAG", topic_sys_flag: int = 0) -> None:
         """UPDATE_AND_CREATE_TOPIC (mqadmin updateTopic's defaults)."""
-        header = CreateTopicRequestHeader(topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+        header = CreateTopicRequestHeader(topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
                                           read_queue_nums=read_queues, write_queue_nums=write_queues, perm=perm,
                                           topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
                                           order=order)
@@ -431,7 +431,7 @@ class MQAdmin:
         """consumerProgress: GET_CONSUME_STATS at every master of the group's retry-topic route
         (as mqadmin asks), or of every broker when that topic has no route yet."""
         try:
-            addrs = [addr for _, addr in self._route_masters(self.route(RETRY_GROUP_TOPIC_PREFIX + group))]
+            addrs = [addr for _, addr in self._route_masters(self.route(retry_topic(group)))]
         except RemotingError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise

@@ -42,6 +42,16 @@ from rocketstore.client.remoting_client import (
     readable_queues,
     route_source_for,
 )
+from rocketstore.common.message import (
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    BlankRecord,
+    CorruptRecord,
+    StoredMessage,
+    SysFlag,
+    decode_record,
+    java_string_hash,
+)
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import (
     ConsumerData,
@@ -55,16 +65,6 @@ from rocketstore.remoting.headers import (
     TopicRouteData,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
-)
-from rocketstore.store.message import (
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MIN_OFFSET,
-    BlankRecord,
-    CorruptRecord,
-    StoredMessage,
-    SysFlag,
-    decode_record,
-    java_string_hash,
 )
 
 __all__ = ["PullConsumer", "PullResult", "PullStatus", "decode_messages", "subscription_data"]

@@ -38,9 +38,7 @@ from rocketstore.client.remoting_client import (
     route_source_for,
     writable_queues,
 )
-from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketstore.remoting.headers import QueueData, SendMessageRequestHeader, SendMessageResponseHeader, TopicRouteData
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -48,6 +46,9 @@ from rocketstore.store.message import (
     encode_batch,
     properties_to_string,
 )
+from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.headers import QueueData, SendMessageRequestHeader, SendMessageResponseHeader, TopicRouteData
 
 __all__ = [
     "ROUTE_TTL_S",
@@ -60,7 +61,6 @@ __all__ = [
 ]
 
 ROUTE_TTL_S = 30.0
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
 #: Response codes after which DefaultMQProducer tries again (retryResponseCodes), plus the
@@ -260,7 +260,7 @@ class Producer:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
             # An unknown topic: send through TBW102's route; the broker creates the topic.
-            route = self.route_source.get_route(AUTO_CREATE_TOPIC_KEY)
+            route = self.route_source.get_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
             route = TopicRouteData(
                 order_topic_conf=route.order_topic_conf, broker_datas=route.broker_datas,
                 filter_server_table=route.filter_server_table,
@@ -351,7 +351,7 @@ class Producer:
             addr = master_addr(info.route, mq.broker_name)
             assert addr is not None  # writable_queues keeps only brokers with a master
             header = SendMessageRequestHeader(
-                producer_group=self.group, topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+                producer_group=self.group, topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
                 default_topic_queue_nums=self.default_topic_queue_nums, queue_id=mq.queue_id, sys_flag=0,
                 born_timestamp=time.time_ns() // 1_000_000, flag=flag, properties=properties_to_string(props),
                 reconsume_times=0, unit_mode=False, batch=batch, broker_name=mq.broker_name,

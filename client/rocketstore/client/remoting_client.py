@@ -39,6 +39,10 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, ProtocolError, RemotingCommand
 from rocketstore.remoting.headers import (
@@ -49,8 +53,6 @@ from rocketstore.remoting.headers import (
     QueueData,
     TopicRouteData,
 )
-from rocketstore.store.config import parse_properties
-from rocketstore.store.config_manager import PERM_READ, PERM_WRITE, TopicConfig, parse_fastjson
 
 __all__ = [
     "MASTER_ID",
@@ -562,7 +564,7 @@ class NameServerClient:
 
     def topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: the TopicList body's ``topicList``."""
-        from rocketstore.store.config_manager import parse_fastjson
+        from rocketstore.common.fastjson import parse_fastjson
 
         body = parse_fastjson(self.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body.decode())
         topics = body.get("topicList", []) if isinstance(body, dict) else []

@@ -110,9 +110,9 @@ from rocketstore.client.remoting_client import (
     RouteSource,
     split_namesrv_addr,
 )
+from rocketstore.common.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 from rocketstore.pipeline.options import BROKER_OPTION_NAMES, LONG_MAX, OptionError, parse_int
 from rocketstore.pipeline.reader import _Columns
-from rocketstore.store.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 
 __all__ = [
     "EARLIEST",

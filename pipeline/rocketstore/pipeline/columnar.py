@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     BORN_HOST_POS,
     MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POS,

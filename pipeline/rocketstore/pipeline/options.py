@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rocketstore.store.config import MULTI_PATH_SPLITTER, ConfigError, StoreConfig, parse_properties
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.store.config import MULTI_PATH_SPLITTER, ConfigError, StoreConfig
 
 __all__ = ["BROKER_OPTION_NAMES", "DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "LONG_MAX", "OptionError",
            "ReadOptions", "parse_int", "parse_time"]

@@ -29,10 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from rocketstore.pipeline.columnar import decode_run, walk_run
-from rocketstore.pipeline.options import ReadOptions
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, unpack_entries
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     SYS_FLAG_POS,
     BlankRecord,
     HostAddress,
@@ -40,6 +37,9 @@ from rocketstore.store.message import (
     decode_record,
     store_timestamp_pos,
 )
+from rocketstore.pipeline.columnar import decode_run, walk_run
+from rocketstore.pipeline.options import ReadOptions
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, unpack_entries
 
 __all__ = [
     "ARROW_SCHEMA",

@@ -34,11 +34,13 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from rocketstore.common.message import KEY_SEPARATOR, SysFlag, tags_code
 from rocketstore.pipeline.options import ReadOptions
 from rocketstore.pipeline.reader import list_segments
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, ConsumeQueue
+from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import (
     INDEX_HEADER_SIZE,
     IndexService,
@@ -47,7 +49,6 @@ from rocketstore.store.index_file import (
     index_key_hash,
     read_index_header,
 )
-from rocketstore.store.message import KEY_SEPARATOR, DispatchRequest, SysFlag, tags_code
 from rocketstore.store.store_lock import StoreLock
 
 __all__ = ["MAX_DIFFERENCES_PER_QUEUE", "ReindexReport", "repair_store", "run_reindex"]

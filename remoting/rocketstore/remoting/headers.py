@@ -31,8 +31,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Self, get_args, get_origin, get_type_hints
 
+from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.remoting.command import ProtocolError
-from rocketstore.store.config_manager import parse_fastjson
 
 __all__ = [
     "BrokerData",

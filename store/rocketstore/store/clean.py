@@ -12,7 +12,9 @@ puts are refused until usage drops. Consume queue and index files whose newest e
 below the CommitLog's new min offset go next. Messages go whether or not they were consumed:
 retention is by time and space, exactly as in RocketMQ.
 
-All settings are read at each pass, so a live config change applies at the next pass.
+All settings are read at each pass, so a live config change applies at the next pass. The
+services get the parts of the store they act on, not the store itself, so cleanup depends on the
+CommitLog, queues and indexes, and the store on cleanup, never the reverse.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
-if TYPE_CHECKING:
-    from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.index_file import IndexService
+from rocketstore.store.running_flags import RunningFlags
+from rocketstore.store.stats import StoreStatsService
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +64,12 @@ def is_it_time_to_do(delete_when: str, hour: int | None = None) -> bool:
 class CleanCommitLogService:
     """Deletes expired CommitLog segments by time, space pressure or manual request."""
 
-    def __init__(self, store: DefaultMessageStore) -> None:
-        self.store = store
+    def __init__(self, config: StoreConfig, commit_log: CommitLog, running_flags: RunningFlags,
+                 stats: StoreStatsService) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.running_flags = running_flags
+        self.stats = stats
         self.manual_delete_file_several_times = 0
         self.clean_immediately = False
         self._last_redelete_ms = 0
@@ -80,7 +90,7 @@ class CleanCommitLogService:
             return 0
 
     def delete_expired_files(self) -> int:
-        cfg = self.store.config
+        cfg = self.config
         time_up = self.is_time_to_delete()
         space_full = self.is_space_to_delete()
         manual = self.manual_delete_file_several_times > 0
@@ -91,35 +101,35 @@ class CleanCommitLogService:
         clean_at_once = cfg.clean_file_forcibly_enable and self.clean_immediately
         log.info("deleting CommitLog files older than %d h (time %s, space %s, manual %s, forcibly %s)",
                  cfg.file_reserved_time, time_up, space_full, manual, clean_at_once)
-        deleted = self.store.commit_log.delete_expired_file(
+        deleted = self.commit_log.delete_expired_file(
             cfg.file_reserved_time * 3600 * 1000,
             cfg.delete_commit_log_files_interval,
             cfg.destroy_maped_file_interval_forcibly,
             clean_at_once,
         )
         cause = "manual" if manual else "space" if space_full else "time"
-        self.store.stats.record_deleted(cause, deleted)
+        self.stats.record_deleted(cause, deleted)
         if deleted == 0 and space_full:
             log.warning("disk space will be full soon, but no CommitLog file could be deleted")
         return deleted
 
     def redelete_hanged_file(self) -> None:
         """Retry a first segment whose destroy was blocked by readers, once per interval."""
-        cfg = self.store.config
+        cfg = self.config
         now = int(time.time() * 1000)
         if now - self._last_redelete_ms > cfg.redelete_hanged_file_interval:
             self._last_redelete_ms = now
-            self.store.commit_log.retry_delete_first_file(cfg.destroy_maped_file_interval_forcibly)
+            self.commit_log.retry_delete_first_file(cfg.destroy_maped_file_interval_forcibly)
 
     def is_time_to_delete(self) -> bool:
-        return is_it_time_to_do(self.store.config.delete_when)
+        return is_it_time_to_do(self.config.delete_when)
 
     def is_space_to_delete(self) -> bool:
         """Check both store paths; sets clean_immediately and the disk-full flag as RocketMQ does."""
-        cfg = self.store.config
+        cfg = self.config
         ratio = cfg.get_disk_max_used_space_ratio() / 100.0
         self.clean_immediately = False
-        flags = self.store.running_flags
+        flags = self.running_flags
         paths = [str(cfg.commit_log_dir()), str(cfg.consume_queue_dir())]
         for kind, path in zip(("physic", "logics"), paths, strict=True):
             used = disk_partition_used_ratio(path if os.path.exists(path) else str(cfg.root_dir()))
@@ -141,8 +151,12 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """Deletes consume queue and index files left behind by CommitLog deletion."""
 
-    def __init__(self, store: DefaultMessageStore) -> None:
-        self.store = store
+    def __init__(self, config: StoreConfig, commit_log: CommitLog,
+                 consume_queues: Callable[[], Iterable[ConsumeQueue]], index_service: IndexService) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index_service = index_service
         self.last_physical_min_offset = 0
 
     def run(self) -> int:
@@ -153,17 +167,16 @@ class CleanConsumeQueueService:
             return 0
 
     def delete_expired_files(self) -> int:
-        min_offset = self.store.commit_log.min_offset
+        min_offset = self.commit_log.min_offset
         if min_offset <= self.last_physical_min_offset:
             return 0
         self.last_physical_min_offset = min_offset
-        interval = self.store.config.delete_consume_queue_files_interval
+        interval = self.config.delete_consume_queue_files_interval
         deleted = 0
-        for topic_queues in list(self.store.consume_queue_table.values()):
-            for cq in list(topic_queues.values()):
-                count = cq.delete_expired_file(min_offset)
-                deleted += count
-                if count > 0 and interval > 0:
-                    time.sleep(interval / 1000)
-        self.store.index_service.delete_expired_file(min_offset)
+        for cq in self.consume_queues():
+            count = cq.delete_expired_file(min_offset)
+            deleted += count
+            if count > 0 and interval > 0:
+                time.sleep(interval / 1000)
+        self.index_service.delete_expired_file(min_offset)
         return deleted

@@ -16,11 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.flush import FlushRealTimeService, FlushService, GroupCommitService
-from rocketstore.store.mapped_file import MappedFile
-from rocketstore.store.mapped_file_queue import AllocateMappedFileService, MappedFileQueue
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
     DEFAULT_STORE_HOST,
     END_FILE_MIN_BLANK_LENGTH,
@@ -45,6 +41,10 @@ from rocketstore.store.message import (
     transaction_type,
     with_host_flags,
 )
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.flush import FlushRealTimeService, FlushService, GroupCommitService
+from rocketstore.store.mapped_file import MappedFile
+from rocketstore.store.mapped_file_queue import AllocateMappedFileService, MappedFileQueue
 from rocketstore.store.status import AppendMessageStatus, PutMessageStatus
 
 log = logging.getLogger(__name__)

@@ -1,58 +1,40 @@
 """RocketMQ's ConfigManager files under ``<storePathRootDir>/config`` in their on-disk form.
 
 ``consumerOffset.json``, ``topics.json``, ``subscriptionGroup.json`` and ``delayOffset.json`` are
-fastjson dumps of broker objects, and a store directory must move between RocketMQ 4.9.8 and
-RocketStore in both directions. Two RocketMQ habits shape this module:
-
-* fastjson writes ``Map<Integer, Long>`` keys unquoted (``{"t@g":{0:12,1:5}}``), which strict JSON
-  parsers reject; ``parse_fastjson`` accepts that. We write standard JSON (quoted keys), which
-  fastjson reads back into the same integer-keyed maps.
-* RocketMQ writes ``X.tmp``, copies ``X`` to ``X.bak``, deletes ``X`` and renames, without fsync,
-  and on load falls back to ``X.bak``. We keep the order and the backup but fsync each step and
-  rename atomically over ``X``; and where RocketMQ would start empty after failing to read both
-  files, we raise, because an empty offset table silently rewinds every consumer.
+fastjson dumps of broker objects (see :mod:`rocketstore.common.fastjson` for the dialect), and a
+store directory must move between RocketMQ 4.9.8 and RocketStore in both directions. RocketMQ
+writes ``X.tmp``, copies ``X`` to ``X.bak``, deletes ``X`` and renames, without fsync, and on
+load falls back to ``X.bak``. We keep the order and the backup but fsync each step and rename
+atomically over ``X``; and where RocketMQ would start empty after failing to read both files, we
+raise, because an empty offset table silently rewinds every consumer.
 """
 
-import json
 import logging
 import os
 import re
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
+from rocketstore.common.data_version import DataVersion
+from rocketstore.common.fastjson import as_int, as_object, parse_fastjson, to_json
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.common.topic_config import TopicConfig
+
 __all__ = [
-    "PERM_INHERIT",
-    "PERM_PRIORITY",
-    "PERM_READ",
-    "PERM_WRITE",
     "ConfigFileError",
     "ConfigManager",
     "ConsumerOffsetManager",
-    "DataVersion",
     "DelayOffsetManager",
-    "SubscriptionGroupConfig",
     "SubscriptionGroupManager",
-    "TopicConfig",
     "TopicConfigManager",
-    "TopicFilterType",
-    "parse_fastjson",
     "read_config_file",
     "write_config_file",
 ]
 
 log = logging.getLogger(__name__)
-
-# RocketMQ's PermName bits for TopicConfig.perm.
-PERM_PRIORITY: Final = 0x8
-PERM_READ: Final = 0x4
-PERM_WRITE: Final = 0x2
-PERM_INHERIT: Final = 0x1
 
 _TOPIC_GROUP_SEPARATOR: Final = "@"
 _INT_KEY_RE: Final = re.compile(r"-?[0-9]+")
@@ -67,44 +49,6 @@ class ConfigFileError(Exception):
         super().__init__(f"cannot load {path}: {reason}")
         self.path = path
         self.reason = reason
-
-
-# -- fastjson text -----------------------------------------------------------------------------
-
-# One left-to-right lexer pass. Every '"' the scan meets outside a token opens a string literal,
-# which the first alternative consumes whole (to the end of the text if unterminated, so that
-# json.loads reports it); the scan therefore never looks inside a string, and a name such as
-# "t{1:x" is copied untouched. The second alternative is an integer in key position: right
-# after '{' or ',' (blanks allowed) and followed by ':'.
-_FASTJSON_TOKEN_RE: Final = re.compile(
-    r"""
-      "[^"\\]*(?:\\.[^"\\]*)*"?
-    | (?P<before>[{,][\ \t\r\n]*) (?P<key>-?[0-9]+) (?=[\ \t\r\n]*:)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def parse_fastjson(text: str) -> Any:
-    """Parse JSON as fastjson writes it: standard JSON plus bare integer object keys."""
-    try:
-        return json.loads(text)  # our own files and most of RocketMQ's: no rewriting needed
-    except json.JSONDecodeError:
-        return json.loads(_FASTJSON_TOKEN_RE.sub(_quote_key, text))
-
-
-def _quote_key(token: re.Match[str]) -> str:
-    key = token.group("key")
-    if key is None:
-        return token.group()  # a string literal, unchanged
-    return f'{token.group("before")}"{key}"'
-
-
-def _to_json(obj: object, pretty: bool) -> str:
-    # fastjson's pretty format indents with tabs and puts no blank after ':'.
-    if pretty:
-        return json.dumps(obj, indent="\t", separators=(",", ":"))
-    return json.dumps(obj, separators=(",", ":"))
 
 
 # -- durable files -----------------------------------------------------------------------------
@@ -197,45 +141,6 @@ def read_config_file(path: Path, decode: Callable[[str], None]) -> bool:
     return True
 
 
-# -- decoding helpers: turn a wrong shape into ValueError, which triggers the backup ----------
-
-
-def _object(value: object, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{what}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what}: expected an integer, got {value!r}")
-    return value
-
-
-def _bool(value: object, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{what}: expected true or false, got {value!r}")
-    return value
-
-
-def _str(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{what}: expected a string, got {value!r}")
-    return value
-
-
-class _Fields:
-    """Reads the properties of one JSON object, naming ``owner.key`` in any error."""
-
-    def __init__(self, data: dict[str, Any], owner: str) -> None:
-        self._data = data
-        self._owner = owner
-
-    def read(self, key: str, default: T, check: Callable[[object, str], T]) -> T:
-        # An absent property keeps its default, as fastjson leaves an unset field alone.
-        return check(self._data.get(key, default), f"{self._owner}.{key}")
-
-
 def _int_key(key: str, what: str) -> int:
     if not _INT_KEY_RE.fullmatch(key):
         raise ValueError(f"{what}: expected an integer key, got {key!r}")
@@ -244,10 +149,10 @@ def _int_key(key: str, what: str) -> int:
 
 def _int_table(value: object, what: str) -> dict[int, int]:
     """A Java ``Map<Integer, Long>``: keys arrive as strings, bare or quoted in the file."""
-    return {_int_key(k, what): _int(v, f"{what}[{k}]") for k, v in _object(value, what).items()}
+    return {_int_key(k, what): as_int(v, f"{what}[{k}]") for k, v in as_object(value, what).items()}
 
 
-def _int_table_to_json(table: dict[int, int]) -> dict[str, int]:
+def _int_tableto_json(table: dict[int, int]) -> dict[str, int]:
     return {str(k): v for k, v in table.items()}
 
 
@@ -349,12 +254,12 @@ class ConsumerOffsetManager(ConfigManager):
 
     def encode(self, pretty: bool = False) -> str:
         with self._lock:
-            table = {key: _int_table_to_json(offsets) for key, offsets in self._table.items()}
-        return _to_json({"offsetTable": table}, pretty)
+            table = {key: _int_tableto_json(offsets) for key, offsets in self._table.items()}
+        return to_json({"offsetTable": table}, pretty)
 
     def decode(self, text: str) -> None:
-        root = _object(parse_fastjson(text), self.FILE_NAME)
-        raw = _object(root.get("offsetTable", {}), "offsetTable")
+        root = as_object(parse_fastjson(text), self.FILE_NAME)
+        raw = as_object(root.get("offsetTable", {}), "offsetTable")
         table = {key: _int_table(offsets, f"offsetTable[{key}]") for key, offsets in raw.items()}
         with self._lock:
             self._table = table
@@ -386,139 +291,14 @@ class DelayOffsetManager(ConfigManager):
 
     def encode(self, pretty: bool = False) -> str:
         with self._lock:
-            table = _int_table_to_json(self._table)
-        return _to_json({"offsetTable": table}, pretty)
+            table = _int_tableto_json(self._table)
+        return to_json({"offsetTable": table}, pretty)
 
     def decode(self, text: str) -> None:
-        root = _object(parse_fastjson(text), self.FILE_NAME)
+        root = as_object(parse_fastjson(text), self.FILE_NAME)
         table = _int_table(root.get("offsetTable", {}), "offsetTable")
         with self._lock:
             self._table.update(table)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class DataVersion:
-    """Change counter the broker reports to the name server so it can skip unchanged tables."""
-
-    counter: int = 0
-    timestamp: int = field(default_factory=_now_ms)
-
-    def next(self) -> "DataVersion":
-        return DataVersion(self.counter + 1, _now_ms())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_dict(cls, value: object) -> "DataVersion":
-        read = _Fields(_object(value, "dataVersion"), "dataVersion").read
-        return cls(counter=read("counter", 0, _int), timestamp=read("timestamp", _now_ms(), _int))
-
-
-class TopicFilterType(Enum):
-    SINGLE_TAG = "SINGLE_TAG"
-    MULTI_TAG = "MULTI_TAG"
-
-
-@dataclass(frozen=True)
-class TopicConfig:
-    """RocketMQ 4.9.8 ``TopicConfig``; immutable so a change always goes through ``put``."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    @property
-    def table_key(self) -> str:
-        return self.topic_name
-
-    def to_dict(self) -> dict[str, Any]:
-        # fastjson's order: properties sorted by name.
-        return {
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type.name,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    @classmethod
-    def from_dict(cls, value: object) -> "TopicConfig":
-        """Missing properties take RocketMQ's defaults; unknown ones (5.x additions) are ignored."""
-        data = _object(value, "topic config")
-        name = _str(data.get("topicName"), "topicName")
-        read = _Fields(data, name).read
-        filter_name = read("topicFilterType", "SINGLE_TAG", _str)
-        if filter_name not in TopicFilterType.__members__:
-            raise ValueError(f"{name}.topicFilterType: unknown value {filter_name!r}")
-        return cls(
-            topic_name=name,
-            read_queue_nums=read("readQueueNums", 16, _int),
-            write_queue_nums=read("writeQueueNums", 16, _int),
-            perm=read("perm", PERM_READ | PERM_WRITE, _int),
-            topic_filter_type=TopicFilterType[filter_name],
-            topic_sys_flag=read("topicSysFlag", 0, _int),
-            order=read("order", False, _bool),
-        )
-
-
-@dataclass(frozen=True)
-class SubscriptionGroupConfig:
-    """RocketMQ 4.9.8 ``SubscriptionGroupConfig`` (consumer group settings)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0  # MixAll.MASTER_ID
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    @property
-    def table_key(self) -> str:
-        return self.group_name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "brokerId": self.broker_id,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "groupName": self.group_name,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-            "retryMaxTimes": self.retry_max_times,
-            "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-        }
-
-    @classmethod
-    def from_dict(cls, value: object) -> "SubscriptionGroupConfig":
-        data = _object(value, "subscription group")
-        name = _str(data.get("groupName"), "groupName")
-        read = _Fields(data, name).read
-        return cls(
-            group_name=name,
-            consume_enable=read("consumeEnable", True, _bool),
-            consume_from_min_enable=read("consumeFromMinEnable", True, _bool),
-            consume_broadcast_enable=read("consumeBroadcastEnable", True, _bool),
-            retry_queue_nums=read("retryQueueNums", 1, _int),
-            retry_max_times=read("retryMaxTimes", 16, _int),
-            broker_id=read("brokerId", 0, _int),
-            which_broker_when_consume_slowly=read("whichBrokerWhenConsumeSlowly", 1, _int),
-            notify_consumer_ids_changed_enable=read("notifyConsumerIdsChangedEnable", True, _bool),
-        )
 
 
 class _Record(Protocol):
@@ -579,12 +359,12 @@ class _VersionedTable(ConfigManager, Generic[R]):
                 "dataVersion": self._version.to_dict(),
                 self.TABLE_KEY: {name: record.to_dict() for name, record in self._table.items()},
             }
-        return _to_json(doc, pretty)
+        return to_json(doc, pretty)
 
     def decode(self, text: str) -> None:
-        root = _object(parse_fastjson(text), self.FILE_NAME)
+        root = as_object(parse_fastjson(text), self.FILE_NAME)
         version = DataVersion.from_dict(root.get("dataVersion", {}))
-        raw = _object(root.get(self.TABLE_KEY, {}), self.TABLE_KEY)
+        raw = as_object(root.get(self.TABLE_KEY, {}), self.TABLE_KEY)
         table = {name: self._record_from_dict(record) for name, record in raw.items()}
         with self._lock:
             self._table.update(table)

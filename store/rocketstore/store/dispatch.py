@@ -13,8 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from rocketstore.common.message import BlankRecord, StoredMessage
 from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.message import BlankRecord, DispatchRequest, StoredMessage, to_dispatch_request
+from rocketstore.store.dispatch_request import DispatchRequest, to_dispatch_request
 
 log = logging.getLogger(__name__)
 

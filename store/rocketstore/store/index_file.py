@@ -36,15 +36,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rocketstore.common.message import KEY_SEPARATOR, SysFlag, java_string_hash, transaction_type
 from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.mapped_file import MappedFile
-from rocketstore.store.message import (
-    KEY_SEPARATOR,
-    DispatchRequest,
-    SysFlag,
-    java_string_hash,
-    transaction_type,
-)
 
 log = logging.getLogger(__name__)
 

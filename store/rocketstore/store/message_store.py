@@ -21,15 +21,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rocketstore.common.message import Message, StoredMessage, tags_code, transaction_type
+from rocketstore.common.message import SysFlag as _SysFlag
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from rocketstore.store.dispatch import MessageArrivingListener, ReputMessageService
+from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import IndexService
-from rocketstore.store.message import DispatchRequest, Message, StoredMessage, tags_code, transaction_type
-from rocketstore.store.message import SysFlag as _SysFlag
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.stats import StoreStatsService
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -130,8 +131,9 @@ class DefaultMessageStore:
             self.commit_log, [self._build_consume_queue, self._build_index], on_message_arriving
         )
         self.commit_log.on_appended = self.reput_service.wakeup
-        self.clean_commit_log_service = CleanCommitLogService(self)
-        self.clean_consume_queue_service = CleanConsumeQueueService(self)
+        self.clean_commit_log_service = CleanCommitLogService(config, self.commit_log, self.running_flags, self.stats)
+        self.clean_consume_queue_service = CleanConsumeQueueService(
+            config, self.commit_log, self._all_consume_queues, self.index_service)
         self._lock = StoreLock(str(config.lock_path()))
         self.abort_path = str(config.abort_path())
         self.last_exit_ok = True

@@ -29,6 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketstore.common.message import (
+    KEY_SEPARATOR,
+    PROPERTY_DELAY_TIME_LEVEL,
+    BlankRecord,
+    StoredMessage,
+    SysFlag,
+    decode_record,
+    tags_code,
+    transaction_type,
+)
+from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC
 from rocketstore.store.checkpoint import read_checkpoint
 from rocketstore.store.config import MULTI_PATH_SPLITTER, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, unpack_entries
@@ -41,16 +52,6 @@ from rocketstore.store.index_file import (
     read_index_entry,
     read_index_header,
     read_index_slot,
-)
-from rocketstore.store.message import (
-    KEY_SEPARATOR,
-    PROPERTY_DELAY_TIME_LEVEL,
-    BlankRecord,
-    StoredMessage,
-    SysFlag,
-    decode_record,
-    tags_code,
-    transaction_type,
 )
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
 #: verify stops listing problems after this many (a wrecked store would otherwise list millions)
 MAX_REPORTED_PROBLEMS = 1000
 
-_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # its tagsCode is the delivery time, not a tag hash
 _EXT_ADDR_MAX = -(2**31) - 1  # ConsumeQueueExt.MAX_ADDR: tagsCodes at or below are ext addresses
 _CQ_READ_CHUNK = CQ_STORE_UNIT_SIZE * 4096
 
@@ -352,7 +352,7 @@ def _index_keys(msg: StoredMessage) -> list[str]:
 
 def _expected_tags_code(msg: StoredMessage) -> int | None:
     """The tagsCode dispatch stores for ``msg``; None when it is not a tag hash (delayed messages)."""
-    if msg.topic == _SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+    if msg.topic == RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in msg.properties:
         return None
     return tags_code(msg.tags)
 

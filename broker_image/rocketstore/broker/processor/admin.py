@@ -32,13 +32,17 @@ import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from rocketstore.broker.broker import BROKER_VERSION, BROKER_VERSION_DESC, validate_topic
+from rocketstore.broker.broker import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.broker.server import Connection
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.common.topic_config import TopicConfig, TopicFilterType
+from rocketstore.common.topic_validator import validate_topic
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
-from rocketstore.store.config import ConfigError, parse_properties
-from rocketstore.store.config_manager import SubscriptionGroupConfig, TopicConfig, TopicFilterType, parse_fastjson
+from rocketstore.store.config import ConfigError
 
 if TYPE_CHECKING:
     from rocketstore.broker.broker import BrokerController

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketstore.broker.broker import retry_topic
 from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.server import Connection
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.mix_all import retry_topic
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
@@ -22,7 +24,6 @@ from rocketstore.remoting.headers import (
     HeartbeatData,
     UnregisterClientRequestHeader,
 )
-from rocketstore.store.config_manager import PERM_READ, PERM_WRITE, parse_fastjson
 
 if TYPE_CHECKING:
     from rocketstore.broker.broker import BrokerController

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING
 
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
 from rocketstore.broker.server import Connection
+from rocketstore.common.perm_name import PERM_READ
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from rocketstore.store.config import BrokerRole
-from rocketstore.store.config_manager import PERM_READ
 from rocketstore.store.message_store import GetMessageResult, TagFilter
 from rocketstore.store.status import GetMessageStatus
 

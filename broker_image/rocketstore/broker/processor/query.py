@@ -22,10 +22,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from rocketstore.broker.server import Connection
+from rocketstore.common.message import StoredMessage, decode_record
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
-from rocketstore.store.message import StoredMessage, decode_record
 from rocketstore.store.message_store import DefaultMessageStore
 
 if TYPE_CHECKING:

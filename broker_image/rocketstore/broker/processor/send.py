@@ -39,22 +39,8 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from rocketstore.broker.broker import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TOPIC_MAX_LENGTH,
-    validate_topic,
-)
 from rocketstore.broker.server import Connection
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
-from rocketstore.store.clean import disk_partition_used_ratio
-from rocketstore.store.commit_log import MessageBatch, PutMessageResult
-from rocketstore.store.config import FlushDiskType
-from rocketstore.store.config_manager import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
-from rocketstore.store.message import (
+from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
     HostAddress,
     Message,
@@ -64,6 +50,16 @@ from rocketstore.store.message import (
     properties_to_string,
     string_to_properties,
 )
+from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.common.topic_config import TopicConfig, TopicFilterType
+from rocketstore.common.topic_validator import NOT_ALLOWED_SEND_TOPICS, TOPIC_MAX_LENGTH, validate_topic
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketstore.store.clean import disk_partition_used_ratio
+from rocketstore.store.commit_log import MessageBatch, PutMessageResult
+from rocketstore.store.config import FlushDiskType
 from rocketstore.store.status import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -84,10 +80,6 @@ PROPERTY_TRACE_SWITCH = "TRACE_ON"
 VERSION_V3_4_9 = 121
 
 _RANDOM = random.Random()
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def random_queue_id(queue_nums: int) -> int:

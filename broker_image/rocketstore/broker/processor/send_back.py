@@ -28,20 +28,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketstore.broker.broker import retry_topic
 from rocketstore.broker.processor.send import (
     DLQ_NUMS_PER_GROUP,
     PROPERTY_WAIT_STORE_MSG_OK,
     VERSION_V3_4_9,
-    dlq_topic,
     random_queue_id,
 )
 from rocketstore.broker.server import Connection
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage
+from rocketstore.common.mix_all import dlq_topic, retry_topic
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader
-from rocketstore.store.config_manager import PERM_READ, PERM_WRITE
-from rocketstore.store.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage
 from rocketstore.store.status import PutMessageStatus
 
 if TYPE_CHECKING:

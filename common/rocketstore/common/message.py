@@ -263,24 +263,6 @@ class StoredMessage:
         return create_message_id(self.store_host, self.physical_offset)
 
 
-@dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
-class DispatchRequest:
-    """What dispatch needs from one record: enough to build the ConsumeQueue entry and index keys."""
-
-    topic: str
-    queue_id: int
-    commit_log_offset: int
-    msg_size: int
-    tags_code: int
-    store_timestamp: int
-    consume_queue_offset: int
-    keys: str
-    uniq_key: str | None
-    sys_flag: int
-    prepared_transaction_offset: int
-    properties: dict[str, str]
-
-
 @dataclass(frozen=True, slots=True)
 class BlankRecord:
     """The end-of-segment filler: readers move on to the next segment."""
@@ -505,24 +487,6 @@ def _decode_message(
         born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts, store_host=store_host,
         reconsume_times=reconsume_times, prepared_transaction_offset=prepared_offset,
         body=body if read_body else b"", topic=topic, properties=properties,
-    )
-
-
-def to_dispatch_request(msg: StoredMessage) -> DispatchRequest:
-    """What dispatch needs of a decoded record."""
-    return DispatchRequest(
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        commit_log_offset=msg.physical_offset,
-        msg_size=msg.total_size,
-        tags_code=tags_code(msg.tags),
-        store_timestamp=msg.store_timestamp,
-        consume_queue_offset=msg.queue_offset,
-        keys=msg.keys or "",
-        uniq_key=msg.uniq_key,
-        sys_flag=msg.sys_flag,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
-        properties=msg.properties,
     )
 
 

@@ -1,0 +1,32 @@
+"""DataVersion: the change counter a broker reports with its tables, so readers skip unchanged ones."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketstore.common.fastjson import Fields, as_int, as_object
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """Change counter the broker reports to the name server so it can skip unchanged tables."""
+
+    counter: int = 0
+    timestamp: int = field(default_factory=_now_ms)
+
+    def next(self) -> DataVersion:
+        return DataVersion(self.counter + 1, _now_ms())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_dict(cls, value: object) -> DataVersion:
+        read = Fields(as_object(value, "dataVersion"), "dataVersion").read
+        return cls(counter=read("counter", 0, as_int), timestamp=read("timestamp", _now_ms(), as_int))
