@@ -24,6 +24,20 @@ def test_chart_crd_is_the_repository_crd() -> None:
         "run: cp crds/rocketstore.yaml charts/rocketstore-operator/crds/rocketstore.yaml")
 
 
+#: short names built into Kubernetes (kubectl api-resources); a CRD that claims one of them makes
+#: `kubectl get <it>` ambiguous, and kubectl resolves it to whichever it finds first
+BUILTIN_SHORT_NAMES = {
+    "cm", "cs", "csr", "cj", "crd", "crds", "deploy", "ds", "ep", "ev", "hpa", "ing", "limits", "netpol", "no",
+    "ns", "pc", "pdb", "po", "pv", "pvc", "quota", "rc", "rs", "sa", "sc", "sts", "svc",
+}
+
+
+def test_crd_short_names_are_not_kubernetes_own() -> None:
+    names = yaml.safe_load((ROOT / "crds" / "rocketstore.yaml").read_text())["spec"]["names"]
+    assert names["shortNames"] == ["rstore"]
+    assert not set(names["shortNames"]) & BUILTIN_SHORT_NAMES
+
+
 def test_example_is_a_valid_spec() -> None:
     from rocketstore.operator.model import parse_spec
     from rocketstore.operator.sizing import volume_size
