@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.common.message import HostAddress, Message
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.message import HostAddress, Message
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.offline import store_stats
 
@@ -219,17 +219,19 @@ def test_verify_corrupt_store_exits_1_with_the_place(damaged: tuple[Path, Path, 
     assert report["problems"][0].startswith(f"commitlog/{seg_name} position {offset % SEG}")
 
 
-def test_stats_of_a_store_not_written_yet_says_so_and_succeeds(tmp_path: Path) -> None:
-    """README's first command runs stats on ~/store, which a new machine does not have yet."""
-    human = run("store", "stats", "--store-dir", str(tmp_path / "nowhere"))
-    assert human.returncode == 0, human.stderr
-    assert human.stdout.strip() == f"No store at {tmp_path / 'nowhere'} yet: nothing has been written there."
-    as_json = run("store", "stats", "--store-dir", str(tmp_path / "nowhere"), "--json")
-    assert json.loads(as_json.stdout) == {"store_dir": str(tmp_path / "nowhere"), "exists": False}
-    assert not (tmp_path / "nowhere").exists()
+def test_stats_of_a_missing_directory_exits_2_naming_it(tmp_path: Path) -> None:
+    """A store directory that is not there is a typo or the wrong machine: stats says so and fails,
+    as dump and verify do, instead of reporting an empty store with exit code 0."""
+    missing = tmp_path / "does" / "not" / "exist"
+    for extra in ([], ["--json"]):
+        result = run("store", "stats", "--store-dir", str(missing), *extra)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.strip() == f"rocketstore store stats: error: store directory {missing} does not exist"
+        assert result.stdout == ""
+    assert not (tmp_path / "does").exists()
 
 
-@pytest.mark.parametrize("action", ["dump", "verify"])
+@pytest.mark.parametrize("action", ["stats", "dump", "verify"])
 def test_missing_or_foreign_directory_exits_2_without_traceback(tmp_path: Path, action: str) -> None:
     missing = run("store", action, "--store-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 2
@@ -241,6 +243,16 @@ def test_missing_or_foreign_directory_exits_2_without_traceback(tmp_path: Path, 
     assert "is not a store directory" in foreign.stderr
     for r in (missing, foreign):
         assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("action", ["stats", "dump", "verify"])
+def test_missing_default_store_says_how_to_name_one(tmp_path: Path, action: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    result = run("store", action, env={**os.environ, "HOME": str(home)})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (f"rocketstore store {action}: error: store directory {home / 'store'} does not "
+                                     "exist (RocketMQ's default; give --store-dir DIR or -c broker.conf)")
 
 
 def test_bad_config_file_exits_2(tmp_path: Path, written: Written) -> None:
@@ -291,3 +303,28 @@ def test_usage_errors_exit_2() -> None:
     result = run("store", "dump", "--queue-id", "x")
     assert result.returncode == 2 and "invalid int value" in result.stderr
     assert "stats" in run("store", "--help").stdout
+
+
+# -- pipeline without the spark extra ---------------------------------------------------------
+#: runs the command line in a fresh interpreter where `import pyspark` fails: this simulates an
+#: install without the spark extra (a None entry in sys.modules makes every import of it raise
+#: ImportError), while the rest of the project stays importable
+WITHOUT_PYSPARK = "import sys; sys.modules['pyspark'] = None; from rocketstore.cli.main import main; sys.exit(main())"
+
+
+@pytest.mark.parametrize("job", ["export", "reindex", "retention"])
+def test_pipeline_without_the_spark_extra_says_how_to_install_it(written: Written, tmp_path: Path, job: str) -> None:
+    args = ["pipeline", job, "--store-dir", str(written.root), "-c", str(written.conf),
+            "--output", str(tmp_path / "out")]
+    result = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, *args],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rocketstore pipeline {job}: error: pyspark not installed; the Spark jobs need the spark extra: "
+        "pip install -e '.[spark]' (from the repository root)"]
+    assert result.stdout == ""
+    assert not (tmp_path / "out").exists()
+    # the rest of the command line keeps working without PySpark
+    helped = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, "pipeline", job, "--help"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert helped.returncode == 0 and "--output" in helped.stdout

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from rocketstore.common.message import StoredMessage
 from rocketstore.store.config import ConfigError, StoreConfig, load_broker_conf
-from rocketstore.store.message import StoredMessage
 from rocketstore.store.offline import NotAStoreError, dump_messages, store_stats, verify_store
 
 
@@ -74,7 +74,14 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _handler(action: Callable[[argparse.Namespace, StoreConfig], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
-            return action(args, load_config(args))
+            config = load_config(args)
+            if not config.root_dir().exists():
+                # Every action reads an existing store: a path that is not there is a typo or the
+                # wrong machine, never an empty store, so it is an error (exit 2) naming the path.
+                where = "" if args.store_dir or args.config else (
+                    " (RocketMQ's default; give --store-dir DIR or -c broker.conf)")
+                raise CommandError(f"store directory {config.root_dir()} does not exist{where}")
+            return action(args, config)
         except (CommandError, NotAStoreError, ConfigError) as exc:
             _error(args, str(exc))
         except BrokenPipeError:
@@ -156,15 +163,6 @@ def _preview(body: bytes, chars: int) -> str:
 
 # -- actions ----------------------------------------------------------------------------------
 def _stats(args: argparse.Namespace, config: StoreConfig) -> int:
-    if not config.root_dir().exists():
-        # Asking for the stats of a store nobody has written yet is a normal first step (the
-        # default ~/store on a new machine): say so plainly instead of failing.
-        if args.json:
-            json.dump({"store_dir": str(config.root_dir()), "exists": False}, sys.stdout)
-            sys.stdout.write("\n")
-        else:
-            print(f"No store at {config.root_dir()} yet: nothing has been written there.")
-        return 0
     stats = store_stats(config)
     if args.json:
         json.dump(stats, sys.stdout, indent=2)
