@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -174,6 +175,35 @@ def test_several_frames_in_one_feed_keep_the_partial_rest() -> None:
     assert decoder.feed(extra[10:]) == [SAMPLE[0]]
 
 
+def test_large_frame_in_small_reads_is_not_copied_over_and_over() -> None:
+    """A 16 MiB frame fed in 64 KiB reads allocates about its own size, not 256 growing prefixes.
+
+    Deterministic rather than timed: tracemalloc's peak during each feed, above what was
+    allocated when the feed began, counts the bytes that feed allocated (a copy needs one). A
+    decoder that re-copies the buffered prefix on every read peaks at that prefix each time,
+    about 2 GiB in all; one that appends to its buffer and copies the frame out once allocates
+    a small multiple of 16 MiB (the buffer's growth slack, the frame's copy out of it and the body
+    taken out of that included).
+    """
+    body = bytes(range(256)) * ((MAX_FRAME_SIZE - 4096) // 256)
+    data = RemotingCommand(code=11, opaque=9, body=body).encode()
+    pieces = [data[start : start + 64 * 1024] for start in range(0, len(data), 64 * 1024)]
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    allocated = 0
+    tracemalloc.start()
+    try:
+        for piece in pieces:
+            tracemalloc.reset_peak()
+            before, _ = tracemalloc.get_traced_memory()
+            got += decoder.feed(piece)
+            allocated += tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(got) == 1 and got[0].body == body and decoder.buffered == 0
+    assert allocated < 4 * len(data), f"{allocated / 2**20:.0f} MiB allocated to decode a {len(data) / 2**20:.0f} MiB frame"
+
+
 def test_frame_over_16_mib_rejected_before_buffering() -> None:
     decoder = FrameDecoder()
     # The largest legal frame announces 16 MiB - 4 after its own length field (Netty's limit counts it).
@@ -332,3 +362,54 @@ def test_fuzz_frame_decoder_any_chunking(cmds: list[RemotingCommand], cuts: list
         got += decoder.feed(stream[prev:point])
         prev = point
     assert got == cmds and decoder.buffered == 0
+
+
+class _Reparser:
+    """The decoder's contract at its plainest: all bytes fed so far, parsed from the start on every feed."""
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self.pending = b""
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        stream = self.pending + data
+        self.pending = stream  # what stays buffered if a frame is bad
+        commands, pos = [], 0
+        while len(stream) - pos >= 4:
+            (length,) = struct.unpack_from(">i", stream, pos)
+            if length < 4 or length + 4 > self.max_frame_size:
+                raise ProtocolError("frame length")
+            if len(stream) - pos - 4 < length:
+                break
+            commands.append(decode_frame(stream[pos + 4 : pos + 4 + length]))
+            pos += 4 + length
+        self.pending = stream[pos:]
+        return commands
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(commands.map(RemotingCommand.encode) | st.binary(max_size=12), min_size=1, max_size=6),
+       st.lists(st.integers(0, 10_000), max_size=8), st.sampled_from([64, 256, MAX_FRAME_SIZE]),
+       st.sampled_from([bytes, bytearray, memoryview]))
+def test_fuzz_feed_matches_reparsing_everything(parts: list[bytes], cuts: list[int], limit: int,
+                                                kind: type) -> None:
+    """Any split of any stream (whole frames, junk, frames over the limit), fed as any buffer type,
+    gives per feed the commands, the error and the buffered size that re-parsing everything gives;
+    feeding on after an error reports it again."""
+    stream = b"".join(parts)
+    points = sorted({c % (len(stream) + 1) for c in cuts})
+    decoder, model = FrameDecoder(max_frame_size=limit), _Reparser(limit)
+    prev = 0
+    for point in [*points, len(stream)]:
+        chunk = stream[prev:point]
+        prev = point
+        try:
+            expected: list[RemotingCommand] | type[ProtocolError] = model.feed(chunk)
+        except ProtocolError:
+            expected = ProtocolError
+        try:
+            got: list[RemotingCommand] | type[ProtocolError] = decoder.feed(kind(chunk))
+        except ProtocolError:
+            got = ProtocolError
+        assert got == expected
+        assert decoder.buffered == len(model.pending)

@@ -331,13 +331,22 @@ class FrameDecoder:
 
     A length outside 0..max_frame_size raises :class:`ProtocolError` before anything is
     buffered, so a peer cannot make us hold gigabytes by announcing a huge frame.
+
+    Work is linear in the bytes fed however they are split: while the buffered frame is still
+    incomplete, a feed only appends to the buffer (a 16 MiB frame in 64 KiB reads would
+    otherwise copy the growing prefix 256 times, about 2 GiB), and the buffer is copied out once,
+    when the frame completes.
     """
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
+        # Size the buffer must reach before parsing it can yield a frame: 4 + the length of the
+        # frame at its head once that length was read and found legal; 0 when not known (less
+        # than 4 bytes buffered, or a bad frame left there, which the next feed must report again).
+        self._needed = 0
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """The commands completed by ``data``; an incomplete tail stays buffered.
 
         Frames are decoded from an immutable ``bytes`` through a memoryview, so header and body
@@ -349,6 +358,8 @@ class FrameDecoder:
         buf = self._buffer
         if buf:
             buf += data
+            if len(buf) < self._needed:
+                return []
             data = bytes(buf)
             buf.clear()
         elif type(data) is not bytes:
@@ -358,6 +369,7 @@ class FrameDecoder:
         commands = []
         size = len(data)
         pos = 0
+        needed = 0
         try:
             with memoryview(data) as view:
                 while size - pos >= 4:
@@ -365,12 +377,15 @@ class FrameDecoder:
                     if length < 4 or length + 4 > self.max_frame_size:
                         raise ProtocolError(f"frame length {length} outside 4..{self.max_frame_size - 4}")
                     if size - pos - 4 < length:
+                        needed = 4 + length
                         break
                     commands.append(decode_frame(view[pos + 4 : pos + 4 + length]))
                     pos += 4 + length
         except BaseException:
             buf += data
+            self._needed = 0
             raise
+        self._needed = needed
         if pos < size:
             buf += data[pos:] if pos else data
         return commands
