@@ -1,4 +1,4 @@
-"""Offline store tooling (store/offline.py): verify, stats and dump on stores the engine wrote.
+"""Offline store tooling (rocketstore.store.offline): verify, stats and dump on stores the engine wrote.
 
 Every store is written by the real engine in tmp_path with tiny files so that segments roll
 (blank records), consume queues and index files span several files, and some hosts are IPv6.
@@ -12,6 +12,8 @@ import itertools
 import os
 import shutil
 import struct
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +30,9 @@ from rocketstore.store.commit_log import MessageBatch
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.index_file import index_entry_pos, index_key_hash
 from rocketstore.store.message_store import DefaultMessageStore
-from rocketstore.store.offline import NotAStoreError, dump_messages, store_stats, verify_store
+from rocketstore.store.offline import VerifyProgress, dump_messages, store_stats, verify_store
 from rocketstore.store.store_lock import StoreLock, StoreLockedError
+from rocketstore.store.store_view import NotAStoreError
 
 SEG = 4096
 CQ_ENTRIES_PER_FILE = 8
@@ -534,3 +537,54 @@ def test_verify_with_the_wrong_segment_size_says_so_once(written: tuple[StoreCon
     assert report.problems[0].startswith(f"commitlog: all {len(os.listdir(cfg.commit_log_dir()))} segments are "
                                          f"{SEG} bytes, but mappedFileSizeCommitLog is {1024 * 1024}")
     assert report.records == len(puts)  # still checked, as the segments on disk are
+
+
+# -- progress ---------------------------------------------------------------------------------
+def test_verify_reports_each_file_to_its_progress_callback(written: tuple[StoreConfig, list[Put]]) -> None:
+    cfg, _puts = written
+    seen: list[VerifyProgress] = []
+    report = verify_store(cfg, seen.append)
+    assert report.ok
+    segments = sorted(os.listdir(cfg.commit_log_dir()))
+    queues = sorted(f"{t}/{q}" for t in os.listdir(cfg.consume_queue_dir())
+                    for q in os.listdir(cfg.consume_queue_dir() / t))
+    assert [(p.item, p.done, p.total) for p in seen if p.part == "commitlog"] == [
+        (name, n, len(segments)) for n, name in enumerate(segments, start=1)]
+    assert sorted(p.item for p in seen if p.part == "consumequeue") == queues
+    assert [p.item for p in seen if p.part == "index"] == sorted(os.listdir(cfg.index_dir()))
+    assert [p.elapsed for p in seen] == sorted(p.elapsed for p in seen)
+
+
+def test_store_verify_prints_progress_on_stderr_while_it_runs(tmp_path: Path) -> None:
+    """The CLI, a real process: one stderr line per segment as the walk goes, not only at the end."""
+    cfg = make_cfg(tmp_path / "store")
+    store = DefaultMessageStore(cfg)
+    store.load()
+    store.start()
+    try:
+        put_all(store, 1500)  # ~40 segments: verifying the rest takes far longer than reading a line
+        assert store.reput_service.wait_caught_up(10)
+    finally:
+        store.shutdown()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={cfg.root_dir()}\nmappedFileSizeCommitLog={SEG}\n"
+                    f"mappedFileSizeConsumeQueue={20 * CQ_ENTRIES_PER_FILE}\nmaxHashSlotNum={SLOTS}\n"
+                    f"maxIndexNum={INDEX_NUM}\n")
+    segments = sorted(os.listdir(cfg.commit_log_dir()))
+    assert len(segments) > 10
+
+    proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli.main", "store", "verify", "-c", str(conf)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    running_at_first_line = proc.poll() is None
+    out, rest = proc.communicate(timeout=120)
+    lines = [first, *rest.splitlines(keepends=True)]
+
+    assert proc.returncode == 0, out + "".join(lines)
+    assert first.startswith(f"verify: segment {segments[0]} checked (1/{len(segments)}), ")
+    assert running_at_first_line, "the first progress line came only after verify had finished"
+    named = [line.split()[2] for line in lines if line.startswith("verify: segment ")]
+    assert named == segments
+    assert any(line.startswith("verify: index file ") for line in lines)
+    assert out.startswith(f"{cfg.root_dir()}: OK (1500 records")

@@ -24,7 +24,8 @@ from typing import Any, TextIO
 
 from rocketstore.common.message import StoredMessage
 from rocketstore.store.config import ConfigError, StoreConfig, load_broker_conf
-from rocketstore.store.offline import NotAStoreError, dump_messages, store_stats, verify_store
+from rocketstore.store.offline import VerifyProgress, dump_messages, store_stats, verify_store
+from rocketstore.store.store_view import NotAStoreError
 
 
 class CommandError(Exception):
@@ -270,8 +271,31 @@ def print_message(msg: StoredMessage, out: TextIO, preview: int) -> None:
         w(f"  body ({len(msg.body)} B): {_preview(msg.body, preview)}\n")
 
 
+def _verify_progress(out: TextIO) -> Callable[[VerifyProgress], None]:
+    """A progress callback writing one line per segment and index file checked to ``out``.
+
+    A store of many GiB takes minutes to verify: without these lines it looks hung. Consume
+    queues (a store may have thousands) get a line at most every couple of seconds, and their last.
+    The CLI passes stderr, so ``--json`` output on stdout stays one document.
+    """
+    last_queue_line = -1.0
+    names = {"commitlog": "segment", "consumequeue": "consume queue", "index": "index file"}
+
+    def report(step: VerifyProgress) -> None:
+        nonlocal last_queue_line
+        if step.part == "consumequeue":
+            if step.done < step.total and last_queue_line >= 0 and step.elapsed - last_queue_line < 2.0:
+                return
+            last_queue_line = step.elapsed
+        out.write(f"verify: {names[step.part]} {step.item} checked ({step.done}/{step.total}), "
+                  f"{step.elapsed:.1f} s\n")
+        out.flush()
+
+    return report
+
+
 def _verify(args: argparse.Namespace, config: StoreConfig) -> int:
-    report = verify_store(config)
+    report = verify_store(config, _verify_progress(sys.stderr))
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

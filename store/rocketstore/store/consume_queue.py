@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from rocketstore.common.message import TRANSACTION_NOT_TYPE, SysFlag, transaction_type
 from rocketstore.store.mapped_file import MappedFile
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
@@ -27,7 +28,18 @@ _ENTRY = struct.Struct(">qiq")
 _PRE_BLANK = _ENTRY.pack(0, 0x7FFFFFFF, 0)
 PRE_BLANK_ENTRY = (0, 0x7FFFFFFF, 0)
 
+#: the transaction types (sysFlag & TRANSACTION_TYPE_MASK) whose records get a ConsumeQueue entry
+#: and so take a queue offset: plain and committed messages. A prepared half message waits for
+#: its commit (the broker writes a new, committed record then) and a rollback marker is never
+#: delivered, so neither is consumable: RocketMQ's CommitLogDispatcherBuildConsumeQueue skips both.
+CONSUME_QUEUE_TRANSACTION_TYPES = (TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT)
+
 log = logging.getLogger(__name__)
+
+
+def gets_consume_queue_entry(sys_flag: int) -> bool:
+    """Whether dispatch writes a ConsumeQueue entry for a record with this sysFlag (not prepared / rolled back)."""
+    return transaction_type(sys_flag) in CONSUME_QUEUE_TRANSACTION_TYPES
 
 
 def unpack_entries(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int, int]]:

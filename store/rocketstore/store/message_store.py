@@ -21,13 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocketstore.common.message import Message, StoredMessage, tags_code, transaction_type
-from rocketstore.common.message import SysFlag as _SysFlag
+from rocketstore.common.message import Message, StoredMessage, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, gets_consume_queue_entry, unpack_entries
 from rocketstore.store.dispatch import MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import IndexService
@@ -318,7 +317,7 @@ class DefaultMessageStore:
 
     # -- dispatchers -----------------------------------------------------------------------
     def _build_consume_queue(self, req: DispatchRequest) -> None:
-        if transaction_type(req.sys_flag) in (0, _SysFlag.TRANSACTION_COMMIT):
+        if gets_consume_queue_entry(req.sys_flag):
             cq = self.find_consume_queue(req.topic, req.queue_id)
             if not self.running_flags.is_cq_writeable:
                 return
