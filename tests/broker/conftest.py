@@ -1,13 +1,14 @@
 """A real BrokerController on loopback for the broker tests, and a raw remoting client.
 
-``broker_factory(**overrides)`` starts a broker (its own event loop in a thread, free port,
-no name-server role, no HTTP port) on a tiny store under ``tmp_path``; keyword arguments
+``broker_factory(**overrides)`` starts a broker (its own event loop in a thread, free ports,
+no name-server role, an HTTP port for /metrics) on a tiny store under ``tmp_path``; keyword arguments
 override BrokerConfig fields (``broker_*`` names as in BrokerConfig) or StoreConfig fields.
 ``broker`` is one started with the defaults. Every broker is stopped at teardown.
 
 ``handle.client()`` opens a :class:`RawClient`: a blocking socket that writes
 ``remoting.command`` frames and reads responses by opaque, so a test can leave a long-polling
-pull outstanding on one connection while sending on another.
+pull outstanding on one connection while sending on another; ``handle.wait_held_pulls(n)``
+waits until the broker's /metrics shows ``n`` such pulls held (instead of sleeping and hoping).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import re
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +47,15 @@ TINY_STORE: dict[str, Any] = {
     "max_hash_slot_num": 100,
     "max_index_num": 400,
 }
+
+
+_HELD_PULLS = re.compile(r"^rocketstore_held_pull_requests (\S+)$", re.MULTILINE)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class RawClient:
@@ -161,6 +173,22 @@ class BrokerHandle:
     def wait_dispatched(self, timeout: float = 5.0) -> None:
         assert self.controller.store.reput_service.wait_caught_up(timeout)
 
+    def held_pulls(self) -> int:
+        """``rocketstore_held_pull_requests`` as the broker's /metrics reports it."""
+        assert self.controller.http is not None, "this broker was started without an HTTP port"
+        url = f"http://127.0.0.1:{self.controller.http.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            found = _HELD_PULLS.search(resp.read().decode())
+        assert found is not None, "rocketstore_held_pull_requests missing from /metrics"
+        return int(float(found.group(1)))
+
+    def wait_held_pulls(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until exactly ``count`` long-polling pulls are held by the broker."""
+        deadline = time.monotonic() + timeout
+        while (held := self.held_pulls()) != count:
+            assert time.monotonic() < deadline, f"{held} pulls held after {timeout} s, expected {count}"
+            time.sleep(0.01)
+
     def stop(self) -> None:
         if self.stopped:
             return
@@ -178,7 +206,7 @@ class BrokerHandle:
 def start_broker(root: Path, **overrides: Any) -> BrokerHandle:
     broker_values: dict[str, Any] = {
         "broker_ip1": "127.0.0.1", "listen_host": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
-        "http_listen_port": 0, "broker_name": "broker-a",
+        "http_listen_port": _free_port(), "broker_name": "broker-a",
     }
     store_values: dict[str, Any] = {"store_path_root_dir": str(root), **TINY_STORE}
     for key, value in overrides.items():

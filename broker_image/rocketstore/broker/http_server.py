@@ -23,6 +23,8 @@ Metrics (all prefixed ``rocketstore_``):
     queue_max_offset{topic,queue_id}                                 gauge, per consume queue
     consumer_lag{group,topic,queue_id}                               gauge: max offset - committed
     consumer_groups_online, client_connections, ready                gauges
+    held_pull_requests                                               gauge: long-polling pulls held now
+                                                                     (added by processor/long_polling.py)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -52,6 +54,7 @@ class BrokerCollector(Collector):
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -74,6 +77,8 @@ class BrokerCollector(Collector):
                                 value=len(broker.remoting.connections))
         yield GaugeMetricFamily("rocketstore_consumer_groups_online", "Consumer groups with a live member",
                                 value=len(broker.consumer_manager.groups))
+        for name, doc, read in self.gauges:
+            yield GaugeMetricFamily(name, doc, value=read())
 
     def _store_metrics(self) -> Iterator[Metric]:
         broker = self.broker
@@ -116,9 +121,15 @@ class HttpServer:
         self.host = host
         self.port = port
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker))
+        self._collector = BrokerCollector(broker)
+        self.registry.register(self._collector)
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
+
+    def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """Publish ``read()`` as gauge ``name``, read on the loop at each scrape: for state a processor
+        owns (this server starts before the processors register)."""
+        self._collector.gauges.append((name, doc, read))
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)

@@ -60,6 +60,9 @@ class PullRequestHoldService:
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._safety_task: asyncio.Task[None] | None = None
         self._closed = False
+        if broker.http is not None:  # observable state for tests and dashboards: is a pull held yet?
+            broker.http.add_gauge("rocketstore_held_pull_requests", "Long-polling pulls held, waiting for messages",
+                                  lambda: self.held_count)
 
     @property
     def held_count(self) -> int:
