@@ -2,24 +2,57 @@
 
 Bytes are parsed in ``data_received`` by the I/O-free :class:`remoting.command.FrameDecoder`;
 each request becomes a tracked task that runs its handler and writes the response with the
-request's opaque. A malformed frame closes that connection only. Reading pauses while a
-connection has too many requests in flight (flow control), and shutdown closes the listener,
-lets in-flight requests finish within a grace period, then cancels the rest.
+request's opaque. A malformed frame closes that connection only; a well-framed request whose
+header or body does not decode is the client's error, answered SYSTEM_ERROR with a remark
+naming the field and logged at most once per :data:`MALFORMED_LOG_INTERVAL_S` (any client can
+send them at will, so they must not fill the log). Shutdown closes the listener, lets in-flight
+requests finish within a grace period, then cancels the rest.
+
+Flow control bounds what one connection can make the broker hold, both ways:
+
+* read side: at most :data:`MAX_IN_FLIGHT_PER_CONNECTION` requests run at once; decoded
+  requests beyond that wait in the connection's backlog and reading pauses until half of them
+  have finished;
+* write side: responses queue in the transport's buffer, whose high-water mark is
+  :data:`WRITE_BUFFER_HIGH`. Past it (a client that sends and does not read), asyncio calls
+  :meth:`Connection.pause_writing`: reading pauses, no further request is dispatched, and
+  handlers that finish hold their response until the client drains the buffer below
+  :data:`WRITE_BUFFER_LOW` (:meth:`Connection.resume_writing`). Without this, 20,000 pipelined
+  pulls from a client that never reads grew the broker by over 1 GB in ten seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from rocketstore.remoting.codes import ResponseCode
-from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, ProtocolError, RemotingCommand
+from rocketstore.remoting.command import (
+    RPC_ONEWAY,
+    FrameDecoder,
+    MalformedRequestError,
+    ProtocolError,
+    RemotingCommand,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_PER_CONNECTION = 256
+# The transport's write buffer: asyncio pauses the protocol's writing above HIGH and resumes it
+# below LOW. A few pull responses (32 messages of 4 KiB are 128 KiB) fit under HIGH, so a client
+# that reads keeps its pipeline full; one that does not costs at most this much buffer, plus the
+# responses of the requests in flight.
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+WRITE_BUFFER_LOW = 1024 * 1024
+# At most one log line per this many seconds, for all connections together, about malformed
+# requests (the rest are counted in RemotingServer.malformed_requests).
+MALFORMED_LOG_INTERVAL_S = 10.0
+# Longest remark and log text taken from a decoding error: it may quote what the client sent.
+_MAX_ERROR_TEXT = 300
 
 
 class RequestError(Exception):
@@ -34,6 +67,12 @@ class RequestError(Exception):
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
+def _writable_event() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclass(eq=False)
 class Connection(asyncio.Protocol):
     """One client connection: frames in, responses (and broker-initiated requests) out."""
@@ -43,19 +82,27 @@ class Connection(asyncio.Protocol):
     peer: str = ""
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    paused: bool = False
+    #: Decoded requests not dispatched yet: flow control holds them (bounded, as reading pauses).
+    backlog: deque[RemotingCommand] = field(default_factory=deque)
+    reading_paused: bool = False
+    writing_paused: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set while the client drains its responses; handlers wait on it before writing.
+    _writable: asyncio.Event = field(default_factory=_writable_event)
     _next_opaque: int = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        self.backlog.clear()
+        self._writable.set()  # handlers waiting to write wake up and find the transport closed
         self.closed.set()
         for listener in self.server.on_disconnect:
             listener(self)
@@ -67,21 +114,42 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
-        for cmd in commands:
-            if cmd.is_response:
-                continue  # answers to our one-way notifications: nothing waits for them
-            task = asyncio.get_running_loop().create_task(self._serve(cmd))
-            self.tasks.add(task)
-            task.add_done_callback(self._task_done)
-        if len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
+        # Responses are answers to our one-way notifications: nothing waits for them.
+        self.backlog.extend(cmd for cmd in commands if not cmd.is_response)
+        self._pump()
+
+    def pause_writing(self) -> None:
+        """The transport's buffer passed its high-water mark: stop taking and answering requests."""
+        self.writing_paused = True
+        self._writable.clear()
+        self._pump()
+
+    def resume_writing(self) -> None:
+        """The client drained the buffer below its low-water mark: answer and read again."""
+        self.writing_paused = False
+        self._writable.set()
+        self._pump()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        if self.paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION // 2 and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+        self._pump()
+
+    def _pump(self) -> None:
+        """Dispatch backlogged requests as far as flow control allows; pause or resume reading to match."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        while self.backlog and not self.writing_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION:
+            task = asyncio.get_running_loop().create_task(self._serve(self.backlog.popleft()))
+            self.tasks.add(task)
+            task.add_done_callback(self._task_done)
+        if self.writing_paused or self.backlog or len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION:
+            if not self.reading_paused:
+                self.reading_paused = True
+                transport.pause_reading()
+        elif self.reading_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION // 2:
+            self.reading_paused = False
+            transport.resume_reading()
 
     async def _serve(self, request: RemotingCommand) -> None:
         handler = self.server.handlers.get(request.code)
@@ -94,26 +162,45 @@ class Connection(asyncio.Protocol):
                 response = await handler(self, request)
             except RequestError as exc:
                 response = request.response(exc.code, exc.remark)
+            except MalformedRequestError as exc:  # the client's error: answered, logged sparingly
+                remark = _shorten(str(exc))
+                self.server.report_malformed(self, request, remark)
+                response = request.response(ResponseCode.SYSTEM_ERROR, remark)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a handler bug answers SYSTEM_ERROR; the broker stays up
                 log.exception("request code %d from %s failed", request.code, self.peer)
                 response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is not None and not request.is_oneway:
+            await self._writable.wait()
             self.send(response)
 
     def send(self, cmd: RemotingCommand) -> None:
+        """Write ``cmd`` now, whatever the flow control (callers that can wait use ``_serve``'s path)."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(cmd.encode())
 
     def notify(self, code: int, ext_fields: dict[str, str]) -> None:
-        """Send a one-way request to the client (e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
+        """Send a one-way request to the client (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
+
+        Written even while writing is paused: notifications are small and rare, and dropping one
+        would leave a consumer with a stale view of its group.
+        """
         self._next_opaque += 1
         self.send(RemotingCommand(code=code, opaque=self._next_opaque, flag=RPC_ONEWAY, ext_fields=ext_fields))
 
     def close(self) -> None:
+        """Close the connection; at once, dropping unsent responses, if the client stopped reading
+        (a graceful close would wait for it to drain them, which it may never do)."""
         if self.transport is not None:
-            self.transport.close()
+            if self.writing_paused:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
 
 
 class RemotingServer:
@@ -125,7 +212,23 @@ class RemotingServer:
         self.handlers: dict[int, Handler] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
+        #: Requests answered as malformed since start, logged or not.
+        self.malformed_requests = 0
+        self._malformed_unlogged = 0
+        self._malformed_log_at = float("-inf")
         self._server: asyncio.Server | None = None
+
+    def report_malformed(self, conn: Connection, request: RemotingCommand, error: str) -> None:
+        """Count a malformed request; log one line about it unless one was logged recently."""
+        self.malformed_requests += 1
+        now = time.monotonic()
+        if now - self._malformed_log_at < MALFORMED_LOG_INTERVAL_S:
+            self._malformed_unlogged += 1
+            return
+        log.warning("malformed request code %d from %s: %s (%d more not logged since the last such line)",
+                    request.code, conn.peer, error, self._malformed_unlogged)
+        self._malformed_log_at = now
+        self._malformed_unlogged = 0
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler

@@ -47,6 +47,16 @@ class ProtocolError(ValueError):
     """Bytes that are not a valid RocketMQ remoting frame or header."""
 
 
+class MalformedRequestError(ProtocolError):
+    """A well-framed command whose typed header fields or JSON body are missing or do not parse.
+
+    Raised by :mod:`rocketstore.remoting.headers`. Unlike a bad frame, which leaves the byte
+    stream unusable, this is one bad request from a client that still speaks the protocol: a
+    server answers it (naming the field) and keeps the connection, and since any client can send
+    one at will it is not a bug of the server's to log with a traceback.
+    """
+
+
 @dataclass(slots=True)
 class RemotingCommand:
     """One request or response."""

@@ -11,7 +11,7 @@ Headers are dataclasses whose fields carry their wire names; one generic codec t
   its default (``None`` for Java's nullable wrappers); ``None`` values are left out on encode.
 
 Unlike Java, which logs and skips a field that does not parse, a bad value raises
-:class:`~remoting.command.ProtocolError` naming the header and the field.
+:class:`~remoting.command.MalformedRequestError` naming the header and the field.
 
 Bodies (:class:`JsonBody` subclasses) are RocketMQ's ``RemotingSerializable`` payloads, fastjson
 text. Decoding is as lenient as fastjson about what real clients send (the C++ client sends
@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Self, get_args, get_origin, get_type_hints
 
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.remoting.command import ProtocolError
+from rocketstore.remoting.command import MalformedRequestError
 
 __all__ = [
     "BrokerData",
@@ -224,10 +224,10 @@ class Header:
             raw = get(name)
             if raw is None:
                 if required:
-                    raise ProtocolError(f"{label} header field {name!r} is missing")
+                    raise MalformedRequestError(f"{label} header field {name!r} is missing")
                 continue
             if not isinstance(raw, str):
-                raise ProtocolError(f"{label} header field {name!r} must be a string, got {raw!r}")
+                raise MalformedRequestError(f"{label} header field {name!r} must be a string, got {raw!r}")
             if kind == _KIND_STR:
                 values[attr] = raw
             elif kind == _KIND_BOOL:
@@ -238,7 +238,7 @@ class Header:
                     values[attr] = number
                 else:
                     what = "an integer" if high == _RANGES["i32"][1] else "a long integer"
-                    raise ProtocolError(f"{label} header field {name!r} must be {what}, got {raw!r}")
+                    raise MalformedRequestError(f"{label} header field {name!r} must be {what}, got {raw!r}")
         return cls(**values)
 
     def _encode(self, names: Mapping[str, str] | None) -> dict[str, str]:
@@ -539,11 +539,11 @@ def _body_fields(cls: type) -> tuple[_BodyField, ...]:
     return result
 
 
-def _bad(path: str, what: str, value: Any) -> ProtocolError:
+def _bad(path: str, what: str, value: Any) -> MalformedRequestError:
     shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    return ProtocolError(f"{path} must be {what}, got {shown}")
+    return MalformedRequestError(f"{path} must be {what}, got {shown}")
 
 
 def _int_from_json(value: Any, path: str) -> int:
@@ -634,11 +634,11 @@ class JsonBody:
         try:
             text = data.decode() if isinstance(data, bytes | bytearray | memoryview) else data
         except UnicodeDecodeError as exc:
-            raise ProtocolError(f"{name} body is not UTF-8: {exc}") from None
+            raise MalformedRequestError(f"{name} body is not UTF-8: {exc}") from None
         try:
             value = parse_fastjson(text)
         except (ValueError, RecursionError) as exc:
-            raise ProtocolError(f"{name} body does not parse as JSON: {exc}") from None
+            raise MalformedRequestError(f"{name} body does not parse as JSON: {exc}") from None
         return cls.from_json_value(value, name)
 
     @classmethod
@@ -652,7 +652,7 @@ class JsonBody:
             raw = value.get(spec.wire)
             if raw is None:
                 if spec.required:
-                    raise ProtocolError(f"{path}.{spec.wire} is missing")
+                    raise MalformedRequestError(f"{path}.{spec.wire} is missing")
                 continue
             values[spec.attr] = _from_json(spec.hint, raw, f"{path}.{spec.wire}")
         return cls(**values)
