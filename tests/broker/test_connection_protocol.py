@@ -1,0 +1,303 @@
+"""Connection as an asyncio Protocol, driven byte by byte: framing, flow control both ways, errors.
+
+:class:`FakeTransport` stands in for asyncio's socket transport. A real socket cannot be made to
+split a frame at a chosen byte, nor to pass its write buffer's high-water mark at a chosen
+response, nor be held there while the test looks; the fake can, and it does what asyncio's
+transport does at those points (it calls ``pause_writing`` when its buffer passes the
+high-water mark the protocol set, ``resume_writing`` when drained below the low one). The
+end-to-end behaviour over real sockets is in test_flow_control.py and test_malformed_requests.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from rocketstore.broker.server import (
+    MAX_IN_FLIGHT_PER_CONNECTION,
+    WRITE_BUFFER_HIGH,
+    WRITE_BUFFER_LOW,
+    Connection,
+    RemotingServer,
+)
+from rocketstore.remoting.codes import ResponseCode
+from rocketstore.remoting.command import FrameDecoder, MalformedRequestError, RemotingCommand
+
+ECHO, GATED, BIG, MALFORMED, BUGGY = 1, 2, 3, 4, 5
+
+
+class FakeTransport(asyncio.Transport):
+    """Records what the protocol writes and asks; buffers writes until :meth:`drain`."""
+
+    def __init__(self, protocol: Connection) -> None:
+        super().__init__()
+        self.protocol = protocol
+        self.written = bytearray()  # everything ever written, in order
+        self.unsent = 0  # what a socket would still hold in its buffer
+        self.high = self.low = 0
+        self.writing_paused = False
+        self.reading = True
+        self.reading_calls: list[str] = []
+        self.closing = False
+        self.aborted = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        assert high is not None and low is not None
+        self.high, self.low = high, low
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+        self.unsent += len(data)
+        if self.unsent > self.high and not self.writing_paused:
+            self.writing_paused = True
+            self.protocol.pause_writing()
+
+    def drain(self) -> None:
+        """The peer read everything: the buffer empties and writing resumes, as asyncio does."""
+        self.unsent = 0
+        if self.writing_paused:
+            self.writing_paused = False
+            self.protocol.resume_writing()
+
+    def pause_reading(self) -> None:
+        self.reading = False
+        self.reading_calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.reading = True
+        self.reading_calls.append("resume")
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = self.aborted = True
+
+    def responses(self) -> list[RemotingCommand]:
+        decoder = FrameDecoder()
+        commands = decoder.feed(bytes(self.written))
+        assert decoder.buffered == 0
+        return commands
+
+
+class Harness:
+    """A RemotingServer (never started) with test handlers, and connections over fake transports."""
+
+    def __init__(self) -> None:
+        self.server = RemotingServer("127.0.0.1", 0)
+        self.gates: dict[int, asyncio.Future[None]] = {}
+        self.server.register(ECHO, self._echo)
+        self.server.register(GATED, self._gated)
+        self.server.register(BIG, self._big)
+        self.server.register(MALFORMED, self._malformed)
+        self.server.register(BUGGY, self._buggy)
+
+    def connect(self) -> tuple[Connection, FakeTransport]:
+        conn = Connection(self.server)
+        transport = FakeTransport(conn)
+        conn.connection_made(transport)
+        return conn, transport
+
+    def gate(self, opaque: int) -> asyncio.Future[None]:
+        if opaque not in self.gates:
+            self.gates[opaque] = asyncio.get_running_loop().create_future()
+        return self.gates[opaque]
+
+    def open_gates(self, opaques: range) -> None:
+        for opaque in opaques:
+            self.gate(opaque).set_result(None)
+
+    async def _echo(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=request.body)
+
+    async def _gated(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        await self.gate(request.opaque)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _big(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        await self.gate(request.opaque)
+        return request.response(ResponseCode.SUCCESS, body=b"b" * (WRITE_BUFFER_HIGH // 3))
+
+    async def _malformed(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise MalformedRequestError("TEST header field 'queueId' is missing")
+
+    async def _buggy(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("a real bug")
+
+
+def frames(code: int, opaques: range, body: bytes = b"") -> bytes:
+    return b"".join(RemotingCommand(code=code, opaque=n, body=body).encode() for n in opaques)
+
+
+async def settle() -> None:
+    """Let every runnable task run until none is left to make progress (gated ones stay waiting)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def run(test: Callable[[Harness], Awaitable[None]]) -> None:
+    async def main() -> None:
+        await test(Harness())
+    asyncio.run(main())
+
+
+def test_frame_split_at_every_byte_boundary() -> None:
+    stream = frames(ECHO, range(1, 4), body=b"payload")
+
+    async def test(h: Harness) -> None:
+        for cut in range(len(stream) + 1):
+            conn, transport = h.connect()
+            conn.data_received(stream[:cut])
+            conn.data_received(stream[cut:])
+            await settle()
+            assert [r.opaque for r in transport.responses()] == [1, 2, 3], cut
+            assert all(r.body == b"payload" and r.is_response for r in transport.responses())
+    run(test)
+
+
+def test_two_frames_in_one_chunk() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(ECHO, range(7, 9)))
+        await settle()
+        assert [(r.opaque, r.code) for r in transport.responses()] == [(7, ResponseCode.SUCCESS),
+                                                                       (8, ResponseCode.SUCCESS)]
+    run(test)
+
+
+def test_garbage_frame_closes_only_its_connection() -> None:
+    async def test(h: Harness) -> None:
+        bad, bad_transport = h.connect()
+        good, good_transport = h.connect()
+        bad.data_received(struct.pack(">i", -1) + b"garbage!")
+        assert bad_transport.closing and not bad_transport.written
+        good.data_received(frames(ECHO, range(1, 2)))
+        await settle()
+        assert not good_transport.closing and [r.opaque for r in good_transport.responses()] == [1]
+    run(test)
+
+
+def test_unknown_code_is_answered_not_supported() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(999, range(1, 2)))
+        await settle()
+        (response,) = transport.responses()
+        assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    run(test)
+
+
+def test_reading_pauses_at_the_in_flight_cap_and_resumes_at_half() -> None:
+    extra = 10
+    total = MAX_IN_FLIGHT_PER_CONNECTION + extra
+
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(GATED, range(1, total + 1)))  # one read brings more than the cap
+        await settle()
+        assert len(conn.tasks) == MAX_IN_FLIGHT_PER_CONNECTION and len(conn.backlog) == extra
+        assert transport.reading_calls == ["pause"]
+        h.open_gates(range(1, extra + 1))  # the backlog moves up; still at the cap
+        await settle()
+        assert len(conn.tasks) == MAX_IN_FLIGHT_PER_CONNECTION and not conn.backlog and not transport.reading
+        half = MAX_IN_FLIGHT_PER_CONNECTION // 2
+        h.open_gates(range(extra + 1, extra + 1 + half))  # exactly half left: still paused
+        await settle()
+        assert len(conn.tasks) == half and not transport.reading
+        h.open_gates(range(extra + 1 + half, extra + 2 + half))  # below half: reading resumes
+        await settle()
+        assert transport.reading_calls == ["pause", "resume"]
+        h.open_gates(range(extra + 2 + half, total + 1))
+        await settle()
+        assert sorted(r.opaque for r in transport.responses()) == list(range(1, total + 1))
+    run(test)
+
+
+def test_write_buffer_limits_are_set() -> None:
+    async def test(h: Harness) -> None:
+        _, transport = h.connect()
+        assert (transport.high, transport.low) == (WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW)
+    run(test)
+
+
+def test_paused_writing_holds_responses_and_dispatch_until_drained() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(BIG, range(1, 5)))
+        await settle()
+        assert len(conn.tasks) == 4
+        h.open_gates(range(1, 4))  # three responses of a third of the high-water mark each: the third passes it
+        await settle()
+        assert conn.writing_paused and not transport.reading
+        assert [r.opaque for r in transport.responses()] == [1, 2, 3]
+        h.open_gates(range(4, 5))  # finished, but its response waits for the drain
+        await settle()
+        assert len(transport.responses()) == 3 and len(conn.tasks) == 1
+        conn.data_received(frames(ECHO, range(5, 7)))  # what was in flight on the wire: not dispatched
+        await settle()
+        assert len(conn.backlog) == 2 and len(transport.responses()) == 3
+        transport.drain()
+        await settle()
+        assert [r.opaque for r in transport.responses()] == [1, 2, 3, 4, 5, 6]
+        assert not conn.tasks and not conn.backlog and transport.reading
+        assert transport.reading_calls == ["pause", "resume"]
+    run(test)
+
+
+def test_close_while_paused_aborts_and_releases_waiting_handlers() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(BIG, range(1, 5)))
+        h.open_gates(range(1, 5))
+        await settle()
+        assert conn.writing_paused and len(conn.tasks) == 1  # the fourth waits to write
+        conn.close()
+        assert transport.aborted  # a graceful close would wait for a drain that may never come
+        conn.connection_lost(None)  # what the transport reports after an abort
+        await settle()
+        assert not conn.tasks and len(transport.responses()) == 3
+        assert conn not in h.server.connections
+    run(test)
+
+
+def test_malformed_request_is_answered_counted_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(MALFORMED, range(1, 101)))
+        await settle()
+        responses = transport.responses()
+        assert len(responses) == 100 and not transport.closing
+        assert {(r.code, r.remark) for r in responses} == {
+            (ResponseCode.SYSTEM_ERROR, "TEST header field 'queueId' is missing")}
+        assert h.server.malformed_requests == 100
+
+    with caplog.at_level(logging.WARNING, logger="rocketstore.broker.server"):
+        run(test)
+    (record,) = caplog.records
+    assert record.exc_info is None and "'queueId' is missing" in record.getMessage()
+
+
+def test_handler_bug_keeps_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(BUGGY, range(1, 2)))
+        await settle()
+        (response,) = transport.responses()
+        assert response.code == ResponseCode.SYSTEM_ERROR and response.remark == "RuntimeError: a real bug"
+        assert h.server.malformed_requests == 0
+
+    with caplog.at_level(logging.WARNING, logger="rocketstore.broker.server"):
+        run(test)
+    (record,) = caplog.records
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
