@@ -42,6 +42,11 @@ def test_malformed_headers_are_answered_and_logged_sparingly(tmp_path: Path) -> 
                                                                    "queueId": "9" * 40})
         assert response.code == ResponseCode.SYSTEM_ERROR and "'queueId' must be an integer" in (response.remark or "")
 
+        # A remark quotes what the client sent, but only so much of it.
+        response = client.call(RequestCode.PULL_MESSAGE, {**PULL_FIELDS, "queueOffset": "x" * 100_000})
+        assert response.code == ResponseCode.SYSTEM_ERROR and (response.remark or "").endswith("...")
+        assert "'queueOffset' must be a long integer" in (response.remark or "") and len(response.remark or "") <= 300
+
         # The same connection still serves well-formed requests.
         assert client.pull(TOPIC, 0, 0, sys_flag=0).code == ResponseCode.SUCCESS
 
