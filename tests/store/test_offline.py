@@ -22,12 +22,16 @@ import pytest
 from rocketstore.common.message import (
     HostAddress,
     Message,
+    StoredMessage,
+    SysFlag,
+    decode_record,
     properties_to_string,
     record_length,
     with_host_flags,
 )
 from rocketstore.store.commit_log import MessageBatch
 from rocketstore.store.config import StoreConfig
+from rocketstore.store.consume_queue import gets_consume_queue_entry
 from rocketstore.store.index_file import index_entry_pos, index_key_hash
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.offline import VerifyProgress, dump_messages, store_stats, verify_store
@@ -588,3 +592,29 @@ def test_store_verify_prints_progress_on_stderr_while_it_runs(tmp_path: Path) ->
     assert named == segments
     assert any(line.startswith("verify: index file ") for line in lines)
     assert out.startswith(f"{cfg.root_dir()}: OK (1500 records")
+
+
+# -- transactions -----------------------------------------------------------------------------
+def test_only_plain_and_committed_records_get_consume_queue_entries(tmp_path: Path) -> None:
+    """One rule for dispatch and verify: prepared halves and rollback markers take no queue offset."""
+    kinds = [0, SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_COMMIT, SysFlag.TRANSACTION_ROLLBACK, 0]
+    assert [gets_consume_queue_entry(k | SysFlag.MULTI_TAGS) for k in kinds] == [True, False, True, False, True]
+    cfg = make_cfg(tmp_path / "store")
+    store = DefaultMessageStore(cfg)
+    store.load()
+    store.start()
+    try:
+        for n, kind in enumerate(kinds):
+            r = store.put_message(Message(topic="TxTopic", body=f"tx-{n}".encode(), queue_id=0, sys_flag=kind,
+                                          properties={"UNIQ_KEY": f"TX{n}"}))
+            assert r.ok, r.status
+        assert store.reput_service.wait_caught_up(5)
+        raw = store.get_message("g", "TxTopic", 0, 0, 32).messages
+        queued = [m.body for m in (decode_record(r, 0, check_crc=True) for r in raw) if isinstance(m, StoredMessage)]
+    finally:
+        store.shutdown()
+    assert queued == [b"tx-0", b"tx-2", b"tx-4"] and len(raw) == 3
+
+    report = verify_store(cfg)
+    assert report.problems == [], report.problems
+    assert report.records == len(kinds) and report.consume_queue_entries == 3
