@@ -47,9 +47,10 @@ import pyarrow as pa  # noqa: E402
 
 from rocketstore.common.message import HostAddress, Message  # noqa: E402
 from rocketstore.pipeline.options import ReadOptions  # noqa: E402
-from rocketstore.pipeline.reader import SPARK_SCHEMA_DDL, ScanStats, list_segments, read_segment  # noqa: E402
+from rocketstore.pipeline.reader import SPARK_SCHEMA_DDL, ScanStats, read_segment  # noqa: E402
 from rocketstore.store.config import StoreConfig  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
+from rocketstore.store.store_view import commit_log_segments  # noqa: E402
 
 MB = 1_000_000
 
@@ -77,7 +78,7 @@ def raw_read(options: ReadOptions, written: int) -> dict[str, Any]:
     buf = bytearray(16 * 1024 * 1024)
     total = 0
     wall, cpu = time.perf_counter(), time.process_time()
-    for seg in list_segments(options):
+    for seg in commit_log_segments(options.commit_log_dirs):
         left = min(seg.size, max(written - seg.from_offset, 0))
         with open(seg.path, "rb", buffering=0) as f:
             while left > 0:
@@ -92,7 +93,7 @@ def raw_read(options: ReadOptions, written: int) -> dict[str, Any]:
 def reader(options: ReadOptions, fast: bool) -> dict[str, Any]:
     stats = ScanStats()
     wall, cpu = time.perf_counter(), time.process_time()
-    for seg in list_segments(options):
+    for seg in commit_log_segments(options.commit_log_dirs):
         for _batch in read_segment(options, seg, stats, fast=fast):
             pass
     return {"bytes": stats.record_bytes, "rows": stats.rows, "wall": time.perf_counter() - wall,
@@ -102,7 +103,7 @@ def reader(options: ReadOptions, fast: bool) -> dict[str, Any]:
 def write_ipc(options: ReadOptions, out_dir: str) -> list[str]:
     """Every segment's batches, decoded now, as one Arrow IPC file each (for the ceiling row)."""
     paths = []
-    for seg in list_segments(options):
+    for seg in commit_log_segments(options.commit_log_dirs):
         path = os.path.join(out_dir, os.path.basename(seg.path) + ".arrow")
         batches = list(read_segment(options, seg))
         if not batches:
@@ -213,7 +214,7 @@ def main() -> int:
         reader(options, True)  # warm the page cache and imports
         fast = reader(options, True)
         results: dict[str, dict[str, Any]] = {
-            "raw read": raw_read(options, list_segments(options)[0].from_offset + fast["bytes"]),
+            "raw read": raw_read(options, commit_log_segments(options.commit_log_dirs)[0].from_offset + fast["bytes"]),
             "reader fast path (Arrow)": fast,
             "reader reference (decode_record)": reader(options, False),
         }

@@ -88,7 +88,8 @@ from java_rocketmq import ClientDriver  # noqa: E402
 from run_broker_bench import GiB, OurBroker, PinnedAnchor, cpu_times, fmt, proc_cpu_s, steal_share  # noqa: E402
 
 from rocketstore.client import MQAdmin, Producer, PullConsumer  # noqa: E402
-from rocketstore.pipeline.broker import DEFAULT_PULL_BATCH_SIZE, BrokerOptions, queue_bounds  # noqa: E402
+from rocketstore.pipeline.broker_offsets import queue_bounds  # noqa: E402
+from rocketstore.pipeline.broker_options import DEFAULT_PULL_BATCH_SIZE, BrokerOptions  # noqa: E402
 
 MB = 1_000_000
 QUEUES = 8

@@ -18,17 +18,15 @@ from rocketstore.client.admin import MQAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
 from rocketstore.client.producer import Producer, SendResult
 from rocketstore.client.remoting_client import MessageQueue
-from rocketstore.pipeline.broker import (
-    BrokerOptions,
-    ByTimestamp,
+from rocketstore.pipeline.broker_offsets import (
     DataLossError,
     QueueBounds,
     check_data_loss,
     first_offset_at,
     offsets_for_times,
-    parse_offsets,
-    plan_ranges,
 )
+from rocketstore.pipeline.broker_options import BrokerOptions, ByTimestamp, parse_offsets
+from rocketstore.pipeline.broker_read import plan_ranges
 from rocketstore.pipeline.options import OptionError
 
 __all__ = ["broker"]

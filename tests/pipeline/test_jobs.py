@@ -16,12 +16,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from rocketstore.pipeline import jobs
-from rocketstore.pipeline.options import ReadOptions
-from rocketstore.pipeline.reader import list_segments
 from rocketstore.pipeline.retention import longest_wait_hours
 from rocketstore.store.index_file import index_entry_pos, read_index_entry
 from rocketstore.store.offline import dump_messages, verify_store
 from rocketstore.store.store_lock import StoreLock, StoreLockedError
+from rocketstore.store.store_view import commit_log_dirs, commit_log_segments
 
 
 def test_export_to_parquet_by_topic_and_date(spark: SparkSession, pristine: Written, tmp_path: Path) -> None:
@@ -92,7 +91,7 @@ def test_reindex_finds_damage_and_repairs_it(spark: SparkSession, written: Writt
 
 
 def test_retention_numbers(spark: SparkSession, written: Written, tmp_path: Path) -> None:
-    segments = list_segments(ReadOptions.from_config(written.cfg))
+    segments = commit_log_segments(commit_log_dirs(written.cfg))
     data = [s for s in segments]
     now = 1_800_000_000_000
     ages_h = [100, 50, 30, 10, 2, 0.5, 0.1, 0.05][: len(data)]

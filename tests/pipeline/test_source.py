@@ -20,9 +20,10 @@ from pyspark.sql.types import StructType
 
 from rocketstore.common.message import StoredMessage
 from rocketstore.pipeline.options import OptionError, ReadOptions, parse_time
-from rocketstore.pipeline.reader import ARROW_SCHEMA, SPARK_SCHEMA_DDL, CorruptStoreError, list_segments, read_segment
+from rocketstore.pipeline.reader import ARROW_SCHEMA, SPARK_SCHEMA_DDL, CorruptStoreError, read_segment
 from rocketstore.pipeline.source import RocketStoreDataSource, SegmentPartition, plan_partitions
 from rocketstore.store.offline import dump_messages
+from rocketstore.store.store_view import commit_log_dirs, commit_log_segments
 
 COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
            "bornMs", "bornHost", "storeMs", "storeHost", "reconsumeTimes", "tags", "keys", "uniqKey", "properties",
@@ -49,11 +50,11 @@ def read(spark: SparkSession, w: Written, **options: str) -> DataFrame:
 def test_full_read_matches_dump_messages(spark: SparkSession, pristine: Written, tmp_path: Path) -> None:
     expected = [expected_row(m) for m in dump_messages(pristine.cfg)]
     assert len(expected) == pristine.count
-    assert len(list_segments(ReadOptions.from_config(pristine.cfg))) >= 4, "the store must roll segments"
+    assert len(commit_log_segments(commit_log_dirs(pristine.cfg))) >= 4, "the store must roll segments"
     assert any(":" in r[9] for r in expected) and any("[" in r[11] for r in expected), "IPv6 hosts expected"
     df = read(spark, pristine, brokerConf=str(broker_conf(tmp_path, pristine.cfg.root_dir())))
     assert df.schema == StructType.fromDDL(SPARK_SCHEMA_DDL)
-    assert df.rdd.getNumPartitions() == len([s for s in list_segments(ReadOptions.from_config(pristine.cfg))
+    assert df.rdd.getNumPartitions() == len([s for s in commit_log_segments(commit_log_dirs(pristine.cfg))
                                               if s.size])
     assert rows(df) == expected
 
@@ -103,14 +104,14 @@ def test_reader_yields_arrow_record_batches(pristine: Written) -> None:
 
 def test_vectorised_path_equals_reference_decoder(pristine: Written) -> None:
     options = ReadOptions.from_config(pristine.cfg, batch_size=16)
-    for seg in list_segments(options):
+    for seg in commit_log_segments(options.commit_log_dirs):
         fast = pa.Table.from_batches(list(read_segment(options, seg)), schema=ARROW_SCHEMA)
         reference = pa.Table.from_batches(list(read_segment(options, seg, fast=False)), schema=ARROW_SCHEMA)
         assert fast.equals(reference), seg.path
 
 
 def test_a_range_with_nothing_in_it_reads_no_rows(spark: SparkSession, pristine: Written) -> None:
-    end = max(s.from_offset + s.size for s in list_segments(ReadOptions.from_config(pristine.cfg)))
+    end = max(s.from_offset + s.size for s in commit_log_segments(commit_log_dirs(pristine.cfg)))
     assert plan_partitions(ReadOptions.parse({"path": str(pristine.cfg.root_dir()),
                                               "startOffset": str(end + 1)})) == []
     assert read(spark, pristine, startOffset=str(end + 1)).count() == 0  # Spark runs a placeholder partition
@@ -146,7 +147,7 @@ def test_missing_and_corrupt_store_errors(spark: SparkSession, written: Written,
         spark.read.format("rocketstore").load(str(tmp_path / "empty")).count()
 
     # damage the magic code of the third record of the second segment
-    segments = list_segments(ReadOptions.from_config(written.cfg))
+    segments = commit_log_segments(commit_log_dirs(written.cfg))
     seg = segments[1]
     msgs = [m for m in dump_messages(written.cfg) if seg.from_offset <= m.physical_offset < seg.from_offset + SEG]
     pos = msgs[2].physical_offset - seg.from_offset

@@ -20,7 +20,7 @@ Offline options (this module)::
 Broker-backed reads take the option names of spark-sql-kafka so that a query moves from an
 offline store to a live cluster by changing options only; they are selected by the option
 ``nameServer`` (or ``nameServerAddr``), or ``brokerAddress`` to talk to given brokers without a
-name server, and documented in :mod:`pipeline.broker` (``topic``/``topics``, ``startingOffsets`` /
+name server, and documented in :mod:`.broker_options` (``topic``/``topics``, ``startingOffsets`` /
 ``endingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``startingTimestamp``, ...).
 Their names given to the offline reader (neither ``nameServer`` nor ``brokerAddress``) fail with a
 message saying so, never silently ignored.
@@ -35,7 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rocketstore.common.java_properties import parse_properties
-from rocketstore.store.config import MULTI_PATH_SPLITTER, ConfigError, StoreConfig
+from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.store_view import commit_log_dirs
 
 __all__ = ["BROKER_OPTION_NAMES", "DEFAULT_BATCH_SIZE", "DEFAULT_ENTRIES_PER_PARTITION", "LONG_MAX", "OptionError",
            "ReadOptions", "parse_int", "parse_time"]
@@ -49,7 +50,7 @@ _OFFLINE_OPTIONS = {
     for name in ("path", "brokerConf", "topics", "startTime", "endTime", "startOffset", "endOffset", "batchSize",
                  "entriesPerPartition", "corruptRecords")
 }
-#: every option of reads and writes through brokers (:mod:`pipeline.broker`)
+#: every option of reads and writes through brokers (:mod:`.broker_options`)
 BROKER_OPTION_NAMES = (
     "nameServer", "nameServerAddr", "brokerAddress", "topic", "topics", "startingOffsets", "endingOffsets",
     "startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp",
@@ -118,9 +119,7 @@ class ReadOptions:
         """Options for the store ``config`` describes (jobs and tests that hold a StoreConfig)."""
         return cls(
             store_dir=str(config.root_dir()),
-            commit_log_dirs=tuple(str(d) for d in config.commit_log_dirs()) + tuple(
-                p for p in (config.read_only_commit_log_store_paths or "").strip().split(MULTI_PATH_SPLITTER) if p
-            ),
+            commit_log_dirs=tuple(str(d) for d in commit_log_dirs(config)),
             consume_queue_dir=str(config.consume_queue_dir()),
             commit_log_file_size=config.mapped_file_size_commit_log,
             consume_queue_file_size=config.get_mapped_file_size_consume_queue(),
@@ -135,8 +134,8 @@ class ReadOptions:
             if key in _BROKER_OPTIONS:
                 raise OptionError(
                     f"option {_BROKER_OPTIONS[key]} is for reads through a broker: give option nameServer or "
-                    "brokerAddress (see pipeline.broker); an offline read of a store directory takes path, topics, "
-                    "startTime/endTime and startOffset/endOffset"
+                    "brokerAddress (see rocketstore.pipeline.broker_options); an offline read of a store directory "
+                    "takes path, topics, startTime/endTime and startOffset/endOffset"
                 )
             if key not in _OFFLINE_OPTIONS:
                 known = ", ".join(sorted(_OFFLINE_OPTIONS.values()))

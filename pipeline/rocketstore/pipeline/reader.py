@@ -1,9 +1,10 @@
 """Store files to Arrow record batches: the executor side of the ``rocketstore`` source.
 
 Pure pyarrow, no Spark: the data source, the jobs and the benchmark call these functions.
-Every record is decoded by the engine's own decoder (:func:`store.message.decode_record`),
-consume-queue entries by :func:`store.consume_queue.unpack_entries`; this module only turns
-decoded records into columns.
+The store's files are listed, mapped and decoded through the engine's read-only view
+(:mod:`rocketstore.store.store_view`: segments, ConsumeQueue entries, records at an offset with
+:func:`rocketstore.common.message.decode_record`); this module only turns decoded records into
+columns.
 
 Two ways to read, each yielding batches of :data:`ARROW_SCHEMA`:
 
@@ -17,7 +18,6 @@ Column names and meanings are RocketMQ's MessageExt; timestamps are UTC instants
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import mmap
@@ -39,15 +39,14 @@ from rocketstore.common.message import (
 )
 from rocketstore.pipeline.columnar import decode_run, walk_run
 from rocketstore.pipeline.options import ReadOptions
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, unpack_entries
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY
+from rocketstore.store.store_view import CommitLogView, SegmentFile, iter_consume_queue_entries, map_read_only
 
 __all__ = [
     "ARROW_SCHEMA",
     "SPARK_SCHEMA_DDL",
     "CorruptStoreError",
     "ScanStats",
-    "SegmentFile",
-    "list_segments",
     "read_queue_range",
     "read_segment",
 ]
@@ -83,15 +82,6 @@ class CorruptStoreError(Exception):
     """Bytes of the store that cannot be read as what they should be; names the file and position."""
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentFile:
-    """A CommitLog segment: its path and the physical offset its name gives."""
-
-    path: str
-    from_offset: int
-    size: int
-
-
 @dataclass(slots=True)
 class ScanStats:
     """What one partition read: for progress lines and the benchmark."""
@@ -99,20 +89,6 @@ class ScanStats:
     rows: int = 0
     record_bytes: int = 0
     seconds: float = 0.0
-
-
-def list_segments(options: ReadOptions) -> list[SegmentFile]:
-    """Every segment (decimal file name) of every CommitLog directory, by offset."""
-    found = []
-    for directory in options.commit_log_dirs:
-        if not os.path.isdir(directory):
-            continue
-        for name in os.listdir(directory):
-            path = os.path.join(directory, name)
-            if name.isdigit() and os.path.isfile(path):
-                found.append(SegmentFile(path, int(name), os.path.getsize(path)))
-    found.sort(key=lambda s: (s.from_offset, s.path))
-    return found
 
 
 class _Columns:
@@ -194,15 +170,8 @@ class _Columns:
         ], schema=ARROW_SCHEMA)
 
 
-def _map(path: str) -> mmap.mmap | None:
-    """A read-only mapping of ``path``; None for an empty file. Raises CorruptStoreError if missing."""
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return None
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise CorruptStoreError(f"{path}: file disappeared while reading (deleted by retention?)") from None
+def _gone(path: str) -> CorruptStoreError:
+    return CorruptStoreError(f"{path}: file disappeared while reading (deleted by retention?)")
 
 
 def read_segment(
@@ -223,7 +192,10 @@ def read_segment(
     stats = stats if stats is not None else ScanStats()
     start, end = options.start_offset, options.end_offset
     lo = 0 if start is None else max(start - segment.from_offset, 0)
-    buf = _map(segment.path)
+    try:
+        buf = map_read_only(segment.path)
+    except FileNotFoundError:
+        raise _gone(segment.path) from None
     if buf is None:
         return
     try:
@@ -323,36 +295,6 @@ def _read_reference(
         yield cols.to_batch()
 
 
-class _SegmentMaps:
-    """Random access to records by physical offset, a couple of segments mapped at a time."""
-
-    def __init__(self, segments: list[SegmentFile]) -> None:
-        self.segments = segments
-        self._starts = [s.from_offset for s in segments]
-        self._open: dict[str, mmap.mmap] = {}
-
-    def locate(self, offset: int) -> tuple[SegmentFile, mmap.mmap] | None:
-        i = bisect.bisect_right(self._starts, offset) - 1
-        if i < 0:
-            return None
-        seg = self.segments[i]
-        buf = self._open.get(seg.path)
-        if buf is None:
-            mapped = _map(seg.path)
-            if mapped is None:
-                return None
-            if len(self._open) >= 2:
-                oldest = next(iter(self._open))
-                self._open.pop(oldest).close()
-            buf = self._open[seg.path] = mapped
-        return seg, buf
-
-    def close(self) -> None:
-        for buf in self._open.values():
-            buf.close()
-        self._open.clear()
-
-
 def read_queue_range(
     options: ReadOptions, topic: str, queue_id: int, start_index: int, end_index: int,
     segments: list[SegmentFile], stats: ScanStats | None = None, *, file_size: int | None = None,
@@ -369,7 +311,7 @@ def read_queue_range(
     file_size = file_size or options.consume_queue_file_size
     queue_dir = os.path.join(options.consume_queue_dir, topic, str(queue_id))
     cl_min = segments[0].from_offset if segments else 0
-    maps = _SegmentMaps(segments)
+    view = CommitLogView(segments)
     cols = _Columns()
     index = start_index
     try:
@@ -379,31 +321,26 @@ def read_queue_range(
             pos = index * CQ_STORE_UNIT_SIZE - file_start
             count = min(end_index - index, (file_size - pos) // CQ_STORE_UNIT_SIZE)
             try:
-                with open(path, "rb") as f:
-                    f.seek(pos)
-                    data = f.read(count * CQ_STORE_UNIT_SIZE)
+                entries = list(iter_consume_queue_entries(path, pos, count))
             except FileNotFoundError:
                 if index == start_index:  # this range starts in a file deleted by retention, or past the end
                     index = (file_start + file_size) // CQ_STORE_UNIT_SIZE
                     continue
                 break
-            data = data[: len(data) - len(data) % CQ_STORE_UNIT_SIZE]
             ended = False
-            for i, entry in enumerate(unpack_entries(data)):
-                offset, size, _tags = entry
-                if entry == PRE_BLANK_ENTRY:
+            for entry_pos, offset, size, tags in entries:
+                if (offset, size, tags) == PRE_BLANK_ENTRY:
                     continue
-                if offset == 0 and size == 0 and _tags == 0:
+                if offset == 0 and size == 0 and tags == 0:
                     ended = True  # never written: the end of the queue
                     break
-                logical = index + i
+                logical = (file_start + entry_pos) // CQ_STORE_UNIT_SIZE
                 if offset < cl_min:
                     continue
                 if (options.start_offset is not None and offset < options.start_offset) or (
                         options.end_offset is not None and offset >= options.end_offset):
                     continue
-                msg = _lookup(maps, offset, size, topic, queue_id, logical, path, pos + i * CQ_STORE_UNIT_SIZE,
-                              options.skip_corrupt)
+                msg = _lookup(view, offset, size, topic, queue_id, logical, path, entry_pos, options.skip_corrupt)
                 if msg is None or not options.store_time_matches(msg.store_timestamp):
                     continue
                 cols.add(msg)
@@ -412,7 +349,7 @@ def read_queue_range(
                     stats.record_bytes += cols.record_bytes
                     yield cols.to_batch()
                     cols = _Columns()
-            if ended or len(data) < count * CQ_STORE_UNIT_SIZE:
+            if ended or len(entries) < count:
                 break
             index += count
         if len(cols):
@@ -420,30 +357,26 @@ def read_queue_range(
             stats.record_bytes += cols.record_bytes
             yield cols.to_batch()
     finally:
-        maps.close()
+        view.close()
     stats.seconds += time.monotonic() - started
 
 
 def _lookup(
-    maps: _SegmentMaps, offset: int, size: int, topic: str, queue_id: int, logical: int, cq_path: str, cq_pos: int,
+    view: CommitLogView, offset: int, size: int, topic: str, queue_id: int, logical: int, cq_path: str, cq_pos: int,
     skip: bool,
 ) -> StoredMessage | None:
     where = f"consume queue {cq_path} position {cq_pos} (queue offset {logical}) -> CommitLog offset {offset}"
-    located = maps.locate(offset)
-    problem: str
-    if located is None:
-        problem = "no segment holds that offset"
+    try:
+        result = view.record_at(offset)
+    except FileNotFoundError as exc:
+        raise _gone(str(exc.filename)) from None
+    if isinstance(result, str):
+        problem = result
+    elif (result.topic, result.queue_id, result.queue_offset, result.total_size) == (topic, queue_id, logical, size):
+        return result
     else:
-        seg, buf = located
-        result = decode_record(buf, offset - seg.from_offset, check_crc=False)
-        if isinstance(result, StoredMessage):
-            if (result.physical_offset, result.topic, result.queue_id, result.queue_offset, result.total_size) == (
-                    offset, topic, queue_id, logical, size):
-                return result
-            problem = (f"the record there is {result.topic} queue {result.queue_id} offset {result.queue_offset}, "
-                       f"physicalOffset {result.physical_offset}, size {result.total_size} (entry size {size})")
-        else:
-            problem = f"no record there in {seg.path}: {getattr(result, 'reason', 'end-of-segment blank')}"
+        problem = (f"the record there is {result.topic} queue {result.queue_id} offset {result.queue_offset}, "
+                   f"size {result.total_size} (entry size {size})")
     if not skip:
         raise CorruptStoreError(f"{where}: {problem}; `rocketstore pipeline reindex` rebuilds the consume queues")
     log.warning("%s: %s; skipped", where, problem)

@@ -34,12 +34,15 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rocketstore.common.message import KEY_SEPARATOR, SysFlag, tags_code
-from rocketstore.pipeline.options import ReadOptions
-from rocketstore.pipeline.reader import list_segments
+from rocketstore.common.message import KEY_SEPARATOR, TRANSACTION_TYPE_MASK, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_ENTRY, ConsumeQueue
+from rocketstore.store.consume_queue import (
+    CONSUME_QUEUE_TRANSACTION_TYPES,
+    CQ_STORE_UNIT_SIZE,
+    PRE_BLANK_ENTRY,
+    ConsumeQueue,
+)
 from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import (
     INDEX_HEADER_SIZE,
@@ -50,6 +53,7 @@ from rocketstore.store.index_file import (
     read_index_header,
 )
 from rocketstore.store.store_lock import StoreLock
+from rocketstore.store.store_view import commit_log_dirs, commit_log_segments, consume_queue_dirs, numbered_files
 
 __all__ = ["MAX_DIFFERENCES_PER_QUEUE", "ReindexReport", "repair_store", "run_reindex"]
 
@@ -92,25 +96,17 @@ class ReindexReport:
         }
 
 
-def _counts_in_queue(sys_flag: int) -> bool:
-    """Whether dispatch gives the record a ConsumeQueue entry (not prepared / rolled back)."""
-    kind = sys_flag & SysFlag.TRANSACTION_ROLLBACK
-    return kind in (0, SysFlag.TRANSACTION_COMMIT)
-
-
 def _read_queue(queue_dir: str, file_size: int) -> tuple[int, np.ndarray]:
     """(first logical offset, entries from there on) of a queue directory; missing files read as zeros."""
-    if not os.path.isdir(queue_dir):
-        return 0, np.zeros(0, dtype=_CQ_DTYPE)
-    files = sorted(int(n) for n in os.listdir(queue_dir) if n.isdigit())
+    files = numbered_files(queue_dir)
     if not files:
         return 0, np.zeros(0, dtype=_CQ_DTYPE)
-    first, end = files[0], files[-1] + file_size
+    first, end = files[0].number, files[-1].number + file_size
     data = bytearray(end - first)
-    for number in files:
-        with open(os.path.join(queue_dir, f"{number:020d}"), "rb") as f:
+    for cq_file in files:
+        with open(cq_file.path, "rb") as f:
             chunk = f.read(file_size)
-        data[number - first : number - first + len(chunk)] = chunk
+        data[cq_file.number - first : cq_file.number - first + len(chunk)] = chunk
     usable = len(data) - len(data) % CQ_STORE_UNIT_SIZE
     return first // CQ_STORE_UNIT_SIZE, np.frombuffer(bytes(data[:usable]), dtype=_CQ_DTYPE)
 
@@ -220,22 +216,20 @@ def compare_index(
 
     expected: Counter[tuple[int, int]] = Counter()
     rebuilt_total = 0
-    for name in sorted(n for n in os.listdir(rebuilt_index_dir) if n.isdigit()) if os.path.isdir(
-            rebuilt_index_dir) else []:
-        _h, entries, _s = _index_entries(os.path.join(rebuilt_index_dir, name), slots, index_num)
+    for rebuilt in numbered_files(rebuilt_index_dir):
+        _h, entries, _s = _index_entries(rebuilt.path, slots, index_num)
         rebuilt_total += len(entries)
         expected.update(zip(entries["hash"].tolist(), entries["phy"].tolist(), strict=True))
     found: Counter[tuple[int, int]] = Counter()
     where_found: dict[tuple[int, int], str] = {}
     size = index_file_size(slots, index_num)
-    names = sorted(n for n in os.listdir(store_index_dir) if n.isdigit()) if os.path.isdir(store_index_dir) else []
-    for name in names:
-        path = os.path.join(store_index_dir, name)
-        if os.path.getsize(path) != size:
-            problem(f"index/{name}: file is {os.path.getsize(path)} bytes, expected {size} "
+    for index_file in numbered_files(store_index_dir):
+        name = index_file.name
+        if index_file.size != size:
+            problem(f"index/{name}: file is {index_file.size} bytes, expected {size} "
                     f"(maxHashSlotNum {slots}, maxIndexNum {index_num}); its entries were not read")
             continue
-        header, entries, slot_table = _index_entries(path, slots, index_num)
+        header, entries, slot_table = _index_entries(index_file.path, slots, index_num)
         reachable = np.zeros(len(entries) + 1, dtype=bool)
         for head in np.flatnonzero(slot_table):
             n = int(slot_table[head])
@@ -275,15 +269,17 @@ def run_reindex(spark: SparkSession, config: StoreConfig, output_dir: str, df: D
     out_cq, out_index = out / "consumequeue", out / "index"
     out_cq.mkdir(parents=True, exist_ok=True)
     report = ReindexReport(str(out))
-    segments = list_segments(ReadOptions.from_config(config))
+    segments = commit_log_segments(commit_log_dirs(config))
     cl_min = segments[0].from_offset if segments else 0
     file_size = config.get_mapped_file_size_consume_queue()
     store_cq = str(config.consume_queue_dir())
     dispatch = df.select(*_DISPATCH_COLUMNS).withColumn("storeMs", F.unix_millis("storeTimestamp"))
 
     # ConsumeQueues: parallel over queues
-    kind = F.col("sysFlag").bitwiseAND(SysFlag.TRANSACTION_ROLLBACK)  # as _counts_in_queue, in Spark
-    queues = (dispatch.filter(kind.isin(0, SysFlag.TRANSACTION_COMMIT))
+    # consume_queue.gets_consume_queue_entry as a Spark column: a Python UDF would ship every row
+    # to a Python worker, so the same constants are applied in the JVM instead
+    kind = F.col("sysFlag").bitwiseAND(TRANSACTION_TYPE_MASK)
+    queues = (dispatch.filter(kind.isin(*CONSUME_QUEUE_TRANSACTION_TYPES))
               .repartition(max(spark.sparkContext.defaultParallelism, 1), "topic", "queueId")
               .sortWithinPartitions("topic", "queueId", "queueOffset"))
     out_cq_s = str(out_cq)
@@ -296,15 +292,12 @@ def run_reindex(spark: SparkSession, config: StoreConfig, output_dir: str, df: D
         report.consume_queue_entries += entries
         report.consume_queue_differences.extend(diffs)
         report.difference_count += count
-    if os.path.isdir(store_cq):  # queues the store has but no record of the CommitLog belongs to
-        for topic in sorted(os.listdir(store_cq)):
-            for qid in sorted(os.listdir(os.path.join(store_cq, topic))) if os.path.isdir(
-                    os.path.join(store_cq, topic)) else []:
-                if qid.lstrip("-").isdigit() and (topic, int(qid)) not in rebuilt_queues:
-                    diffs, count = compare_queue(topic, int(qid), os.path.join(store_cq, topic, qid),
-                                                 str(out_cq / topic / qid), file_size, cl_min)
-                    report.consume_queue_differences.extend(diffs)
-                    report.difference_count += count
+    for queue in consume_queue_dirs(store_cq):  # queues the store has but no record of the CommitLog belongs to
+        if (queue.topic, queue.queue_id) not in rebuilt_queues:
+            diffs, count = compare_queue(queue.topic, queue.queue_id, str(queue.path),
+                                         str(out_cq / queue.topic / str(queue.queue_id)), file_size, cl_min)
+            report.consume_queue_differences.extend(diffs)
+            report.difference_count += count
     log.info("reindex: %d consume queues rebuilt, %d entries", report.queues, report.consume_queue_entries)
 
     # IndexFiles: sequential, in physical order, as dispatch builds them

@@ -51,9 +51,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rocketstore.pipeline.options import ReadOptions
-from rocketstore.pipeline.reader import list_segments
 from rocketstore.store.config import StoreConfig
+from rocketstore.store.store_view import commit_log_dirs, commit_log_segments
 
 __all__ = ["AGE_BUCKETS", "DEFAULT_CANDIDATES", "project", "retention_summary"]
 
@@ -128,11 +127,11 @@ def retention_summary(
                             F.min("ms").alias("first"), F.max("ms").alias("last")).collect()
     }
     segments: list[dict[str, Any]] = []
-    for seg in list_segments(ReadOptions.from_config(config)):
+    for seg in commit_log_segments(commit_log_dirs(config)):
         mtime = int(os.stat(seg.path).st_mtime * 1000)
         row = per_segment.get(seg.from_offset)
         segments.append({
-            "name": os.path.basename(seg.path), "from_offset": seg.from_offset, "size": seg.size, "mtime": mtime,
+            "name": seg.name, "from_offset": seg.from_offset, "size": seg.size, "mtime": mtime,
             "age_hours": max(now - mtime, 0) / _HOUR_MS,
             "messages": int(row["messages"]) if row else 0, "record_bytes": int(row["bytes"]) if row else 0,
             "first_store_timestamp": int(row["first"]) if row else None,

@@ -30,7 +30,7 @@ With the option ``nameServer`` (or ``nameServerAddr``), or ``brokerAddress`` (th
 (``topic``/``topics``, ``startingOffsets`` / ``endingOffsets`` per queue as spark-sql-kafka takes
 them, or by store timestamp with ``startingTimestamp`` and its kin; one partition per
 ``maxRecordsPerPartition`` offsets of a queue), and ``df.write.format("rocketstore")`` and
-``df.writeStream.format("rocketstore")`` send rows as messages: see :mod:`pipeline.broker`.
+``df.writeStream.format("rocketstore")`` send rows as messages: see :mod:`rocketstore.pipeline.broker_sink`.
 """
 
 from __future__ import annotations
@@ -60,28 +60,19 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketstore.pipeline.broker import (
-    BrokerOptions,
-    BrokerRangePartition,
-    BrokerStream,
-    SentMessages,
-    check_sink_schema,
-    is_broker_read,
-    plan_ranges,
-    read_range,
-    write_batches,
-)
+from rocketstore.pipeline.broker_options import BrokerOptions, is_broker_read
+from rocketstore.pipeline.broker_read import BrokerRangePartition, BrokerStream, plan_ranges, read_range
+from rocketstore.pipeline.broker_sink import SentMessages, check_sink_schema, write_batches
 from rocketstore.pipeline.options import OptionError, ReadOptions
 from rocketstore.pipeline.reader import (
     SPARK_SCHEMA_DDL,
     CorruptStoreError,
     ScanStats,
-    SegmentFile,
-    list_segments,
     read_queue_range,
     read_segment,
 )
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
+from rocketstore.store.store_view import SegmentFile, commit_log_segments, consume_queue_dirs, numbered_files
 
 __all__ = [
     "BrokerReader",
@@ -143,7 +134,7 @@ def _require_store(options: ReadOptions) -> None:
 def plan_partitions(options: ReadOptions) -> list[SegmentPartition] | list[QueueRangePartition]:
     """The input partitions of a read (driver side): checks the store and the segment files."""
     _require_store(options)
-    segments = list_segments(options)
+    segments = commit_log_segments(options.commit_log_dirs)
     expected = options.commit_log_file_size
     sizes = {s.size for s in segments if s.size}
     for seg in segments:
@@ -157,27 +148,26 @@ def plan_partitions(options: ReadOptions) -> list[SegmentPartition] | list[Queue
             and (options.start_offset is None or seg.from_offset + seg.size > options.start_offset)
         ]
     partitions: list[QueueRangePartition] = []
+    queues = consume_queue_dirs(options.consume_queue_dir)
     for topic in options.topics:
         topic_dir = os.path.join(options.consume_queue_dir, topic)
         if not os.path.isdir(topic_dir):
             present = sorted(os.listdir(options.consume_queue_dir)) if os.path.isdir(options.consume_queue_dir) else []
             raise OptionError(f"option topics: {topic!r} has no consume queue in {options.consume_queue_dir} "
                               f"(topics there: {', '.join(present) or 'none'})")
-        queue_ids = sorted(int(q) for q in os.listdir(topic_dir) if q.lstrip("-").isdigit())
-        for queue_id in queue_ids:
-            queue_dir = os.path.join(topic_dir, str(queue_id))
-            files = sorted(int(n) for n in os.listdir(queue_dir) if n.isdigit())
+        for queue in (q for q in queues if q.topic == topic):
+            files = numbered_files(queue.path)
             if not files:
                 continue
-            file_size = os.path.getsize(os.path.join(queue_dir, f"{files[0]:020d}"))
-            if file_size <= 0 or file_size % CQ_STORE_UNIT_SIZE or any(n % file_size for n in files):
+            file_size = files[0].size
+            if file_size <= 0 or file_size % CQ_STORE_UNIT_SIZE or any(f.number % file_size for f in files):
                 file_size = options.consume_queue_file_size
-            first = files[0] // CQ_STORE_UNIT_SIZE
-            end = (files[-1] + file_size) // CQ_STORE_UNIT_SIZE
+            first = files[0].number // CQ_STORE_UNIT_SIZE
+            end = (files[-1].number + file_size) // CQ_STORE_UNIT_SIZE
             step = options.entries_per_partition
             for lo in range(first, end, step):
-                partitions.append(QueueRangePartition(topic, queue_id, lo, min(lo + step, end), tuple(segments),
-                                                      file_size))
+                partitions.append(QueueRangePartition(topic, queue.queue_id, lo, min(lo + step, end),
+                                                      tuple(segments), file_size))
     return partitions
 
 
