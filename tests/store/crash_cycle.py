@@ -30,6 +30,8 @@ REPO_ROOT = HERE.parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from store_support import small_config  # noqa: E402
+
 from rocketstore.common.message import decode_record  # noqa: E402
 from rocketstore.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
@@ -43,15 +45,8 @@ MAX_BODY = 3000
 
 
 def make_config(store_dir: str) -> StoreConfig:
-    """The configuration both the writer and the checker use: SYNC_FLUSH, tiny segments."""
-    return StoreConfig(
-        store_path_root_dir=store_dir,
-        flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        mapped_file_size_commit_log=SEGMENT_SIZE,
-        mapped_file_size_consume_queue=20 * 100,
-        max_hash_slot_num=100,
-        max_index_num=400,
-    )
+    """The configuration both the writer and the checker use: SYNC_FLUSH, 64 KiB segments."""
+    return small_config(store_dir, commit_log_size=SEGMENT_SIZE, flush_disk_type=FlushDiskType.SYNC_FLUSH)
 
 
 def body_for(seq: int) -> bytes:

@@ -26,11 +26,11 @@ import os
 import random
 import shutil
 import struct
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from store_support import SEGMENT, running, small_config
 
 from rocketstore.common.message import (
     MAX_PROPERTIES_LENGTH,
@@ -50,30 +50,7 @@ from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 TOPIC = "BadInputTopic"
-SMALL_SEGMENT = 4096  # CommitLog segments of a few dozen records: several segments per test
 CQ_ENTRIES_PER_FILE = 16
-
-
-def make_config(root: Path, *, commit_log_size: int = SMALL_SEGMENT, **overrides: object) -> StoreConfig:
-    return StoreConfig(
-        store_path_root_dir=str(root),
-        mapped_file_size_commit_log=commit_log_size,
-        mapped_file_size_consume_queue=CQ_STORE_UNIT_SIZE * CQ_ENTRIES_PER_FILE,
-        max_hash_slot_num=100,
-        max_index_num=400,
-        **overrides,  # type: ignore[arg-type]
-    )
-
-
-@contextmanager
-def running(cfg: StoreConfig) -> Iterator[DefaultMessageStore]:
-    store = DefaultMessageStore(cfg)
-    store.load()
-    store.start()
-    try:
-        yield store
-    finally:
-        store.shutdown()
 
 
 def message(i: int, queue_id: int = 0, topic: str = TOPIC) -> Message:
@@ -129,7 +106,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
     }
 
 
-def segment_path(cfg: StoreConfig, offset: int, size: int = SMALL_SEGMENT) -> Path:
+def segment_path(cfg: StoreConfig, offset: int, size: int = SEGMENT) -> Path:
     return Path(cfg.commit_log_dir()) / f"{offset - offset % size:020d}"
 
 
@@ -164,7 +141,7 @@ REFUSED_PUTS = [
 def test_refused_put_appends_nothing_and_puts_keep_working(
     tmp_path: Path, bad: Callable[[], Message], status: PutMessageStatus
 ) -> None:
-    cfg = make_config(tmp_path, commit_log_size=64 * 1024, max_message_size=1024)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=64 * 1024, max_message_size=1024)
     with running(cfg) as store:
         fill(store, 3)
         assert store.reput_service.wait_caught_up(5)
@@ -184,7 +161,7 @@ def test_refused_put_appends_nothing_and_puts_keep_working(
 
 
 def test_values_at_the_limits_are_accepted(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, commit_log_size=64 * 1024, max_message_size=1024)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=64 * 1024, max_message_size=1024)
     props = {"K": "v" * (MAX_PROPERTIES_LENGTH - 2)}
     assert len(properties_to_string(props).encode()) == MAX_PROPERTIES_LENGTH
     at_limit = [
@@ -204,12 +181,12 @@ def test_values_at_the_limits_are_accepted(tmp_path: Path) -> None:
 
 def test_record_larger_than_a_segment_is_refused_without_touching_the_log(tmp_path: Path) -> None:
     """Body under maxMessageSize (4 MiB) but the record cannot fit even an empty segment."""
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         fill(store, 2)
         max_phy = store.max_phy_offset
         segments = sorted(os.listdir(cfg.commit_log_dir()))
-        result = store.put_message(Message(topic=TOPIC, body=b"x" * SMALL_SEGMENT))
+        result = store.put_message(Message(topic=TOPIC, body=b"x" * SEGMENT))
         assert result.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert store.max_phy_offset == max_phy  # the segment was not closed with a blank for it
         assert sorted(os.listdir(cfg.commit_log_dir())) == segments
@@ -243,7 +220,7 @@ def _batch(**overrides: object) -> MessageBatch:
 def test_refused_batch_appends_nothing(
     tmp_path: Path, batch: Callable[[], MessageBatch], status: PutMessageStatus
 ) -> None:
-    cfg = make_config(tmp_path, commit_log_size=64 * 1024, max_message_size=1024)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=64 * 1024, max_message_size=1024)
     with running(cfg) as store:
         fill(store, 2)
         max_phy = store.max_phy_offset
@@ -261,12 +238,12 @@ def test_refused_batch_appends_nothing(
 
 
 # -- wrong-sized segment files -------------------------------------------------------------------
-@pytest.mark.parametrize("new_size", [SMALL_SEGMENT - 96, SMALL_SEGMENT + 512, 0], ids=["shorter", "longer", "empty"])
+@pytest.mark.parametrize("new_size", [SEGMENT - 96, SEGMENT + 512, 0], ids=["shorter", "longer", "empty"])
 def test_commit_log_segment_of_the_wrong_size_stops_the_load(tmp_path: Path, new_size: int) -> None:
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         put = fill(store, 50)
-    damaged = segment_path(cfg, SMALL_SEGMENT)  # the second of several segments
+    damaged = segment_path(cfg, SEGMENT)  # the second of several segments
     assert damaged.exists()
     assert segment_path(cfg, put[-1][0]) != damaged
     original = damaged.read_bytes()
@@ -280,7 +257,7 @@ def test_commit_log_segment_of_the_wrong_size_stops_the_load(tmp_path: Path, new
         text = str(excinfo.value)
         assert str(damaged) in text
         assert f"is {new_size} bytes" in text
-        assert str(SMALL_SEGMENT) in text
+        assert str(SEGMENT) in text
         assert snapshot(tmp_path) == before  # the load refused without repairing or deleting anything
         assert damaged.stat().st_size == new_size
     finally:
@@ -294,7 +271,7 @@ def test_commit_log_segment_of_the_wrong_size_stops_the_load(tmp_path: Path, new
 
 
 def test_consume_queue_file_of_the_wrong_size_stops_the_load(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         fill(store, 20)
     cq_file = Path(cfg.consume_queue_dir()) / TOPIC / "0" / f"{0:020d}"
@@ -335,15 +312,15 @@ GARBAGE = {
 @pytest.mark.parametrize("crash", [False, True], ids=["clean-exit", "abort-left"])
 @pytest.mark.parametrize("garbage", sorted(GARBAGE))
 def test_garbage_after_the_last_record_is_cut_off_at_restart(tmp_path: Path, garbage: str, crash: bool) -> None:
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         put = fill(store, 45, queues=2)
         end = store.max_phy_offset
     segment = segment_path(cfg, end)
-    room = SMALL_SEGMENT - end % SMALL_SEGMENT
+    room = SEGMENT - end % SEGMENT
     junk = GARBAGE[garbage]()[:room]
     assert len(junk) >= 8
-    patch_file(segment, end % SMALL_SEGMENT, junk)
+    patch_file(segment, end % SEGMENT, junk)
     if crash:
         leave_abort(cfg)
 
@@ -362,15 +339,15 @@ def test_garbage_after_the_last_record_is_cut_off_at_restart(tmp_path: Path, gar
 
 @pytest.mark.parametrize("crash", [False, True], ids=["clean-exit", "abort-left"])
 def test_zeroed_record_header_in_the_last_segment_truncates_there(tmp_path: Path, crash: bool) -> None:
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         put = fill(store, 60, queues=2)
-    last_segment_start = put[-1][0] - put[-1][0] % SMALL_SEGMENT
+    last_segment_start = put[-1][0] - put[-1][0] % SEGMENT
     in_last = [i for i, (offset, _) in enumerate(put) if offset >= last_segment_start]
     assert len(in_last) >= 5 and last_segment_start > 0
     victim = in_last[len(in_last) // 2]
     victim_offset = put[victim][0]
-    patch_file(segment_path(cfg, victim_offset), victim_offset % SMALL_SEGMENT, b"\x00" * 48)
+    patch_file(segment_path(cfg, victim_offset), victim_offset % SEGMENT, b"\x00" * 48)
     if crash:
         leave_abort(cfg)
 
@@ -393,7 +370,7 @@ def test_zeroed_record_header_in_the_last_segment_truncates_there(tmp_path: Path
 def test_record_with_non_utf8_properties_is_kept_at_recovery(tmp_path: Path, crash: bool) -> None:
     """RocketMQ copies batch item properties verbatim, so its log can hold properties that are not
     UTF-8 (the CRC covers only the body); it reads them with U+FFFD. Recovery must not cut there."""
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         put = fill(store, 10)
         odd = Message(topic=TOPIC, body=b"odd", properties={"TAGS": "t", "X": "ab"})
@@ -401,7 +378,7 @@ def test_record_with_non_utf8_properties_is_kept_at_recovery(tmp_path: Path, cra
         put += [(odd_offset, odd)] + [(put_ok(store, message(i))[0], message(i)) for i in range(11, 20)]
         end = store.max_phy_offset
     record_end = odd_offset + len(encode_message(odd))
-    patch_file(segment_path(cfg, odd_offset), record_end % SMALL_SEGMENT - 2, b"\xff\xfe")  # "ab" -> not UTF-8
+    patch_file(segment_path(cfg, odd_offset), record_end % SEGMENT - 2, b"\xff\xfe")  # "ab" -> not UTF-8
     if crash:
         leave_abort(cfg)
     with running(cfg) as store:
@@ -451,7 +428,7 @@ CQ_DAMAGE = [
 def test_damaged_consume_queue_is_rebuilt_from_the_commit_log(
     tmp_path: Path, how: str, entry: int, crash: bool
 ) -> None:
-    cfg = make_config(tmp_path, commit_log_size=ONE_SEGMENT)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=ONE_SEGMENT)
     with running(cfg) as store:
         put = fill(store, 40)
     assert len(os.listdir(Path(cfg.consume_queue_dir()) / TOPIC / "0")) == 3
@@ -481,7 +458,7 @@ def test_plausible_bogus_entry_in_an_earlier_cq_file_is_served_as_removed(tmp_pa
     it skips the rest of that CQ file (entries pointing below the next segment of the bogus
     offset), and every later file reads normally.
     """
-    cfg = make_config(tmp_path, commit_log_size=ONE_SEGMENT)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=ONE_SEGMENT)
     with running(cfg) as store:
         put = fill(store, 40)
     _damage_cq(cfg, 0, 5, "points-past-the-log")
@@ -504,7 +481,7 @@ def test_plausible_bogus_entry_in_an_earlier_cq_file_is_served_as_removed(tmp_pa
 
 
 def test_deleted_consume_queue_directory_is_rebuilt(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     with running(cfg) as store:
         put = fill(store, 50, queues=2)
     shutil.rmtree(cfg.consume_queue_dir())
@@ -522,7 +499,7 @@ def test_damaged_queue_behind_another_queue(tmp_path: Path, crash: bool) -> None
     queue stays consistent: new messages continue at offset 7 and every entry reads back.
     Abnormal exit: recovery re-dispatches the whole (single-segment) log and rebuilds queue 0.
     """
-    cfg = make_config(tmp_path, commit_log_size=ONE_SEGMENT)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=ONE_SEGMENT)
     with running(cfg) as store:
         put = fill(store, 40, queues=2)
     assert put[-1][1].queue_id == 1  # queue 1 holds the last record: it is the furthest queue
@@ -558,7 +535,7 @@ CHECKPOINTS = {
 @pytest.mark.parametrize("crash", [False, True], ids=["clean-exit", "abort-left"])
 @pytest.mark.parametrize("content", sorted(CHECKPOINTS))
 def test_corrupted_checkpoint_still_loads(tmp_path: Path, content: str, crash: bool) -> None:
-    cfg = make_config(tmp_path, commit_log_size=ONE_SEGMENT)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE, commit_log_size=ONE_SEGMENT)
     with running(cfg) as store:
         put = fill(store, 30, queues=2)
         end = store.max_phy_offset
@@ -582,7 +559,7 @@ def test_corrupted_checkpoint_still_loads(tmp_path: Path, content: str, crash: b
 
 def test_put_with_ipv6_hosts_survives_restart(tmp_path: Path) -> None:
     """The sysFlag host bits decide the record layout; recovery must walk such records too."""
-    cfg = make_config(tmp_path)
+    cfg = small_config(tmp_path, cq_entries=CQ_ENTRIES_PER_FILE)
     msgs = [Message(topic=TOPIC, body=f"v6-{i}".encode(), born_host=HostAddress("2001:db8::5", 40000 + i),
                     store_host=HostAddress("::1", 10911) if i % 2 else HostAddress("127.0.0.1", 10911))
             for i in range(30)]

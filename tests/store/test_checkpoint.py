@@ -6,10 +6,10 @@ import os
 import struct
 from pathlib import Path
 
+from store_support import small_config, start_store
+
 from rocketstore.common.message import Message
 from rocketstore.store.checkpoint import CHECKPOINT_SIZE, StoreCheckpoint
-from rocketstore.store.config import StoreConfig
-from rocketstore.store.message_store import DefaultMessageStore
 
 
 def test_write_flush_reopen_read_back(tmp_path: Path) -> None:
@@ -106,11 +106,7 @@ def test_shutdown_flushes_pending_values(tmp_path: Path) -> None:
 
 
 def test_store_records_flush_times_in_checkpoint(tmp_path: Path) -> None:
-    cfg = StoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=64 * 1024,
-                      mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=100, max_index_num=400)
-    store = DefaultMessageStore(cfg)
-    store.load()
-    store.start()
+    store = start_store(small_config(tmp_path / "store", commit_log_size=64 * 1024))
     stamps = []
     for i in range(5):
         result = store.put_message(Message(topic="T", body=b"body-%d" % i, properties={"KEYS": f"k{i}"}))

@@ -13,24 +13,22 @@ import socket
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from store_support import OpenStore
 
 from rocketstore.common.message import HostAddress, Message
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch
 from rocketstore.store.config import FlushDiskType, StoreConfig
 from rocketstore.store.flush import GroupCommitService
-from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 MAGIC_V1 = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
 SEG = 1024  # tiny CommitLog segments so rolls happen after a few records
-
-OpenStore = Callable[..., DefaultMessageStore]
 
 
 # -- helpers: an independent encoder -------------------------------------------------------
@@ -90,33 +88,10 @@ def props_of_record(rec: bytes) -> bytes:
     return rec[p + 2 :]
 
 
-def make_cfg(tmp_path: Path, **overrides: object) -> StoreConfig:
-    cfg = StoreConfig(
-        store_path_root_dir=str(tmp_path / "store"),
-        mapped_file_size_commit_log=SEG * 64,
-        mapped_file_size_consume_queue=20 * 100,
-        max_hash_slot_num=100,
-        max_index_num=400,
-    )
-    for key, value in overrides.items():
-        setattr(cfg, key, value)
-    return cfg
-
-
 @pytest.fixture
-def open_store(tmp_path: Path) -> Iterator[OpenStore]:
-    opened: list[DefaultMessageStore] = []
-
-    def _open(**overrides: object) -> DefaultMessageStore:
-        store = DefaultMessageStore(make_cfg(tmp_path, **overrides))
-        store.load()
-        store.start()
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in opened:
-        store.shutdown()
+def store_defaults() -> dict[str, Any]:
+    """64 KiB CommitLog segments unless a test asks for SEG: most records here must not roll."""
+    return {"commit_log_size": SEG * 64}
 
 
 def simple(topic: str = "T", body: bytes = b"x", queue_id: int = 0, **props: str) -> Message:

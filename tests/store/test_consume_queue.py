@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from store_support import small_config, start_store
 
 from rocketstore.common.message import HostAddress, Message, StoredMessage
 from rocketstore.store.config import StoreConfig
@@ -97,11 +98,8 @@ def test_entry_is_20_bytes_offset_size_tagscode(new_cq: Callable[..., ConsumeQue
 
 
 def test_store_writes_entries_pointing_at_records(tmp_path: Path) -> None:
-    cfg = StoreConfig(store_path_root_dir=str(tmp_path / "s"), mapped_file_size_commit_log=SEG,
-                      mapped_file_size_consume_queue=200, max_hash_slot_num=100, max_index_num=400)
-    store = DefaultMessageStore(cfg)
-    store.load()
-    store.start()
+    cfg = small_config(tmp_path / "s", commit_log_size=SEG, cq_entries=10)
+    store = start_store(cfg)
     try:
         r1 = store.put_message(Message(topic="abc", body=b"one", properties={"TAGS": "TagA"}))
         r2 = store.put_message(Message(topic="abc", body=b"two"))
@@ -198,14 +196,7 @@ def test_building_the_same_entries_twice_adds_nothing(new_cq: Callable[..., Cons
 
 
 def _open_store(root: Path, **overrides: object) -> DefaultMessageStore:
-    cfg = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEG,
-                      mapped_file_size_consume_queue=20 * 10, max_hash_slot_num=100, max_index_num=400)
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    store = DefaultMessageStore(cfg)
-    store.load()
-    store.start()
-    return store
+    return start_store(small_config(root, commit_log_size=SEG, cq_entries=10, **overrides))
 
 
 @pytest.fixture

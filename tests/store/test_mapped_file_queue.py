@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from store_support import small_config, start_store
 
 from rocketstore.common.message import Message
-from rocketstore.store.config import StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE
 from rocketstore.store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileError, offset_to_file_name
 from rocketstore.store.mapped_file_queue import DELETE_FILES_BATCH_MAX, AllocateMappedFileService, MappedFileQueue
@@ -384,11 +384,8 @@ def test_load_refuses_wrong_sized_segment(tmp_path: Path, queues: list[MappedFil
 
 
 def test_store_load_names_a_wrong_sized_commit_log_segment(tmp_path: Path) -> None:
-    cfg = StoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4096,
-                      mapped_file_size_consume_queue=20 * 50, max_hash_slot_num=10, max_index_num=40)
-    store = DefaultMessageStore(cfg)
-    store.load()
-    store.start()
+    cfg = small_config(tmp_path / "store", cq_entries=50, max_hash_slot_num=10, max_index_num=40)
+    store = start_store(cfg)
     for i in range(40):
         assert store.put_message(Message(topic="T", body=b"m%03d" % i + b"." * 200)).ok
     store.shutdown()

@@ -11,55 +11,17 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from store_support import SEGMENT, OpenStore
 
 from rocketstore.common.message import HostAddress, Message, StoredMessage, decode_record
-from rocketstore.store.config import StoreConfig
 from rocketstore.store.message_store import DefaultMessageStore, TagFilter
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
 STORE_MESSAGE = b"Once, there was a chance for me!"
-SEG = 4096  # small CommitLog segments: a hundred messages span several of them
-
-OpenStore = Callable[..., DefaultMessageStore]
-
-
-def make_cfg(root: Path, **overrides: object) -> StoreConfig:
-    cfg = StoreConfig(
-        store_path_root_dir=str(root),
-        mapped_file_size_commit_log=SEG,
-        mapped_file_size_consume_queue=20 * 100,
-        max_hash_slot_num=100,
-        max_index_num=400,
-    )
-    for key, value in overrides.items():
-        setattr(cfg, key, value)
-    return cfg
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def open_store(root: Path) -> Iterator[OpenStore]:
-    opened: list[DefaultMessageStore] = []
-
-    def _open(**overrides: object) -> DefaultMessageStore:
-        store = DefaultMessageStore(make_cfg(root, **overrides))
-        store.load()
-        store.start()
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in opened:
-        store.shutdown()
-
+SEG = SEGMENT  # store_support's small CommitLog segments: a hundred messages span several of them
 
 _counter = iter(range(10**9))
 

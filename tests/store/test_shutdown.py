@@ -12,20 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_support import SEGMENT, small_config
 
 from rocketstore.common.message import Message, StoredMessage, decode_record
-from rocketstore.store.config import FlushDiskType, StoreConfig
+from rocketstore.store.config import FlushDiskType
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 
-SEG = 4096
-
 
 def make_store(root: Path) -> DefaultMessageStore:
-    cfg = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEG,
-                      mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=100, max_index_num=400,
-                      flush_disk_type=FlushDiskType.SYNC_FLUSH)
-    return DefaultMessageStore(cfg)
+    return DefaultMessageStore(small_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
 
 
 @pytest.fixture
@@ -72,7 +68,7 @@ def test_shutdown_with_dispatch_behind_keeps_abort(root: Path, stores: list[Defa
         msg = Message(topic="T", body=body, queue_id=i % 2, properties={"KEYS": f"k{i}"})
         assert store.put_message(msg).status is PutMessageStatus.PUT_OK
     max_phy = store.max_phy_offset
-    assert max_phy > 2 * SEG
+    assert max_phy > 2 * SEGMENT
     assert store.dispatch_behind_bytes == max_phy
     assert store.get_max_offset_in_queue("T", 0) == 0
     store.shutdown()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_support import small_config
 
 import rocketstore.store as store_package
 from rocketstore.common.message import Message, StoredMessage, decode_record
@@ -25,8 +26,8 @@ MESSAGES = 30
 
 
 def make_config(root: Path) -> StoreConfig:
-    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=1024,
-                       mapped_file_size_consume_queue=20 * 10, max_hash_slot_num=100, max_index_num=400)
+    """1 KiB segments: MESSAGES messages span several."""
+    return small_config(root, commit_log_size=1024, cq_entries=10)
 
 
 @pytest.fixture
