@@ -176,7 +176,7 @@ class Connection(asyncio.Protocol):
             self.send(response)
 
     def send(self, cmd: RemotingCommand) -> None:
-        """Write ``cmd`` now, whatever the flow control (callers that can wait use ``_serve``'s path)."""
+        """Write ``cmd`` now, whatever the flow control: responses to requests wait for a drain in ``_serve``."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(cmd.encode())
 
