@@ -86,5 +86,5 @@ def test_deleted_files_by_cause(http_broker: tuple[BrokerHandle, int]) -> None:
     assert 'rocketstore_deleted_files_total{cause="expired"} 2.0' in text.splitlines()
 
 
-def test_http_off_by_zero_port(broker: BrokerHandle) -> None:
-    assert broker.controller.http is None
+def test_http_off_by_zero_port(broker_factory: Callable[..., BrokerHandle]) -> None:
+    assert broker_factory(http_listen_port=0).controller.http is None
