@@ -40,16 +40,24 @@ __all__ = [
     "ConsumerData",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicRequestHeader",
+    "GetBrokerConfigResponseHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetConsumerListByGroupResponseBody",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetEarliestMsgStoretimeResponseHeader",
+    "GetKVConfigRequestHeader",
+    "GetKVListByNamespaceRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMaxOffsetResponseHeader",
     "GetMinOffsetRequestHeader",
     "GetMinOffsetResponseHeader",
     "GetRouteInfoRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
+    "GetTopicsByClusterRequestHeader",
     "Header",
     "HeartbeatData",
     "Int32",
@@ -67,6 +75,7 @@ __all__ = [
     "QueryConsumerOffsetResponseHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
     "QueueData",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
@@ -442,6 +451,9 @@ class QueryMessageRequestHeader(Header):
     max_num: Int32
     begin_timestamp: Int64
     end_timestamp: Int64
+    #: MixAll.UNIQUE_MSG_QUERY_FLAG, which the client adds to the header's fields: ``key`` is a
+    #: message's unique key, so the broker answers up to its defaultQueryMaxNum messages
+    unique_key_query: bool | None = dataclasses.field(default=None, metadata=wire("_UNIQUE_KEY_QUERY"))
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
@@ -510,6 +522,63 @@ class DeleteTopicRequestHeader(Header):
     topic: str
 
 
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetBrokerConfigResponseHeader(Header):
+    LABEL: ClassVar[str] = "GET_BROKER_CONFIG response"
+    version: str  # the configuration's DataVersion as JSON
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetTopicStatsInfoRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_TOPIC_STATS_INFO"
+    topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_CONSUME_STATS"
+    consumer_group: str
+    topic: str | None = None  # None or blank: every topic the group has offsets for
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    LABEL: ClassVar[str] = "DELETE_SUBSCRIPTIONGROUP"
+    group_name: str
+    remove_offset: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_CONSUMER_CONNECTION_LIST"
+    consumer_group: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    LABEL: ClassVar[str] = "QUERY_TOPIC_CONSUME_BY_WHO"
+    topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetTopicsByClusterRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_TOPICS_BY_CLUSTER"
+    cluster: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetKVConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_KV_CONFIG"
+    namespace: str
+    key: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetKVListByNamespaceRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_KVLIST_BY_NAMESPACE"
+    namespace: str
+
+
 # -- JSON bodies -------------------------------------------------------------------------------
 
 
@@ -574,7 +643,15 @@ def _bool_from_json(value: Any, path: str) -> bool:
     raise _bad(path, "a boolean", value)
 
 
-_SCALARS: dict[Any, Callable[[Any, str], Any]] = {int: _int_from_json, str: _str_from_json, bool: _bool_from_json}
+def _float_from_json(value: Any, path: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise _bad(path, "a number", value)
+
+
+_SCALARS: dict[Any, Callable[[Any, str], Any]] = {
+    int: _int_from_json, str: _str_from_json, bool: _bool_from_json, float: _float_from_json,
+}
 
 
 def _from_json(hint: Any, value: Any, path: str) -> Any:
@@ -594,9 +671,17 @@ def _from_json(hint: Any, value: Any, path: str) -> Any:
         key_type, item = get_args(hint)
         if not isinstance(value, dict):
             raise _bad(path, "an object", value)
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in value.items():
-            key = _int_from_json(k, f"{path} key") if key_type is int else k
+            key: Any
+            if key_type is int:
+                key = _int_from_json(k, f"{path} key")
+            elif isinstance(key_type, type) and issubclass(key_type, JsonBody):
+                # an object in key position (fastjson's Map<MessageQueue, V>), which
+                # rocketstore.remoting.body's parser hands over as a tuple of its (name, value) pairs
+                key = key_type.from_json_value(dict(k) if isinstance(k, tuple) else k, f"{path} key")
+            else:
+                key = k
             out[key] = _from_json(item, v, f"{path}[{k!r}]")
         return out
     if isinstance(hint, type) and issubclass(hint, JsonBody):
@@ -624,9 +709,19 @@ def _dump(value: Any) -> str:
 
 
 class JsonBody:
-    """Base of the JSON payloads: ``decode(bytes)`` and ``encode() -> bytes`` in fastjson's form."""
+    """Base of the JSON payloads: ``decode(bytes)`` and ``encode() -> bytes`` in fastjson's form.
+
+    A body with objects in key position (fastjson's ``Map<MessageQueue, V>``) overrides
+    :meth:`parse_text` with a parser that accepts them; the default one is faster and covers
+    every other body.
+    """
 
     __slots__ = ()
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        """The body's text as parsed JSON."""
+        return parse_fastjson(text)
 
     @classmethod
     def decode(cls, data: bytes | str) -> Self:
@@ -636,7 +731,7 @@ class JsonBody:
         except UnicodeDecodeError as exc:
             raise MalformedRequestError(f"{name} body is not UTF-8: {exc}") from None
         try:
-            value = parse_fastjson(text)
+            value = cls.parse_text(text)
         except (ValueError, RecursionError) as exc:
             raise MalformedRequestError(f"{name} body does not parse as JSON: {exc}") from None
         return cls.from_json_value(value, name)
@@ -699,9 +794,9 @@ class HeartbeatData(JsonBody):
     consumer_data_set: list[ConsumerData] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass(kw_only=True, slots=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class MessageQueueData(JsonBody):
-    """RocketMQ's MessageQueue as it appears inside bodies."""
+    """RocketMQ's MessageQueue as it appears inside bodies (hashable: admin bodies key maps by it)."""
 
     topic: str
     broker_name: str

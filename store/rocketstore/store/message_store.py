@@ -530,6 +530,47 @@ class DefaultMessageStore:
     def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> StoredMessage | None:
         return self.commit_log.look_message_by_offset(commit_log_offset, size)
 
+    # -- facade for the broker: what its processors ask without reaching into the parts ---------
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int) -> bytes | None:
+        """``size`` raw CommitLog bytes at ``commit_log_offset`` (RocketMQ's selectOneMessageByOffset),
+        or None when they are not all in one stored segment."""
+        return self.commit_log.get_message(commit_log_offset, size)
+
+    def is_os_page_cache_busy(self) -> bool:
+        """RocketMQ's isOSPageCacheBusy: the put lock has been held longer than osPageCacheBusyTimeOutMills."""
+        return self.commit_log.lock_held_ms() > self.config.os_page_cache_busy_time_out_mills
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """RocketMQ's checkInDiskByConsumeOffset: is the queue's entry at ``consume_offset`` far
+        enough behind the CommitLog head that reading it would hit the disk rather than memory?
+        False when there is no such entry."""
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.entry(consume_offset) if cq is not None else None
+        if entry is None:
+            return False
+        return self._check_in_disk(entry.commit_log_offset, self.commit_log.max_offset)
+
+    def get_tags_code(self, topic: str, queue_id: int, consume_queue_offset: int) -> int | None:
+        """The tag hash code the consume queue holds for an entry, or None when there is no entry
+        (long polling matches it against a held pull's filter)."""
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.entry(consume_queue_offset) if cq is not None else None
+        return entry.tags_code if entry is not None else None
+
+    def max_offsets_by_queue(self) -> dict[tuple[str, int], int]:
+        """(topic, queue id) -> next consume-queue offset, for every consume queue the store holds."""
+        return {(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in self._all_consume_queues()}
+
+    @property
+    def disk_full(self) -> bool:
+        """True while the store refuses writes because the CommitLog's disk is too full."""
+        return self.running_flags.disk_full
+
+    @property
+    def writeable(self) -> bool:
+        """False after a consume-queue or index write error made the store refuse puts."""
+        return self.running_flags.is_writeable
+
     def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
         """Messages whose key or unique key is ``key``, newest index hits first, confirmed on the record."""
         found: list[StoredMessage] = []

@@ -1,0 +1,184 @@
+"""The admin bodies brokers answer and admin tools read, as RocketMQ 4.9.8 names them.
+
+    KVTable               GET_BROKER_RUNTIME_INFO       ``{"table":{"key":"value",...}}``
+    TopicStatsTable       GET_TOPIC_STATS_INFO          per queue: min/max offset, last store time
+    ConsumeStatsBody      GET_CONSUME_STATS             per queue: broker and consumer offset
+    ConsumerConnectionBody GET_CONSUMER_CONNECTION_LIST a group's connections and subscriptions
+    GroupList             QUERY_TOPIC_CONSUME_BY_WHO    ``{"groupList":[...]}``
+    TopicList             the name server's topic lists ``{"brokerAddr":...,"topicList":[...]}``
+
+The broker encodes them and the client decodes them, so both sides share one schema; the
+codec is :class:`~rocketstore.remoting.headers.JsonBody`'s (fields sorted by name, nulls left out).
+
+TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``, which fastjson writes with
+the key *object* in key position, not a string:
+``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,...}}}``.
+That is not JSON, but it is what RocketMQ's admin tools parse, so it is what brokers send;
+:func:`parse_fastjson_object_keys` reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from rocketstore.remoting.headers import JsonBody, MessageQueueData, SubscriptionData
+
+__all__ = [
+    "ConnectionData",
+    "ConsumeStatsBody",
+    "ConsumerConnectionBody",
+    "GroupList",
+    "KVTable",
+    "OffsetWrapperData",
+    "TopicList",
+    "TopicOffsetData",
+    "TopicStatsTable",
+    "parse_fastjson_object_keys",
+]
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def parse_fastjson_object_keys(text: str) -> Any:
+    """JSON plus fastjson's map keys that are numbers or objects. An object key becomes a
+    sorted tuple of its (name, value) pairs (hashable; JsonBody turns it back into the key's
+    class), a number key an int."""
+    value, pos = _value(text, _skip(text, 0))
+    if _skip(text, pos) != len(text):
+        raise ValueError(f"extra data at character {pos}")
+    return value
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    if pos >= len(text):
+        raise ValueError("unexpected end of JSON")
+    ch = text[pos]
+    if ch == "{":
+        obj: dict[Any, Any] = {}
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "}":
+            return obj, pos + 1
+        while True:
+            key, pos = _value(text, _skip(text, pos))
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] != ":":
+                raise ValueError(f"expected ':' at character {pos}")
+            item, pos = _value(text, _skip(text, pos + 1))
+            obj[_hashable(key)] = item
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if text[pos : pos + 1] == "}":
+                return obj, pos + 1
+            raise ValueError(f"expected ',' or '}}' at character {pos}")
+    if ch == "[":
+        arr: list[Any] = []
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "]":
+            return arr, pos + 1
+        while True:
+            item, pos = _value(text, _skip(text, pos))
+            arr.append(item)
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos : pos + 1] == "]":
+                return arr, pos + 1
+            raise ValueError(f"expected ',' or ']' at character {pos}")
+    value, end = _DECODER.raw_decode(text, pos)
+    return value, end
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class KVTable(JsonBody):
+    table: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class TopicOffsetData(JsonBody):
+    """TopicStatsTable's TopicOffset: one queue's offsets and its last message's store time."""
+
+    min_offset: int = 0
+    max_offset: int = 0
+    last_update_timestamp: int = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class TopicStatsTable(JsonBody):
+    offset_table: dict[MessageQueueData, TopicOffsetData] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        return parse_fastjson_object_keys(text)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class OffsetWrapperData(JsonBody):
+    """ConsumeStats' OffsetWrapper: the broker's and the group's offset of one queue."""
+
+    broker_offset: int = 0
+    consumer_offset: int = 0
+    last_timestamp: int = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConsumeStatsBody(JsonBody):
+    """RocketMQ's ConsumeStats."""
+
+    consume_tps: float = 0.0
+    offset_table: dict[MessageQueueData, OffsetWrapperData] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        return parse_fastjson_object_keys(text)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConnectionData(JsonBody):
+    """RocketMQ's Connection: one client of a group."""
+
+    client_id: str
+    client_addr: str
+    language: str  # LanguageCode name
+    version: int
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConsumerConnectionBody(JsonBody):
+    """RocketMQ's ConsumerConnection."""
+
+    connection_set: list[ConnectionData] = dataclasses.field(default_factory=list)
+    subscription_table: dict[str, SubscriptionData] = dataclasses.field(default_factory=dict)
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GroupList(JsonBody):
+    group_list: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class TopicList(JsonBody):
+    topic_list: list[str] = dataclasses.field(default_factory=list)
+    broker_addr: str | None = None
