@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore.cli.main import build_parser
 from rocketstore.common.message import HostAddress, Message
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.message_store import DefaultMessageStore
@@ -328,3 +329,16 @@ def test_pipeline_without_the_spark_extra_says_how_to_install_it(written: Writte
     helped = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, "pipeline", job, "--help"],
                             capture_output=True, text=True, timeout=120, check=False)
     assert helped.returncode == 0 and "--output" in helped.stdout
+
+
+@pytest.mark.parametrize(("value", "order"), [("true", True), ("false", False), ("TRUE", True)])
+def test_update_topic_order_takes_a_value_as_mqadmin(value: str, order: bool) -> None:
+    args = build_parser().parse_args(["admin", "updateTopic", "-t", "T", "-b", "127.0.0.1:10911", "-o", value])
+    assert args.order is order
+
+
+def test_update_topic_order_refuses_other_values(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["admin", "updateTopic", "-t", "T", "-b", "127.0.0.1:10911", "-o", "yes"])
+    assert exit_info.value.code == 2
+    assert "expected true or false, got 'yes'" in capsys.readouterr().err

@@ -94,6 +94,14 @@ class Context:
         self.client.close()
 
 
+def java_boolean(text: str) -> bool:
+    """mqadmin's ``true``/``false`` option values; anything else is refused, not read as false."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value == "true"
+
+
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``admin`` and its verbs to the top-level parser."""
     common = argparse.ArgumentParser(add_help=False)
@@ -129,7 +137,8 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("-r", "--readQueueNums", dest="read_queues", type=int, default=8)
     p.add_argument("-w", "--writeQueueNums", dest="write_queues", type=int, default=8)
     p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 read+write (default 6)")
-    p.add_argument("-o", "--order", action="store_true", help="an ordered topic")
+    p.add_argument("-o", "--order", type=java_boolean, default=False, metavar="true|false",
+                   help="an ordered topic (mqadmin: -o true)")
 
     verb("topicList", _topic_list, "every topic the name server knows")
 
