@@ -160,6 +160,7 @@ def spark_scans(root: str, ipc_paths: list[str], cores: int, record_bytes: int, 
                 repeat: int) -> dict[str, dict[str, Any]]:
     """The end-to-end Spark row and the hand-over ceiling row, in one SparkSession."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need the interpreter with the project
     from pyspark.sql import DataFrame, SparkSession
 
     from rocketstore.pipeline.source import RocketStoreDataSource

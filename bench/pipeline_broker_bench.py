@@ -246,6 +246,9 @@ def readable_after(namesrv: str, topic: str, expected: int, timeout: float = 120
 def start_spark(cores: int) -> Any:
     """A local[cores] SparkSession whose Python workers can import ``rocketstore.pipeline``."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # Spark starts its Python workers with `python3` from PATH unless told: use this interpreter,
+    # the one with the project installed
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from rocketstore.pipeline.source import RocketStoreDataSource

@@ -42,6 +42,7 @@ from rocketstore.common.message import (
     with_host_flags,
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.consume_queue import gets_consume_queue_entry
 from rocketstore.store.flush import FlushRealTimeService, FlushService, GroupCommitService
 from rocketstore.store.mapped_file import MappedFile
 from rocketstore.store.mapped_file_queue import AllocateMappedFileService, MappedFileQueue
@@ -246,7 +247,7 @@ class CommitLog:
         payload = records[0] if len(records) == 1 else bytearray().join(records)
         total = len(payload)
         key = f"{topic}-{queue_id}"
-        counts_in_queue = transaction_type(sys_flag) in (0, SysFlag.TRANSACTION_COMMIT)
+        counts_in_queue = gets_consume_queue_entry(sys_flag)
         if total + END_FILE_MIN_BLANK_LENGTH > self.settings.file_size:
             # refuse before the loop below ends the current segment with a blank for a record
             # that cannot fit even an empty one (a refused put must leave the log untouched)
