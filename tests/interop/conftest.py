@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_support import require_executable
 
 from rocketstore.store.config import StoreConfig
 
@@ -70,13 +70,6 @@ def interop_config() -> ConfigFactory:
     return _interop_config
 
 
-def _missing_tool(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"interop tests need Java 17 and Maven, and CI must have them: {reason}", pytrace=False)
-    print(f"\nSKIP interop tests: {reason} (set up java and mvn to run them; under CI this fails)", file=sys.stderr)
-    pytest.skip(reason)
-
-
 def _driver_is_current() -> bool:
     """The jar and its classpath exist and are newer than every input of the build."""
     lib = TARGET / "lib"
@@ -93,11 +86,8 @@ def rocketmq_driver() -> list[str]:
 
     Append the mode and its arguments: ``[*rocketmq_driver, "write", dir, "600"]``.
     """
-    java = shutil.which("java")
-    mvn = shutil.which("mvn")
-    if java is None or mvn is None:
-        _missing_tool(f"{'java' if java is None else 'mvn'} is not on PATH")
-    assert java is not None and mvn is not None
+    java = require_executable("java", "the interop tests run Apache RocketMQ's store on Java 17")
+    mvn = require_executable("mvn", "the interop tests build their RocketMQ driver with Maven")
     if _driver_is_current():
         print(f"\ninterop driver {DRIVER_JAR} is up to date, mvn not run", file=sys.stderr)
     else:

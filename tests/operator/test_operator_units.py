@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketstore.broker.broker_config import load_config
 from rocketstore.operator.brokers import BrokerAddressing
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
@@ -148,9 +149,8 @@ def test_broker_conf_has_rocketmq_keys_and_peers() -> None:
 
 
 def test_broker_conf_parses_with_the_brokers_own_loader() -> None:
-    broker_config = pytest.importorskip("rocketstore.broker.broker_config")
     props = {**broker_conf(plan({"brokers": 2})), "brokerName": "rs-1"}
-    bcfg, scfg = broker_config.load_config(props)
+    bcfg, scfg = load_config(props)
     assert bcfg.broker_name == "rs-1" and bcfg.broker_cluster_name == "rs"
     assert scfg.file_reserved_time == 72 and scfg.mapped_file_size_commit_log == GIB
     assert [p.broker_name for p in bcfg.cluster_peer_list()] == ["rs-0", "rs-1"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
+from tool_support import require_module
 
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
+require_module("pyspark", "pyspark", "the pipeline tests need the spark extra (pip install -e '.[spark]')")
 
-from pipeline_fixtures import pristine, spark, written
+from pipeline_fixtures import pristine, spark, written  # noqa: E402 (needs pyspark)
 
 __all__ = ["pristine", "spark", "written"]

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
 from pyspark.sql import SparkSession
 
 from rocketstore.common.message import HostAddress, Message, properties_to_string
@@ -37,6 +35,9 @@ BASE_BORN = 1_700_000_000_000
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # Spark starts its Python workers with `python3` from PATH unless told: use this interpreter,
+    # the one with the project installed
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("rocketstore-pipeline-tests")
