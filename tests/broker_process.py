@@ -1,5 +1,12 @@
-"""A real `rocketstore broker` process (with its embedded name server), shared by the tests that
-need one in a process of its own (restarts, kill -9, Spark executors, CPU contention).
+"""A real `rocketstore broker` process (with its embedded name server): the one launcher every test
+that needs a broker in a process of its own uses (restarts, kill -9, Spark executors, CPU
+contention, the command line itself, the operator, real Java and C++ clients).
+
+* :class:`BrokerProcess` runs ``rocketstore broker ARGS`` as given: a thread collects its stdout
+  lines (the listening addresses, then ``ready``) and keeps draining them, stderr goes to a log
+  file. Tests of the command line itself use it directly.
+* :class:`Broker` writes a broker.conf (free ports on loopback, small CommitLog segments, plus the
+  caller's lines) and runs ``rocketstore broker -c broker.conf`` through :class:`BrokerProcess`.
 
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tests/`` on sys.path.
 """
@@ -11,64 +18,142 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+READY_TIMEOUT_S = 60.0
 
 
-def _free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-class Broker:
-    """`rocketstore broker -c broker.conf` as a child process; stderr goes to a file."""
+class BrokerProcess:
+    """``rocketstore broker ARGS`` as a child process; stdout lines in :attr:`lines`, stderr in ``log_path``.
 
-    def __init__(self, tmp: Path, extra_conf: str = "", *, flush_disk_type: str = "ASYNC_FLUSH") -> None:
+    ``env`` is added to the environment (HOME defaults to a scratch directory beside the log, so
+    the broker's defaults never touch the real home).
+    """
+
+    def __init__(self, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._log = log_path.open("w")
+        full_env = {**os.environ, "HOME": str(log_path.parent / "home"), **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", *args], cwd=ROOT,
+                                     env=full_env, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                     stdin=subprocess.DEVNULL)
+        threading.Thread(target=self._read_stdout, name="broker-stdout", daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        """Record every line and keep draining, so the broker never blocks on a full pipe."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.strip() == "ready":
+                self._ready.set()
+
+    def log_text(self) -> str:
+        """What the broker wrote to stderr so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, str]:
+        """Wait for the ``ready`` line; returns the listening lines as {"remoting": "host:port ...", ...}.
+
+        If the broker exits or the time runs out, it is killed and the test fails with its log.
+        """
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise AssertionError(f"broker not ready (exit {self.proc.returncode}); stdout={self.lines}\n"
+                                     f"{self.log_text()[-6000:]}")
+        return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in self.lines if " " in line}
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send ``sig`` (if still running) and return the exit code; killed if it outlives ``timeout``."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._log.close()
+        return code
+
+
+class Broker:
+    """``rocketstore broker -c broker.conf`` with free ports, on loopback.
+
+    ``extra_conf`` is appended to broker.conf (later lines win); ``listen_host`` is where the
+    broker binds and ``publish_host`` what it puts in routes (brokerIP1); ``listen_port`` pins the
+    remoting port (a free one otherwise); ``store`` defaults to ``tmp/store``; ``env`` is added to
+    the broker's environment.
+    """
+
+    def __init__(self, tmp: Path, extra_conf: str = "", *, flush_disk_type: str = "ASYNC_FLUSH",
+                 listen_host: str = "127.0.0.1", publish_host: str = "127.0.0.1", listen_port: int | None = None,
+                 store: Path | None = None, env: Mapping[str, str] | None = None) -> None:
         self.tmp = tmp
-        self.listen_port, self.namesrv_port, self.http_port = _free_port(), _free_port(), _free_port()
+        self.listen_host = listen_host
+        self.store = store or tmp / "store"
+        self.env = dict(env or {})
+        self.listen_port = listen_port or free_port(listen_host)
+        self.namesrv_port, self.http_port = free_port(listen_host), free_port(listen_host)
         self.conf = tmp / "broker.conf"
         self.conf.write_text(
-            "brokerClusterName=TestCluster\nbrokerName=broker-a\nbrokerIP1=127.0.0.1\n"
-            f"storePathRootDir={tmp / 'store'}\nflushDiskType={flush_disk_type}\n"
+            f"brokerClusterName=TestCluster\nbrokerName=broker-a\nbrokerIP1={publish_host}\n"
+            f"listenHost={listen_host}\nstorePathRootDir={self.store}\nflushDiskType={flush_disk_type}\n"
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
             "mappedFileSizeCommitLog=131072\n" + extra_conf  # small segments: data spans several files
         )
-        self.proc: subprocess.Popen[str] | None = None
+        self.process: BrokerProcess | None = None
 
     @property
     def namesrv(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
+        return f"{self.listen_host}:{self.namesrv_port}"
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.listen_port}"
+        return f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def proc(self) -> subprocess.Popen[str]:
+        assert self.process is not None, "broker not started"
+        return self.process.proc
+
+    @property
+    def log_path(self) -> Path:
+        assert self.process is not None, "broker not started"
+        return self.process.log_path
+
+    def log_text(self) -> str:
+        return self.process.log_text() if self.process is not None else ""
+
+    def metrics(self) -> str:
+        """The broker's /metrics page (Prometheus text)."""
+        with urllib.request.urlopen(f"http://{self.listen_host}:{self.http_port}/metrics", timeout=10) as resp:
+            return str(resp.read().decode())
 
     def start(self) -> None:
-        env = {**os.environ, "HOME": str(self.tmp / "home")}
-        self.stderr = open(self.tmp / f"broker-{time.monotonic_ns()}.log", "w")  # noqa: SIM115 closed in stop
-        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(self.conf)],
-                                     cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 60
-        for line in self.proc.stdout:
-            if line.strip() == "ready":
-                return
-            if time.monotonic() > deadline:
-                break
-        raise AssertionError(f"broker did not become ready: see {self.tmp}/broker-*.log")
+        """Start and wait for ``ready``; each start logs to a file of its own (restarts keep earlier logs)."""
+        log = self.tmp / f"broker-{time.monotonic_ns()}.log"
+        self.process = BrokerProcess(["-c", str(self.conf)], log, {"HOME": str(self.tmp / "home"), **self.env})
+        self.process.wait_ready()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=60)
-        self.stderr.close()
-        return code
+        assert self.process is not None, "broker not started"
+        return self.process.stop(sig)
 
 
 @pytest.fixture(scope="module")

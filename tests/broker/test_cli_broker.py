@@ -3,66 +3,31 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import BrokerProcess, free_port
 from conftest import RawClient
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+def run_broker(tmp_path: Path, args: list[str]) -> BrokerProcess:
+    """``rocketstore broker ARGS`` logging under ``tmp_path``, whose ``home`` is its HOME (BrokerProcess's
+    default), so the default store directory ~/store is ``tmp_path/home/store``."""
+    return BrokerProcess(args, tmp_path / f"broker-{time.monotonic_ns()}.log")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class BrokerProcess:
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", *args], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.stderr = ""
-        self._ready = threading.Event()
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if line.strip() == "ready":
-                self._ready.set()
-
-    def wait_ready(self, timeout: float = 30.0) -> dict[str, str]:
-        if not self._ready.wait(timeout):
-            self.proc.kill()
-            _, err = self.proc.communicate(timeout=10)
-            raise AssertionError(f"broker not ready; stdout={self.lines} stderr={err}")
-        return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in self.lines if " " in line}
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        _, self.stderr = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    yield {**os.environ, "HOME": str(tmp_path / "home")}
+def exit_code(broker: BrokerProcess, timeout: float = 60) -> int:
+    """Wait for a broker that is expected to exit by itself."""
+    broker.proc.wait(timeout)
+    return broker.stop()
 
 
 def _port(address: str) -> int:
@@ -71,14 +36,14 @@ def _port(address: str) -> int:
     return int(match.group(1))
 
 
-def test_broker_command_serves_and_stops_cleanly(tmp_path: Path, env: dict[str, str]) -> None:
+def test_broker_command_serves_and_stops_cleanly(tmp_path: Path) -> None:
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=cli-broker\nbrokerIP1=127.0.0.1\nmappedFileSizeCommitLog=262144\n"
                     "flushConsumerOffsetInterval=60000\nserverWorkerThreads=8\n")
     ns_port, http_port = free_port(), free_port()
-    broker = BrokerProcess(["-c", str(conf), "--store-dir", str(store), "--listen-port", "0", "--host", "127.0.0.1",
-                            "--namesrv-port", str(ns_port), "--http-port", str(http_port)], env)
+    broker = run_broker(tmp_path, ["-c", str(conf), "--store-dir", str(store), "--listen-port", "0", "--host",
+                                   "127.0.0.1", "--namesrv-port", str(ns_port), "--http-port", str(http_port)])
     try:
         listening = broker.wait_ready()
         assert listening["store"] == str(store)
@@ -104,25 +69,24 @@ def test_broker_command_serves_and_stops_cleanly(tmp_path: Path, env: dict[str, 
         assert "brokerName=cli-broker\n" in config
         client.close()
     finally:
-        code = broker.terminate()
-    assert code == 0, broker.stderr
+        code = broker.stop()
+    assert code == 0, broker.log_text()
     assert not (store / "abort").exists()
     offsets = json.loads((store / "config" / "consumerOffset.json").read_text())
     assert offsets["offsetTable"]["TBW102@CG"] == {"0": 0}
-    assert "serverWorkerThreads" in broker.stderr  # unknown key logged, not fatal
+    assert "serverWorkerThreads" in broker.log_text()  # unknown key logged, not fatal
 
 
-def test_sigint_also_stops_cleanly(tmp_path: Path, env: dict[str, str]) -> None:
+def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:
     store = tmp_path / "s"
-    broker = BrokerProcess(["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
-                            "--http-port", "0", "--host", "127.0.0.1"], env)
+    broker = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
+                                   "--http-port", "0", "--host", "127.0.0.1"])
     try:
         listening = broker.wait_ready()
         assert "namesrv" not in listening and "http" not in listening
     finally:
-        broker.proc.send_signal(signal.SIGINT)
-        broker.proc.communicate(timeout=30)
-    assert broker.proc.returncode == 0
+        code = broker.stop(signal.SIGINT)
+    assert code == 0, broker.log_text()
     assert not (store / "abort").exists()
 
 
@@ -135,10 +99,10 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def test_no_arguments_uses_home_store_and_default_ports(tmp_path: Path, env: dict[str, str]) -> None:
+def test_no_arguments_uses_home_store_and_default_ports(tmp_path: Path) -> None:
     if not all(_port_free(p) for p in (10911, 9876, 10925)):
         pytest.skip("a default port (10911, 9876 or 10925) is in use on this machine")
-    broker = BrokerProcess([], env)
+    broker = run_broker(tmp_path, [])
     try:
         listening = broker.wait_ready()
         assert listening["store"] == str(tmp_path / "home" / "store")
@@ -146,33 +110,31 @@ def test_no_arguments_uses_home_store_and_default_ports(tmp_path: Path, env: dic
         assert listening["namesrv"] == "0.0.0.0:9876"
         assert listening["http"] == "0.0.0.0:10925"
     finally:
-        code = broker.terminate()
-    assert code == 0, broker.stderr
+        code = broker.stop()
+    assert code == 0, broker.log_text()
     assert (tmp_path / "home" / "store" / "config" / "topics.json").is_file()
     assert not (tmp_path / "home" / "store" / "abort").exists()
 
 
-def test_bad_config_exits_2(tmp_path: Path, env: dict[str, str]) -> None:
+def test_bad_config_exits_2(tmp_path: Path) -> None:
     conf = tmp_path / "bad.conf"
     conf.write_text("listenPort=ten\n")
-    result = subprocess.run([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(conf)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
-    assert "listenPort" in result.stderr
+    broker = run_broker(tmp_path, ["-c", str(conf)])
+    assert exit_code(broker) == 2
+    assert "listenPort" in broker.log_text()
 
 
-def test_store_in_use_exits_2(tmp_path: Path, env: dict[str, str]) -> None:
+def test_store_in_use_exits_2(tmp_path: Path) -> None:
     store = tmp_path / "locked"
-    first = BrokerProcess(["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
-                           "--http-port", "0", "--host", "127.0.0.1"], env)
+    first = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
+                                  "--http-port", "0", "--host", "127.0.0.1"])
     try:
         first.wait_ready()
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-m", "rocketstore.cli", "broker", "--store-dir", str(store),
-                                 "--listen-port", "0", "--namesrv-port", "0", "--http-port", "0"],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-        assert result.returncode == 2, result.stderr
-        assert "cannot start" in result.stderr
+        second = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
+                                       "--http-port", "0"])
+        assert exit_code(second) == 2, second.log_text()
+        assert "cannot start" in second.log_text()
         assert time.monotonic() - started < 30
     finally:
-        assert first.terminate() == 0
+        assert first.stop() == 0

@@ -20,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BROKER_NAMESPACE, BROKER_STORE, ROOT, STORAGE_CLASS, free_port, wait_until
+from broker_process import Broker
+from conftest import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from kubernetes import client
+from tool_support import require_tool
+
+from rocketstore.client.admin import BrokerAdmin
 
 pytestmark = pytest.mark.integration
 
@@ -34,50 +38,33 @@ KWOK = {"nodeSelector": {"type": "kwok"},
 
 @pytest.fixture(scope="module")
 def broker(broker_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    admin_mod = pytest.importorskip("rocketstore.client.admin", reason="BrokerAdmin not available yet")
     work = tmp_path_factory.mktemp("broker")
-    namesrv, http = free_port(), free_port()
     # the store on its own small tmpfs, so the adaptive test can fill and free a real filesystem
     (work / "store").mkdir()
     tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STORE_FS}", "tmpfs", str(work / "store")],
                            capture_output=True).returncode == 0
-    conf = work / "broker.conf"
-    conf.write_text("\n".join([
-        "brokerClusterName=rsb", f"brokerName={BROKER_STORE}-0", "listenHost=127.0.0.1",
-        f"listenPort={broker_port}", f"namesrvListenPort={namesrv}", f"httpListenPort={http}",
-        f"storePathRootDir={work / 'store'}", f"mappedFileSizeCommitLog={SEGMENT}",
+    b = Broker(work, "\n".join([
+        "brokerClusterName=rsb", f"brokerName={BROKER_STORE}-0", f"mappedFileSizeCommitLog={SEGMENT}",
         "mappedFileSizeConsumeQueue=20000", "maxHashSlotNum=100", "maxIndexNum=400",
-        "cleanResourceInterval=1000", "fileReservedTime=72",
-        f"deleteWhen={(datetime.datetime.now().hour + 12) % 24:02d}", ""]))
-    log = work / "broker.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(conf)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
-    addr = f"127.0.0.1:{broker_port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"broker exited {proc.returncode}: {log.read_text()[-2000:]}")
-        with admin_mod.BrokerAdmin(addr, timeout=2) as a:
-            return bool(a.get_runtime_info())
-
-    wait_until("broker answering admin requests", up, 60)
+        "cleanResourceInterval=1000", "fileReservedTime=72", f"deleteWhen={_hour_far_away()}", ""]),
+        listen_port=broker_port)
     try:
-        yield {"addr": addr, "namesrv": f"127.0.0.1:{namesrv}", "store": work / "store", "admin": admin_mod,
-               "log": log, "tmpfs": tmpfs}
+        b.start()
+        yield {"addr": b.addr, "namesrv": b.namesrv, "store": b.store, "tmpfs": tmpfs}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if b.process is not None:
+            b.stop()
         if tmpfs:
             subprocess.run(["umount", str(work / "store")], check=False)
 
 
+def _hour_far_away() -> str:
+    """A ``deleteWhen`` hour 12 h from now: the broker's own daily deletion never runs in a test."""
+    return f"{(datetime.datetime.now().hour + 12) % 24:02d}"
+
+
 def broker_config(broker: dict[str, Any]) -> dict[str, str]:
-    with broker["admin"].BrokerAdmin(broker["addr"], timeout=5) as a:
+    with BrokerAdmin(broker["addr"], timeout=5) as a:
         conf: dict[str, str] = a.get_broker_config()
         return conf
 
@@ -108,8 +95,7 @@ def rocketstore(kube: Any, operator_process: Any, broker: dict[str, Any]) -> dic
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": BROKER_STORE},
             "spec": {"brokers": 1, "scheduling": KWOK, "commitLog": {"segmentSize": "64Mi"},
                      "storage": {"segments": 2, "storageClassName": STORAGE_CLASS},
-                     "retention": {"fileReservedTime": 48,
-                                   "deleteWhen": f"{(datetime.datetime.now().hour + 12) % 24:02d}"}}}
+                     "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
     obj: dict[str, Any] = client.CustomObjectsApi(kube).create_namespaced_custom_object(
         G, V, BROKER_NAMESPACE, P, body)
     return obj
@@ -126,7 +112,35 @@ def patch(kube: Any, spec: dict[str, Any]) -> None:
                                                                  {"spec": spec})
 
 
+def set_retention(kube: Any, **retention: Any) -> None:
+    """Replace ``spec.retention`` as a whole (a JSON patch, not a merge), so that each test starts
+    from the retention it names whatever the tests before it set; deleteWhen stays 12 h away."""
+    client.CustomObjectsApi(kube).patch_namespaced_custom_object(
+        G, V, BROKER_NAMESPACE, P, BROKER_STORE,
+        [{"op": "replace", "path": "/spec/retention", "value": {"deleteWhen": _hour_far_away(), **retention}}],
+        _content_type="application/json-patch+json")
+
+
+def wait_for_observations(kube: Any, count: int = 2) -> dict[str, Any]:
+    """Wait until the operator has handled the current spec (``status.observedGeneration`` equals
+    ``metadata.generation``) and then observed the brokers ``count`` more times (each observation
+    stamps ``status.observedAt``, to the second; the timer runs every second); returns the object."""
+    generation = get(kube)["metadata"]["generation"]
+    wait_until(f"the operator at generation {generation}",
+               lambda: get(kube).get("status", {}).get("observedGeneration") == generation, 60)
+    stamps = {get(kube)["status"]["observedAt"]}
+
+    def observed_again() -> dict[str, Any] | None:
+        obj = get(kube)
+        stamps.add(obj["status"]["observedAt"])
+        return obj if len(stamps) > count else None
+
+    found: dict[str, Any] = wait_until(f"{count} more observations", observed_again, 30, interval=0.2)
+    return found
+
+
 def test_retention_reaches_the_broker_live(kube: Any, broker: dict[str, Any], rocketstore: dict[str, Any]) -> None:
+    set_retention(kube, fileReservedTime=48)
     wait_until("broker runs fileReservedTime=48", lambda: broker_config(broker).get("fileReservedTime") == "48", 60)
     obj = wait_until("status shows the applied retention", lambda: (o := get(kube)) and o.get("status", {}).get(
         "brokers") and o["status"]["brokers"][0].get("appliedRetention", {}).get("fileReservedTime") == "48" and o)
@@ -142,17 +156,17 @@ def test_retention_reaches_the_broker_live(kube: Any, broker: dict[str, Any], ro
     wait_until("status applied 1h", lambda: get(kube)["status"]["brokers"][0]["appliedRetention"][
         "fileReservedTime"] == "1")
     # a broker restart (or a human) resetting the value is corrected on the next observation
-    with broker["admin"].BrokerAdmin(broker["addr"], timeout=5) as a:
+    with BrokerAdmin(broker["addr"], timeout=5) as a:
         a.update_broker_config({"fileReservedTime": "99"})
     wait_until("drift corrected", lambda: broker_config(broker).get("fileReservedTime") == "1", 30)
 
 
 def test_adaptive_retention_lowers_then_restores_as_disk_fills_and_frees(
         kube: Any, broker: dict[str, Any], rocketstore: dict[str, Any]) -> None:
-    if not broker["tmpfs"]:
-        pytest.skip("needs a small tmpfs for the broker's store (mount -t tmpfs: root)")
-    patch(kube, {"retention": {"policy": "adaptive", "fileReservedTime": 48, "minFileReservedTime": 6,
-                               "diskSpaceCleanForciblyRatio": 0.85, "adaptiveMargin": 0.05}})
+    require_tool("a tmpfs mount (root)", broker["tmpfs"], "the adaptive test fills and frees a small filesystem "
+                 "under the broker's store (mount -t tmpfs needs root)")
+    set_retention(kube, policy="adaptive", fileReservedTime=48, minFileReservedTime=6,
+                  diskSpaceCleanForciblyRatio=0.85, adaptiveMargin=0.05)
     wait_until("broker back at the spec's 48h", lambda: broker_config(broker).get("fileReservedTime") == "48", 60)
     seen: list[str] = []
 
@@ -188,15 +202,19 @@ def test_adaptive_retention_lowers_then_restores_as_disk_fills_and_frees(
 
 def test_manual_delete_token_runs_once_and_deletes_expired_segments(
         kube: Any, broker: dict[str, Any], rocketstore: dict[str, Any]) -> None:
-    patch(kube, {"retention": {"fileReservedTime": 1}})
+    set_retention(kube, fileReservedTime=1)
     wait_until("broker runs fileReservedTime=1", lambda: broker_config(broker).get("fileReservedTime") == "1", 60)
     t0 = time.monotonic()
     before = fill_and_age(broker)
     print(f"filled {len(before)} segments in {time.monotonic() - t0:.1f}s", file=sys.stderr)
-    time.sleep(3)  # several observations: nothing is deleted without the token (deleteWhen is 12 h away)
+    # the operator observes the broker with expired segments and no token: nothing is deleted
+    # (deleteWhen is 12 h away)
+    wait_for_observations(kube)
     assert segments(broker) == before
 
     patch(kube, {"maintenance": {"deleteExpiredRequest": "t1"}})
+    # the store's first cleanup pass comes 60 s after its start (as in RocketMQ): 90 s covers a
+    # broker started just before this test
     after = wait_until("expired segments deleted", lambda: (s := segments(broker)) and len(s) < len(before) and s, 90)
     assert after[-1] == before[-1]  # the newest (still written) segment stays
     print(f"deleted {len(before) - len(after)} segments after {time.monotonic() - t0:.1f}s", file=sys.stderr)
@@ -206,10 +224,9 @@ def test_manual_delete_token_runs_once_and_deletes_expired_segments(
     assert last["token"] == "t1" and last["result"] == "Requested"
     first_time = last["time"]
 
-    # (the store's first cleanup pass comes 60 s after its start, as in RocketMQ: this test runs last)
-    # the same token again does nothing; the store keeps its remaining files
-    time.sleep(3)
-    assert get(kube)["status"]["brokers"][0]["lastManualDelete"]["time"] == first_time
+    # the same token, observed again, does nothing more
+    obj = wait_for_observations(kube)
+    assert obj["status"]["brokers"][0]["lastManualDelete"]["time"] == first_time
     events = [e for e in client.CoreV1Api(kube).list_namespaced_event(BROKER_NAMESPACE).items
               if e.reason == "ManualDeleteRequested"]
     assert len(events) == 1
