@@ -137,7 +137,7 @@ def test_in_flight_request_fails_fast_when_the_connection_drops_then_reconnects(
     Producer(cluster.namesrv_addr, "PG", client=remoting).send("DropTopic", b"x", queue_id=1)
     cluster.wait_dispatched()
     future = remoting.invoke_future(cluster.broker_addr, _suspended_pull(remoting, "DropTopic", 10_000))  # type: ignore[arg-type]
-    time.sleep(0.2)
+    cluster.handle.wait_held_pulls(1)  # in flight: the broker holds it
     _close_server_side(cluster)
     started = time.monotonic()
     with pytest.raises(RemotingConnectError) as info:
