@@ -9,22 +9,15 @@ import time
 import pytest
 from conftest import BrokerHandle, RawClient
 
-from rocketstore.broker.processor.admin import decode_message_queue_table, encode_message_queue_table
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import Message
+from rocketstore.remoting.body import ConsumeStatsBody, OffsetWrapperData, TopicOffsetData, TopicStatsTable
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData
-
-# -- unit ----------------------------------------------------------------------------------------
+from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData, MessageQueueData
 
 
-def test_message_queue_table_round_trip() -> None:
-    entries = [({"brokerName": "b", "queueId": 0, "topic": "t"}, {"maxOffset": 3}),
-               ({"brokerName": "b", "queueId": 1, "topic": "t{:}"}, {"maxOffset": 5})]
-    text = '{"consumeTps":0.0,"offsetTable":' + encode_message_queue_table(entries) + "}"
-    assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:')
-    assert decode_message_queue_table(text) == {("t", "b", 0): {"maxOffset": 3}, ("t{:}", "b", 1): {"maxOffset": 5}}
-    assert decode_message_queue_table('{"offsetTable":{}}') == {}
+def _mq(topic: str, queue_id: int) -> MessageQueueData:
+    return MessageQueueData(topic=topic, broker_name="broker-a", queue_id=queue_id)
 
 
 # -- over sockets --------------------------------------------------------------------------------
@@ -147,11 +140,13 @@ def test_topic_stats(broker: BrokerHandle, client: RawClient) -> None:
     _put(broker, "Stats", 1, 4)
     resp = client.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Stats"})
     assert resp.code == ResponseCode.SUCCESS
-    table = decode_message_queue_table(resp.body.decode())
-    assert table[("Stats", "broker-a", 0)] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
-    q1 = table[("Stats", "broker-a", 1)]
-    assert (q1["minOffset"], q1["maxOffset"]) == (0, 4)
-    assert q1["lastUpdateTimestamp"] >= before - 1000
+    assert resp.body.startswith(b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"Stats"}:'
+                                b'{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0},')
+    table = TopicStatsTable.decode(resp.body).offset_table
+    assert table[_mq("Stats", 0)] == TopicOffsetData(min_offset=0, max_offset=0, last_update_timestamp=0)
+    q1 = table[_mq("Stats", 1)]
+    assert (q1.min_offset, q1.max_offset) == (0, 4)
+    assert q1.last_update_timestamp >= before - 1000
     missing = client.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
@@ -165,15 +160,16 @@ def test_consume_stats_connection_list_and_consumers_by_topic(broker: BrokerHand
     assert resp.code == ResponseCode.SUCCESS
     text = resp.body.decode()
     assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"Work"}:')
-    table = decode_message_queue_table(text)
-    q0 = table[("Work", "broker-a", 0)]
-    assert (q0["brokerOffset"], q0["consumerOffset"]) == (5, 2)
-    assert q0["lastTimestamp"] > 0
-    assert table[("Work", "broker-a", 1)] == {"brokerOffset": 0, "consumerOffset": 0, "lastTimestamp": 0}
+    assert text.endswith(',{"brokerName":"broker-a","queueId":1,"topic":"Work"}:'
+                         '{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0}}}')
+    table = ConsumeStatsBody.decode(resp.body).offset_table
+    q0 = table[_mq("Work", 0)]
+    assert (q0.broker_offset, q0.consumer_offset) == (5, 2)
+    assert q0.last_timestamp > 0
+    assert table[_mq("Work", 1)] == OffsetWrapperData(broker_offset=0, consumer_offset=0, last_timestamp=0)
     # without a topic: every topic the group has offsets for
-    all_topics = decode_message_queue_table(client.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG"})
-                                            .body.decode())
-    assert set(all_topics) == set(table)
+    all_topics = ConsumeStatsBody.decode(client.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG"}).body)
+    assert set(all_topics.offset_table) == set(table)
 
     assert client.call(RequestCode.GET_CONSUMER_CONNECTION_LIST,
                        {"consumerGroup": "CG"}).code == ResponseCode.CONSUMER_NOT_ONLINE

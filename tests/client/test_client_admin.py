@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from rocketstore.client import BrokerAdmin, MessageQueue, MQAdmin, Producer, PullConsumer, RemotingClient, RemotingError
-from rocketstore.client.admin import loads_fastjson
 from rocketstore.remoting.codes import ResponseCode
 
 pytestmark = pytest.mark.integration
@@ -152,13 +151,3 @@ def test_cluster_list(cluster: Any, admin: MQAdmin) -> None:
     assert info.cluster_addr_table == {"DefaultCluster": ["broker-a"]}
     assert info.broker_addr_table["broker-a"].broker_addrs == {0: cluster.broker_addr}
     assert admin.master_addrs() == [cluster.broker_addr]
-
-
-def test_loads_fastjson_object_and_number_keys() -> None:
-    text = '{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"t"}:{"maxOffset":3}},"ids":{0:"a"},"x":[1, 2.5]}'
-    parsed = loads_fastjson(text)
-    ((key, value),) = parsed["offsetTable"].items()
-    assert dict(key) == {"brokerName": "b", "queueId": 1, "topic": "t"} and value == {"maxOffset": 3}
-    assert parsed["ids"] == {0: "a"} and parsed["x"] == [1, 2.5]
-    with pytest.raises(ValueError):
-        loads_fastjson('{"a":1')

@@ -8,9 +8,10 @@
              remoting (stop accepting, let in-flight requests finish within a grace period),
              persist offsets and tables, shut the store down (flush, checkpoint, remove ``abort``)
 
-Processors live in ``rocketstore.broker.processor``; each module exposes ``register(broker)`` that
-adds its handlers to ``broker.remoting`` by request code (``processor.PROCESSOR_MODULES`` lists
-them). They reach shared state only through the attributes documented here.
+Processors live in ``rocketstore.broker.processor``, one RequestProcessor class per module, whose
+``handlers()`` :meth:`BrokerController.register_processors` registers by request code. They, the
+name-server role and the HTTP side port see the controller as a ``BrokerContext``
+(broker_context.py): the attributes and methods documented here, nothing of this module.
 
 Config tables. ``topics.json`` and ``subscriptionGroup.json`` are written whenever they change
 (in a worker thread, coalesced), ``consumerOffset.json`` every ``flushConsumerOffsetInterval``
@@ -22,16 +23,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
+from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
+from rocketstore.broker.http_server import HttpServer
+from rocketstore.broker.namesrv import NameServer
+from rocketstore.broker.processor.admin import AdminBrokerProcessor
+from rocketstore.broker.processor.client import ClientManageProcessor
+from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
+from rocketstore.broker.processor.lock import LockBatchProcessor
+from rocketstore.broker.processor.pull import PullMessageProcessor
+from rocketstore.broker.processor.query import QueryMessageProcessor
+from rocketstore.broker.processor.send import SendMessageProcessor
+from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
@@ -58,15 +69,8 @@ from rocketstore.store.config_manager import (
 from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.message_store import DefaultMessageStore
 
-if TYPE_CHECKING:
-    from rocketstore.broker.http_server import HttpServer
-    from rocketstore.broker.namesrv import NameServer
-
 log = logging.getLogger(__name__)
 
-#: MQVersion.CURRENT_VERSION of RocketMQ 4.9.8 (Version.V4_9_8.ordinal()) and its name.
-BROKER_VERSION: Final = 409
-BROKER_VERSION_DESC: Final = "V4_9_8"
 #: Consumer groups every broker has (SubscriptionGroupManager.init).
 SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                         "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
@@ -80,7 +84,7 @@ def _now_ms() -> int:
 
 
 class BrokerController:
-    """Owns every broker-wide object; processors receive it in ``register(broker)``.
+    """Owns every broker-wide object; processors receive it as their ``BrokerContext``.
 
     Attributes processors may use:
       ``broker_config`` / ``store_config``   the parsed broker.conf (read at use: live-updatable)
@@ -90,7 +94,7 @@ class BrokerController:
       ``topic_config_manager``, ``subscription_group_manager``, ``consumer_offset_manager``
       ``consumer_manager`` / ``producer_manager``  online client groups (client_manager.py), e.g.
                                               ``consumer_manager.find_subscription_data(group, topic)``
-      ``remoting``                            the RemotingServer (register handlers)
+      ``remoting``                            the RemotingServer (its connections, ``on_disconnect``)
       ``loop``                                the asyncio loop the broker runs on
       ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
                                               the loop when dispatch makes messages visible;
@@ -99,8 +103,12 @@ class BrokerController:
       ``shutdown_listeners``                  callables run on the loop first thing in ``stop()``
                                               (e.g. release held long-polling requests)
 
+      ``config_version``, ``start_time_ms``   the configuration's DataVersion; when serving began
+      ``ready`` / ``stopping``, ``broker_addr``
+
     Methods processors may use: :meth:`topic_config_for_send`, :meth:`create_topic_in_send_back`,
-    :meth:`subscription_group`, :meth:`is_system_topic`, :meth:`tables_changed`.
+    :meth:`subscription_group`, :meth:`is_system_topic`, :meth:`tables_changed`,
+    :meth:`all_config_properties`, :meth:`update_config`, :meth:`add_gauge`.
     """
 
     def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
@@ -112,7 +120,7 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
         self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port)
-        self.message_arriving_listeners: list[Callable[[str, int, int, int], None]] = []
+        self.message_arriving_listeners: list[MessageArrivingListener] = []
         # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)
         self._arrived: dict[tuple[str, int], tuple[int, int]] = {}
         self._arrived_lock = threading.Lock()
@@ -125,6 +133,8 @@ class BrokerController:
         self.remoting.on_disconnect.append(self._on_disconnect)
         self.namesrv: NameServer | None = None
         self.http: HttpServer | None = None
+        if broker_config.http_listen_port > 0:  # before start: processors add gauges when registered
+            self.http = HttpServer(self, broker_config.listen_host, broker_config.http_listen_port)
         #: the configuration's version, bumped by every live update (GET_BROKER_CONFIG's header)
         self.config_version = DataVersion()
         self.channel_expired_timeout_ms = CHANNEL_EXPIRED_TIMEOUT_MS
@@ -146,10 +156,7 @@ class BrokerController:
         """Bring the broker up; raises (with everything it opened closed again) if it cannot."""
         self.loop = asyncio.get_running_loop()
         try:
-            if self.broker_config.http_listen_port > 0:
-                from rocketstore.broker.http_server import HttpServer
-
-                self.http = HttpServer(self, self.broker_config.listen_host, self.broker_config.http_listen_port)
+            if self.http is not None:
                 await self.http.start()
             await asyncio.to_thread(self._load_tables)
             await asyncio.to_thread(self.store.load)
@@ -158,8 +165,6 @@ class BrokerController:
             await self.remoting.start()
             self.store_host = HostAddress(self.store_host.host, self.remoting.port)
             if self.broker_config.namesrv_listen_port > 0:
-                from rocketstore.broker.namesrv import NameServer
-
                 self.namesrv = NameServer(self, self.broker_config.listen_host, self.broker_config.namesrv_listen_port)
                 await self.namesrv.start()
         except BaseException:
@@ -216,12 +221,26 @@ class BrokerController:
         log.info("broker %s stopped", self.broker_config.broker_name)
 
     def register_processors(self) -> None:
-        """Import every module of ``processor.PROCESSOR_MODULES`` and call its ``register(self)``."""
-        from rocketstore.broker.processor import PROCESSOR_MODULES
+        """Build every request processor and register its handlers by request code."""
+        processors: list[RequestProcessor] = [
+            ClientManageProcessor(self),
+            AdminBrokerProcessor(self),
+            SendMessageProcessor(self),
+            PullMessageProcessor(self),
+            ConsumerOffsetProcessor(self),
+            QueryMessageProcessor(self),
+            ConsumerSendMsgBackProcessor(self),
+            LockBatchProcessor(),
+        ]
+        for processor in processors:
+            for code, handler in processor.handlers().items():
+                self.remoting.register(code, handler)
 
-        for name in PROCESSOR_MODULES:
-            module = importlib.import_module(name)
-            module.register(self)
+    def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """Publish ``read()`` as a /metrics gauge (for state a processor owns); a no-op without
+        an HTTP port."""
+        if self.http is not None:
+            self.http.add_gauge(name, doc, read)
 
     # -- config tables -------------------------------------------------------------------------
     def _load_tables(self) -> None:

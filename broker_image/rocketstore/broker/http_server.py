@@ -33,15 +33,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
+from rocketstore.broker.broker_context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,7 @@ _READ_TIMEOUT_S = 10.0
 class BrokerCollector(Collector):
     """Reads the broker's and store's state when Prometheus scrapes."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
 
@@ -92,16 +90,16 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("rocketstore_disk_usage_ratio", "Used fraction of the CommitLog's disk",
                                 value=store.disk_usage_ratio())
         yield GaugeMetricFamily("rocketstore_disk_full", "1 when the store refuses writes for lack of disk",
-                                value=int(store.running_flags.disk_full))
+                                value=int(store.disk_full))
         deleted = CounterMetricFamily("rocketstore_deleted_files", "Store files deleted, by cause", labels=["cause"])
+        # the stats service is the store's public counter view (RocketMQ's getStoreStatsService)
         for cause, count in sorted(store.stats.deleted_files_by_cause.items()):
             deleted.add_metric([cause], count)
         yield deleted
         max_offsets = GaugeMetricFamily("rocketstore_queue_max_offset", "Next message offset of a consume queue",
                                         labels=["topic", "queue_id"])
-        for topic, queues in sorted(store.consume_queue_table.items()):
-            for queue_id, cq in sorted(queues.items()):
-                max_offsets.add_metric([topic, str(queue_id)], cq.max_offset_in_queue)
+        for (topic, queue_id), max_offset in sorted(store.max_offsets_by_queue().items()):
+            max_offsets.add_metric([topic, str(queue_id)], max_offset)
         yield max_offsets
         lag = GaugeMetricFamily("rocketstore_consumer_lag", "Messages a group has not committed yet",
                                 labels=["group", "topic", "queue_id"])
@@ -116,7 +114,7 @@ class BrokerCollector(Collector):
 class HttpServer:
     """The side listener; ``port`` is the bound port after :meth:`start`."""
 
-    def __init__(self, broker: BrokerController, host: str, port: int) -> None:
+    def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
         self.host = host
         self.port = port

@@ -24,20 +24,26 @@ topic, as RocketMQ's registerBrokerAll does.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, RemotingServer
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.body import TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import BrokerData, ClusterInfo, GetRouteInfoRequestHeader, QueueData, TopicRouteData
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
+from rocketstore.remoting.headers import (
+    BrokerData,
+    ClusterInfo,
+    GetKVConfigRequestHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    QueueData,
+    TopicRouteData,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +55,7 @@ APPLY_TOPIC_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further detai
 class NameServer:
     """Answers name-server requests from the broker's own tables."""
 
-    def __init__(self, broker: BrokerController, host: str, port: int) -> None:
+    def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
         self.server = RemotingServer(host, port)
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info)
@@ -125,7 +131,7 @@ class NameServer:
         return request.response(ResponseCode.SUCCESS, body=_topic_list(self.broker.topic_config_manager.table()))
 
     async def _topics_by_cluster(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        cluster = request.ext_fields.get("cluster", "")
+        cluster = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields).cluster
         topics = self.broker.topic_config_manager.table() if cluster == self.broker.broker_config.broker_cluster_name \
             else []
         return request.response(ResponseCode.SUCCESS, body=_topic_list(topics))
@@ -137,19 +143,15 @@ class NameServer:
         return request.response(ResponseCode.SUCCESS, body=_topic_list(names, self.broker.broker_addr))
 
     async def _kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        namespace = request.ext_fields.get("namespace", "")
-        key = request.ext_fields.get("key", "")
-        return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
+        header = GetKVConfigRequestHeader.from_ext_fields(request.ext_fields)
+        return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {header.namespace} Key: {header.key}")
 
     async def _kv_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        namespace = request.ext_fields.get("namespace", "")
+        namespace = GetKVListByNamespaceRequestHeader.from_ext_fields(request.ext_fields).namespace
         return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
 
 
 def _topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:
-    """RocketMQ's TopicList body: ``{"brokerAddr": ..., "topicList": [...]}`` (null left out)."""
-    body: dict[str, object] = {}
-    if broker_addr is not None:
-        body["brokerAddr"] = broker_addr
-    body["topicList"] = sorted(set(topics))
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    """A TopicList body of ``topics`` (sorted, once each)."""
+    return TopicList(topic_list=sorted(set(topics)), broker_addr=broker_addr).encode()

@@ -6,18 +6,16 @@ name servers, with the same request codes, headers and bodies as MQClientAPIImpl
   command goes to, as mqadmin's sub-commands do, and it hands out :class:`BrokerAdmin` objects.
 
 Bodies: broker config is Java properties text (``key=value\\n``, MixAll.properties2String);
-runtime info a KVTable ``{"table":{...}}``; topic stats a TopicStatsTable and consume stats a
-ConsumeStats, whose ``offsetTable`` maps a MessageQueue *object* to its offsets — fastjson
-writes object keys, which standard JSON cannot, so :func:`loads_fastjson` reads them.
+runtime info, topic stats and consume stats are the protocol package's bodies
+(:mod:`rocketstore.remoting.body`), which the broker encodes with; this module turns them into
+the results below.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from rocketstore.client.consumer import PullConsumer, PullResult, decode_messages
 from rocketstore.client.remoting_client import (
@@ -35,11 +33,17 @@ from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import KEY_SEPARATOR, StoredMessage, decode_message_id
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketstore.remoting.body import ConsumeStatsBody, KVTable, TopicStatsTable
 from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.headers import (
     ClusterInfo,
     CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     Header,
+    JsonBody,
+    MessageQueueData,
     QueryMessageRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
@@ -53,107 +57,25 @@ __all__ = [
     "MQAdmin",
     "OffsetWrapper",
     "TopicOffset",
-    "loads_fastjson",
 ]
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 JAVA_LONG_MAX = 2**63 - 1
 DEFAULT_QUERY_MAX_NUM = 64
 
-
-# -- fastjson with object keys -----------------------------------------------------------------
-
-_DECODER = json.JSONDecoder()
-_WS = " \t\r\n"
+B = TypeVar("B", bound=JsonBody)
 
 
-def loads_fastjson(text: str) -> Any:
-    """JSON plus fastjson's map keys that are numbers or objects. An object key becomes a
-    sorted tuple of its items (hashable), a number key an int."""
-    value, pos = _value(text, _skip(text, 0))
-    if _skip(text, pos) != len(text):
-        raise ValueError(f"extra data at character {pos}")
-    return value
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WS:
-        pos += 1
-    return pos
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-def _value(text: str, pos: int) -> tuple[Any, int]:
-    if pos >= len(text):
-        raise ValueError("unexpected end of JSON")
-    ch = text[pos]
-    if ch == "{":
-        obj: dict[Any, Any] = {}
-        pos = _skip(text, pos + 1)
-        if text[pos : pos + 1] == "}":
-            return obj, pos + 1
-        while True:
-            key, pos = _value(text, _skip(text, pos))
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] != ":":
-                raise ValueError(f"expected ':' at character {pos}")
-            item, pos = _value(text, _skip(text, pos + 1))
-            obj[_hashable(key)] = item
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] == ",":
-                pos = _skip(text, pos + 1)
-                continue
-            if text[pos : pos + 1] == "}":
-                return obj, pos + 1
-            raise ValueError(f"expected ',' or '}}' at character {pos}")
-    if ch == "[":
-        arr: list[Any] = []
-        pos = _skip(text, pos + 1)
-        if text[pos : pos + 1] == "]":
-            return arr, pos + 1
-        while True:
-            item, pos = _value(text, _skip(text, pos))
-            arr.append(item)
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] == ",":
-                pos += 1
-                continue
-            if text[pos : pos + 1] == "]":
-                return arr, pos + 1
-            raise ValueError(f"expected ',' or ']' at character {pos}")
-    value, end = _DECODER.raw_decode(text, pos)
-    return value, end
-
-
-def _mq_of(key: Any) -> MessageQueue:
-    if isinstance(key, tuple):
-        fields = dict(key)
-    elif isinstance(key, str) and key.startswith("{"):
-        fields = json.loads(key)
-    else:
-        raise ValueError(f"offset table key {key!r} is not a MessageQueue")
-    return MessageQueue(str(fields["topic"]), str(fields["brokerName"]), int(fields["queueId"]))
-
-
-def _offset_table(body: bytes, what: str) -> tuple[dict[Any, Any], Any]:
+def _decode(cls: type[B], body: bytes) -> B:
+    """A body of the broker's answer; one that does not decode is a client error naming it."""
     try:
-        parsed = loads_fastjson(body.decode())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RemotingClientError(f"{what} body does not parse: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise RemotingClientError(f"{what} body is not an object")
-    table = parsed.get("offsetTable") or {}
-    if not isinstance(table, dict):
-        raise RemotingClientError(f"{what}.offsetTable is not an object")
-    return table, parsed
+        return cls.decode(body)
+    except ProtocolError as exc:
+        raise RemotingClientError(str(exc)) from None
+
+
+def _mq(data: MessageQueueData) -> MessageQueue:
+    return MessageQueue(data.topic, data.broker_name, data.queue_id)
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -191,22 +113,6 @@ class ConsumeStats:
     @property
     def diff_total(self) -> int:
         return sum(o.diff for o in self.offsets)
-
-
-# Headers of requests remoting.headers does not cover (RocketMQ field names).
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class GetTopicStatsInfoRequestHeader(Header):
-    LABEL: ClassVar[str] = "GET_TOPIC_STATS_INFO"
-    topic: str
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class GetConsumeStatsRequestHeader(Header):
-    LABEL: ClassVar[str] = "GET_CONSUME_STATS"
-    consumer_group: str
-    topic: str | None = None
 
 
 # -- one broker --------------------------------------------------------------------------------
@@ -249,9 +155,7 @@ class BrokerAdmin:
     def get_runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the KVTable's ``table``."""
         body = self._call(RequestCode.GET_BROKER_RUNTIME_INFO).body
-        parsed = loads_fastjson(body.decode()) if body else {}
-        table = parsed.get("table", {}) if isinstance(parsed, dict) else {}
-        return {str(k): str(v) for k, v in table.items()}
+        return _decode(KVTable, body).table if body else {}
 
     def delete_expired_commit_log(self) -> bool:
         """DELETE_EXPIRED_COMMITLOG (329): ask the broker to run its expired-file cleanup now."""
@@ -270,19 +174,18 @@ class BrokerAdmin:
     def topic_stats(self, topic: str) -> list[TopicOffset]:
         """GET_TOPIC_STATS_INFO: min/max offset and last update of each queue on this broker."""
         body = self._call(RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic)).body
-        table, _ = _offset_table(body, "TopicStatsTable")
-        out = [TopicOffset(_mq_of(k), int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)),
-                           int(v.get("lastUpdateTimestamp", 0))) for k, v in table.items()]
+        table = _decode(TopicStatsTable, body).offset_table
+        out = [TopicOffset(_mq(mq), v.min_offset, v.max_offset, v.last_update_timestamp) for mq, v in table.items()]
         return sorted(out, key=lambda t: t.queue)
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS: the group's offsets against the broker's, per queue."""
         body = self._call(RequestCode.GET_CONSUME_STATS,
                           GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)).body
-        table, parsed = _offset_table(body, "ConsumeStats")
-        offsets = [OffsetWrapper(_mq_of(k), int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
-                                 int(v.get("lastTimestamp", 0))) for k, v in table.items()]
-        return ConsumeStats(sorted(offsets, key=lambda o: o.queue), float(parsed.get("consumeTps", 0) or 0))
+        stats = _decode(ConsumeStatsBody, body)
+        offsets = [OffsetWrapper(_mq(mq), v.broker_offset, v.consumer_offset, v.last_timestamp)
+                   for mq, v in stats.offset_table.items()]
+        return ConsumeStats(sorted(offsets, key=lambda o: o.queue), stats.consume_tps)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the broker's queue offset for store time ``timestamp_ms``.
@@ -314,8 +217,7 @@ class BrokerAdmin:
         """QUERY_MESSAGE by index key; QUERY_NOT_FOUND is an empty list. The index matches by hash,
         so the messages are checked here as MQAdminImpl.queryMessage does."""
         header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin,
-                                           end_timestamp=end).to_ext_fields()
-        header[UNIQUE_MSG_QUERY_FLAG] = "true" if unique_key else "false"
+                                           end_timestamp=end, unique_key_query=unique_key)
         response = self._call(RequestCode.QUERY_MESSAGE, header,
                               accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if response.code == ResponseCode.QUERY_NOT_FOUND or not response.body:

@@ -1,14 +1,7 @@
-"""Request processors. Each module listed here exposes ``register(broker)``, which adds its
-handlers to ``broker.remoting`` by request code; ``BrokerController.register_processors`` imports
-them in this order. Keep one module per line (several engineers append here)."""
+"""Request processors, one module per family of request codes.
 
-PROCESSOR_MODULES: tuple[str, ...] = (
-    "rocketstore.broker.processor.client",
-    "rocketstore.broker.processor.admin",
-    "rocketstore.broker.processor.send",
-    "rocketstore.broker.processor.pull",
-    "rocketstore.broker.processor.consumer_offset",
-    "rocketstore.broker.processor.query",
-    "rocketstore.broker.processor.send_back",
-    "rocketstore.broker.processor.lock",
-)
+Every processor has one shape (:class:`rocketstore.broker.broker_context.RequestProcessor`): a
+class built from the :class:`~rocketstore.broker.broker_context.BrokerContext` it needs, whose
+``handlers()`` maps request codes to handlers; ``BrokerController.register_processors`` builds
+them and registers those handlers. Processors never import the controller's module.
+"""

@@ -17,11 +17,8 @@
                                       lastTimestamp; consumeTps (always 0: no per-group TPS kept)
     GET_CONSUMER_CONNECTION_LIST (203), QUERY_TOPIC_CONSUME_BY_WHO (300)
 
-Bodies are fastjson text. TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``,
-which fastjson writes with the key *object* in key position, not a string:
-``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,...}}}``.
-That is not JSON, but it is what RocketMQ's admin tools parse, so it is what we send;
-:func:`decode_message_queue_table` reads it back.
+Headers and bodies are the protocol package's (:mod:`rocketstore.remoting.headers`,
+:mod:`rocketstore.remoting.body`), which the admin client decodes with.
 """
 
 from __future__ import annotations
@@ -29,68 +26,42 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
-from rocketstore.broker.broker import BROKER_VERSION, BROKER_VERSION_DESC
-from rocketstore.broker.server import Connection
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.common.topic_validator import validate_topic
+from rocketstore.remoting.body import (
+    ConnectionData,
+    ConsumerConnectionBody,
+    ConsumeStatsBody,
+    GroupList,
+    KVTable,
+    OffsetWrapperData,
+    TopicOffsetData,
+    TopicStatsTable,
+)
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rocketstore.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    MessageQueueData,
+    QueryTopicConsumeByWhoRequestHeader,
+)
 from rocketstore.store.config import ConfigError
 
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
-
 log = logging.getLogger(__name__)
-
-
-def _compact(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _message_queue(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
-    # fastjson's order: properties sorted by name
-    return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
-
-
-def encode_message_queue_table(entries: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> str:
-    """A fastjson ``Map<MessageQueue, V>``: each key is the MessageQueue object itself."""
-    return "{" + ",".join(f"{_compact(key)}:{_compact(value)}" for key, value in entries) + "}"
-
-
-def decode_message_queue_table(text: str, field: str = "offsetTable") -> dict[tuple[str, str, int], Any]:
-    """Read ``{..., field: {{mq}: value, ...}}`` back: (topic, brokerName, queueId) -> value."""
-    decoder = json.JSONDecoder()
-    marker = f'"{field}":'
-    pos = text.index(marker) + len(marker)
-    out: dict[tuple[str, str, int], Any] = {}
-
-    def skip(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        return i
-
-    pos = skip(pos)
-    if text[pos] != "{":
-        raise ValueError(f"{field} is not an object")
-    pos = skip(pos + 1)
-    while text[pos] != "}":
-        key, pos = decoder.raw_decode(text, pos)
-        pos = skip(pos)
-        if text[pos] != ":":
-            raise ValueError(f"expected ':' at {pos}")
-        value, pos = decoder.raw_decode(text, skip(pos + 1))
-        out[(key["topic"], key["brokerName"], int(key["queueId"]))] = value
-        pos = skip(pos)
-        if text[pos] == ",":
-            pos = skip(pos + 1)
-    return out
 
 
 def _human_bytes(n: int) -> str:
@@ -106,15 +77,35 @@ def _human_bytes(n: int) -> str:
 
 
 class AdminBrokerProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_runtime_info,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+        }
 
     # -- configuration -------------------------------------------------------------------------
     async def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         props = self.broker.all_config_properties()
         body = "".join(f"{key}={value}\n" for key, value in props.items()).encode("utf-8")
-        version = _compact(self.broker.config_version.to_dict())
-        return request.response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=body)
+        # DataVersion as fastjson writes it: compact, fields in its order
+        version_json = json.dumps(self.broker.config_version.to_dict(), separators=(",", ":"))
+        version = GetBrokerConfigResponseHeader(version=version_json)
+        return request.response(ResponseCode.SUCCESS, ext_fields=version.to_ext_fields(), body=body)
 
     async def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
@@ -133,7 +124,7 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     async def get_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS, body=_compact({"table": self.runtime_info()}).encode())
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table=self.runtime_info()).encode())
 
     def runtime_info(self) -> dict[str, str]:
         broker = self.broker
@@ -198,21 +189,20 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=self.broker.topic_config_manager.encode().encode())
 
     async def get_topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        topic = request.ext_fields.get("topic", "")
+        topic = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields).topic
         config = self.broker.topic_config_manager.get(topic)
         if config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = self.broker.store
         name = self.broker.broker_config.broker_name
-        entries = []
+        stats = TopicStatsTable()
         for queue_id in range(config.write_queue_nums):
             low = max(store.get_min_offset_in_queue(topic, queue_id), 0)
             high = max(store.get_max_offset_in_queue(topic, queue_id), 0)
             last = store.get_message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
-            entries.append((_message_queue(topic, name, queue_id),
-                            {"lastUpdateTimestamp": last, "maxOffset": high, "minOffset": low}))
-        body = '{"offsetTable":' + encode_message_queue_table(entries) + "}"
-        return request.response(ResponseCode.SUCCESS, body=body.encode())
+            mq = MessageQueueData(topic=topic, broker_name=name, queue_id=queue_id)
+            stats.offset_table[mq] = TopicOffsetData(min_offset=low, max_offset=high, last_update_timestamp=last)
+        return request.response(ResponseCode.SUCCESS, body=stats.encode())
 
     # -- consumer groups -----------------------------------------------------------------------
     async def update_and_create_subscription_group(self, conn: Connection,
@@ -230,26 +220,26 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=self.broker.subscription_group_manager.encode().encode())
 
     async def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        group = request.ext_fields.get("groupName")
-        if not group:
-            return request.response(ResponseCode.SYSTEM_ERROR, "groupName is missing")
+        header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
+        group = header.group_name
         log.info("DELETE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, group)
         broker = self.broker
         if broker.subscription_group_manager.remove(group) is not None:
             broker.tables_changed(broker.subscription_group_manager)
-        if request.ext_fields.get("removeOffset", "").lower() == "true":
+        if header.remove_offset:
             broker.consumer_offset_manager.remove_group(group)
             broker.tables_changed(broker.consumer_offset_manager)
         return request.response(ResponseCode.SUCCESS)
 
     async def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
-        topic = request.ext_fields.get("topic") or ""
+        header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
+        group = header.consumer_group
+        topic = header.topic or ""
         broker = self.broker
         topics = sorted(broker.consumer_offset_manager.topics_of_group(group)) if not topic.strip() else [topic]
         store = broker.store
         name = broker.broker_config.broker_name
-        entries = []
+        stats = ConsumeStatsBody()
         for t in topics:
             config = broker.topic_config_manager.get(t)
             if config is None:
@@ -264,13 +254,13 @@ class AdminBrokerProcessor:
                 if consumer_offset - 1 >= 0:
                     stamp = store.get_message_store_timestamp(t, queue_id, consumer_offset - 1)
                     last = stamp if stamp > 0 else 0
-                entries.append((_message_queue(t, name, queue_id), {
-                    "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last}))
-        body = '{"consumeTps":0.0,"offsetTable":' + encode_message_queue_table(entries) + "}"
-        return request.response(ResponseCode.SUCCESS, body=body.encode())
+                mq = MessageQueueData(topic=t, broker_name=name, queue_id=queue_id)
+                stats.offset_table[mq] = OffsetWrapperData(broker_offset=broker_offset,
+                                                           consumer_offset=consumer_offset, last_timestamp=last)
+        return request.response(ResponseCode.SUCCESS, body=stats.encode())
 
     async def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
+        group = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields).consumer_group
         info = self.broker.consumer_manager.get(group)
         if info is None:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
@@ -280,42 +270,16 @@ class AdminBrokerProcessor:
                 language = LanguageCode(channel.language).name
             except ValueError:
                 language = LanguageCode.OTHER.name
-            connections.append({"clientAddr": channel.connection.peer, "clientId": channel.client_id,
-                                "language": language, "version": channel.version})
-        subscriptions = ",".join(f"{_compact(t)}:{s.to_json()}" for t, s in info.subscriptions.items())
-        fields: list[tuple[str, str]] = [("connectionSet", _compact(connections))]
-        for key, value in (("consumeFromWhere", info.consume_from_where), ("consumeType", info.consume_type),
-                           ("messageModel", info.message_model)):
-            if value is not None:
-                fields.append((key, _compact(value)))
-        fields.append(("subscriptionTable", "{" + subscriptions + "}"))
-        body = "{" + ",".join(f"{_compact(k)}:{v}" for k, v in fields) + "}"
+            connections.append(ConnectionData(client_id=channel.client_id, client_addr=channel.connection.peer,
+                                              language=language, version=channel.version))
+        body = ConsumerConnectionBody(
+            connection_set=connections, subscription_table=dict(info.subscriptions), consume_type=info.consume_type,
+            message_model=info.message_model, consume_from_where=info.consume_from_where)
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     async def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        topic = request.ext_fields.get("topic", "")
+        topic = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(request.ext_fields).topic
         broker = self.broker
         groups = broker.consumer_manager.groups_of_topic(topic) | broker.consumer_offset_manager.groups_of_topic(topic)
-        return request.response(ResponseCode.SUCCESS, body=_compact({"groupList": sorted(groups)}).encode())
+        return request.response(ResponseCode.SUCCESS, body=GroupList(group_list=sorted(groups)).encode())
 
-
-def register(broker: BrokerController) -> None:
-    p = AdminBrokerProcessor(broker)
-    handlers = {
-        RequestCode.GET_BROKER_CONFIG: p.get_broker_config,
-        RequestCode.UPDATE_BROKER_CONFIG: p.update_broker_config,
-        RequestCode.GET_BROKER_RUNTIME_INFO: p.get_runtime_info,
-        RequestCode.DELETE_EXPIRED_COMMITLOG: p.delete_expired_commit_log,
-        RequestCode.UPDATE_AND_CREATE_TOPIC: p.update_and_create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: p.delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: p.get_all_topic_config,
-        RequestCode.GET_TOPIC_STATS_INFO: p.get_topic_stats,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.update_and_create_subscription_group,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.get_all_subscription_groups,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: p.delete_subscription_group,
-        RequestCode.GET_CONSUME_STATS: p.get_consume_stats,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: p.get_consumer_connection_list,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: p.query_topic_consume_by_who,
-    }
-    for code, handler in handlers.items():
-        broker.remoting.register(code, handler)

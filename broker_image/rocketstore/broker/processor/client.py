@@ -9,10 +9,11 @@ does, so the consumer's route query for the retry topic finds it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.client_manager import ClientChannelInfo
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
@@ -24,9 +25,6 @@ from rocketstore.remoting.headers import (
     HeartbeatData,
     UnregisterClientRequestHeader,
 )
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 # TopicSysFlag.buildSysFlag(false, true): the unit-sub flag a unit-mode consumer's retry topic gets.
 _UNIT_SUB_FLAG = 0x2
@@ -49,8 +47,16 @@ def enum_name(value: str | None, names: tuple[str, ...]) -> str | None:
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {
+            RequestCode.HEART_BEAT: self.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
+        }
 
     async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
@@ -111,10 +117,3 @@ class ClientManageProcessor:
                                     f"The broker does not support consumer to filter message by {expression_type}")
         return request.response(ResponseCode.SUCCESS)
 
-
-def register(broker: BrokerController) -> None:
-    processor = ClientManageProcessor(broker)
-    broker.remoting.register(RequestCode.HEART_BEAT, processor.heartbeat)
-    broker.remoting.register(RequestCode.UNREGISTER_CLIENT, processor.unregister_client)
-    broker.remoting.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, processor.consumer_list)
-    broker.remoting.register(RequestCode.CHECK_CLIENT_CONFIG, processor.check_client_config)

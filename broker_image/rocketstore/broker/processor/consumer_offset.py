@@ -19,9 +19,10 @@ Committed offsets live in memory and are persisted by the broker's periodic flus
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from rocketstore.broker.server import Connection
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
@@ -37,87 +38,80 @@ from rocketstore.remoting.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketstore.store.message_store import DefaultMessageStore
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 
-def first_message_in_disk(store: DefaultMessageStore, topic: str, queue_id: int) -> bool:
-    """RocketMQ's checkInDiskByConsumeOffset(topic, queueId, 0): is the queue's entry 0 far
-    enough behind the CommitLog head that reading it would hit the disk rather than memory?"""
-    cq = store.get_consume_queue(topic, queue_id)
-    entry = cq.entry(0) if cq is not None else None
-    if entry is None:
-        return False
-    memory = store.total_physical_memory * store.config.access_message_in_memory_max_ratio / 100
-    return store.max_phy_offset - entry.commit_log_offset > memory
-
-
-def query_consumer_offset(broker: BrokerController, header: QueryConsumerOffsetRequestHeader) -> int | None:
+def query_consumer_offset(broker: BrokerContext, header: QueryConsumerOffsetRequestHeader) -> int | None:
     """The offset QUERY_CONSUMER_OFFSET answers, or None for QUERY_NOT_FOUND."""
     offset = broker.consumer_offset_manager.query_offset(header.consumer_group, header.topic, header.queue_id)
     if offset >= 0:
         return offset
     store = broker.store
     if (store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0
-            and not first_message_in_disk(store, header.topic, header.queue_id)):
+            and not store.check_in_disk_by_consume_offset(header.topic, header.queue_id, 0)):
         return 0
     return None
 
 
-def register(broker: BrokerController) -> None:
-    store = broker.store
+class ConsumerOffsetProcessor:
+    """Committed and stored offsets (RocketMQ splits these between ConsumerManageProcessor and
+    AdminBrokerProcessor)."""
 
-    async def query_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
+        }
+
+    async def query_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = query_consumer_offset(broker, header)
+        offset = query_consumer_offset(self.broker, header)
         if offset is None:
             return request.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def update_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
-                                                     header.commit_offset)
+        self.broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
+                                                          header.commit_offset)
         return request.response(ResponseCode.SUCCESS)
 
-    async def search_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
+        offset = self.broker.store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def max_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = store.get_max_offset_in_queue(header.topic, header.queue_id)
+        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def min_offset(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
         # RocketMQ creates a missing consume queue on this lookup and answers its min offset, 0
-        offset = max(store.get_min_offset_in_queue(header.topic, header.queue_id), 0)
+        offset = max(self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id), 0)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def earliest_time(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def earliest_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
-        timestamp = store.get_earliest_message_time(header.topic, header.queue_id)
+        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp).to_ext_fields())
 
-    async def all_offsets(conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        if not broker.consumer_offset_manager.offset_table():
+    async def all_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        offsets = self.broker.consumer_offset_manager
+        if not offsets.offset_table():
             return request.response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
-        return request.response(ResponseCode.SUCCESS, body=broker.consumer_offset_manager.encode().encode())
-
-    broker.remoting.register(RequestCode.QUERY_CONSUMER_OFFSET, query_offset)
-    broker.remoting.register(RequestCode.UPDATE_CONSUMER_OFFSET, update_offset)
-    broker.remoting.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_offset)
-    broker.remoting.register(RequestCode.GET_MAX_OFFSET, max_offset)
-    broker.remoting.register(RequestCode.GET_MIN_OFFSET, min_offset)
-    broker.remoting.register(RequestCode.GET_EARLIEST_MSG_STORETIME, earliest_time)
-    broker.remoting.register(RequestCode.GET_ALL_CONSUMER_OFFSET, all_offsets)
+        return request.response(ResponseCode.SUCCESS, body=offsets.encode().encode())

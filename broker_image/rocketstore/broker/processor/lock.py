@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
@@ -34,9 +33,6 @@ from rocketstore.remoting.headers import (
     MessageQueueData,
     UnlockBatchRequestBody,
 )
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 LOCK_MAX_LIVE_TIME_PROPERTY = "rocketmq.broker.rebalance.lockMaxLiveTime"
 DEFAULT_LOCK_MAX_LIVE_TIME_MS = 60_000
@@ -113,19 +109,22 @@ class RebalanceLockManager:
         return entry.client_id
 
 
-def register(broker: BrokerController) -> None:
-    manager = RebalanceLockManager()
+class LockBatchProcessor:
+    """Keeps one lock table per broker; it needs nothing else of the broker."""
 
-    async def lock_batch(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def __init__(self) -> None:
+        self.manager = RebalanceLockManager()
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {RequestCode.LOCK_BATCH_MQ: self.lock_batch, RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch}
+
+    async def lock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)
-        locked = manager.try_lock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
+        locked = self.manager.try_lock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
         answer = LockBatchResponseBody(lock_ok_mq_set=[mq.data() for mq in locked])
         return request.response(ResponseCode.SUCCESS, body=answer.encode())
 
-    async def unlock_batch(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def unlock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.decode(request.body)
-        manager.unlock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
+        self.manager.unlock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
         return request.response(ResponseCode.SUCCESS)
-
-    broker.remoting.register(RequestCode.LOCK_BATCH_MQ, lock_batch)
-    broker.remoting.register(RequestCode.UNLOCK_BATCH_MQ, unlock_batch)

@@ -26,13 +26,9 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from rocketstore.store.message_store import MessageFilter
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
-    from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection
+from rocketstore.store.message_store import DefaultMessageStore, MessageFilter
 
 log = logging.getLogger(__name__)
 
@@ -54,22 +50,19 @@ class HeldPull:
 class PullRequestHoldService:
     """Suspended pulls by (topic, queue id); woken by message arrival, timeout or disconnect."""
 
-    def __init__(self, broker: BrokerController, safety_interval_s: float = SAFETY_INTERVAL_S) -> None:
-        self.broker = broker
+    def __init__(self, store: DefaultMessageStore, safety_interval_s: float = SAFETY_INTERVAL_S) -> None:
+        self.store = store
         self.safety_interval_s = safety_interval_s
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._safety_task: asyncio.Task[None] | None = None
         self._closed = False
-        if broker.http is not None:  # observable state for tests and dashboards: is a pull held yet?
-            broker.http.add_gauge("rocketstore_held_pull_requests", "Long-polling pulls held, waiting for messages",
-                                  lambda: self.held_count)
 
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
 
     def _has_new_message(self, held: HeldPull) -> bool:
-        return self.broker.store.get_max_offset_in_queue(held.topic, held.queue_id) > held.offset
+        return self.store.get_max_offset_in_queue(held.topic, held.queue_id) > held.offset
 
     async def wait_for_message(
         self, conn: Connection, topic: str, queue_id: int, offset: int, message_filter: MessageFilter,
@@ -115,9 +108,7 @@ class PullRequestHoldService:
                 continue
             if not looked_up:
                 looked_up = True
-                cq = self.broker.store.get_consume_queue(topic, queue_id)
-                entry = cq.entry(max_offset - 1) if cq is not None else None
-                tags_code = entry.tags_code if entry is not None else None
+                tags_code = self.store.get_tags_code(topic, queue_id, max_offset - 1)
             if tags_code is None or held.message_filter.is_matched_by_consume_queue(tags_code):
                 _resolve(held.future, True)
 

@@ -40,10 +40,11 @@ hand-off. RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.perm_name import PERM_READ
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -51,9 +52,6 @@ from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageRe
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import GetMessageResult, TagFilter
 from rocketstore.store.status import GetMessageStatus
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 # The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
 MAX_SUSPEND_MS = 15_000
@@ -80,9 +78,25 @@ def response_code_for(status: GetMessageStatus, request_offset: int) -> Response
 
 
 class PullMessageProcessor:
-    def __init__(self, broker: BrokerController, hold_service: PullRequestHoldService) -> None:
+    """The pull path and its long polling.
+
+    The hold service is woken by the broker's message-arrival listeners, drops the pulls of a
+    closed connection and lets every held pull go first thing at shutdown; the processor
+    subscribes it to those three events when it is built, and publishes how many pulls it holds
+    (observable state for tests and dashboards: is a pull held yet?).
+    """
+
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
-        self.hold_service = hold_service
+        self.hold_service = hold = PullRequestHoldService(broker.store)
+        broker.message_arriving_listeners.append(hold.notify_message_arriving)
+        broker.remoting.on_disconnect.append(hold.on_disconnect)
+        broker.shutdown_listeners.append(hold.close)
+        broker.add_gauge("rocketstore_held_pull_requests", "Long-polling pulls held, waiting for messages",
+                         lambda: hold.held_count)
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {RequestCode.PULL_MESSAGE: self.handle}
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -173,11 +187,3 @@ class PullMessageProcessor:
         body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
         return request.response(code, result.status.value, fields, body)
 
-
-def register(broker: BrokerController) -> None:
-    hold_service = PullRequestHoldService(broker)
-    processor = PullMessageProcessor(broker, hold_service)
-    broker.message_arriving_listeners.append(hold_service.notify_message_arriving)
-    broker.remoting.on_disconnect.append(hold_service.on_disconnect)
-    broker.shutdown_listeners.append(hold_service.close)
-    broker.remoting.register(RequestCode.PULL_MESSAGE, processor.handle)

@@ -19,32 +19,28 @@ offset reads one record from the mapped CommitLog and stays on the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from rocketstore.broker.server import Connection
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.message import StoredMessage, decode_record
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
 from rocketstore.store.message_store import DefaultMessageStore
 
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
-
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
-
 
 def read_record(store: DefaultMessageStore, offset: int) -> bytes | None:
     """The raw record starting at CommitLog ``offset``, or None when there is no message there."""
     if offset < 0:
         return None
-    head = store.commit_log.get_message(offset, 4)
+    head = store.select_one_message_by_offset(offset, 4)
     if head is None:
         return None
     size = int.from_bytes(head, "big", signed=True)
     if size <= 0:
         return None
-    data = store.commit_log.get_message(offset, size)
+    data = store.select_one_message_by_offset(offset, size)
     if data is None or not isinstance(decode_record(data, 0, check_crc=False, read_body=False), StoredMessage):
         return None  # not the start of a record (an offset inside one, or a blank)
     return data
@@ -54,33 +50,34 @@ def _query(store: DefaultMessageStore, header: QueryMessageRequestHeader, max_nu
     result = store.query_message(header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp)
     records = [
         data for msg in result.messages
-        if (data := store.commit_log.get_message(msg.physical_offset, msg.total_size)) is not None
+        if (data := store.select_one_message_by_offset(msg.physical_offset, msg.total_size)) is not None
     ]
     return records, result.index_last_update_timestamp, result.index_last_update_phyoffset
 
 
-def register(broker: BrokerController) -> None:
-    store = broker.store
+class QueryMessageProcessor:
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
 
-    async def view_message(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def handlers(self) -> Mapping[int, Handler]:
+        return {RequestCode.VIEW_MESSAGE_BY_ID: self.view_message, RequestCode.QUERY_MESSAGE: self.query_message}
+
+    async def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        data = read_record(store, header.offset)
+        data = read_record(self.broker.store, header.offset)
         if data is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
         return request.response(ResponseCode.SUCCESS, body=data)
 
-    async def query_message(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
         max_num = header.max_num
-        if request.ext_fields.get(UNIQUE_MSG_QUERY_FLAG) == "true":
-            max_num = broker.store_config.default_query_max_num
-        records, index_ts, index_phy = await asyncio.to_thread(_query, store, header, max_num)
+        if header.unique_key_query:
+            max_num = self.broker.store_config.default_query_max_num
+        records, index_ts, index_phy = await asyncio.to_thread(_query, self.broker.store, header, max_num)
         fields = QueryMessageResponseHeader(index_last_update_timestamp=index_ts,
                                            index_last_update_phyoffset=index_phy).to_ext_fields()
         if not records:
             return request.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
                                     fields)
         return request.response(ResponseCode.SUCCESS, None, fields, b"".join(records))
-
-    broker.remoting.register(RequestCode.VIEW_MESSAGE_BY_ID, view_message)
-    broker.remoting.register(RequestCode.QUERY_MESSAGE, query_message)

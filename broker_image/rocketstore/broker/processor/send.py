@@ -3,7 +3,7 @@
 Code 10 carries the long header names (Go and C++ clients), 310/320 the one-letter names of
 SendMessageRequestHeaderV2 (Java); both decode to one :class:`SendMessageRequestHeader`. As
 in RocketMQ's SendMessageProcessor, the header's ``batch`` flag (not the request code) decides
-whether the body is one message or a batch body (:func:`store.message.decode_batch`).
+whether the body is one message or a batch body (:func:`rocketstore.common.message.decode_batch`).
 
 Checks, in RocketMQ's order (AbstractSendMessageProcessor.msgCheck): the broker's write
 permission for order topics, topic name validity (SYSTEM_ERROR), topics no client may send to
@@ -37,9 +37,10 @@ import asyncio
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from rocketstore.broker.server import Connection
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
     HostAddress,
@@ -61,9 +62,6 @@ from rocketstore.store.clean import disk_partition_used_ratio
 from rocketstore.store.commit_log import MessageBatch, PutMessageResult
 from rocketstore.store.config import FlushDiskType
 from rocketstore.store.status import PutMessageStatus
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +100,7 @@ def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     return SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
 
 
-def disk_usage_remark(broker: BrokerController) -> str:
+def disk_usage_remark(broker: BrokerContext) -> str:
     """RocketMQ's diskUtil(): used ratio of the CommitLog, consume queue and index partitions."""
     cfg = broker.store_config
     ratios = [disk_partition_used_ratio(str(path)) for path in
@@ -111,7 +109,7 @@ def disk_usage_remark(broker: BrokerController) -> str:
     return "CL: {:5.2f} CQ: {:5.2f} INDEX: {:5.2f}".format(*ratios)
 
 
-def put_status_response(broker: BrokerController, status: PutMessageStatus) -> tuple[int, str | None]:
+def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tuple[int, str | None]:
     """(response code, remark) for a put outcome, as handlePutMessageResult decides them."""
     if status is PutMessageStatus.PUT_OK:
         return ResponseCode.SUCCESS, None
@@ -129,12 +127,12 @@ def put_status_response(broker: BrokerController, status: PutMessageStatus) -> t
             f"{broker.store_config.max_message_size}B, msg properties length limit 32KB."
         )
     if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-        flags = broker.store.running_flags
-        if flags.disk_full:
+        store = broker.store
+        if store.disk_full:
             why = "the disk is full"
-        elif broker.store.shutdown_flag:
+        elif store.shutdown_flag:
             why = "the store is shut down"
-        elif not flags.is_writeable:
+        elif not store.writeable:
             why = "the store is not writeable (consume queue or index write error)"
         else:
             why = "this broker is a slave"
@@ -153,8 +151,12 @@ def put_status_response(broker: BrokerController, status: PutMessageStatus) -> t
 class SendMessageProcessor:
     """The send path; one instance per broker, registered for codes 10, 310 and 320."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {code: self.handle for code in
+                (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)}
 
     # -- checks ------------------------------------------------------------------------------
     def _response_fields(self) -> dict[str, str]:
@@ -242,7 +244,7 @@ class SendMessageProcessor:
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_header(request)
         store = self.broker.store
-        if store.commit_log.lock_held_ms() > self.broker.store_config.os_page_cache_busy_time_out_mills:
+        if store.is_os_page_cache_busy():
             # NettyRemotingAbstract asks processor.rejectRequest() before running it
             return request.response(ResponseCode.SYSTEM_BUSY,
                                     "[REJECTREQUEST]system busy, start flow control for a while")
@@ -330,14 +332,9 @@ class SendMessageProcessor:
         pos = append.wrote_offset
         for _ in range(append.msg_num):
             ids.append(create_message_id(append.store_host, pos))
-            head = self.broker.store.commit_log.get_message(pos, 4)
+            head = self.broker.store.select_one_message_by_offset(pos, 4)
             if head is None:
                 break
             pos += int.from_bytes(head, "big", signed=True)
         return ",".join(ids)
 
-
-def register(broker: BrokerController) -> None:
-    processor = SendMessageProcessor(broker)
-    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        broker.remoting.register(code, processor.handle)

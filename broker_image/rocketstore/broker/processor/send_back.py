@@ -26,15 +26,16 @@ schedule service is added: only :func:`retry_delay_level` would then be put in `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.processor.send import (
     DLQ_NUMS_PER_GROUP,
     PROPERTY_WAIT_STORE_MSG_OK,
     VERSION_V3_4_9,
     random_queue_id,
 )
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage
 from rocketstore.common.mix_all import dlq_topic, retry_topic
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
@@ -42,9 +43,6 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rocketstore.store.status import PutMessageStatus
-
-if TYPE_CHECKING:
-    from rocketstore.broker.broker import BrokerController
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -80,8 +78,15 @@ def build_send_back_message(
     )
 
 
-def register(broker: BrokerController) -> None:
-    async def send_back(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+class ConsumerSendMsgBackProcessor:
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+
+    def handlers(self) -> Mapping[int, Handler]:
+        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
+
+    async def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         group = broker.subscription_group(header.group)
         if group is None:
@@ -118,5 +123,3 @@ def register(broker: BrokerController) -> None:
         if result.status is PutMessageStatus.PUT_OK:
             return request.response(ResponseCode.SUCCESS)
         return request.response(ResponseCode.SYSTEM_ERROR, result.status.value)
-
-    broker.remoting.register(RequestCode.CONSUMER_SEND_MSG_BACK, send_back)
