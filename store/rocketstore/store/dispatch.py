@@ -2,8 +2,10 @@
 
 A background thread follows the CommitLog from ``reput_from_offset``: each record becomes a
 ConsumeQueue entry and IndexFile keys, through a list of one-method dispatchers, and waiting
-pulls on that (topic, queueId) are woken. Writers wake the thread when they append; when it
-has caught up it sleeps on an event, not in a polling loop.
+pulls on that (topic, queueId) are woken. RocketMQ's thread polls (a 1 ms sleep per pass);
+this one sleeps on an event that the writers set when they append, and callers that need
+dispatch to be close enough to the CommitLog's end (start-up, send back-pressure) register a
+one-shot waiter instead of polling ``behind_bytes``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ CommitLogDispatcher = Callable[[DispatchRequest], None]
 
 MessageArrivingListener = Callable[[DispatchRequest], None]
 
+LagWaiter = Callable[[], None]
+"""Called once, in the dispatch thread, when dispatch is within the waiter's lag: it must not
+block (dispatch waits for it); an exception it raises is logged."""
+
+STUCK_BACKOFF_S = 0.05
+"""Pause between passes that cannot get past a CommitLog tail that does not decode."""
+
 
 class ReputMessageService:
     """Follows the CommitLog and fans records out to the dispatchers."""
@@ -40,38 +49,64 @@ class ReputMessageService:
         self.on_arriving = on_arriving
         self.reput_from_offset = 0
         self.dispatched_count = 0
-        self._event = threading.Event()
+        self._appended = threading.Event()
         self._idle = False
         self._stopped = False
-        self._caught_up = threading.Condition()
+        self._lag_waiters: list[tuple[int, LagWaiter]] = []
+        self._lag_waiters_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def wakeup(self) -> None:
-        """Called after every append; costs a flag check unless the thread is asleep."""
+        """Called after every append (``CommitLog.on_appended``), once the new end is published.
+
+        The put path is hot: while the thread is dispatching this is one flag check. Only a
+        thread that has declared itself idle is signalled; see :meth:`_run` for why no append
+        can slip between its last look at the CommitLog's end and its sleep.
+        """
         if self._idle:
-            self._event.set()
+            self._appended.set()
 
     @property
     def behind_bytes(self) -> int:
         """How much of the CommitLog is not yet visible to consumers."""
         return max(self.commit_log.max_offset - self.reput_from_offset, 0)
 
-    def wait_caught_up(self, timeout_s: float) -> bool:
-        """Block until dispatch has reached the CommitLog's end; start-up and tests use it."""
-        deadline = time.monotonic() + timeout_s
-        with self._caught_up:
-            while self.behind_bytes > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._stopped:
-                    return self.behind_bytes <= 0
-                self._event.set()
-                self._caught_up.wait(min(remaining, 0.05))
+    def add_lag_waiter(self, lag_bytes: int, waiter: LagWaiter) -> bool:
+        """Arrange for ``waiter()`` to run once dispatch trails the CommitLog by at most ``lag_bytes``.
+
+        Returns False, registering nothing, if it already does. Otherwise ``waiter`` runs in the
+        dispatch thread after the first pass that ends within the lag (or at shutdown), unless
+        :meth:`remove_lag_waiter` comes first. The waiter is registered before the lag is
+        checked and the thread looks for waiters after every pass, so progress made after the
+        check always finds it: there is no window in which a wake-up can be lost.
+        """
+        with self._lag_waiters_lock:
+            self._lag_waiters.append((lag_bytes, waiter))
+        if self.behind_bytes <= lag_bytes or self._stopped:
+            self.remove_lag_waiter(waiter)
+            return False
         return True
 
+    def remove_lag_waiter(self, waiter: LagWaiter) -> None:
+        """Forget ``waiter`` if it has not run (a caller that timed out or was cancelled)."""
+        with self._lag_waiters_lock:
+            self._lag_waiters = [(lag, w) for lag, w in self._lag_waiters if w != waiter]
+
+    def wait_caught_up(self, timeout_s: float) -> bool:
+        """Block until dispatch has reached the CommitLog's end; start-up and tests use it."""
+        caught_up = threading.Event()
+        if self.add_lag_waiter(0, caught_up.set):
+            try:
+                caught_up.wait(timeout_s)
+            finally:
+                self.remove_lag_waiter(caught_up.set)
+        return self.behind_bytes <= 0
+
     def _run(self) -> None:
+        stalled = False  # the last pass moved nothing although the CommitLog was ahead of it
         while not self._stopped:
             try:
                 progressed = self._do_reput()
@@ -79,23 +114,38 @@ class ReputMessageService:
                 log.exception("dispatch failed at offset %d; retrying", self.reput_from_offset)
                 progressed = False
                 time.sleep(0.1)
+            if self._lag_waiters:
+                self._wake_lag_waiters()
             if progressed:
+                stalled = False
                 continue
-            # Under a steady stream of puts, waiting a millisecond before declaring ourselves
-            # idle lets the next records arrive without every put paying for an Event.set
-            # (RocketMQ's reput thread sleeps 1 ms between passes for the same reason).
-            time.sleep(0.001)
-            if self.reput_from_offset < self.commit_log.max_offset:
-                continue
-            with self._caught_up:
-                self._caught_up.notify_all()
+            # About to sleep. Clear the signal, declare idleness, then take the last look at
+            # the CommitLog's end. A writer publishes its end before it reads ``_idle``: if it
+            # read False, its end was published before this look, which sees it; if it read
+            # True, its set() came after the clear and ends the wait below at once.
+            # shutdown() sets ``_stopped`` before its set() for the same reason.
+            self._appended.clear()
             self._idle = True
-            if not self._stopped:
-                # Caught up: sleep until a writer wakes us. Behind but stuck (a record that
-                # does not decode yet): back off briefly instead of spinning.
-                self._event.wait(0.5 if self.behind_bytes <= 0 else 0.05)
+            behind = self.commit_log.max_offset > self.reput_from_offset
+            if not self._stopped and (stalled or not behind):
+                # Caught up: sleep until an append. Behind twice without moving: a tail that
+                # does not decode, so back off instead of spinning (an append cuts it short).
+                # Behind once: an append landed after the pass read the end; go again at once.
+                self._appended.wait(STUCK_BACKOFF_S if behind else None)
+            stalled = behind
             self._idle = False
-            self._event.clear()
+
+    def _wake_lag_waiters(self, *, all_of_them: bool = False) -> None:
+        """Run, and forget, the waiters whose lag dispatch is now within (at shutdown: all)."""
+        behind = self.behind_bytes
+        with self._lag_waiters_lock:
+            due = [w for lag, w in self._lag_waiters if all_of_them or behind <= lag]
+            self._lag_waiters = [(lag, w) for lag, w in self._lag_waiters if not all_of_them and behind > lag]
+        for waiter in due:
+            try:
+                waiter()
+            except Exception:  # e.g. its event loop closed meanwhile: dispatch must go on
+                log.exception("lag waiter %r failed", waiter)
 
     def _do_reput(self) -> bool:
         """Dispatch what is available in the current segment; True if anything moved."""
@@ -136,7 +186,9 @@ class ReputMessageService:
             self.on_arriving(request)
 
     def shutdown(self) -> None:
+        """Stop the thread; lag waiters still registered are run so that none waits for ever."""
         self._stopped = True
-        self._event.set()
+        self._appended.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
+        self._wake_lag_waiters(all_of_them=True)
