@@ -8,6 +8,10 @@ offsets missed messages that had been acknowledged. ``maxDispatchLagBytes`` make
 for dispatch. Everything here is real: a broker process, sender processes using the client
 library, and two busy-loop processes that take the CPU (the contention is real, not simulated).
 The lag is read where operators read it, from the broker's Prometheus endpoint.
+
+A send held back that way waits for dispatch without polling: the second test holds dispatch
+for real (a dispatcher that blocks until released) and counts how often the broker's event
+loop wakes up while the send waits, then checks the send goes on as soon as dispatch catches up.
 """
 
 from __future__ import annotations
@@ -20,13 +24,18 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from broker_process import Broker
+from conftest import BrokerHandle
 
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.producer import Producer
+from rocketstore.remoting.codes import ResponseCode
+from rocketstore.remoting.command import RemotingCommand
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -95,3 +104,44 @@ def test_dispatch_stays_within_max_dispatch_lag_bytes_under_cpu_contention(tmp_p
     bound = LIMIT + SENDERS * 64 * 1300
     assert max(samples) <= 2 * bound, f"dispatch fell {max(samples):.0f} bytes behind (bound {bound})"
     assert visible_after < 2.0, f"the last acknowledged messages became visible only after {visible_after:.2f} s"
+
+
+def test_a_send_held_back_waits_without_polling_and_goes_on_when_dispatch_catches_up(
+    broker_factory: Callable[..., BrokerHandle],
+) -> None:
+    limit = 4096
+    broker = broker_factory(max_dispatch_lag_bytes=limit, wait_time_mills_in_send_queue=30_000)
+    client = broker.client()
+    assert client.send_message("HeldTopic", b"creates the topic").code == ResponseCode.SUCCESS
+    broker.wait_dispatched()
+    reput = broker.store.reput_service
+    release = threading.Event()
+    reput.dispatchers.append(lambda request: release.wait(30))  # dispatch stops at the next record
+    while reput.behind_bytes <= limit:
+        assert client.send_message("HeldTopic", bytes(1024)).code == ResponseCode.SUCCESS
+
+    wakeups = [0]
+    selector = broker.loop._selector  # type: ignore[attr-defined]
+    select = selector.select
+
+    def counting_select(timeout: float | None = None) -> Any:
+        wakeups[0] += 1
+        return select(timeout)
+
+    broker.call_soon(lambda: setattr(selector, "select", counting_select))
+    answer: list[RemotingCommand] = []
+    held = threading.Thread(target=lambda: answer.append(client.send_message("HeldTopic", b"held back")))
+    held.start()
+    held.join(0.5)
+    assert held.is_alive(), "the send did not wait for dispatch"
+    woken_while_waiting = wakeups[0]
+    release.set()
+    released = time.monotonic()
+    held.join(10)
+    waited_after_release = time.monotonic() - released
+    broker.call_soon(lambda: setattr(selector, "select", select))
+    assert answer and answer[0].code == ResponseCode.SUCCESS
+    # a 1 ms poll wakes the loop hundreds of times in half a second; the broker's own timers a few
+    assert woken_while_waiting < 25, f"the loop woke {woken_while_waiting} times while the send waited"
+    assert waited_after_release < 2.0, (
+        f"the send went on {waited_after_release:.2f} s after dispatch caught up (wake-up lost?)")

@@ -229,17 +229,35 @@ class SendMessageProcessor:
     async def _let_dispatch_catch_up(self) -> None:
         """Wait while dispatch trails the CommitLog by more than maxDispatchLagBytes (see broker_config).
 
-        Sleeping on the event loop releases the interpreter lock to the dispatch thread. The wait
-        is capped at waitTimeMillsInSendQueue, so a dispatcher that is stuck (and logging why)
-        slows sends down instead of stopping them.
+        No polling: the dispatch thread runs a one-shot lag waiter once it is back within the
+        limit, and the waiter hands that to the loop (one thread-safe call, only while a send
+        waits). Waiting on the loop releases the interpreter lock to the dispatch thread. Other
+        sends may push dispatch back over the limit before this one runs again, so it re-checks
+        and waits again. The wait is capped at waitTimeMillsInSendQueue, so a dispatcher that is
+        stuck (and logging why) slows sends down instead of stopping them.
         """
         cfg = self.broker.broker_config
+        limit = cfg.max_dispatch_lag_bytes
         reput = self.broker.store.reput_service
-        if cfg.max_dispatch_lag_bytes <= 0 or reput.behind_bytes <= cfg.max_dispatch_lag_bytes:
+        if limit <= 0 or reput.behind_bytes <= limit:
             return
-        deadline = time.monotonic() + cfg.wait_time_mills_in_send_queue / 1000
-        while reput.behind_bytes > cfg.max_dispatch_lag_bytes and time.monotonic() < deadline:
-            await asyncio.sleep(0.001)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.wait_time_mills_in_send_queue / 1000
+        within = asyncio.Event()
+
+        def wake() -> None:  # runs in the dispatch thread
+            loop.call_soon_threadsafe(within.set)
+
+        # add_lag_waiter registers before it checks, so progress after the check always wakes us
+        while reput.add_lag_waiter(limit, wake):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await within.wait()
+            except TimeoutError:
+                return
+            finally:
+                reput.remove_lag_waiter(wake)
+            within.clear()
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_header(request)
