@@ -20,14 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import java_rocketmq
 from java_rocketmq import AnchorError, BuildError, ClientDriver, RocketMQAnchor, ToolMissing
-
-
-def _missing_tool(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"Java client tests need Java 17 and Maven, and CI must have them: {reason}", pytrace=False)
-    print(f"\nSKIP Java client tests: {reason} (install java and mvn to run them; under CI this fails)",
-          file=sys.stderr)
-    pytest.skip(reason)
+from tool_support import require_tool
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +29,8 @@ def java_client_built() -> None:
     try:
         java_rocketmq.find_tools()
     except ToolMissing as e:
-        _missing_tool(str(e))
+        require_tool(e.tool, False, "the Java client tests build their RocketMQ client driver with Maven and run "
+                     "it on Java 17")
     try:
         took = java_rocketmq.build_driver()
     except BuildError as e:

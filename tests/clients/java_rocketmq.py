@@ -78,7 +78,11 @@ STOP_TIMEOUT_S = 20.0
 
 
 class ToolMissing(RuntimeError):
-    """``java`` or ``mvn`` is not on PATH."""
+    """``java`` or ``mvn`` (named by ``tool``) is not on PATH."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(f"{tool} is not on PATH")
+        self.tool = tool
 
 
 class BuildError(RuntimeError):
@@ -105,9 +109,9 @@ def find_tools() -> tuple[str, str]:
     java = shutil.which("java")
     mvn = shutil.which("mvn")
     if java is None:
-        raise ToolMissing("java is not on PATH")
+        raise ToolMissing("java")
     if mvn is None:
-        raise ToolMissing("mvn is not on PATH")
+        raise ToolMissing("mvn")
     return java, mvn
 
 
@@ -239,7 +243,11 @@ def _parse_lines(stdout: str) -> list[dict[str, Any]]:
 
 
 class BackgroundRun:
-    """A driver mode running in the background; ``wait()`` gives its DriverResult."""
+    """A driver mode running in the background; ``wait()`` gives its DriverResult.
+
+    Threads read its stdout and stderr as they come, so a test can wait for a line (``"started"``)
+    while it runs.
+    """
 
     def __init__(self, driver: ClientDriver, args: list[str], proc: subprocess.Popen[str], check: bool) -> None:
         self._driver = driver
@@ -247,21 +255,44 @@ class BackgroundRun:
         self.proc = proc
         self._check = check
         self._began = time.monotonic()
+        self._stdout: list[str] = []
+        self._stderr: list[str] = []
+        self._started = threading.Event()
+        self._readers = [threading.Thread(target=self._read, args=(proc.stdout, self._stdout), daemon=True),
+                         threading.Thread(target=self._read, args=(proc.stderr, self._stderr), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str] | None, into: list[str]) -> None:
+        assert stream is not None
+        for raw in stream:
+            into.append(raw)
+            if into is self._stdout and any(line.get("kind") == "started" for line in _parse_lines(raw)):
+                self._started.set()
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Wait for the mode's "started" line (push-consume: its consumer is up); fails if it exits first."""
+        deadline = time.monotonic() + timeout
+        while not self._started.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise DriverError(f"driver {self.args} printed no started line", self.wait(0))
 
     def wait(self, timeout: float = 180.0) -> DriverResult:
         try:
-            stdout, stderr = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            stdout, stderr = self.proc.communicate()
-        result = DriverResult(self.args, self.proc.returncode, _parse_lines(stdout), stderr,
-                              time.monotonic() - self._began)
+            self.proc.wait()
+        for reader in self._readers:
+            reader.join(10)
+        result = DriverResult(self.args, self.proc.returncode, _parse_lines("".join(self._stdout)),
+                              "".join(self._stderr), time.monotonic() - self._began)
         return self._driver._checked(result, self._check)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate()
+            self.proc.wait()
 
 
 class ClientDriver:

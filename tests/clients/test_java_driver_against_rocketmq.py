@@ -8,7 +8,6 @@ across modes (what was sent is what push, pull and query return, at the reported
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -180,7 +179,7 @@ def test_push_consumer_started_first_gets_live_messages(anchor_client: ClientDri
     topic = unique_name("Live")
     consumer = anchor_client.start_push_consume(topic, unique_name("LiveGroup"), 20, timeout_s=60)
     try:
-        time.sleep(2)  # let it start and long-poll; the topic does not exist yet
+        consumer.wait_started()  # the topic does not exist yet
         sent = anchor_client.produce(topic, 20, keys=True, tags=TAGS).of("sent")
         result = consumer.wait(timeout=120)
     finally:

@@ -33,8 +33,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 
 import java_rocketmq
-from e2e_support import RocketStoreBroker, missing_tool
+from e2e_support import RocketStoreBroker
 from java_rocketmq import BuildError, ToolMissing
+from tool_support import require_tool
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,8 @@ def java_client_built() -> None:
     try:
         java_rocketmq.find_tools()
     except ToolMissing as e:
-        missing_tool(str(e))
+        require_tool(e.tool, False, "the end-to-end tests build the RocketMQ Java client driver with Maven and run "
+                     "it on Java 17")
     try:
         took = java_rocketmq.build_driver()
     except BuildError as e:

@@ -8,19 +8,16 @@ pytest runs several test directories (each with a conftest.py) in one session.
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+from broker_process import Broker
 
 from rocketstore.remoting.command import FrameDecoder, ProtocolError, RemotingCommand
 
@@ -33,18 +30,8 @@ if CLIENTS_DIR not in sys.path:
 import java_rocketmq  # noqa: E402
 from java_rocketmq import ClientDriver  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKER_HOST = "127.0.0.2"  # where the broker really listens; 127.0.0.1 is the recording proxy
 PUBLIC_HOST = "127.0.0.1"
-BOOT_TIMEOUT_S = 60.0
-
-
-def missing_tool(reason: str) -> None:
-    """Fail under CI, skip (with the reason) elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(f"end-to-end client tests need this tool, and CI must have it: {reason}", pytrace=False)
-    print(f"\nSKIP end-to-end client tests: {reason} (under CI this fails)", file=sys.stderr)
-    pytest.skip(reason)
 
 
 # -- the recording proxy --------------------------------------------------------------------------
@@ -183,88 +170,37 @@ def _free_port_on_both() -> int:
     raise RuntimeError("no port free on both loopback addresses")
 
 
-class RocketStoreBroker:
-    """``rocketstore broker`` as a child process behind a :class:`RecordingProxy`."""
+class RocketStoreBroker(Broker):
+    """tests/broker_process's broker on 127.0.0.2, behind a :class:`RecordingProxy` on 127.0.0.1
+    with the same port, which is also the address it publishes in routes."""
 
-    def __init__(self, workdir: Path, name: str = "e2e-broker", **extra_conf: str) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, name: str = "e2e-broker") -> None:
         self.name = name
         self.port = _free_port_on_both()
-        self.namesrv_port = java_rocketmq.free_port()
-        self.http_port = java_rocketmq.free_port()
-        conf = {
-            "brokerClusterName": "E2ECluster",
-            "brokerName": name,
-            "brokerIP1": PUBLIC_HOST,
-            "listenHost": BROKER_HOST,
-            "listenPort": str(self.port),
-            "namesrvListenPort": str(self.namesrv_port),
-            "httpListenPort": str(self.http_port),
-            "storePathRootDir": str(workdir / "store"),
-            # small segments: the tests' data spans several CommitLog files
-            "mappedFileSizeCommitLog": str(1024 * 1024),
-            "mappedFileSizeConsumeQueue": str(20 * 1000),
-            **extra_conf,
-        }
-        self.conf = workdir / "broker.conf"
-        self.conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        self.log_path = workdir / "broker.log"
+        # small segments: the tests' data spans several CommitLog files
+        super().__init__(workdir, f"brokerClusterName=E2ECluster\nbrokerName={name}\n"
+                         f"mappedFileSizeCommitLog={1024 * 1024}\nmappedFileSizeConsumeQueue={20 * 1000}\n",
+                         listen_host=BROKER_HOST, publish_host=PUBLIC_HOST, listen_port=self.port)
         self.proxy = RecordingProxy((PUBLIC_HOST, self.port), (BROKER_HOST, self.port))
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def namesrv(self) -> str:
-        return f"{BROKER_HOST}:{self.namesrv_port}"
 
     @property
     def addr(self) -> str:
         """The address in routes and offset message ids (the proxy)."""
         return f"{PUBLIC_HOST}:{self.port}"
 
-    def log_tail(self, chars: int = 6000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
-
-    def start(self) -> RocketStoreBroker:
+    def start(self) -> None:
         self.proxy.start()
-        env = {**os.environ, "HOME": str(self.workdir / "home")}
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(self.conf)],
-                                     cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self._log, text=True,
-                                     stdin=subprocess.DEVNULL)
-        assert self.proc.stdout is not None
-        ready = threading.Event()
+        try:
+            super().start()
+        except BaseException:
+            self.proxy.stop()
+            raise
 
-        def watch() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                if line.strip() == "ready":
-                    ready.set()  # keep draining stdout so the broker never blocks on it
-
-        threading.Thread(target=watch, name="broker-stdout", daemon=True).start()
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while not ready.wait(0.05):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"our broker did not become ready:\n{self.log_tail()}")
-        return self
-
-    def stop(self) -> int | None:
-        code = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                code = self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                code = self.proc.wait()
-            self._log.close()
-        self.proxy.stop()
-        return code
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://{BROKER_HOST}:{self.http_port}/metrics", timeout=10) as resp:
-            return str(resp.read().decode())
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        try:
+            return super().stop(sig)
+        finally:
+            self.proxy.stop()
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         """The group's offsets as the broker stores them (QUERY_CONSUMER_OFFSET), by queue id."""
@@ -275,6 +211,15 @@ class RocketStoreBroker:
             return {mq.queue_id: consumer.fetch_offset(mq) for mq in consumer.queues(topic)}
         finally:
             consumer.close()
+
+    def wait_committed_offsets(self, group: str, topic: str, expected: dict[int, int], timeout: float = 10.0) -> None:
+        """Wait until the broker stores ``expected`` for the group: a push consumer's shutdown sends its
+        offsets one-way (UPDATE_CONSUMER_OFFSET, no response), so the broker may apply them a little
+        after the client process has exited."""
+        deadline = time.monotonic() + timeout
+        while (stored := self.committed_offsets(group, topic)) != expected:
+            assert time.monotonic() < deadline, f"offsets of {group} on {topic}: {stored}, expected {expected}"
+            time.sleep(0.05)
 
 
 #: JVM options for short client runs: C1 only and the serial collector take ~30% less CPU per run

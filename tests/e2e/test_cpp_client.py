@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import RocketStoreBroker, java_driver, missing_tool
+from e2e_support import RocketStoreBroker, java_driver
+from tool_support import require_tool
 
 from rocketstore.common.message import SysFlag
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -129,12 +130,12 @@ class CppClient:
 @pytest.fixture(scope="module")
 def cpp(rocketstore_broker: RocketStoreBroker, tmp_path_factory: pytest.TempPathFactory) -> CppClient:
     if not sys.platform.startswith("linux"):
-        missing_tool(f"{CLIENT_PACKAGE} {CLIENT_VERSION} ships a Linux wheel only")
+        require_tool(CLIENT_PACKAGE, False, f"{CLIENT_VERSION} ships a Linux wheel only")
     begin = time.monotonic()
     try:
         python = ensure_client_venv()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        missing_tool(f"cannot install {CLIENT_PACKAGE}=={CLIENT_VERSION} into {VENV}: {exc}")
+        require_tool(CLIENT_PACKAGE, False, f"cannot install it ({CLIENT_VERSION}) into {VENV}: {exc}")
     print(f"\nC++ client virtualenv ready in {time.monotonic() - begin:.1f} s: {VENV}", file=sys.stderr)
     return CppClient(python, tmp_path_factory.mktemp("cpp-home"), rocketstore_broker.namesrv)
 
@@ -199,7 +200,7 @@ def test_cpp_push_consumer_receives_everything_and_commits(
     assert all(sorted(offsets) == list(range(len(offsets))) for offsets in per_queue.values())
     assert run.of("summary")[0]["shutdownHung"] is False
     # shutdown() persisted the offsets: what the broker stores is one past the last message per queue
-    assert rocketstore_broker.committed_offsets(group, topic) == {q: len(o) for q, o in per_queue.items()}
+    rocketstore_broker.wait_committed_offsets(group, topic, {q: len(o) for q, o in per_queue.items()})
 
 
 def test_cpp_push_consumer_filters_by_tag(cpp: CppClient, cpp_topic: tuple[str, Sent]) -> None:

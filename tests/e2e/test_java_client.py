@@ -11,7 +11,6 @@ offsets, offset message ids, and the consumer offsets the broker stores.
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -239,7 +238,7 @@ def test_push_consume_receives_everything_and_commits_on_shutdown(
     _assert_same_messages(sent, received, topic)
     assert result.summary["consumed"] == COUNT and result.summary["timedOut"] is False
     # DefaultMQPushConsumer.shutdown() persisted its offsets (one-way UPDATE_CONSUMER_OFFSET)
-    assert java.broker.committed_offsets(group, topic) == _per_queue_counts(sent)
+    java.broker.wait_committed_offsets(group, topic, _per_queue_counts(sent))
     # push consumers long-poll: PULL_MESSAGE with the SUSPEND flag and a suspend timeout
     pulls = [f.cmd for f in java.broker.proxy.requests(RequestCode.PULL_MESSAGE)
              if f.cmd.ext_fields.get("consumerGroup") == group]
@@ -365,7 +364,7 @@ def test_push_consumer_started_before_the_topic_exists_gets_live_messages(
     topic = unique_name("Live")
     consumer = driver.start_push_consume(topic, unique_name("LiveGroup"), 20, timeout_s=60)
     try:
-        time.sleep(2)  # it starts and finds no route; it heartbeats every second
+        consumer.wait_started()  # it starts and finds no route; it heartbeats every second
         sent = driver.produce(topic, 20, keys=True, tags=TAGS).of("sent")
         result = consumer.wait(timeout=120)
     finally:

@@ -46,8 +46,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *
  * <p>Usage: {@code ClientDriver MODE -n NAMESRV [options]}; modes produce, push-consume,
  * pull-consume, query, bench-produce, bench-consume (see {@link #usage()}). Every result is one
- * JSON object per line on stdout, each with a "kind" field (sent, received, pulled, committed,
- * found, summary, error); everything else (our notes, the client's own logging) goes to stderr or
+ * JSON object per line on stdout, each with a "kind" field (started, sent, received, pulled,
+ * committed, found, summary, error; push-consume prints "started" once its consumer has started, so
+ * a test can produce only after that); everything else (our notes, the client's own logging) goes to stderr or
  * the client's log root. Exit status 0 = the mode's goal was met, 1 = it was not (timeout, send
  * failure, nothing found), 2 = bad arguments, 124 = the watchdog ended a hung run.
  */
@@ -468,6 +469,7 @@ public final class ClientDriver {
             });
         }
         c.start();
+        emit(line("started"));
         boolean ok = enough.await(timeoutS, TimeUnit.SECONDS);
         if (ok && lingerMs > 0) {
             Thread.sleep(lingerMs);
