@@ -4,7 +4,7 @@ then the broker in a container, reached from the host through published ports.
 No registry is needed: the Dockerfile's base, ``python:3.11-slim``, is made locally by
 ``build_base_image.sh`` (debootstrap rootfs, cached) and the engine is started by ``dockerd.sh``
 when none answers. Needs root, ``docker.io`` and ``debootstrap`` (Debian packages); without them
-the tests fail with that message (``ROCKETSTORE_SKIP_IMAGE_TESTS=1`` skips them instead).
+the tests fail under CI and are skipped elsewhere, naming what is missing (tool_support).
 
 Routing through published ports: the broker publishes ``brokerIP1:listenPort`` in its routes,
 and inside a container brokerIP1 defaults to the container's bridge address, which the host
@@ -15,15 +15,16 @@ on a random host port) -> route -> ``127.0.0.1:P`` -> the container. The name-se
 ports keep their defaults inside (the image's HEALTHCHECK probes 127.0.0.1:10925) and get random
 host ports.
 
-The tests share one container and run in file order; the last one stops it.
+The tests share one container, which none of them stops; the `docker stop` test starts its own,
+so they pass in any order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import time
@@ -36,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tool_support import require_executable, require_tool
 
-from rocketstore.client import MessageQueue, Producer, PullConsumer, PullStatus
+from rocketstore.client import MessageQueue, Producer, PullConsumer, PullStatus, SendResult
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.offline import verify_store
 
@@ -99,23 +101,12 @@ class Engine:
             f.write(line + "\n")
 
 
-def _requirements_missing() -> str | None:
-    missing = [tool for tool in ("docker", "dockerd", "debootstrap") if shutil.which(tool) is None]
-    if missing:
-        return (f"{', '.join(missing)} not found: the image tests need Debian's docker.io and debootstrap "
-                "(apt-get install docker.io debootstrap)")
-    if os.geteuid() != 0:
-        return "the image tests need root (debootstrap, dockerd)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory, image_report: list[str]) -> Iterator[Engine]:
-    why = _requirements_missing()
-    if why is not None:
-        if os.environ.get("ROCKETSTORE_SKIP_IMAGE_TESTS") == "1":
-            pytest.skip(why)
-        pytest.fail(why + " (or set ROCKETSTORE_SKIP_IMAGE_TESTS=1 to skip)")
+    for tool in ("docker", "dockerd", "debootstrap"):
+        require_executable(tool, "the image tests build and run the image with Debian's docker.io and debootstrap "
+                                 "(apt-get install docker.io debootstrap)")
+    require_tool("root", os.geteuid() == 0, "the image tests run debootstrap and dockerd")
     tmp = tmp_path_factory.mktemp("image")
     t0 = time.monotonic()
     # dockerd.sh's default state dir: short (unix socket path limit) and fixed, so an engine left
@@ -195,9 +186,10 @@ def _published_port(engine: Engine, name: str, container_port: int) -> int:
     return int(out[0].rsplit(":", 1)[1])
 
 
-@pytest.fixture(scope="module")
-def container(engine: Engine, image: str) -> Iterator[Container]:
-    base = engine.tmp / "run"
+@contextlib.contextmanager
+def _running_container(engine: Engine, image: str) -> Iterator[Container]:
+    """A broker container from ``image``, ready (/readyz 200), with its own store volume; removed after."""
+    base = engine.tmp / f"run-{uuid.uuid4().hex[:8]}"
     base.mkdir()
     store_dir = base / "store"
     store_dir.mkdir()
@@ -237,8 +229,23 @@ def container(engine: Engine, image: str) -> Iterator[Container]:
         yield ctr
     finally:
         logs = engine.run("logs", name, check=False)
-        (engine.tmp / "container.log").write_text(logs.stdout + logs.stderr)
+        (base / "container.log").write_text(logs.stdout + logs.stderr)
         engine.run("rm", "-f", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def container(engine: Engine, image: str) -> Iterator[Container]:
+    """One container shared by the tests that only look at a running broker (none stops it)."""
+    with _running_container(engine, image) as ctr:
+        yield ctr
+
+
+def _produce(container: Container, count: int) -> list[SendResult]:
+    bodies = [f"image-message-{i}".encode() for i in range(count)]
+    with Producer(container.namesrv_addr, "image-test-pg") as producer:
+        results = [producer.send(TOPIC, body, tags="img", keys=[f"k{i}"]) for i, body in enumerate(bodies)]
+    assert all(r.status == "SEND_OK" for r in results)
+    return results
 
 
 def test_image_size(engine: Engine, image: str) -> None:
@@ -293,9 +300,7 @@ def test_startup_lines_publish_loopback_route(engine: Engine, container: Contain
 
 def test_produce_and_consume_through_published_ports(container: Container) -> None:
     bodies = [f"image-message-{i}".encode() for i in range(MESSAGES)]
-    with Producer(container.namesrv_addr, "image-test-pg") as producer:
-        results = [producer.send(TOPIC, body, tags="img", keys=[f"k{i}"]) for i, body in enumerate(bodies)]
-    assert all(r.status == "SEND_OK" for r in results)
+    results = _produce(container, MESSAGES)
     assert len({r.msg_id for r in results}) == MESSAGES
 
     received: dict[MessageQueue, list[bytes]] = {}
@@ -339,27 +344,31 @@ def test_healthcheck_reports_healthy(engine: Engine, container: Container) -> No
     assert health["Log"] and health["Log"][-1]["ExitCode"] == 0
 
 
-def test_docker_stop_is_a_clean_shutdown(engine: Engine, container: Container) -> None:
-    """Last: SIGTERM from `docker stop` -> exit 0, and the store on the volume is closed cleanly."""
-    assert (container.store_dir / "abort").exists()  # a running broker has its abort marker
-    t0 = time.monotonic()
-    engine.run("stop", "-t", "30", container.name, timeout=60)
-    stop_s = time.monotonic() - t0
-    engine.timed("docker stop", stop_s)
-    state = json.loads(engine.run("inspect", "-f", "{{json .State}}", container.name).stdout)
-    assert state["Status"] == "exited"
-    assert state["ExitCode"] == 0 and not state["OOMKilled"], state
-    assert stop_s < 25  # well inside the 30 s before docker would SIGKILL
-    assert not (container.store_dir / "abort").exists()
-    assert (container.store_dir / "checkpoint").is_file()
-    # the files the broker left verify end to end, read from the host
-    report = verify_store(StoreConfig(store_path_root_dir=str(container.store_dir)))
-    assert report.ok, report.problems
-    assert report.records == MESSAGES
+def test_docker_stop_is_a_clean_shutdown(engine: Engine, image: str) -> None:
+    """SIGTERM from `docker stop` -> exit 0, and the store on the volume is closed cleanly.
+
+    A container of its own, so the shared one stays up whatever order the tests run in."""
+    with _running_container(engine, image) as container:
+        stored = len(_produce(container, MESSAGES))
+        assert (container.store_dir / "abort").exists()  # a running broker has its abort marker
+        t0 = time.monotonic()
+        engine.run("stop", "-t", "30", container.name, timeout=60)
+        stop_s = time.monotonic() - t0
+        engine.timed("docker stop", stop_s)
+        state = json.loads(engine.run("inspect", "-f", "{{json .State}}", container.name).stdout)
+        assert state["Status"] == "exited"
+        assert state["ExitCode"] == 0 and not state["OOMKilled"], state
+        assert stop_s < 25  # well inside the 30 s before docker would SIGKILL
+        assert not (container.store_dir / "abort").exists()
+        assert (container.store_dir / "checkpoint").is_file()
+        # the files the broker left verify end to end, read from the host
+        report = verify_store(StoreConfig(store_path_root_dir=str(container.store_dir)))
+        assert report.ok, report.problems
+        assert report.records == stored
 
 
-def test_timings_recorded(engine: Engine) -> None:
+def test_timings_recorded(engine: Engine, container: Container) -> None:
     lines = _timings_file(engine.tmp).read_text().splitlines()
-    assert any(line.startswith("docker build:") for line in lines)
-    assert any(line.startswith("docker stop:") for line in lines)
+    assert any(line.startswith("docker build:") for line in lines)  # by the image fixture
+    assert any(line.startswith("container start to /readyz 200:") for line in lines)  # by the container's
 
