@@ -63,10 +63,13 @@ class ReputMessageService:
         """Called after every append (``CommitLog.on_appended``), once the new end is published.
 
         The put path is hot: while the thread is dispatching this is one flag check. Only a
-        thread that has declared itself idle is signalled; see :meth:`_run` for why no append
-        can slip between its last look at the CommitLog's end and its sleep.
+        thread that has declared itself idle is signalled, once: the writer that signals it
+        takes the flag down, so the puts made before the woken thread gets the interpreter
+        lock do not signal it again. See :meth:`_run` for why no append can slip between the
+        thread's last look at the CommitLog's end and its sleep.
         """
         if self._idle:
+            self._idle = False
             self._appended.set()
 
     @property
@@ -120,10 +123,11 @@ class ReputMessageService:
                 stalled = False
                 continue
             # About to sleep. Clear the signal, declare idleness, then take the last look at
-            # the CommitLog's end. A writer publishes its end before it reads ``_idle``: if it
-            # read False, its end was published before this look, which sees it; if it read
-            # True, its set() came after the clear and ends the wait below at once.
-            # shutdown() sets ``_stopped`` before its set() for the same reason.
+            # the CommitLog's end. A writer publishes its end before it reads ``_idle``. If it
+            # read True, its set() comes after the clear and ends the wait below at once. If it
+            # read False before idleness was declared, its end was published before this look,
+            # which sees it; if after, another writer took the flag down, and that writer's
+            # set() comes after the clear. shutdown() sets ``_stopped`` before its set() too.
             self._appended.clear()
             self._idle = True
             behind = self.commit_log.max_offset > self.reput_from_offset
