@@ -19,6 +19,7 @@ COPY broker_image/rocketstore ./broker_image/rocketstore
 COPY cli/rocketstore ./cli/rocketstore
 COPY operator/rocketstore ./operator/rocketstore
 COPY pipeline/rocketstore ./pipeline/rocketstore
+COPY pipeline/pyspark_rocketstore ./pipeline/pyspark_rocketstore
 # Optional package-index settings for the pip install below, for networks that need them
 # (`docker build --build-arg PIP_INDEX_URL=...`); empty means pip's defaults (PyPI). A proxy goes
 # in Docker's predefined HTTP_PROXY/HTTPS_PROXY/NO_PROXY build args. Build-arg values show in

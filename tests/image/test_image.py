@@ -263,9 +263,10 @@ def test_image_installs_every_package(engine: Engine, image: str) -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     packages = sorted(pyproject["tool"]["setuptools"]["packages"])
     assert "rocketstore.broker" in packages and "rocketstore.cli" in packages
-    probe = "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]; print('ok')"
+    # found, not imported: pyspark_rocketstore needs PySpark, which the broker image leaves out
+    probe = "import importlib.util, sys; print([p for p in sys.argv[1:] if importlib.util.find_spec(p) is None])"
     out = engine.run("run", "--rm", "--entrypoint", "python", image, "-c", probe, *packages)
-    assert out.stdout.strip() == "ok"
+    assert out.stdout.strip() == "[]"
     # the entrypoint's command line loads every command group
     help_out = engine.run("run", "--rm", image, "--help")
     for group in ("broker", "store", "operator"):
