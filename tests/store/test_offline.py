@@ -582,7 +582,11 @@ def test_store_verify_prints_progress_on_stderr_while_it_runs(tmp_path: Path) ->
     assert proc.stderr is not None
     first = proc.stderr.readline()
     running_at_first_line = proc.poll() is None
-    out, rest = proc.communicate(timeout=120)
+    # read on through the same buffered stream: communicate() would skip what readline() buffered
+    rest = proc.stderr.read()
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.wait(timeout=120)
     lines = [first, *rest.splitlines(keepends=True)]
 
     assert proc.returncode == 0, out + "".join(lines)

@@ -27,7 +27,7 @@ from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueServ
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, gets_consume_queue_entry, unpack_entries
-from rocketstore.store.dispatch import MessageArrivingListener, ReputMessageService
+from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
@@ -526,6 +526,16 @@ class DefaultMessageStore:
     @property
     def dispatch_behind_bytes(self) -> int:
         return self.reput_service.behind_bytes
+
+    def add_dispatch_lag_waiter(self, lag_bytes: int, waiter: LagWaiter) -> bool:
+        """Run ``waiter()`` once dispatch trails the CommitLog by at most ``lag_bytes``, in the
+        dispatch thread; False (nothing registered) if it already does. See
+        :meth:`ReputMessageService.add_lag_waiter`: registration comes before the check, so no
+        wake-up is lost."""
+        return self.reput_service.add_lag_waiter(lag_bytes, waiter)
+
+    def remove_dispatch_lag_waiter(self, waiter: LagWaiter) -> None:
+        self.reput_service.remove_lag_waiter(waiter)
 
     def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> StoredMessage | None:
         return self.commit_log.look_message_by_offset(commit_log_offset, size)

@@ -238,8 +238,8 @@ class SendMessageProcessor:
         """
         cfg = self.broker.broker_config
         limit = cfg.max_dispatch_lag_bytes
-        reput = self.broker.store.reput_service
-        if limit <= 0 or reput.behind_bytes <= limit:
+        store = self.broker.store
+        if limit <= 0 or store.dispatch_behind_bytes <= limit:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.wait_time_mills_in_send_queue / 1000
@@ -249,14 +249,14 @@ class SendMessageProcessor:
             loop.call_soon_threadsafe(within.set)
 
         # add_lag_waiter registers before it checks, so progress after the check always wakes us
-        while reput.add_lag_waiter(limit, wake):
+        while store.add_dispatch_lag_waiter(limit, wake):
             try:
                 async with asyncio.timeout_at(deadline):
                     await within.wait()
             except TimeoutError:
                 return
             finally:
-                reput.remove_lag_waiter(wake)
+                store.remove_dispatch_lag_waiter(wake)
             within.clear()
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
