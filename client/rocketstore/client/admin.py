@@ -197,7 +197,7 @@ class BrokerAdmin:
         older than ``timestamp_ms``; before the first message it is the queue's first offset,
         after the last message the last message's offset (not the max offset), and 0 for a queue
         the broker has no consume queue for. Callers that need "the first message stored at or
-        after" check the neighbours (pipeline.broker does).
+        after" check the neighbours (rocketstore.pipeline.broker_offsets does).
         """
         header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms,
                                            broker_name=mq.broker_name)

@@ -43,6 +43,7 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.body import TopicList
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, ProtocolError, RemotingCommand
 from rocketstore.remoting.headers import (
@@ -564,11 +565,7 @@ class NameServerClient:
 
     def topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: the TopicList body's ``topicList``."""
-        from rocketstore.common.fastjson import parse_fastjson
-
-        body = parse_fastjson(self.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body.decode())
-        topics = body.get("topicList", []) if isinstance(body, dict) else []
-        return [str(t) for t in topics]
+        return TopicList.decode(self.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body).topic_list
 
 
 class RouteSource(Protocol):
