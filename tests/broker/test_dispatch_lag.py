@@ -26,16 +26,20 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from broker_process import Broker
-from conftest import BrokerHandle
 
 from rocketstore.client.admin import MQAdmin
 from rocketstore.client.producer import Producer
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    # Only a type: the sender processes this module spawns import it again, and in a whole-suite
+    # run the name `conftest` there can be another directory's conftest.
+    from conftest import BrokerHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -19,24 +19,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import java_rocketmq
-from java_rocketmq import AnchorError, BuildError, ClientDriver, RocketMQAnchor, ToolMissing
-from tool_support import require_tool
+from java_driver_support import require_java_driver
+from java_rocketmq import AnchorError, BuildError, ClientDriver, RocketMQAnchor
 
 
 @pytest.fixture(scope="session")
 def java_client_built() -> None:
     """java and mvn are present and the client driver is built (once per session)."""
-    try:
-        java_rocketmq.find_tools()
-    except ToolMissing as e:
-        require_tool(e.tool, False, "the Java client tests build their RocketMQ client driver with Maven and run "
-                     "it on Java 17")
-    try:
-        took = java_rocketmq.build_driver()
-    except BuildError as e:
-        pytest.fail(str(e), pytrace=False)
-    print(f"\nRocketMQ client driver: {'up to date' if took is None else f'built by mvn in {took:.1f} s'}",
-          file=sys.stderr)
+    require_java_driver("the Java client tests")
 
 
 @pytest.fixture(scope="module")

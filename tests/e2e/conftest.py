@@ -32,10 +32,8 @@ import pytest
 # java_rocketmq.py lives in tests/clients (tests/ is not a package): make it importable as a top-level module.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 
-import java_rocketmq
 from e2e_support import RocketStoreBroker
-from java_rocketmq import BuildError, ToolMissing
-from tool_support import require_tool
+from java_driver_support import require_java_driver
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +58,7 @@ def rocketstore_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Roc
 @pytest.fixture(scope="session")
 def java_client_built() -> None:
     """java and mvn are present and the client driver is built (once per session)."""
-    try:
-        java_rocketmq.find_tools()
-    except ToolMissing as e:
-        require_tool(e.tool, False, "the end-to-end tests build the RocketMQ Java client driver with Maven and run "
-                     "it on Java 17")
-    try:
-        took = java_rocketmq.build_driver()
-    except BuildError as e:
-        pytest.fail(str(e), pytrace=False)
-    if took is not None:
-        print(f"\nRocketMQ client driver built by mvn in {took:.1f} s", file=sys.stderr)
+    require_java_driver("the end-to-end tests")
 
 
 @pytest.fixture
