@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
@@ -445,7 +446,9 @@ class CommitLog:
                 index += 1
                 continue
             if isinstance(ended_by, CorruptRecord) and not _all_zero(mapped.buffer, end_pos):
-                log.warning("recovery stops in %s at %d: %s", mapped.file_name, end_pos, ended_by.reason)
+                wiped = _wipe_torn_tail(mapped.buffer, end_pos)
+                log.warning("recovery stops in %s at %d: %s; %d bytes after it zeroed", mapped.file_name, end_pos,
+                            ended_by.reason, wiped)
             return mapped.file_from_offset + end_pos
 
     # -- cleanup ---------------------------------------------------------------------------
@@ -466,6 +469,36 @@ class CommitLog:
 def _all_zero(buf: mmap.mmap, pos: int) -> bool:
     """Whether the bytes at ``pos`` look like never-written space (the normal end of a log)."""
     return buf[pos : pos + 8] == b"\x00" * 8
+
+
+_ZERO_CHUNK: Final = bytes(1 << 20)
+
+
+def _wipe_torn_tail(buf: mmap.mmap, pos: int) -> int:
+    """Zero what follows the last whole record, up to the first all-zero page; returns the count.
+
+    A kill -9 in the middle of copying a record leaves some of its bytes (memcpy does not copy
+    front to back), and recovery cuts the log before them. RocketMQ leaves them until the next
+    append overwrites them; until then anything that walks the segment (``store verify``,
+    another tool) meets bytes that look like corruption inside the log. Recovery discards them
+    anyway, so zeroing them, back to the never-written state, loses nothing. Appends are
+    sequential, so the torn bytes end within the in-flight copy: the first zero page after
+    them bounds the wipe.
+    """
+    page = mmap.PAGESIZE
+    end = len(buf)
+    zero_page = _ZERO_CHUNK[:page]
+    stop = min(end, (pos // page + 1) * page)
+    while stop < end and buf[stop : stop + page] != zero_page[: min(page, end - stop)]:
+        stop += page
+    stop = min(stop, end)
+    cursor = pos
+    while cursor < stop:
+        n = min(len(_ZERO_CHUNK), stop - cursor)
+        buf[cursor : cursor + n] = _ZERO_CHUNK[:n]
+        cursor += n
+    buf.flush()
+    return stop - pos
 
 
 def segment_paths(store_path: str) -> list[str]:
