@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketstore.common.fastjson import parse_fastjson_object_keys
 from rocketstore.remoting.body import (
     ConnectionData,
     ConsumerConnectionBody,
@@ -15,7 +16,6 @@ from rocketstore.remoting.body import (
     TopicList,
     TopicOffsetData,
     TopicStatsTable,
-    parse_fastjson_object_keys,
 )
 from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.headers import MessageQueueData, SubscriptionData

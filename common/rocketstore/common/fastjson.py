@@ -1,7 +1,10 @@
 """fastjson's JSON dialect, which RocketMQ writes to its config files and remoting bodies.
 
 fastjson writes ``Map<Integer, Long>`` keys unquoted (``{"t@g":{0:12,1:5}}``), which strict JSON
-parsers reject; :func:`parse_fastjson` accepts that. We write standard JSON (quoted keys), which
+parsers reject; :func:`parse_fastjson` accepts that. In admin bodies fastjson also writes a
+``Map<MessageQueue, ...>`` with the key *object* in key position, which
+:func:`parse_fastjson_object_keys` reads (slower: a parser of its own, not a rewrite for
+``json``). We write standard JSON (quoted keys), which
 fastjson reads back into the same integer-keyed maps. The ``as_*`` readers turn a value of the
 wrong shape into a ``ValueError`` naming the field, so a bad file or body is reported, not
 half-applied.
@@ -14,7 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-__all__ = ["Fields", "as_bool", "as_int", "as_object", "as_str", "parse_fastjson", "to_json"]
+__all__ = ["Fields", "as_bool", "as_int", "as_object", "as_str", "parse_fastjson", "parse_fastjson_object_keys",
+           "to_json"]
 
 T = TypeVar("T")
 
@@ -55,6 +59,78 @@ def to_json(obj: object, pretty: bool) -> str:
     if pretty:
         return json.dumps(obj, indent="\t", separators=(",", ":"))
     return json.dumps(obj, separators=(",", ":"))
+
+
+# -- map keys that are objects --------------------------------------------------------------
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def parse_fastjson_object_keys(text: str) -> Any:
+    """JSON plus fastjson's map keys that are numbers or objects. An object key becomes a
+    sorted tuple of its (name, value) pairs (hashable; JsonBody turns it back into the key's
+    class), a number key an int."""
+    value, pos = _value(text, _skip(text, 0))
+    if _skip(text, pos) != len(text):
+        raise ValueError(f"extra data at character {pos}")
+    return value
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    if pos >= len(text):
+        raise ValueError("unexpected end of JSON")
+    ch = text[pos]
+    if ch == "{":
+        obj: dict[Any, Any] = {}
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "}":
+            return obj, pos + 1
+        while True:
+            key, pos = _value(text, _skip(text, pos))
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] != ":":
+                raise ValueError(f"expected ':' at character {pos}")
+            item, pos = _value(text, _skip(text, pos + 1))
+            obj[_hashable(key)] = item
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if text[pos : pos + 1] == "}":
+                return obj, pos + 1
+            raise ValueError(f"expected ',' or '}}' at character {pos}")
+    if ch == "[":
+        arr: list[Any] = []
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "]":
+            return arr, pos + 1
+        while True:
+            item, pos = _value(text, _skip(text, pos))
+            arr.append(item)
+            pos = _skip(text, pos)
+            if text[pos : pos + 1] == ",":
+                pos += 1
+                continue
+            if text[pos : pos + 1] == "]":
+                return arr, pos + 1
+            raise ValueError(f"expected ',' or ']' at character {pos}")
+    value, end = _DECODER.raw_decode(text, pos)
+    return value, end
 
 
 # -- reading values of a known shape: a wrong shape is a ValueError naming the field -------------

@@ -14,15 +14,15 @@ TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``, which fastjs
 the key *object* in key position, not a string:
 ``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,...}}}``.
 That is not JSON, but it is what RocketMQ's admin tools parse, so it is what brokers send;
-:func:`parse_fastjson_object_keys` reads it.
+:func:`rocketstore.common.fastjson.parse_fastjson_object_keys` reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
+from rocketstore.common.fastjson import parse_fastjson_object_keys
 from rocketstore.remoting.headers import JsonBody, MessageQueueData, SubscriptionData
 
 __all__ = [
@@ -35,78 +35,7 @@ __all__ = [
     "TopicList",
     "TopicOffsetData",
     "TopicStatsTable",
-    "parse_fastjson_object_keys",
 ]
-
-_DECODER = json.JSONDecoder()
-_WS = " \t\r\n"
-
-
-def parse_fastjson_object_keys(text: str) -> Any:
-    """JSON plus fastjson's map keys that are numbers or objects. An object key becomes a
-    sorted tuple of its (name, value) pairs (hashable; JsonBody turns it back into the key's
-    class), a number key an int."""
-    value, pos = _value(text, _skip(text, 0))
-    if _skip(text, pos) != len(text):
-        raise ValueError(f"extra data at character {pos}")
-    return value
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WS:
-        pos += 1
-    return pos
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-def _value(text: str, pos: int) -> tuple[Any, int]:
-    if pos >= len(text):
-        raise ValueError("unexpected end of JSON")
-    ch = text[pos]
-    if ch == "{":
-        obj: dict[Any, Any] = {}
-        pos = _skip(text, pos + 1)
-        if text[pos : pos + 1] == "}":
-            return obj, pos + 1
-        while True:
-            key, pos = _value(text, _skip(text, pos))
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] != ":":
-                raise ValueError(f"expected ':' at character {pos}")
-            item, pos = _value(text, _skip(text, pos + 1))
-            obj[_hashable(key)] = item
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] == ",":
-                pos = _skip(text, pos + 1)
-                continue
-            if text[pos : pos + 1] == "}":
-                return obj, pos + 1
-            raise ValueError(f"expected ',' or '}}' at character {pos}")
-    if ch == "[":
-        arr: list[Any] = []
-        pos = _skip(text, pos + 1)
-        if text[pos : pos + 1] == "]":
-            return arr, pos + 1
-        while True:
-            item, pos = _value(text, _skip(text, pos))
-            arr.append(item)
-            pos = _skip(text, pos)
-            if text[pos : pos + 1] == ",":
-                pos += 1
-                continue
-            if text[pos : pos + 1] == "]":
-                return arr, pos + 1
-            raise ValueError(f"expected ',' or ']' at character {pos}")
-    value, end = _DECODER.raw_decode(text, pos)
-    return value, end
-
 
 @dataclasses.dataclass(kw_only=True, slots=True)
 class KVTable(JsonBody):
