@@ -1,6 +1,6 @@
 """RemotingServer: RocketMQ's remoting protocol over asyncio, one Protocol per connection.
 
-Bytes are parsed in ``data_received`` by the I/O-free :class:`remoting.command.FrameDecoder`;
+Bytes are parsed in ``data_received`` by the I/O-free :class:`rocketstore.remoting.command.FrameDecoder`;
 each request becomes a tracked task that runs its handler and writes the response with the
 request's opaque. A malformed frame closes that connection only; a well-framed request whose
 header or body does not decode is the client's error, answered SYSTEM_ERROR with a remark
@@ -172,7 +172,8 @@ class Connection(asyncio.Protocol):
                 log.exception("request code %d from %s failed", request.code, self.peer)
                 response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is not None and not request.is_oneway:
-            await self._writable.wait()
+            if self.writing_paused:  # every response passes here: no await unless it must wait
+                await self._writable.wait()
             self.send(response)
 
     def send(self, cmd: RemotingCommand) -> None:
