@@ -26,7 +26,6 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -44,6 +43,7 @@ from rocketstore.broker.processor.query import QueryMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
 from rocketstore.common.mix_all import CID_RMQ_SYS_PREFIX, REPLY_TOPIC_POSTFIX
@@ -77,10 +77,6 @@ SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GRO
 
 #: How often expired client channels are scanned for (RocketMQ's ClientHousekeepingService).
 HOUSEKEEPING_INTERVAL_S: Final = 10.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class BrokerController:
@@ -139,7 +135,7 @@ class BrokerController:
         self.config_version = DataVersion()
         self.channel_expired_timeout_ms = CHANNEL_EXPIRED_TIMEOUT_MS
         self.housekeeping_interval_s = HOUSEKEEPING_INTERVAL_S
-        self.start_time_ms = _now_ms()
+        self.start_time_ms = now_ms()
         #: True once the store is recovered, dispatch has caught up and the listeners are open
         self.ready = False
         self.stopping = False
@@ -172,7 +168,7 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
-        self.start_time_ms = _now_ms()
+        self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
         log.info("broker %s of cluster %s serving on %s", self.broker_config.broker_name,

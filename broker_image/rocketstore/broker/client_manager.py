@@ -18,11 +18,11 @@ the tables need no lock.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rocketstore.broker.server import Connection
+from rocketstore.common.clock import now_ms
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.headers import SubscriptionData
 
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 #: RocketMQ's CHANNEL_EXPIRED_TIMEOUT: a client silent this long is dropped.
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(eq=False, slots=True)
@@ -44,7 +40,7 @@ class ClientChannelInfo:
     client_id: str
     language: int
     version: int
-    last_update_ms: int = field(default_factory=_now_ms)
+    last_update_ms: int = field(default_factory=now_ms)
 
 
 @dataclass(eq=False, slots=True)
@@ -57,7 +53,7 @@ class ConsumerGroupInfo:
     consume_from_where: str | None = None
     channels: dict[Connection, ClientChannelInfo] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
-    last_update_ms: int = field(default_factory=_now_ms)
+    last_update_ms: int = field(default_factory=now_ms)
 
     def client_ids(self) -> list[str]:
         return [info.client_id for info in self.channels.values()]
@@ -74,7 +70,7 @@ class ConsumerGroupInfo:
         self.consume_type = consume_type
         self.message_model = message_model
         self.consume_from_where = consume_from_where
-        now = _now_ms()
+        now = now_ms()
         known = self.channels.get(info.connection)
         is_new = known is None
         if known is None or known.client_id != info.client_id:
@@ -103,7 +99,7 @@ class ConsumerGroupInfo:
         for topic in [t for t in self.subscriptions if t not in new]:
             del self.subscriptions[topic]
             changed = True
-        self.last_update_ms = _now_ms()
+        self.last_update_ms = now_ms()
         return changed
 
 
@@ -172,7 +168,7 @@ class ConsumerManager:
 
     def scan_expired(self, timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> list[Connection]:
         """Drop members silent for longer than ``timeout_ms``; returns their connections to close."""
-        now = _now_ms()
+        now = now_ms()
         expired: list[Connection] = []
         for group, group_info in list(self.groups.items()):
             for conn, info in list(group_info.channels.items()):
@@ -205,7 +201,7 @@ class ProducerManager:
             channels[info.connection] = info
             log.info("producer %s of group %s connected (%s)", info.client_id, group, info.connection.peer)
         else:
-            known.last_update_ms = _now_ms()
+            known.last_update_ms = now_ms()
 
     def unregister(self, group: str, connection: Connection) -> None:
         channels = self.groups.get(group)
@@ -221,7 +217,7 @@ class ProducerManager:
                 del self.groups[group]
 
     def scan_expired(self, timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> list[Connection]:
-        now = _now_ms()
+        now = now_ms()
         expired: list[Connection] = []
         for group, channels in list(self.groups.items()):
             for conn, info in list(channels.items()):

@@ -42,6 +42,7 @@ from rocketstore.client.remoting_client import (
     readable_queues,
     route_source_for,
 )
+from rocketstore.common.clock import now_ms
 from rocketstore.common.message import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
@@ -104,10 +105,10 @@ class PullResult:
 def subscription_data(topic: str, expression: str | None) -> SubscriptionData:
     """FilterAPI.buildSubscriptionData for a TAG expression: ``*`` or ``a || b``."""
     if not expression or not expression.strip() or expression.strip() == SUB_ALL:
-        return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=time.time_ns() // 1_000_000)
+        return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=now_ms())
     tags = [t.strip() for t in expression.split("||") if t.strip()]
     return SubscriptionData(topic=topic, sub_string=expression, tags_set=tags,
-                            code_set=[java_string_hash(t) for t in tags], sub_version=time.time_ns() // 1_000_000)
+                            code_set=[java_string_hash(t) for t in tags], sub_version=now_ms())
 
 
 def decode_messages(body: bytes) -> list[StoredMessage]:

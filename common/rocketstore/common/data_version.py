@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.common.clock import now_ms
 from rocketstore.common.fastjson import Fields, as_int, as_object
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -18,10 +14,10 @@ class DataVersion:
     """Change counter the broker reports to the name server so it can skip unchanged tables."""
 
     counter: int = 0
-    timestamp: int = field(default_factory=_now_ms)
+    timestamp: int = field(default_factory=now_ms)
 
     def next(self) -> DataVersion:
-        return DataVersion(self.counter + 1, _now_ms())
+        return DataVersion(self.counter + 1, now_ms())
 
     def to_dict(self) -> dict[str, Any]:
         return {"counter": self.counter, "timestamp": self.timestamp}
@@ -29,4 +25,4 @@ class DataVersion:
     @classmethod
     def from_dict(cls, value: object) -> DataVersion:
         read = Fields(as_object(value, "dataVersion"), "dataVersion").read
-        return cls(counter=read("counter", 0, as_int), timestamp=read("timestamp", _now_ms(), as_int))
+        return cls(counter=read("counter", 0, as_int), timestamp=read("timestamp", now_ms(), as_int))
