@@ -6,6 +6,6 @@ from tool_support import require_module
 
 require_module("pyspark", "pyspark", "the pipeline tests need the spark extra (pip install -e '.[spark]')")
 
-from pipeline_fixtures import pristine, spark, written  # noqa: E402 (needs pyspark)
+from pipeline_fixtures import pristine, project_wheel, spark, written  # noqa: E402 (needs pyspark)
 
-__all__ = ["pristine", "spark", "written"]
+__all__ = ["pristine", "project_wheel", "spark", "written"]

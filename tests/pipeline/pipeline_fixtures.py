@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,6 +121,15 @@ def write_store(root: Path, count: int = 90, cfg: StoreConfig | None = None) -> 
     finally:
         store.shutdown()
     return Written(cfg, count + 3)
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once: what spark-submit's --py-files and a user's pip install get."""
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                   cwd=dist, check=True)
+    return next(dist.glob("rocketstore-*.whl"))
 
 
 @pytest.fixture(scope="session")

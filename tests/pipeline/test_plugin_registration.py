@@ -25,7 +25,6 @@ from rocketstore.store.message_store import DefaultMessageStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 
 READ = textwrap.dedent("""
     import json, sys
@@ -39,14 +38,11 @@ READ = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(project_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel installed into a directory of its own, as pip does for a user."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    dist, site = tmp / "dist", tmp / "site"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)], check=True)
-    wheel = next(dist.glob("rocketstore-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True)
+    site = tmp_path_factory.mktemp("wheel") / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
+                    str(project_wheel)], check=True)
     assert (site / "pyspark_rocketstore" / "__init__.py").is_file()
     return site
 

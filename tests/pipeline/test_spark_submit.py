@@ -96,14 +96,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 
 def test_export_under_spark_submit_on_a_standalone_cluster(cluster: tuple[str, Path], pristine: Written,
-                                                            tmp_path: Path) -> None:
+                                                            project_wheel: Path, tmp_path: Path) -> None:
     url, work_dir = cluster
     env = _clean_env(tmp_path)
     # as the README says: the project's wheel is the zip of its `rocketstore` namespace
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
-                   cwd=tmp_path, check=True)
     py_files = tmp_path / "rocketstore.zip"
-    shutil.copy(next((tmp_path / "dist").glob("rocketstore-*.whl")), py_files)
+    shutil.copy(project_wheel, py_files)
     out = tmp_path / "export"
     job = subprocess.run(
         [str(SPARK_BIN / "spark-submit"), "--master", url, "--py-files", str(py_files),
