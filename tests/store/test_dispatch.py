@@ -19,7 +19,7 @@ from store_support import SEGMENT, OpenStore
 
 from rocketstore.common.message import Message
 from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.dispatch_request import DispatchRequest
+from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import PutMessageStatus
 
@@ -38,9 +38,11 @@ class Arrivals:
         self._changed = threading.Condition()
         store.reput_service.on_arriving = self._arrived
 
-    def _arrived(self, request: DispatchRequest) -> None:
+    def _arrived(self, topic: str, queue_id: int, next_offset: int, count: int) -> None:
         with self._changed:
-            self.at[request.consume_queue_offset] = time.perf_counter()
+            now = time.perf_counter()
+            for offset in range(next_offset - count, next_offset):
+                self.at[offset] = now
             self._changed.notify_all()
 
     def wait_for(self, queue_offset: int, timeout_s: float) -> float | None:
@@ -102,7 +104,7 @@ def test_lag_waiter_runs_once_dispatch_is_within_its_lag(store: DefaultMessageSt
     reput = store.reput_service
     release = threading.Event()
 
-    def held_dispatcher(request: DispatchRequest) -> None:
+    def held_dispatcher(found: ScanResult) -> None:
         release.wait(10)  # dispatch falls behind for real while the test holds it here
 
     reput.dispatchers.append(held_dispatcher)

@@ -42,7 +42,8 @@ from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.processor.query import QueryMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
-from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
@@ -66,7 +67,6 @@ from rocketstore.store.config_manager import (
     SubscriptionGroupManager,
     TopicConfigManager,
 )
-from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,8 @@ class BrokerController:
     async def start(self) -> None:
         """Bring the broker up; raises (with everything it opened closed again) if it cannot."""
         self.loop = asyncio.get_running_loop()
+        # what decides the CPU cost of every message, so that a log (and /metrics) says it
+        log.info("hot path: %s (%s); event loop: %s", native.IMPLEMENTATION, native.REASON, loop_name(self.loop))
         try:
             if self.http is not None:
                 await self.http.start()
@@ -425,21 +427,21 @@ class BrokerController:
         self.producer_manager.connection_closed(conn)
 
     # -- dispatch notifications ----------------------------------------------------------------
-    def _on_message_arriving(self, request: DispatchRequest) -> None:
+    def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, count: int) -> None:
         """Called in the dispatch thread; hands the news to the loop (long polling wakes there).
 
         Arrivals are collected per queue and handed over in one loop callback: a callback per
-        message wrote the loop's wake-up pipe once per message, a fifth of the broker's time
-        under batch sends. The callback is scheduled after the ConsumeQueue entry is written,
-        so a pull held on the loop before it runs is still woken.
+        dispatch pass, not per message, so the loop's wake-up pipe is written at most once per
+        pass. The callback is scheduled after the ConsumeQueue entries are written, so a pull
+        held on the loop before it runs is still woken.
         """
         loop = self.loop
         if loop is None or not self.message_arriving_listeners or loop.is_closed():
             return
-        key = (request.topic, request.queue_id)
+        key = (topic, queue_id)
         with self._arrived_lock:
             previous = self._arrived.get(key)
-            self._arrived[key] = (request.consume_queue_offset + 1, 1 if previous is None else previous[1] + 1)
+            self._arrived[key] = (next_offset, count if previous is None else previous[1] + count)
             if self._arrivals_scheduled:
                 return
             self._arrivals_scheduled = True

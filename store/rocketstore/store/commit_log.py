@@ -396,28 +396,30 @@ class CommitLog:
         if not files:
             self.mapped_file_queue.set_flushed_where(0)
             return 0, True
-        process_offset = self._scan_valid_end(max(len(files) - 3, 0), on_record=None)
+        process_offset = self._scan_valid_end(max(len(files) - 3, 0))
         self.mapped_file_queue.set_flushed_where(process_offset)
         self.mapped_file_queue.truncate_dirty_files(process_offset)
         return process_offset, max_phy_offset_of_consume_queue >= process_offset
 
-    def recover_abnormally(
-        self, max_phy_offset_of_consume_queue: int, min_timestamp: int, dispatch: Callable[[StoredMessage], None]
-    ) -> tuple[int, bool]:
-        """Crash recovery: start at the newest segment older than the checkpoint, re-dispatch from there."""
+    def recover_abnormally(self, max_phy_offset_of_consume_queue: int, min_timestamp: int) -> tuple[int, bool, int]:
+        """Crash recovery: start at the newest segment older than the checkpoint and cut at the first bad record.
+
+        Returns (end offset, whether consume queues must be truncated past it, the offset from
+        which dispatch must rebuild the indexes: the start of that segment).
+        """
         files = self.mapped_file_queue.mapped_files
         if not files:
             self.mapped_file_queue.set_flushed_where(0)
-            return 0, True
+            return 0, True, 0
         index = 0
         for i in range(len(files) - 1, -1, -1):
             if self._matched_recover(files[i], min_timestamp):
                 index = i
                 break
-        process_offset = self._scan_valid_end(index, on_record=dispatch)
+        process_offset = self._scan_valid_end(index)
         self.mapped_file_queue.set_flushed_where(process_offset)
         self.mapped_file_queue.truncate_dirty_files(process_offset)
-        return process_offset, max_phy_offset_of_consume_queue >= process_offset
+        return process_offset, max_phy_offset_of_consume_queue >= process_offset, files[index].file_from_offset
 
     def _matched_recover(self, mapped: MappedFile, min_timestamp: int) -> bool:
         buf = mapped.buffer
@@ -428,7 +430,7 @@ class CommitLog:
         store_timestamp = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
         return store_timestamp != 0 and store_timestamp <= min_timestamp
 
-    def _scan_valid_end(self, index: int, on_record: Callable[[StoredMessage], None] | None) -> int:
+    def _scan_valid_end(self, index: int) -> int:
         files = self.mapped_file_queue.mapped_files
         check_crc = self.settings.check_crc_on_recover
         while True:
@@ -438,8 +440,6 @@ class CommitLog:
             for pos, result in self.records_in(mapped, 0, check_crc=check_crc):
                 if isinstance(result, StoredMessage):
                     end_pos = pos + result.total_size
-                    if on_record is not None:
-                        on_record(result)
                 else:
                     ended_by = result
             if isinstance(ended_by, BlankRecord) and index + 1 < len(files):

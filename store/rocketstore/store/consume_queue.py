@@ -24,8 +24,9 @@ from rocketstore.store.mapped_file import MappedFile
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 CQ_STORE_UNIT_SIZE = 20
-_ENTRY = struct.Struct(">qiq")
-_PRE_BLANK = _ENTRY.pack(0, 0x7FFFFFFF, 0)
+CQ_ENTRY = struct.Struct(">qiq")
+"""One entry: commitLogOffset i64, size i32, tagsCode i64."""
+_PRE_BLANK = CQ_ENTRY.pack(0, 0x7FFFFFFF, 0)
 PRE_BLANK_ENTRY = (0, 0x7FFFFFFF, 0)
 
 #: the transaction types (sysFlag & TRANSACTION_TYPE_MASK) whose records get a ConsumeQueue entry
@@ -47,7 +48,7 @@ def unpack_entries(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, 
 
     For tools that read consume queue files themselves (offline inspection opens them read-only).
     """
-    yield from _ENTRY.iter_unpack(data)
+    yield from CQ_ENTRY.iter_unpack(data)
 
 
 @dataclass(slots=True)  # not frozen: built per message, and frozen init costs a setattr per field
@@ -90,7 +91,7 @@ class ConsumeQueue:
             mapped_offset = 0
             buf = mapped.buffer
             for pos in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
-                offset, size, _ = _ENTRY.unpack_from(buf, pos)
+                offset, size, _ = CQ_ENTRY.unpack_from(buf, pos)
                 if offset >= 0 and size > 0:
                     mapped_offset = pos + CQ_STORE_UNIT_SIZE
                     self.max_physic_offset = offset + size
@@ -114,7 +115,7 @@ class ConsumeQueue:
             buf = mapped.buffer
             mapped.set_positions(0)
             for pos in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
-                offset, size, _ = _ENTRY.unpack_from(buf, pos)
+                offset, size, _ = CQ_ENTRY.unpack_from(buf, pos)
                 if pos == 0:
                     if offset >= phy_offset:
                         mfq.delete_last_mapped_file()
@@ -137,7 +138,7 @@ class ConsumeQueue:
         last = -1
         buf = mapped.buffer
         while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
-            offset, size, _ = _ENTRY.unpack_from(buf, pos)
+            offset, size, _ = CQ_ENTRY.unpack_from(buf, pos)
             if not (offset >= 0 and size > 0):
                 break
             last = offset + size
@@ -173,7 +174,33 @@ class ConsumeQueue:
                     log.error("%s-%d: logic queue order maybe wrong: expect %d, at %d", self.topic,
                               self.queue_id, expect_logic_offset, current)
             self.max_physic_offset = offset + size
-            return mapped.append(_ENTRY.pack(offset, size, tags_code))
+            return mapped.append(CQ_ENTRY.pack(offset, size, tags_code))
+
+    def put_message_position_infos(self, first_cq_offset: int, count: int, entries: bytes) -> bool:
+        """Append ``count`` encoded entries for consecutive queue offsets from ``first_cq_offset``.
+
+        Dispatch hands the entries of one queue in a pass over as one run. When the run simply
+        continues the queue within its last file (nearly always), it is one write; anything
+        else (a queue's first entry, a file boundary, a re-dispatched stretch after a crash)
+        goes entry by entry through :meth:`put_message_position_info`, which handles it.
+        """
+        size = count * CQ_STORE_UNIT_SIZE
+        with self._lock:
+            mapped = self.mapped_file_queue.last
+            expect = first_cq_offset * CQ_STORE_UNIT_SIZE
+            first_offset, first_size, _ = CQ_ENTRY.unpack_from(entries, 0)
+            if (
+                mapped is not None and mapped.wrote_position > 0 and first_offset + first_size > self.max_physic_offset
+                and mapped.file_from_offset + mapped.wrote_position == expect
+                and mapped.wrote_position + size <= mapped.file_size
+            ):
+                last_offset, last_size, _ = CQ_ENTRY.unpack_from(entries, size - CQ_STORE_UNIT_SIZE)
+                self.max_physic_offset = last_offset + last_size
+                return mapped.append(entries)
+        for i, (offset, entry_size, code) in enumerate(CQ_ENTRY.iter_unpack(entries)):
+            if not self.put_message_position_info(offset, entry_size, code, first_cq_offset + i):
+                return False
+        return True
 
     def _fill_pre_blank(self, mapped: MappedFile, until_where: int) -> None:
         until = until_where % self.file_size
@@ -212,7 +239,7 @@ class ConsumeQueue:
     def entries(self, start_index: int, max_entries: int) -> list[ConsumeQueueEntry]:
         """Up to ``max_entries`` decoded entries from ``start_index`` within one file."""
         data = self.read_entries(start_index, max_entries)
-        return [ConsumeQueueEntry(start_index + i, *entry) for i, entry in enumerate(_ENTRY.iter_unpack(data))]
+        return [ConsumeQueueEntry(start_index + i, *entry) for i, entry in enumerate(CQ_ENTRY.iter_unpack(data))]
 
     def entry(self, index: int) -> ConsumeQueueEntry | None:
         found = self.entries(index, 1)
@@ -253,7 +280,7 @@ class ConsumeQueue:
         left_value = right_value = -1
         while high >= low:
             mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-            phy_offset, size, _ = _ENTRY.unpack_from(data, mid)
+            phy_offset, size, _ = CQ_ENTRY.unpack_from(data, mid)
             if phy_offset < min_phy_offset:
                 low = mid + CQ_STORE_UNIT_SIZE
                 left = mid
@@ -298,7 +325,7 @@ class ConsumeQueue:
         if data is None:
             return
         for pos in range(0, len(data) - CQ_STORE_UNIT_SIZE + 1, CQ_STORE_UNIT_SIZE):
-            offset, _, _ = _ENTRY.unpack_from(data, pos)
+            offset, _, _ = CQ_ENTRY.unpack_from(data, pos)
             if offset >= phy_min_offset:
                 self.min_logic_offset = mapped.file_from_offset + pos
                 return

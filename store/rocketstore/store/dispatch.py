@@ -1,11 +1,14 @@
 """Dispatch (RocketMQ's ReputMessageService): make CommitLog records visible to consumers.
 
-A background thread follows the CommitLog from ``reput_from_offset``: each record becomes a
-ConsumeQueue entry and IndexFile keys, through a list of one-method dispatchers, and waiting
-pulls on that (topic, queueId) are woken. RocketMQ's thread polls (a 1 ms sleep per pass);
-this one sleeps on an event that the writers set when they append, and callers that need
-dispatch to be close enough to the CommitLog's end (start-up, send back-pressure) register a
-one-shot waiter instead of polling ``behind_bytes``.
+A background thread follows the CommitLog from ``reput_from_offset``. Each pass reads up to
+:data:`~rocketstore.store.dispatch_scan.SCAN_MAX_RECORDS` records with one
+:func:`~rocketstore.store.dispatch_scan.scan` (native code, without the interpreter lock, unless
+the pure-Python reference runs) and hands the result to a list of one-method dispatchers (the
+ConsumeQueue builder appends each queue's run of entries at once, the index builder writes the
+hashed keys); then waiting pulls on each (topic, queueId) that got entries are woken.
+RocketMQ's thread polls (a 1 ms sleep per pass); this one sleeps on an event that the writers
+set when they append, and callers that need dispatch to be close enough to the CommitLog's end
+(start-up, send back-pressure) register a one-shot waiter instead of polling ``behind_bytes``.
 """
 
 from __future__ import annotations
@@ -15,17 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from rocketstore.common.message import BlankRecord, StoredMessage
 from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.dispatch_request import DispatchRequest, to_dispatch_request
+from rocketstore.store.dispatch_scan import END_BLANK, END_CORRUPT, ScanResult, scan
 
 log = logging.getLogger(__name__)
 
 
-CommitLogDispatcher = Callable[[DispatchRequest], None]
-"""Receives every record once it is in the CommitLog (ConsumeQueue builder, index builder)."""
+CommitLogDispatcher = Callable[[ScanResult], None]
+"""Receives each pass's records once they are in the CommitLog (ConsumeQueue builder, index builder)."""
 
-MessageArrivingListener = Callable[[DispatchRequest], None]
+MessageArrivingListener = Callable[[str, int, int, int], None]
+"""(topic, queueId, next queue offset, entries that arrived): called after the dispatchers, once
+per queue run of a pass (RocketMQ's MessageArrivingListener, per run instead of per message)."""
 
 LagWaiter = Callable[[], None]
 """Called once, in the dispatch thread, when dispatch is within the waiter's lag: it must not
@@ -43,9 +47,12 @@ class ReputMessageService:
         commit_log: CommitLog,
         dispatchers: list[CommitLogDispatcher],
         on_arriving: MessageArrivingListener | None = None,
+        *,
+        index_enabled: bool = True,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
+        self.index_enabled = index_enabled
         self.on_arriving = on_arriving
         self.reput_from_offset = 0
         self.dispatched_count = 0
@@ -162,32 +169,34 @@ class ReputMessageService:
             return False
         file_size = commit_log.settings.file_size
         mapped = commit_log.mapped_file_queue.find_mapped_file_by_offset(self.reput_from_offset)
-        if mapped is None:
+        if mapped is None or not mapped.hold():
             return False
-        start = self.reput_from_offset % file_size
-        moved = False
-        for pos, result in commit_log.records_in(mapped, start, check_crc=False):
-            if isinstance(result, StoredMessage):
-                self.dispatch_message(result)
-                self.reput_from_offset = mapped.file_from_offset + pos + result.total_size
-                moved = True
-            elif isinstance(result, BlankRecord):
-                self.reput_from_offset = commit_log.roll_next_file(self.reput_from_offset)
-                return True
-            else:
-                if mapped.file_from_offset + pos < commit_log.max_offset:
-                    log.error("dispatch stopped at %d: %s", mapped.file_from_offset + pos, result)
-                return moved
-        return moved
+        try:
+            found = scan(mapped.buffer, self.reput_from_offset % file_size, mapped.read_position,
+                         index_enabled=self.index_enabled)
+        finally:
+            mapped.release()
+        if found.records:
+            for dispatcher in self.dispatchers:
+                dispatcher(found)
+            self.dispatched_count += found.records
+            self.reput_from_offset = mapped.file_from_offset + found.end_pos
+            if self.on_arriving is not None:
+                for run in found.runs:
+                    self.on_arriving(run.topic, run.queue_id, run.first_queue_offset + run.count, run.count)
+        if found.end_kind == END_BLANK:
+            self.reput_from_offset = commit_log.roll_next_file(self.reput_from_offset)
+            return True
+        if found.end_kind == END_CORRUPT and mapped.file_from_offset + found.end_pos < commit_log.max_offset:
+            log.error("dispatch stopped at %d: %s", mapped.file_from_offset + found.end_pos, found.reason)
+        return found.records > 0
 
-    def dispatch_message(self, msg: StoredMessage) -> None:
-        """Build every index for one record and wake its waiting pulls."""
-        request = to_dispatch_request(msg)
-        for dispatcher in self.dispatchers:
-            dispatcher(request)
-        self.dispatched_count += 1
-        if self.on_arriving is not None:
-            self.on_arriving(request)
+    def dispatch_from(self, offset: int) -> None:
+        """Dispatch, in the calling thread, from ``offset`` to the CommitLog's end: crash recovery
+        rebuilds the indexes of the stretch after the checkpoint this way, before the thread runs."""
+        self.reput_from_offset = offset
+        while self._do_reput():
+            pass
 
     def shutdown(self) -> None:
         """Stop the thread; lag waiters still registered are run so that none waits for ever."""

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketstore.common.message import KEY_SEPARATOR, SysFlag, java_string_hash, transaction_type
+from rocketstore.common.native import NATIVE
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.dispatch_request import DispatchRequest
 from rocketstore.store.mapped_file import MappedFile
@@ -102,6 +103,79 @@ def _java_div(a: int, b: int) -> int:
     """Java integer division: truncates toward zero (Python's // floors)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
+
+
+IndexHeaderState = tuple[int, int, int, int, int, int]
+"""beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount."""
+
+INDEX_KEY_ENTRY = struct.Struct(">iqq")
+"""A key to index, as dispatch hands it over: keyHash i32 (:func:`index_key_hash` of ``topic#key``),
+phyOffset i64, storeTimestamp i64."""
+
+_NO_SKIP = -(2**63)
+
+
+def index_key_entries(
+    topic: str, uniq_key: str | None, keys: str | None, sys_flag: int, phy_offset: int, store_timestamp: int,
+) -> bytes:
+    """The keys IndexService.buildIndex indexes for one record: ``topic#uniqKey``, then ``topic#key``
+    per non-empty space-separated key; none for a rolled-back transaction."""
+    if transaction_type(sys_flag) == SysFlag.TRANSACTION_ROLLBACK:
+        return b""
+    names = [] if uniq_key is None else [uniq_key]
+    if keys:
+        names.extend(key for key in keys.split(KEY_SEPARATOR) if key)
+    return b"".join(INDEX_KEY_ENTRY.pack(index_key_hash(f"{topic}#{name}"), phy_offset, store_timestamp)
+                    for name in names)
+
+
+def put_index_entries_python(
+    buf: mmap.mmap | bytearray, hash_slot_num: int, index_num: int, entries: bytes, start: int, skip_below: int,
+    header: IndexHeaderState,
+) -> tuple[int, IndexHeaderState]:
+    """The reference writer behind :meth:`IndexFile.put_entries` (the Rust twin is ``put_index_entries``).
+
+    For each entry: chain it in front of its slot's newest entry (a slot value that is not a
+    valid entry number counts as empty), store its time as whole seconds since the file's
+    beginTimestamp (0 while that is unset, capped at Integer.MAX_VALUE), and point the slot at
+    it. The header is written once at the end, after the entries and slots it counts.
+    """
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header
+    entries_pos = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+    pos = start
+    wrote = False
+    while pos < len(entries):
+        key_hash, phy_offset, store_timestamp = INDEX_KEY_ENTRY.unpack_from(entries, pos)
+        if phy_offset < skip_below:
+            pos += INDEX_KEY_ENTRY.size
+            continue
+        if index_count >= index_num:
+            break
+        abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * HASH_SLOT_SIZE
+        (slot_value,) = _I32.unpack_from(buf, abs_slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > index_count:
+            slot_value = INVALID_INDEX
+        time_diff = _java_div(_to_int64(store_timestamp - begin_ts), 1000)
+        if begin_ts <= 0 or time_diff < 0:
+            time_diff = 0
+        elif time_diff > _INT_MAX:
+            time_diff = _INT_MAX
+        _ENTRY.pack_into(buf, entries_pos + index_count * INDEX_SIZE, key_hash, phy_offset, time_diff, slot_value)
+        _I32.pack_into(buf, abs_slot_pos, index_count)
+        if index_count <= 1:
+            begin_phy, begin_ts = phy_offset, store_timestamp
+        if slot_value == INVALID_INDEX:
+            slot_count += 1
+        index_count += 1
+        end_phy, end_ts = phy_offset, store_timestamp
+        wrote = True
+        pos += INDEX_KEY_ENTRY.size
+    if wrote:
+        _HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count)
+    return pos, (begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count)
+
+
+_put_index_entries = NATIVE.put_index_entries if NATIVE is not None else put_index_entries_python
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,42 +359,27 @@ class IndexFile:
     # -- writing ---------------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset`` at the head of its slot's chain; False when full."""
+        entry = INDEX_KEY_ENTRY.pack(index_key_hash(key), phy_offset, store_timestamp)
+        return self.put_entries(entry, 0, _NO_SKIP) == len(entry)
+
+    def put_entries(self, entries: bytes, start: int, skip_below: int) -> int:
+        """Write the INDEX_KEY_ENTRY keys of ``entries`` from byte ``start`` until the file is full.
+
+        Entries whose offset is below ``skip_below`` are passed over (already indexed before a
+        crash). Returns the byte position of the first entry not consumed: ``len(entries)``
+        unless the file filled up.
+        """
         with self._lock:
-            index_count = self._index_count
-            if index_count >= self.index_num:
-                log.warning(
-                    "index file %s over capacity: index count %d, max %d",
-                    self.file_name, index_count, self.index_num,
-                )
-                return False
-            key_hash = index_key_hash(key)
-            abs_slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-            (slot_value,) = _I32.unpack_from(self._buf, abs_slot_pos)
-            if slot_value <= INVALID_INDEX or slot_value > index_count:
-                slot_value = INVALID_INDEX
-
-            begin = self._begin_timestamp
-            time_diff = _java_div(_to_int64(store_timestamp - begin), 1000)
-            if begin <= 0 or time_diff < 0:
-                time_diff = 0
-            elif time_diff > _INT_MAX:
-                time_diff = _INT_MAX
-
-            abs_index_pos = self._entries_pos + index_count * INDEX_SIZE
-            _ENTRY.pack_into(self._buf, abs_index_pos, key_hash, phy_offset, time_diff, slot_value)
-            _I32.pack_into(self._buf, abs_slot_pos, index_count)
-
-            if index_count <= 1:
-                self._set_begin_phy_offset(phy_offset)
-                self._set_begin_timestamp(store_timestamp)
-            if slot_value == INVALID_INDEX:
-                self._hash_slot_count += 1
-                _I32.pack_into(self._buf, _HASH_SLOT_COUNT_POS, self._hash_slot_count)
-            self._index_count = index_count + 1
-            _I32.pack_into(self._buf, _INDEX_COUNT_POS, self._index_count)
-            self._set_end_phy_offset(phy_offset)
-            self._set_end_timestamp(store_timestamp)
-            return True
+            header = (self._begin_timestamp, self._end_timestamp, self._begin_phy_offset, self._end_phy_offset,
+                      self._hash_slot_count, self._index_count)
+            end, header = _put_index_entries(self._buf, self.hash_slot_num, self.index_num, entries, start,
+                                             skip_below, header)
+            (self._begin_timestamp, self._end_timestamp, self._begin_phy_offset, self._end_phy_offset,
+             self._hash_slot_count, self._index_count) = header
+        if end < len(entries):
+            log.warning("index file %s over capacity: index count %d, max %d", self.file_name,
+                        self._index_count, self.index_num)
+        return end
 
     # -- reading ---------------------------------------------------------------------------
     def is_time_matched(self, begin: int, end: int) -> bool:
@@ -487,40 +546,34 @@ class IndexService:
 
     # -- building --------------------------------------------------------------------------
     def build_index(self, req: DispatchRequest) -> None:
-        """Index a dispatched record: ``topic#uniqKey`` and ``topic#key`` for each key."""
+        """Index one record: ``topic#uniqKey`` and ``topic#key`` for each key."""
+        self.put_index_entries(index_key_entries(req.topic, req.uniq_key, req.keys, req.sys_flag,
+                                                 req.commit_log_offset, req.store_timestamp))
+
+    def put_index_entries(self, entries: bytes) -> None:
+        """Write INDEX_KEY_ENTRY keys (dispatch makes them a pass at a time), rolling to a new
+        file when one fills; keys of records the last file already covers are skipped."""
         if not self.message_index_enable:
             return
-        index_file = self.retry_get_and_create_index_file()
+        index_file = self.retry_get_and_create_index_file()  # even without keys, as RocketMQ does
         if index_file is None:
             log.error("build index error, stop building index")
             return
-        if req.commit_log_offset < index_file.end_phy_offset:
+        if not entries:
             return
-        if transaction_type(req.sys_flag) == SysFlag.TRANSACTION_ROLLBACK:
-            return
-        current: IndexFile | None = index_file
-        if req.uniq_key is not None:
-            current = self._put_key(index_file, req, build_key(req.topic, req.uniq_key))
-            if current is None:
-                log.error("putKey error commitlog %d uniqkey %s", req.commit_log_offset, req.uniq_key)
+        skip_below = index_file.end_phy_offset
+        pos = 0
+        while True:
+            pos = index_file.put_entries(entries, pos, skip_below)
+            if pos >= len(entries):
                 return
-            index_file = current
-        if req.keys:
-            for key in req.keys.split(KEY_SEPARATOR):
-                if not key:
-                    continue
-                current = self._put_key(index_file, req, build_key(req.topic, key))
-                if current is None:
-                    log.error("putKey error commitlog %d key %s", req.commit_log_offset, key)
-                    return
-                index_file = current
-
-    def _put_key(self, index_file: IndexFile, req: DispatchRequest, key: str) -> IndexFile | None:
-        current: IndexFile | None = index_file
-        while current is not None and not current.put_key(key, req.commit_log_offset, req.store_timestamp):
-            log.warning("index file %s is full, trying to create another one", current.file_name)
-            current = self.retry_get_and_create_index_file()
-        return current
+            log.warning("index file %s is full, trying to create another one", index_file.file_name)
+            next_file = self.retry_get_and_create_index_file()
+            if next_file is None:
+                (_, phy_offset, _) = INDEX_KEY_ENTRY.unpack_from(entries, pos)
+                log.error("putKey error: no index file for the keys of commitlog offset %d", phy_offset)
+                return
+            index_file = next_file
 
     def retry_get_and_create_index_file(self) -> IndexFile | None:
         """The writable last file, creating one if needed; up to 3 attempts, 1 s apart."""

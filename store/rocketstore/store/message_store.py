@@ -26,9 +26,9 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, gets_consume_queue_entry, unpack_entries
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
-from rocketstore.store.dispatch_request import DispatchRequest
+from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.stats import StoreStatsService
@@ -127,7 +127,8 @@ class DefaultMessageStore:
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
         self.reput_service = ReputMessageService(
-            self.commit_log, [self._build_consume_queue, self._build_index], on_message_arriving
+            self.commit_log, [self._build_consume_queues, self._build_index], on_message_arriving,
+            index_enabled=config.message_index_enable,
         )
         self.commit_log.on_appended = self.reput_service.wakeup
         self.clean_commit_log_service = CleanCommitLogService(config, self.commit_log, self.running_flags, self.stats)
@@ -179,9 +180,10 @@ class DefaultMessageStore:
         if self.last_exit_ok:
             end, truncate = self.commit_log.recover_normally(max_phy_of_cq)
         else:
-            end, truncate = self.commit_log.recover_abnormally(
-                max_phy_of_cq, self._recover_min_timestamp(), self.reput_service.dispatch_message
+            end, truncate, redispatch_from = self.commit_log.recover_abnormally(
+                max_phy_of_cq, self._recover_min_timestamp()
             )
+            self.reput_service.dispatch_from(redispatch_from)
         if not self.commit_log.mapped_file_queue.mapped_files:
             self.destroy_logics()
         elif truncate:
@@ -316,21 +318,20 @@ class DefaultMessageStore:
         self.clean_commit_log_service.execute_delete_files_manually()
 
     # -- dispatchers -----------------------------------------------------------------------
-    def _build_consume_queue(self, req: DispatchRequest) -> None:
-        if gets_consume_queue_entry(req.sys_flag):
-            cq = self.find_consume_queue(req.topic, req.queue_id)
-            if not self.running_flags.is_cq_writeable:
-                return
-            if cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
-                                            req.consume_queue_offset):
-                self.checkpoint.logics_msg_timestamp = req.store_timestamp
-            else:
-                log.error("consume queue %s-%d write failed", req.topic, req.queue_id)
+    def _build_consume_queues(self, found: ScanResult) -> None:
+        if not self.running_flags.is_cq_writeable:
+            return
+        for run in found.runs:
+            cq = self.find_consume_queue(run.topic, run.queue_id)
+            if not cq.put_message_position_infos(run.first_queue_offset, run.count, run.entries):
+                log.error("consume queue %s-%d write failed", run.topic, run.queue_id)
                 self.running_flags.make_logics_queue_error()
+                return
+        if found.last_queue_timestamp:
+            self.checkpoint.logics_msg_timestamp = found.last_queue_timestamp
 
-    def _build_index(self, req: DispatchRequest) -> None:
-        if self.config.message_index_enable:
-            self.index_service.build_index(req)
+    def _build_index(self, found: ScanResult) -> None:
+        self.index_service.put_index_entries(found.index_entries)
 
     # -- consume queues --------------------------------------------------------------------
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
