@@ -4,8 +4,9 @@ A helper library, not a test module (tests/clients/conftest.py puts this directo
 import it as ``java_rocketmq``). Three parts:
 
 * Building, with Maven, once: ``build_driver()`` makes ``java/target/client-driver.jar`` plus its
-  runtime classpath ``java/target/lib`` (rocketmq-client 4.9.8); ``build_anchor()`` copies the
-  name server's and broker's classpath to ``java-anchor/target/lib``. A build is skipped while its
+  runtime classpath ``java/target/lib`` (rocketmq-client 4.9.8); ``build_anchor(version)`` copies
+  the name server's and broker's classpath of one release to ``java-anchor/VERSION/target/lib``
+  (``ANCHOR_VERSIONS``: 4.9.7 and 5.3.3). A build is skipped while its
   last success (a stamp file) is newer than every input (``maven_build``), like
   tests/interop/conftest.py does with the jar's mtime.
 * ``ClientDriver``: runs one mode of ClientDriver.java (produce, push-consume, pull-consume, query,
@@ -15,8 +16,10 @@ import it as ``java_rocketmq``). Three parts:
 * ``RocketMQAnchor``: Apache RocketMQ's own NamesrvStartup and BrokerStartup, as two JVMs on
   127.0.0.1 with free ports, a scratch store, a scratch ROCKETMQ_HOME and user.home, and
   ``-Xms512m -Xmx512m`` heaps (``DEFAULT_HEAP``; RocketMQ's scripts use 4 GB and 8 GB). Version
-  4.9.7, since rocketmq-namesrv and rocketmq-broker 4.9.8 were never published to Maven Central;
-  see java-anchor/pom.xml. Started when both print "boot success", stopped with SIGTERM.
+  4.9.7 by default (``ANCHOR_VERSION``), since rocketmq-namesrv and rocketmq-broker 4.9.8 were never
+  published to Maven Central (see java-anchor/4.9.7/pom.xml); ``version="5.3.3"`` runs the 5.x
+  broker on its own, without the proxy, which serves 4.x remoting clients as 4.9.7 does. Started
+  when both print "boot success", stopped with SIGTERM.
 
 Tools: ``java`` (17) and ``mvn`` on PATH, else ``ToolMissing``. A cold ~/.m2 downloads ~45 MB.
 """
@@ -47,10 +50,9 @@ DRIVER_LIB = DRIVER_DIR / "target" / "lib"
 DRIVER_MAIN = "io.rocketstore.clients.ClientDriver"
 CLIENT_VERSION = "4.9.8"
 
-ANCHOR_DIR = HERE / "java-anchor"
-ANCHOR_POM = ANCHOR_DIR / "pom.xml"
-ANCHOR_LIB = ANCHOR_DIR / "target" / "lib"
+ANCHOR_DIR = HERE / "java-anchor"  # one directory per release: VERSION/pom.xml, VERSION/target/lib
 ANCHOR_VERSION = "4.9.7"
+ANCHOR_VERSIONS = ("4.9.7", "5.3.3")
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 
@@ -176,9 +178,22 @@ def build_driver() -> float | None:
     return _build_once(DRIVER_POM, [DRIVER_JAR, DRIVER_LIB], [DRIVER_POM, DRIVER_DIR / "src"])
 
 
-def build_anchor() -> float | None:
-    """Copy the anchor's classpath (namesrv + broker) to java-anchor/target/lib once per process."""
-    return _build_once(ANCHOR_POM, [ANCHOR_LIB], [ANCHOR_POM])
+def anchor_pom(version: str) -> Path:
+    """The pom that fetches one anchor release's name server and broker (ValueError for others)."""
+    if version not in ANCHOR_VERSIONS:
+        raise ValueError(f"no anchor pom for Apache RocketMQ {version}; known: {', '.join(ANCHOR_VERSIONS)}")
+    return ANCHOR_DIR / version / "pom.xml"
+
+
+def anchor_lib(version: str) -> Path:
+    """The classpath directory ``build_anchor(version)`` fills."""
+    return anchor_pom(version).parent / "target" / "lib"
+
+
+def build_anchor(version: str = ANCHOR_VERSION) -> float | None:
+    """Copy one anchor release's classpath (namesrv + broker) to java-anchor/VERSION/target/lib once per process."""
+    pom = anchor_pom(version)
+    return _build_once(pom, [anchor_lib(version)], [pom])
 
 
 def free_port(*, also: Sequence[int] = ()) -> int:
@@ -507,13 +522,14 @@ class _Server:
 class RocketMQAnchor:
     """Apache RocketMQ's own name server and broker, on 127.0.0.1 with free ports, under ``workdir``.
 
-    ``broker_config`` adds or overrides broker.conf keys (e.g. ``mappedFileSizeCommitLog``).
-    Use as a context manager, or ``start()`` / ``stop()``. After start: ``namesrv_addr``,
-    ``broker_addr``, ``boot_seconds`` (namesrv, broker).
+    ``version`` picks the release (``ANCHOR_VERSIONS``). ``broker_config`` adds or overrides
+    broker.conf keys (e.g. ``mappedFileSizeCommitLog``). Use as a context manager, or ``start()`` /
+    ``stop()``. After start: ``namesrv_addr``, ``broker_addr``, ``boot_seconds`` (namesrv, broker).
     """
 
     workdir: Path
     heap: str = DEFAULT_HEAP
+    version: str = ANCHOR_VERSION
     broker_config: dict[str, str] = field(default_factory=dict)
     java: str | None = None
     cluster: str = "DefaultCluster"
@@ -547,17 +563,19 @@ class RocketMQAnchor:
         return "\n".join(parts)
 
     def start(self, timeout: float = BOOT_TIMEOUT_S) -> RocketMQAnchor:
-        build_anchor()
+        build_anchor(self.version)
         java = self.java or find_tools()[0]
         home = self.workdir / "home"
         rocketmq_home = self.workdir / "rocketmq-home"
         (rocketmq_home / "conf").mkdir(parents=True, exist_ok=True)
         home.mkdir(parents=True, exist_ok=True)
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        # NamesrvStartup / BrokerStartup read ${rocketmq.home.dir}/conf/logback_{namesrv,broker}.xml
-        # and exit when it is missing.
-        for name in ("namesrv", "broker"):
-            (rocketmq_home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(log=home / f"{name}.log"))
+        # 4.x's NamesrvStartup / BrokerStartup read ${rocketmq.home.dir}/conf/logback_{namesrv,broker}.xml
+        # and exit when it is missing; 5.x reads the file named by -Drmq.logback.configurationFile
+        # (else its jar's own rolling, asynchronous set of a dozen files). Both get the same one file.
+        logback = {name: rocketmq_home / "conf" / f"logback_{name}.xml" for name in ("namesrv", "broker")}
+        for name, path in logback.items():
+            path.write_text(_LOGBACK.format(log=home / f"{name}.log"))
 
         if not self.namesrv_port:
             self.namesrv_port = free_port()
@@ -589,11 +607,12 @@ class RocketMQAnchor:
         # listening port at start-up (3-4 s each on a 2-core VM) that a plaintext client never uses.
         jvm = [java, f"-Xms{self.heap}", f"-Xmx{self.heap}", *G1_FLAGS, *JDK17_FLAGS,
                f"-Duser.home={home}", f"-Drocketmq.home.dir={rocketmq_home}", "-Dtls.server.mode=disabled",
-               "-cp", str(ANCHOR_LIB / "*")]
+               "-cp", str(anchor_lib(self.version) / "*")]
         try:
-            self._launch("namesrv", [*jvm, NAMESRV_MAIN, "-c", str(namesrv_conf)], "boot success", timeout)
-            self._launch("broker", [*jvm, BROKER_MAIN, "-c", str(broker_conf), "-n", self.namesrv_addr],
-                         "boot success", timeout)
+            self._launch("namesrv", [*jvm, f"-Drmq.logback.configurationFile={logback['namesrv']}", NAMESRV_MAIN,
+                                     "-c", str(namesrv_conf)], "boot success", timeout)
+            self._launch("broker", [*jvm, f"-Drmq.logback.configurationFile={logback['broker']}", BROKER_MAIN,
+                                    "-c", str(broker_conf), "-n", self.namesrv_addr], "boot success", timeout)
         except BaseException:
             self.stop()
             raise
