@@ -1,25 +1,41 @@
 #!/usr/bin/env python3
-"""Broker benchmark: RocketStore's broker against Apache RocketMQ's, same machine, same run, same client.
+"""Broker benchmark: RocketStore's broker against Apache RocketMQ 4.9.7 and 5.3.3, same machine, same run.
 
-    python3 bench/run_broker_bench.py [--quick] [--json OUT] [--dir D] [--seconds N] [--threads 1,8,32]
-                                      [--flush ASYNC_FLUSH,SYNC_FLUSH] [--segment BYTES] [--heap 512m]
-                                      [--no-pin] [--keep]
+    python3 bench/run_broker_bench.py [--quick] [--readme README.md] [--json OUT] [--dir D] [--seconds N]
+                                      [--threads 1,8,32] [--flush ASYNC_FLUSH,SYNC_FLUSH]
+                                      [--pinning pinned,unpinned] [--brokers rocketstore,...]
+                                      [--segment BYTES] [--heap 512m] [--keep]
     python3 bench/run_broker_bench.py --profile OUT_PREFIX [--seconds N] [--threads 8]
 
-For each flush type, both brokers are started side by side (fresh stores, the same broker.conf
-keys: flushDiskType, mappedFileSizeCommitLog) and every scenario runs against Apache RocketMQ
-and then against ours, back to back, so background load on the machine hits both alike. The
-load generator is one Java client (tests/clients/java: rocketmq-client 4.9.8, ``bench-produce``
-closed-loop sync sends of random 1 KiB bodies from N threads; ``bench-consume``, a push consumer
-draining the backlog of the largest produce run). On a 2-core machine the brokers are pinned
-to CPU 0 and the client JVMs to CPU 1 with ``taskset`` (``--no-pin`` shares the cores).
+Four brokers ("contenders") take turns: ours in its default mode (the native hot path when the
+extension is built), ours with ``ROCKETSTORE_NATIVE=0`` (the pure-Python reference, so the
+native gain shows; without the extension both rows measure the same code), and Apache
+RocketMQ's own name server and broker at 4.9.7 and at 5.3.3 (5.x's broker alone, without the
+proxy: its remoting port serves the 4.x client as 4.9.7 does). A section is one pinning mode
+(``pinned``: brokers ``taskset -c 0``, client JVMs ``taskset -c 1``; ``unpinned``: everyone free
+on every core) times one flushDiskType; in each section every contender in turn is started on
+a fresh store (same broker.conf keys: flushDiskType, mappedFileSizeCommitLog), warmed up, driven
+through every scenario and stopped, so no idle broker shares the cores with the one measured
+(an idle 5.3.3 broker burns about 6% of a core, 4.9.7 about 2%). The order of the contenders
+rotates from section to section. The load generator is one Java client (tests/clients/java:
+rocketmq-client 4.9.8, ``bench-produce``: closed-loop sync sends of random 1 KiB bodies from N
+threads; ``bench-consume``: a push consumer draining the backlog of the largest produce run).
 
-Resources are read from /proc: peak RSS is each server process's VmHWM at the end of a flush
-section (it includes touched pages of memory-mapped segments on both sides), peak RssAnon
-(memory outside the page cache) is sampled every 100 ms; CPU is utime+stime deltas of the
-server processes around each driver run. Apache RocketMQ runs as two JVMs (name server and
-broker); ours is one process with an embedded name server, so it is compared with their sum
-(both JVMs are also printed separately). See bench/README.md.
+Resources come from /proc: broker CPU is utime+stime deltas of the server processes around each
+driver run, printed as microseconds per acknowledged message (Apache: name server + broker JVMs;
+ours: one process with its embedded name server); peak RSS is each server process's VmHWM when
+its turn ends (it includes touched pages of memory-mapped segments on both sides) and peak
+RssAnon (memory outside the page cache) is sampled every 100 ms.
+
+In every row the better of the two Apache figures (higher rate, lower latency, CPU or memory) is
+bold: that broker is the one to beat, goals are judged against it (for the saturated send rate
+against each release, as issue 10 sets them), and only in pinned sections, except memory.
+
+Durations: 15 s per produce run and a 5 s warm-up (20 s and 8 s before 5.3.3, the pure-Python
+row and the unpinned sections were added), so the default command (2 pinnings x 2 flush types
+x 4 contenders) takes about 20 minutes on 2 cores; ``--quick`` (2 s runs) about 7 minutes.
+``--readme README.md`` rewrites the block between ``<!-- bench:broker:begin -->`` and
+``<!-- bench:broker:end -->`` with the summary table, the command and the date (bench/readme_table.py).
 
 ``--profile PREFIX`` starts only our broker (ASYNC_FLUSH), runs the 8-thread produce load and
 records it with py-spy (``pip install py-spy``; ``--gil``: samples of the thread holding the GIL):
@@ -43,12 +59,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
 
 import java_rocketmq  # noqa: E402
+import readme_table  # noqa: E402
 from java_rocketmq import ClientDriver, RocketMQAnchor, free_port  # noqa: E402
 
 GiB = 1024 * 1024 * 1024
@@ -58,12 +75,22 @@ CLIENT_CPU = "1"
 BODY_SIZE = 1024
 CLIENT_HEAP = "1g"
 
-# name -> durations (seconds). warmup: one untimed 8-thread produce per broker per flush type,
-# so the JVM's JIT and both brokers' first segment allocation are not in the first scenario.
+# name -> durations (seconds). warmup: one untimed 8-thread produce per contender and section,
+# so the JVM's JIT and the broker's first segment allocation are not in the first scenario.
 PROFILES: dict[str, dict[str, int]] = {
-    "quick": dict(produce_s=4, warmup_s=2, consume_max_s=25),
-    "default": dict(produce_s=20, warmup_s=8, consume_max_s=90),
+    "quick": dict(produce_s=2, warmup_s=1, consume_max_s=25),
+    "default": dict(produce_s=15, warmup_s=5, consume_max_s=90),
 }
+
+OURS = "rocketstore"
+OURS_PY = "rocketstore-py"
+APACHE_4 = "apache-4.9.7"
+APACHE_5 = "apache-5.3.3"
+CONTENDERS = (OURS, OURS_PY, APACHE_4, APACHE_5)
+APACHE = {APACHE_4: "4.9.7", APACHE_5: "5.3.3"}  # contender -> release
+PURE_PYTHON_ENV = {"ROCKETSTORE_NATIVE": "0"}
+PINNINGS = ("pinned", "unpinned")
+README_SECTION = "broker"
 
 
 # -- /proc ---------------------------------------------------------------------------------------
@@ -175,6 +202,7 @@ class OurBroker:
     segment: int
     pin: str | None
     wrap: Sequence[str] = ()  # e.g. a profiler command line that execs the broker
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
     listen_port: int = 0
     namesrv_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -196,7 +224,7 @@ class OurBroker:
         out_path = self.workdir / "broker.stdout"
         out, err = out_path.open("wb"), (self.workdir / "broker.stderr").open("wb")
         self._files = [out, err]
-        env = {**os.environ, "HOME": str(self.workdir / "home")}
+        env = {**os.environ, "HOME": str(self.workdir / "home"), **self.env}
         cmd = [*pin_prefix(self.pin), *self.wrap, sys.executable, "-m", "rocketstore.cli", "broker", "-c", str(conf)]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -243,6 +271,41 @@ class OurBroker:
         return code
 
 
+class Server(Protocol):
+    """What a section needs of a contender's servers, Apache's pair or our one process."""
+
+    workdir: Path
+
+    @property
+    def namesrv_addr(self) -> str: ...
+
+    def pids(self) -> dict[str, int]: ...
+
+    def stop(self) -> Any: ...
+
+
+def hot_path(env: dict[str, str]) -> tuple[str, str]:
+    """Which hot path a broker started with ``env`` added runs ("native" or "python") and why, as
+    rocketstore.common.native decides it in a fresh interpreter, the way the broker process will."""
+    code = "from rocketstore.common import native; print(native.IMPLEMENTATION); print(native.REASON)"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    impl, reason = proc.stdout.strip().split("\n", 1)
+    return impl, reason
+
+
+def start_server(contender: str, workdir: Path, flush: str, pin: str | None, args: argparse.Namespace) -> Server:
+    """Start one contender's servers with ``flush`` on a fresh store, pinned to ``pin`` (None: free)."""
+    if contender in APACHE:
+        anchor = PinnedAnchor(workdir, heap=args.heap, version=APACHE[contender],
+                              broker_config={"flushDiskType": flush, "mappedFileSizeCommitLog": str(args.segment)})
+        anchor.pin = pin
+        anchor.start()
+        return anchor
+    env = PURE_PYTHON_ENV if contender == OURS_PY else {}
+    return OurBroker(workdir, flush, args.segment, pin, env=dict(env)).start()
+
+
 # -- scenarios -----------------------------------------------------------------------------------
 
 
@@ -250,7 +313,7 @@ class OurBroker:
 class Side:
     """One broker under test: how to reach it and which processes to measure."""
 
-    name: str  # "apache" or "rocketstore"
+    name: str
     driver: ClientDriver
     pids: dict[str, int]
 
@@ -265,108 +328,184 @@ class Side:
         return summary
 
 
-def run_flush_section(flush: str, args: argparse.Namespace, durations: dict[str, int], scratch: Path,
-                      log: Callable[[str], None]) -> dict[str, Any]:
-    """Both brokers up with ``flush``; every scenario on Apache RocketMQ, then on ours."""
-    broker_conf = {"flushDiskType": flush, "mappedFileSizeCommitLog": str(args.segment)}
-    anchor = PinnedAnchor(scratch / f"apache-{flush}", heap=args.heap, broker_config=broker_conf)
-    anchor.pin = None if args.no_pin else BROKER_CPU
-    ours = OurBroker(scratch / f"rocketstore-{flush}", flush, args.segment, None if args.no_pin else BROKER_CPU)
-    out: dict[str, Any] = {"flush": flush, "scenarios": {}}
+def run_contender(contender: str, pinning: str, flush: str, args: argparse.Namespace, durations: dict[str, int],
+                  scratch: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """One contender's turn in a section: start it alone, warm it up, every scenario, stop it."""
+    tag = f"[{pinning} {flush}] {contender}"
+    pinned = pinning == "pinned"
+    workdir = scratch / f"{contender}-{pinning}-{flush}"
+    log(f"{tag}: starting")
+    t0 = time.monotonic()
+    server = start_server(contender, workdir, flush, BROKER_CPU if pinned else None, args)
+    out: dict[str, Any] = {"boot_s": time.monotonic() - t0, "scenarios": {}}
     try:
-        log(f"[{flush}] starting Apache RocketMQ {java_rocketmq.ANCHOR_VERSION} (heap {args.heap}) and rocketstore")
-        anchor.start()
-        ours.start()
-        out["boot_s"] = {**{f"apache-{k}": v for k, v in anchor.boot_seconds.items()}}
-        sides = []
-        for name, namesrv, pids in (("apache", anchor.namesrv_addr, anchor.pids()),
-                                    ("rocketstore", ours.namesrv_addr, ours.pids())):
-            driver = PinnedDriver(namesrv, scratch / f"client-{flush}-{name}")
-            driver.pin = None if args.no_pin else CLIENT_CPU
-            sides.append(Side(name, driver, pids))
-        all_pids = {k: v for side in sides for k, v in side.pids.items()}
-        sampler = AnonSampler(all_pids)
-
-        for side in sides:
-            log(f"[{flush}] {side.name}: warm-up, 8 threads, {durations['warmup_s']} s")
-            side.driver.bench_produce("BenchWarmup", threads=8, size=BODY_SIZE, seconds=durations["warmup_s"],
-                                      heap=CLIENT_HEAP)
-        for i, threads in enumerate(args.threads):
-            key = f"produce-{threads}"
-            out["scenarios"][key] = {}
-            # alternate which broker goes first, so a drift in background load does not favour one
-            for side in (sides if i % 2 == 0 else sides[::-1]):
-                log(f"[{flush}] {side.name}: produce, {threads} threads, {durations['produce_s']} s")
-                topic = f"BenchProduce{threads}"
-                out["scenarios"][key][side.name] = side.measured(functools.partial(
-                    side.driver.bench_produce, topic, threads=threads, size=BODY_SIZE,
-                    seconds=durations["produce_s"], heap=CLIENT_HEAP))
+        pids = server.pids()
+        sampler = AnonSampler(pids)
+        driver = PinnedDriver(server.namesrv_addr, scratch / f"client-{contender}-{pinning}-{flush}")
+        driver.pin = CLIENT_CPU if pinned else None
+        side = Side(contender, driver, pids)
+        log(f"{tag}: warm-up, 8 threads, {durations['warmup_s']} s")
+        driver.bench_produce("BenchWarmup", threads=8, size=BODY_SIZE, seconds=durations["warmup_s"],
+                             heap=CLIENT_HEAP)
+        for threads in args.threads:
+            log(f"{tag}: produce, {threads} threads, {durations['produce_s']} s")
+            out["scenarios"][f"produce-{threads}"] = side.measured(functools.partial(
+                driver.bench_produce, f"BenchProduce{threads}", threads=threads, size=BODY_SIZE,
+                seconds=durations["produce_s"], heap=CLIENT_HEAP))
         backlog_threads = max(args.threads)
-        out["scenarios"]["consume"] = {}
-        for side in sides:
-            backlog = int(out["scenarios"][f"produce-{backlog_threads}"][side.name]["sent"]) + 1  # + warm-up send
-            log(f"[{flush}] {side.name}: consume a backlog of {backlog} messages")
-            result = side.measured(functools.partial(
-                side.driver.bench_consume, f"BenchProduce{backlog_threads}", f"bench-consumers-{flush}",
-                seconds=durations["consume_max_s"], stop_after=backlog, heap=CLIENT_HEAP))
-            result["backlog"] = backlog
-            out["scenarios"]["consume"][side.name] = result
-
+        backlog = int(out["scenarios"][f"produce-{backlog_threads}"]["sent"]) + 1  # + the driver's warm-up send
+        log(f"{tag}: consume a backlog of {backlog} messages")
+        result = side.measured(functools.partial(
+            driver.bench_consume, f"BenchProduce{backlog_threads}", "bench-consumers",
+            seconds=durations["consume_max_s"], stop_after=backlog, heap=CLIENT_HEAP))
+        out["scenarios"]["consume"] = {**result, "backlog": backlog}
         peak_anon = sampler.stop()
         out["memory_mb"] = {
             name: {"vm_hwm": proc_status_kb(pid, "VmHWM") / 1024, "vm_rss": proc_status_kb(pid, "VmRSS") / 1024,
                    "peak_rss_anon": peak_anon[name] / 1024}
-            for name, pid in all_pids.items()}
-        out["cpu_total_s"] = {name: proc_cpu_s(pid) for name, pid in all_pids.items()}
+            for name, pid in pids.items()}
+        out["cpu_total_s"] = {name: proc_cpu_s(pid) for name, pid in pids.items()}
     finally:
-        out["exit_codes"] = {"apache": anchor.stop(), "rocketstore": ours.stop()}
+        out["exit_codes"] = server.stop()
         if not args.keep:
-            for d in (anchor.workdir, ours.workdir):
-                shutil.rmtree(d / "store", ignore_errors=True)
+            shutil.rmtree(workdir / "store", ignore_errors=True)
     return out
+
+
+def run_sections(args: argparse.Namespace, durations: dict[str, int], scratch: Path,
+                 log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every pinning x flush section; the contenders' order rotates by one from section to section."""
+    sections = []
+    for i, (pinning, flush) in enumerate((p, f) for p in args.pinning for f in args.flush):
+        shift = i % len(args.brokers)
+        order = [*args.brokers[shift:], *args.brokers[:shift]]
+        sections.append({"pinning": pinning, "flush": flush, "order": order,
+                         "contenders": {c: run_contender(c, pinning, flush, args, durations, scratch, log)
+                                        for c in order}})
+    return sections
 
 
 # -- report --------------------------------------------------------------------------------------
 
 
-def build_rows(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+@dataclass
+class Goal:
+    """A goal for our default-mode figure: ``text`` as printed, ``met(ours, ratios)`` judges it.
 
-    def row(flush: str, scenario: str, metric: str, ours: float | None, apache: float | None, goal: str,
-            good: Callable[[float], bool] | None = None) -> None:
-        ratio = ours / apache if ours is not None and apache else None
-        met = None if ratio is None or good is None else good(ratio)
-        rows.append(dict(flush=flush, scenario=scenario, metric=metric, rocketstore=ours, apache=apache,
-                         ratio=ratio, goal=goal, met=met))
+    ``ratios`` maps "best" (against the one to beat) and each Apache contender to ours / theirs.
+    """
 
+    text: str
+    met: Callable[[float, dict[str, float]], bool]
+
+
+def ratio_goal(text: str, good: Callable[[float], bool]) -> Goal:
+    """A goal on the ratio to the one to beat alone."""
+    return Goal(text, lambda ours, r: good(r["best"]))
+
+
+@dataclass
+class Row:
+    """One figure of every contender in one section; ``higher``: whether a larger figure is better
+    (None: neither, e.g. a backlog's size, so no broker is the one to beat)."""
+
+    run: str
+    scenario: str
+    metric: str
+    values: dict[str, float | None]
+    higher: bool | None
+    goal: Goal | None = None
+    in_readme: bool = True
+
+    def to_beat(self) -> str | None:
+        """The Apache contender with the better figure in this row (None when neither ran)."""
+        have = [(v, c) for c, v in self.values.items() if c in APACHE and v is not None]
+        if not have or self.higher is None:
+            return None
+        return (max if self.higher else min)(have)[1]
+
+    def ratio(self, other: str | None) -> float | None:
+        ours, theirs = self.values.get(OURS), self.values.get(other) if other else None
+        return ours / theirs if ours is not None and theirs else None
+
+    def met(self) -> bool | None:
+        ours, best = self.values.get(OURS), self.ratio(self.to_beat())
+        if self.goal is None or ours is None or best is None:
+            return None
+        ratios = {"best": best, **{c: r for c in APACHE if (r := self.ratio(c)) is not None}}
+        try:
+            return self.goal.met(ours, ratios)
+        except KeyError:  # the goal names a release that did not run
+            return None
+
+
+# Issue 10's goals apply at saturation (the largest sender count); the earlier rounds' parity
+# goals stay on the smaller counts.
+SATURATED_TPS = Goal(">= 1.5 x 4.9.7, >= 2.0 x 5.3.3", lambda ours, r: r[APACHE_4] >= 1.5 and r[APACHE_5] >= 2.0)
+SATURATED_P99 = ratio_goal("<= 0.8", lambda x: x <= 0.8)
+SATURATED_CPU = Goal("<= 40 us and <= 0.67", lambda ours, r: ours <= 40 and r["best"] <= 2 / 3)
+AT_LEAST_EQUAL = ratio_goal(">= 1.0", lambda x: x >= 1.0)
+AT_MOST_EQUAL = ratio_goal("<= 1.0", lambda x: x <= 1.0)
+CONSUME_TPS = ratio_goal(">= 1.5", lambda x: x >= 1.5)
+PEAK_RSS = ratio_goal("<= 0.25", lambda x: x <= 0.25)
+
+
+def figures(turn: dict[str, Any]) -> dict[str, float]:
+    """One contender's turn as flat figures: "produce-N/tps", "consume/cpu_us", "memory/rss", ..."""
+    out: dict[str, float] = {}
+    for key, s in turn["scenarios"].items():
+        count = s["sent"] if key.startswith("produce-") else s["consumed"]
+        out[f"{key}/tps"] = s["tps"]
+        out[f"{key}/count"] = count
+        out[f"{key}/cpu_us"] = 1e6 * s["server_cpu_s"] / max(count, 1)
+        if key.startswith("produce-"):
+            out.update({f"{key}/p50": s["p50_ms"], f"{key}/p99": s["p99_ms"], f"{key}/failed": s["failed"]})
+    mem = turn["memory_mb"]
+    out["memory/rss"] = sum(m["vm_hwm"] for m in mem.values())
+    out["memory/rss_broker"] = mem.get("apache-broker", mem.get("rocketstore", {})).get("vm_hwm", 0.0)
+    out["memory/anon"] = sum(m["peak_rss_anon"] for m in mem.values())
+    return out
+
+
+def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
+    """The table: per section, per scenario and metric, every contender's figure."""
+    rows: list[Row] = []
     for sec in sections:
-        flush = sec["flush"]
-        for key, pair in sec["scenarios"].items():
-            a, o = pair["apache"], pair["rocketstore"]
-            if key.startswith("produce-"):
-                threads = key.split("-")[1]
-                scen = f"produce 1 KiB, {threads} thread{'s' if threads != '1' else ''}"
-                row(flush, scen, "send TPS", o["tps"], a["tps"], ">= 1.0", lambda r: r >= 1.0)
-                row(flush, scen, "send p50 ms", o["p50_ms"], a["p50_ms"], "", None)
-                row(flush, scen, "send p99 ms", o["p99_ms"], a["p99_ms"], "<= 1.0", lambda r: r <= 1.0)
-                if o["failed"] or a["failed"]:
-                    row(flush, scen, "failed sends", o["failed"], a["failed"], "0", None)
-                row(flush, scen, "server CPU s per 1M msgs", 1e6 * o["server_cpu_s"] / max(o["sent"], 1),
-                    1e6 * a["server_cpu_s"] / max(a["sent"], 1), "", None)
-            else:
-                scen = f"consume backlog ({o['backlog']:,} / {a['backlog']:,} msgs)"
-                row(flush, scen, "consume TPS", o["tps"], a["tps"], ">= 1.0", lambda r: r >= 1.0)
-                row(flush, scen, "server CPU s per 1M msgs", 1e6 * o["server_cpu_s"] / max(o["consumed"], 1),
-                    1e6 * a["server_cpu_s"] / max(a["consumed"], 1), "", None)
-        mem = sec["memory_mb"]
-        apache_hwm = mem["apache-namesrv"]["vm_hwm"] + mem["apache-broker"]["vm_hwm"]
-        apache_anon = mem["apache-namesrv"]["peak_rss_anon"] + mem["apache-broker"]["peak_rss_anon"]
-        row(flush, "memory, whole section", "peak RSS MB (VmHWM; Apache = namesrv + broker)",
-            mem["rocketstore"]["vm_hwm"], apache_hwm, "<= 0.25", lambda r: r <= 0.25)
-        row(flush, "memory, whole section", "peak RSS MB, Apache broker JVM only",
-            mem["rocketstore"]["vm_hwm"], mem["apache-broker"]["vm_hwm"], "", None)
-        row(flush, "memory, whole section", "peak RssAnon MB (sampled 100 ms; Apache = namesrv + broker)",
-            mem["rocketstore"]["peak_rss_anon"], apache_anon, "", None)
+        run = f"{sec['pinning']} {sec['flush'].split('_')[0]}"
+        pinned = sec["pinning"] == "pinned"
+        turns = sec["contenders"]
+        figs = {c: figures(t) for c, t in turns.items()}
+        first = next(iter(turns.values()))["scenarios"]
+        produce = sorted(int(k.split("-")[1]) for k in first if k.startswith("produce-"))
+        # (figure key, scenario, metric, higher is better, goal, goal also unpinned, in the README table)
+        spec: list[tuple[str, str, str, bool | None, Goal | None, bool, bool]] = []
+        for threads in produce:
+            key, top = f"produce-{threads}", threads == produce[-1]
+            scen = f"produce 1 KiB, {threads} sender{'s' if threads != 1 else ''}"
+            spec += [
+                (f"{key}/tps", scen, "send TPS", True, SATURATED_TPS if top else AT_LEAST_EQUAL, False, True),
+                (f"{key}/p50", scen, "send p50 ms", False, None, False, False),
+                (f"{key}/p99", scen, "send p99 ms", False, SATURATED_P99 if top else AT_MOST_EQUAL, False, True),
+                (f"{key}/cpu_us", scen, "broker CPU us per acked msg", False, SATURATED_CPU if top else None,
+                 False, True),
+            ]
+            if any(f[f"{key}/failed"] for f in figs.values()):
+                spec.append((f"{key}/failed", scen, "failed sends", False, None, False, True))
+        scen = f"consume the {produce[-1]}-sender run's backlog"
+        spec += [
+            ("consume/count", scen, "messages consumed", None, None, False, True),
+            ("consume/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
+            ("consume/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, False),
+            ("memory/rss", "memory, whole turn", "peak RSS MB (VmHWM; Apache = name server + broker)", False,
+             PEAK_RSS, True, True),
+            ("memory/rss_broker", "memory, whole turn", "peak RSS MB, Apache broker JVM only", False, None, False,
+             False),
+            ("memory/anon", "memory, whole turn", "peak RssAnon MB (sampled 100 ms; Apache = name server + broker)",
+             False, None, False, False),
+        ]
+        for key, scen, metric, higher, goal, always, in_readme in spec:
+            rows.append(Row(run, scen, metric, {c: figs[c][key] if c in figs else None for c in CONTENDERS},
+                            higher, goal if pinned or always else None, in_readme))
     return rows
 
 
@@ -380,25 +519,65 @@ def fmt(x: float | None) -> str:
     return f"{x:.3f}"
 
 
-def print_table(result: dict[str, Any]) -> None:
+def bold(text: str, on: bool) -> str:
+    return f"**{text}**" if on and text else text
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """Markdown: every contender's figure, ours as a ratio to each other contender, the goal and whether it is met."""
+    header = ["run", "scenario", "metric", "rocketstore", "rocketstore pure Python", "Apache 4.9.7", "Apache 5.3.3",
+              "ours / pure Python", "ours / 4.9.7", "ours / 5.3.3", "goal (vs bold)", "met"]
+    cells = []
+    for r in rows:
+        best = r.to_beat()
+        met = r.met()
+        cells.append([
+            r.run, r.scenario, r.metric, fmt(r.values[OURS]), fmt(r.values[OURS_PY]),
+            bold(fmt(r.values[APACHE_4]), best == APACHE_4), bold(fmt(r.values[APACHE_5]), best == APACHE_5),
+            fmt(r.ratio(OURS_PY)), bold(fmt(r.ratio(APACHE_4)), best == APACHE_4),
+            bold(fmt(r.ratio(APACHE_5)), best == APACHE_5), r.goal.text if r.goal else "",
+            "" if met is None else ("yes" if met else "no")])
+    return readme_table.markdown_table(header, cells, right=range(3, 10))
+
+
+def setup_lines(result: dict[str, Any]) -> list[str]:
+    """What was run and on what, for the header of the printed table and of the README block."""
     s = result["setup"]
-    print(f"\nbroker benchmark ({s['profile']}): {s['produce_s']} s per produce run, {s['body_size']} B bodies, "
-          f"commitlog segments {s['segment']:,} B on both, Apache RocketMQ {s['apache_version']} "
-          f"(-Xms/-Xmx {s['heap']} for name server and broker, G1), rocketstore on Python "
-          f"{s['python']}, client rocketmq-client {s['client_version']} (-Xmx{s['client_heap']})")
-    print(f"pinning: {s['pinning']}")
-    print(f"nproc={s['nproc']} loadavg start={s['loadavg_start']} end={s['loadavg_end']} "
-          f"total {s['total_wall_s']:.0f} s")
-    print("CPU during the run (steal = time the hypervisor gave to other guests): " + ", ".join(
-        f"{name} busy {v['busy']:.0%} steal {v['steal']:.0%}" for name, v in s["cpu_shares"].items()) + "\n")
-    print("| flush | scenario | metric | rocketstore | Apache RocketMQ | ratio | goal | met |")
-    print("|---|---|---|---:|---:|---:|---|---|")
-    for r in result["rows"]:
-        met = "" if r["met"] is None else ("yes" if r["met"] else "no")
-        print(f"| {r['flush']} | {r['scenario']} | {r['metric']} | {fmt(r['rocketstore'])} | {fmt(r['apache'])} | "
-              f"{fmt(r['ratio'])} | {r['goal']} | {met} |")
+    faster = collections.Counter(r.to_beat() for r in result["rows"] if r.metric == "send TPS")
+    won = ", ".join(f"{APACHE[c]} in {n}" for c, n in faster.most_common() if c)
+    same = (" (the extension is absent, so both rocketstore columns ran the same pure-Python code)"
+            if s["hot_path"][OURS][0] == "python" else "")
+    return [
+        f"Profile {s['profile']}: {s['produce_s']} s per produce run after a {s['warmup_s']} s warm-up, "
+        f"{s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every broker; each contender "
+        f"runs alone, on a fresh store, in turn (order rotated per section).",
+        f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][OURS][0]}`; the pure-Python column ran "
+        f"with ROCKETSTORE_NATIVE=0 (`{s['hot_path'][OURS_PY][0]}`){same}. Apache RocketMQ "
+        f"{' and '.join(s['apache_versions'])} (5.x broker without proxy): name server and broker JVMs with "
+        f"-Xms/-Xmx {s['heap']} each, G1. Client: rocketmq-client {s['client_version']} (-Xmx{s['client_heap']}).",
+        f"Pinned: brokers `taskset -c {BROKER_CPU}`, client JVMs `taskset -c {CLIENT_CPU}`; unpinned: everyone on "
+        f"all {s['nproc']} cores. Load average {s['loadavg_start'][0]} at the start, {s['loadavg_end'][0]} at the "
+        f"end; {s['total_wall_s'] / 60:.1f} minutes in all; CPU busy/steal " + ", ".join(
+            f"{name} {v['busy']:.0%}/{v['steal']:.0%}" for name, v in s["cpu_shares"].items()) + ".",
+        "Bold: the better Apache figure in the row, the one to beat; goals are judged against it "
+        f"(pinned sections only, memory everywhere). The faster Apache by send TPS: {won or 'n/a'} runs.",
+    ]
 
 
+def print_report(result: dict[str, Any]) -> None:
+    print()
+    print("\n".join(setup_lines(result)))
+    for c, (impl, reason) in result["setup"]["hot_path"].items():
+        print(f"{c}: {impl}: {reason}")
+    print()
+    print(render_table(result["rows"]))
+
+
+def write_readme(path: Path, result: dict[str, Any]) -> None:
+    """Rewrite the README's broker block: the command, the date, the set-up and the summary rows."""
+    body = readme_table.generated_body(" ".join(setup_lines(result)),
+                                       render_table([r for r in result["rows"] if r.in_readme]))
+    readme_table.replace_section(path, README_SECTION, body)
 # -- profiling -----------------------------------------------------------------------------------
 
 
@@ -434,6 +613,7 @@ def run_profile(args: argparse.Namespace, durations: dict[str, int], scratch: Pa
     if pyspy is None:
         raise SystemExit("py-spy is not on PATH: pip install py-spy")
     prefix = Path(args.profile).resolve()
+    pinned = args.pinning[0] == "pinned"
     threads = max(args.threads) if len(args.threads) == 1 else 8
     raw = prefix.with_suffix(".txt")
     svg = prefix.with_suffix(".svg")
@@ -445,11 +625,11 @@ def run_profile(args: argparse.Namespace, durations: dict[str, int], scratch: Pa
         wrap = [pyspy, "record", "--format", fmt_name, "-o", str(out_path), "--rate", "200", "--gil",
                 "--nonblocking", "--"]
         ours = OurBroker(scratch / f"profile-{fmt_name}", "ASYNC_FLUSH", args.segment,
-                         None if args.no_pin else BROKER_CPU, wrap=wrap)
+                         BROKER_CPU if pinned else None, wrap=wrap)
         ours.start()
         try:
             driver = PinnedDriver(ours.namesrv_addr, scratch / f"profile-client-{fmt_name}")
-            driver.pin = None if args.no_pin else CLIENT_CPU
+            driver.pin = CLIENT_CPU if pinned else None
             driver.bench_produce("BenchWarmup", threads=threads, size=BODY_SIZE, seconds=2, heap=CLIENT_HEAP)
             side = Side("rocketstore", driver, ours.pids())
             results[fmt_name] = side.measured(functools.partial(
@@ -467,29 +647,56 @@ def run_profile(args: argparse.Namespace, durations: dict[str, int], scratch: Pa
 # -- main ----------------------------------------------------------------------------------------
 
 
+def row_json(r: Row) -> dict[str, Any]:
+    return dict(run=r.run, scenario=r.scenario, metric=r.metric, values=r.values, higher_is_better=r.higher,
+                to_beat=r.to_beat(), ratios={c: r.ratio(c) for c in CONTENDERS if c != OURS},
+                goal=r.goal.text if r.goal else None, met=r.met())
+
+
+def csv_choice(text: str, allowed: Sequence[str], what: str) -> list[str]:
+    """A comma-separated option value, checked against ``allowed``."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in allowed]
+    if bad or not items:
+        raise SystemExit(f"{what}: {', '.join(bad) or 'nothing given'} not among {', '.join(allowed)}")
+    return items
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short runs (about 3 minutes in all)")
-    ap.add_argument("--seconds", type=int, help="seconds per produce run (default 20, --quick 4)")
+    ap.add_argument("--quick", action="store_true", help="2 s runs (about 7 minutes in all): a smoke run")
+    ap.add_argument("--seconds", type=int, help="seconds per produce run (default 15, --quick 2)")
     ap.add_argument("--threads", default="1,8,32", help="sender thread counts (default 1,8,32)")
     ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH", help="flushDiskType values to run")
-    ap.add_argument("--segment", type=int, default=GiB, help="mappedFileSizeCommitLog of both brokers (1 GiB)")
+    ap.add_argument("--pinning", default=",".join(PINNINGS),
+                    help="pinned (brokers on CPU 0, clients on CPU 1) and/or unpinned (default both)")
+    ap.add_argument("--brokers", default=",".join(CONTENDERS),
+                    help=f"contenders to run (default {','.join(CONTENDERS)})")
+    ap.add_argument("--segment", type=int, default=GiB, help="mappedFileSizeCommitLog of every broker (1 GiB)")
     ap.add_argument("--heap", default=java_rocketmq.DEFAULT_HEAP,
                     help=f"-Xms/-Xmx of Apache RocketMQ's name server and broker ({java_rocketmq.DEFAULT_HEAP})")
-    ap.add_argument("--no-pin", action="store_true", help="do not pin brokers to CPU 0 and clients to CPU 1")
+    ap.add_argument("--readme", metavar="README", type=Path,
+                    help=f"rewrite the block between the bench:{README_SECTION} markers of this file with the table")
     ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
     ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch dir (stores, logs)")
     ap.add_argument("--profile", metavar="PREFIX", help="py-spy our broker under produce load instead")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
+    args.flush = csv_choice(args.flush, ("ASYNC_FLUSH", "SYNC_FLUSH"), "--flush")
+    args.pinning = csv_choice(args.pinning, PINNINGS, "--pinning")
+    args.brokers = csv_choice(args.brokers, CONTENDERS, "--brokers")
+    if "pinned" in args.pinning and (os.cpu_count() or 1) < 2:
+        raise SystemExit("pinned runs need 2 cores: pass --pinning unpinned")
+    if args.readme is not None:
+        readme_table.replace_section(args.readme, README_SECTION, "(checking the markers before a long run)")
     durations = dict(PROFILES["quick" if args.quick else "default"])
     if args.seconds:
         durations["produce_s"] = args.seconds
-    if not args.no_pin and (os.cpu_count() or 1) < 2:
-        args.no_pin = True
     java_rocketmq.build_driver()
-    java_rocketmq.build_anchor()
+    for contender in args.brokers:
+        if contender in APACHE:
+            java_rocketmq.build_anchor(APACHE[contender])
     scratch = Path(tempfile.mkdtemp(prefix="brokerbench-", dir=args.dir))
     t_start = time.monotonic()
     cpu_start = cpu_times()
@@ -502,32 +709,33 @@ def main() -> None:
         if args.profile:
             run_profile(args, durations, scratch)
             return
-        sections = [run_flush_section(flush, args, durations, scratch, log) for flush in args.flush.split(",")]
+        sections = run_sections(args, durations, scratch, log)
     finally:
         if args.keep:
             print(f"kept scratch dir {scratch}", file=sys.stderr)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    shares = steal_share(cpu_start, cpu_times())
-    pinning = ("none (--no-pin): brokers and clients share the cores" if args.no_pin else
-               f"brokers (Apache name server + broker JVMs, rocketstore) taskset -c {BROKER_CPU}; "
-               f"client JVMs taskset -c {CLIENT_CPU}")
-    result = {
+    result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", produce_s=durations["produce_s"],
                       warmup_s=durations["warmup_s"], consume_max_s=durations["consume_max_s"],
                       body_size=BODY_SIZE, segment=args.segment, heap=args.heap,
-                      apache_version=java_rocketmq.ANCHOR_VERSION, client_version=java_rocketmq.CLIENT_VERSION,
-                      client_heap=CLIENT_HEAP, python=sys.version.split()[0], pinning=pinning,
-                      nproc=os.cpu_count(), loadavg_start=loadavg_start,
+                      apache_versions=[APACHE[c] for c in CONTENDERS if c in APACHE and c in args.brokers],
+                      client_version=java_rocketmq.CLIENT_VERSION, client_heap=CLIENT_HEAP,
+                      python=sys.version.split()[0], hot_path={OURS: hot_path({}), OURS_PY: hot_path(PURE_PYTHON_ENV)},
+                      pinning=args.pinning, nproc=os.cpu_count(), loadavg_start=loadavg_start,
                       loadavg_end=tuple(round(x, 2) for x in os.getloadavg()),
-                      total_wall_s=time.monotonic() - t_start, threads=args.threads, cpu_shares=shares),
+                      total_wall_s=time.monotonic() - t_start, threads=args.threads,
+                      cpu_shares=steal_share(cpu_start, cpu_times())),
         "sections": sections,
         "rows": build_rows(sections),
     }
-    print_table(result)
+    print_report(result)
+    if args.readme is not None:
+        write_readme(args.readme, result)
+        print(f"\nrewrote the bench:{README_SECTION} block of {args.readme}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+            json.dump({**result, "rows": [row_json(r) for r in result["rows"]]}, f, indent=2)
 
 
 if __name__ == "__main__":
