@@ -43,6 +43,8 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from rocketstore.common.native import NATIVE
+
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
@@ -335,9 +337,11 @@ def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
 
 
 _HEADERS = {(b, s): _header_struct(b, s) for b in (False, True) for s in (False, True)}
+#: the same, by the byte lengths of the encoded hosts: any other length is not a host
+_HEADERS_BY_HOST_LENGTH = {(8 + 12 * b, 8 + 12 * s): header for (b, s), header in _HEADERS.items()}
 
 
-def encode_record(
+def encode_record_python(
     *,
     topic_data: bytes,
     body: bytes,
@@ -356,9 +360,13 @@ def encode_record(
 
     Those three are known only under the put lock; :func:`stamp_record` fills them in where
     the record is written, so the costly part of encoding happens outside the lock, as in
-    RocketMQ's MessageExtEncoder.
+    RocketMQ's MessageExtEncoder. This is the reference; :data:`encode_record` is the Rust
+    twin when the extension runs.
     """
-    header = _HEADERS[len(born_host) == 20, len(store_host) == 20]
+    header = _HEADERS_BY_HOST_LENGTH.get((len(born_host), len(store_host)))
+    if header is None:
+        raise ValueError(f"born_host and store_host must be 8 (IPv4) or 20 (IPv6) bytes, got "
+                         f"{len(born_host)} and {len(store_host)}")
     length = header.size + len(body) + 1 + len(topic_data) + 2 + len(properties_data)
     return _EMPTY.join((  # a bytearray: stamped in place under the put lock, then copied once
         header.pack(
@@ -372,6 +380,10 @@ def encode_record(
         _I16.pack(len(properties_data)),
         properties_data,
     ))
+
+
+encode_record = NATIVE.encode_record if NATIVE is not None else encode_record_python
+"""The record encoder this process runs: the Rust extension's unless it is absent or switched off."""
 
 
 def stamp_record(

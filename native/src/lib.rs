@@ -1,0 +1,150 @@
+//! `rocketstore.common._native`: RocketStore's per-message hot path in Rust.
+//!
+//! Python keeps the logic (locks, segment rolling, recovery decisions); these functions do the
+//! per-message byte work. Each has a pure-Python twin, named in its doc, that stays the
+//! reference: the differential tests hold them byte-identical, and `ROCKETSTORE_NATIVE=0`
+//! runs the twins instead. Work over mapped segments runs without the interpreter lock.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+
+pub mod dispatch;
+pub mod index;
+pub mod java;
+pub mod record;
+
+/// A buffer's memory as an address and length, so that it can cross into code running without
+/// the interpreter lock; the `PyBuffer` it came from stays alive (and the memory exported) meanwhile.
+fn contiguous(view: &PyBuffer<u8>, what: &str) -> PyResult<(usize, usize)> {
+    if !view.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("{what} must be a contiguous buffer")));
+    }
+    Ok((view.buf_ptr() as usize, view.len_bytes()))
+}
+
+/// Twin of `rocketstore.common.message.encode_record`: a record with queueOffset,
+/// physicalOffset and storeTimestamp left 0 for the put lock to stamp.
+#[pyfunction]
+#[pyo3(signature = (*, topic_data, body, properties_data, queue_id, flag, sys_flag, born_timestamp, born_host,
+                    store_host, reconsume_times, prepared_transaction_offset, crc=None))]
+#[allow(clippy::too_many_arguments)]
+fn encode_record<'py>(
+    py: Python<'py>,
+    topic_data: &[u8],
+    body: &Bound<'py, PyAny>,
+    properties_data: &[u8],
+    queue_id: i32,
+    flag: i32,
+    sys_flag: i32,
+    born_timestamp: i64,
+    born_host: &[u8],
+    store_host: &[u8],
+    reconsume_times: i32,
+    prepared_transaction_offset: i64,
+    crc: Option<i32>,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let body_view = PyBuffer::<u8>::get(body)?;
+    let (ptr, len) = contiguous(&body_view, "body")?;
+    // SAFETY: the exported buffer stays valid while `body_view` lives, and nothing here releases
+    // the interpreter lock, so no Python code can resize the object meanwhile.
+    let body_bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    let new = record::NewRecord {
+        topic: topic_data,
+        body: body_bytes,
+        properties: properties_data,
+        queue_id,
+        flag,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
+        crc,
+    };
+    let length = record::encoded_length(&new).map_err(PyValueError::new_err)?;
+    PyByteArray::new_with(py, length, |out| {
+        record::encode_into(&new, out);
+        Ok(())
+    })
+}
+
+/// Twin of `rocketstore.store.dispatch_scan.scan_python`: one dispatch pass over `buf`.
+#[pyfunction]
+fn scan_dispatch<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    start: usize,
+    limit: usize,
+    max_records: usize,
+    index_enabled: bool,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let view = PyBuffer::<u8>::get(buf)?;
+    let (ptr, len) = contiguous(&view, "the segment")?;
+    let found = py.detach(move || {
+        // SAFETY: `view` keeps the mapping exported (it cannot be closed or resized) until this
+        // returns; the writer only appends past the published write position, above `limit`,
+        // and the scan reads whole records below it.
+        let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        dispatch::scan(data, start, limit, max_records, index_enabled)
+    });
+    let runs = PyList::empty(py);
+    for run in &found.runs {
+        runs.append((
+            run.topic.as_str(),
+            run.queue_id,
+            run.first_queue_offset,
+            run.count,
+            PyBytes::new(py, &run.entries),
+            run.last_store_timestamp,
+        ))?;
+    }
+    (
+        found.end_pos,
+        found.records,
+        found.end_kind,
+        found.reason.as_str(),
+        runs,
+        PyBytes::new(py, &found.index_entries),
+        found.last_queue_timestamp,
+    )
+        .into_pyobject(py)
+}
+
+/// Twin of `rocketstore.store.index_file.put_index_entries_python`: index keys into a mapped file.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn put_index_entries<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    hash_slot_num: i64,
+    index_num: i64,
+    entries: &[u8],
+    start: usize,
+    skip_below: i64,
+    header: index::Header,
+) -> PyResult<(usize, index::Header)> {
+    let view = PyBuffer::<u8>::get(buf)?;
+    if view.readonly() {
+        return Err(PyValueError::new_err("the index file buffer is read-only"));
+    }
+    let (ptr, len) = contiguous(&view, "the index file")?;
+    index::validate(len, hash_slot_num, index_num, entries.len(), start, &header).map_err(PyValueError::new_err)?;
+    Ok(py.detach(move || {
+        // SAFETY: as in scan_dispatch; IndexFile holds its lock around this call, so this is the
+        // only writer, and readers of the file take the same lock.
+        let data = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+        index::put_entries(data, hash_slot_num, index_num, entries, start, skip_below, header)
+    }))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(encode_record, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_dispatch, m)?)?;
+    m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
