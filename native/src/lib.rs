@@ -15,6 +15,14 @@ pub mod index;
 pub mod java;
 pub mod record;
 
+/// Work below these sizes keeps the interpreter lock. Giving it up is cheap, taking it back is
+/// not: while another thread runs Python (a writer, the event loop), the taker waits for that
+/// thread's switch interval (5 ms by default), and a dispatch pass would pay that twice.
+/// Small passes (the steady state) finish in microseconds, so they run straight through; large
+/// ones (catching up after a burst, recovery) let the writers run meanwhile.
+const DETACH_MIN_SCAN_BYTES: usize = 1 << 20;
+const DETACH_MIN_INDEX_ENTRIES: usize = 2048;
+
 /// A buffer's memory as an address and length, so that it can cross into code running without
 /// the interpreter lock; the `PyBuffer` it came from stays alive (and the memory exported) meanwhile.
 fn contiguous(view: &PyBuffer<u8>, what: &str) -> PyResult<(usize, usize)> {
@@ -83,13 +91,14 @@ fn scan_dispatch<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let view = PyBuffer::<u8>::get(buf)?;
     let (ptr, len) = contiguous(&view, "the segment")?;
-    let found = py.detach(move || {
+    let run = move || {
         // SAFETY: `view` keeps the mapping exported (it cannot be closed or resized) until this
         // returns; the writer only appends past the published write position, above `limit`,
         // and the scan reads whole records below it.
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
         dispatch::scan(data, start, limit, max_records, index_enabled)
-    });
+    };
+    let found = if limit.saturating_sub(start) >= DETACH_MIN_SCAN_BYTES { py.detach(run) } else { run() };
     let runs = PyList::empty(py);
     for run in &found.runs {
         runs.append((
@@ -132,12 +141,14 @@ fn put_index_entries<'py>(
     }
     let (ptr, len) = contiguous(&view, "the index file")?;
     index::validate(len, hash_slot_num, index_num, entries.len(), start, &header).map_err(PyValueError::new_err)?;
-    Ok(py.detach(move || {
+    let run = move || {
         // SAFETY: as in scan_dispatch; IndexFile holds its lock around this call, so this is the
         // only writer, and readers of the file take the same lock.
         let data = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
         index::put_entries(data, hash_slot_num, index_num, entries, start, skip_below, header)
-    }))
+    };
+    let count = (entries.len() - start) / 20;
+    Ok(if count >= DETACH_MIN_INDEX_ENTRIES { py.detach(run) } else { run() })
 }
 
 #[pymodule]
