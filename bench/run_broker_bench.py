@@ -54,6 +54,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -425,8 +426,9 @@ class Row:
         return (max if self.higher else min)(have)[1]
 
     def ratio(self, other: str | None) -> float | None:
+        """Ours / ``other``'s figure; None for an unranked row, whose size is context, not a result."""
         ours, theirs = self.values.get(OURS), self.values.get(other) if other else None
-        return ours / theirs if ours is not None and theirs else None
+        return ours / theirs if ours is not None and theirs and self.higher is not None else None
 
     def met(self) -> bool | None:
         ours, best = self.values.get(OURS), self.ratio(self.to_beat())
@@ -575,7 +577,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 def write_readme(path: Path, result: dict[str, Any]) -> None:
     """Rewrite the README's broker block: the command, the date, the set-up and the summary rows."""
-    body = readme_table.generated_body(" ".join(setup_lines(result)),
+    body = readme_table.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
                                        render_table([r for r in result["rows"] if r.in_readme]))
     readme_table.replace_section(path, README_SECTION, body)
 # -- profiling -----------------------------------------------------------------------------------
