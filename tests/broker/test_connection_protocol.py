@@ -1,4 +1,5 @@
-"""Connection as an asyncio Protocol, driven byte by byte: framing, flow control both ways, errors.
+"""Connection as an asyncio Protocol, driven byte by byte: framing, flow control both ways, errors,
+and handlers that answer inline (no task) with their responses to one read written at once.
 
 :class:`FakeTransport` stands in for asyncio's socket transport. A real socket cannot be made to
 split a frame at a chosen byte, nor to pass its write buffer's high-water mark at a chosen
@@ -19,16 +20,21 @@ from typing import Any
 import pytest
 
 from rocketstore.broker.server import (
+    COALESCE_MAX_BYTES,
     MAX_IN_FLIGHT_PER_CONNECTION,
     WRITE_BUFFER_HIGH,
     WRITE_BUFFER_LOW,
     Connection,
     RemotingServer,
+    Reply,
+    RequestError,
 )
 from rocketstore.remoting.codes import ResponseCode
-from rocketstore.remoting.command import FrameDecoder, MalformedRequestError, RemotingCommand
+from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, MalformedRequestError, RemotingCommand
 
 ECHO, GATED, BIG, MALFORMED, BUGGY = 1, 2, 3, 4, 5
+# handlers that answer inline (plain functions), and one that waits only for even opaques
+INLINE_ECHO, INLINE_BIG, INLINE_MALFORMED, INLINE_BUGGY, INLINE_REFUSED, REFUSED, FAST_OR_GATED = range(6, 13)
 
 
 class FakeTransport(asyncio.Transport):
@@ -38,6 +44,7 @@ class FakeTransport(asyncio.Transport):
         super().__init__()
         self.protocol = protocol
         self.written = bytearray()  # everything ever written, in order
+        self.writes = 0  # calls that wrote (writelines is one: asyncio's joins the buffers)
         self.unsent = 0  # what a socket would still hold in its buffer
         self.high = self.low = 0
         self.writing_paused = False
@@ -54,6 +61,7 @@ class FakeTransport(asyncio.Transport):
         self.high, self.low = high, low
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes += 1
         self.written += data
         self.unsent += len(data)
         if self.unsent > self.high and not self.writing_paused:
@@ -102,6 +110,13 @@ class Harness:
         self.server.register(BIG, self._big)
         self.server.register(MALFORMED, self._malformed)
         self.server.register(BUGGY, self._buggy)
+        self.server.register(INLINE_ECHO, self._inline_echo)
+        self.server.register(INLINE_BIG, self._inline_big)
+        self.server.register(INLINE_MALFORMED, self._inline_malformed)
+        self.server.register(INLINE_BUGGY, self._inline_buggy)
+        self.server.register(INLINE_REFUSED, self._inline_refused)
+        self.server.register(REFUSED, self._refused)
+        self.server.register(FAST_OR_GATED, self._fast_or_gated)
 
     def connect(self) -> tuple[Connection, FakeTransport]:
         conn = Connection(self.server)
@@ -135,9 +150,33 @@ class Harness:
     async def _buggy(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         raise RuntimeError("a real bug")
 
+    async def _refused(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise RequestError(ResponseCode.NO_PERMISSION, "not for you")
 
-def frames(code: int, opaques: range, body: bytes = b"") -> bytes:
-    return b"".join(RemotingCommand(code=code, opaque=n, body=body).encode() for n in opaques)
+    def _inline_echo(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=request.body)
+
+    def _inline_big(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=b"b" * (WRITE_BUFFER_HIGH // 3))
+
+    def _inline_malformed(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise MalformedRequestError("TEST header field 'queueId' is missing")
+
+    def _inline_buggy(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("a real bug")
+
+    def _inline_refused(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise RequestError(ResponseCode.NO_PERMISSION, "not for you")
+
+    def _fast_or_gated(self, conn: Connection, request: RemotingCommand) -> Reply:
+        """Answers odd opaques inline; even ones wait for their gate (as a SYNC_FLUSH send waits)."""
+        if request.opaque % 2:
+            return request.response(ResponseCode.SUCCESS)
+        return self._gated(conn, request)
+
+
+def frames(code: int, opaques: range, body: bytes = b"", flag: int = 0) -> bytes:
+    return b"".join(RemotingCommand(code=code, opaque=n, flag=flag, body=body).encode() for n in opaques)
 
 
 async def settle() -> None:
@@ -301,3 +340,96 @@ def test_handler_bug_keeps_its_traceback(caplog: pytest.LogCaptureFixture) -> No
         run(test)
     (record,) = caplog.records
     assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+
+
+# -- inline handlers ---------------------------------------------------------------------------
+
+
+def test_inline_replies_to_one_read_are_one_write_without_a_task() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(INLINE_ECHO, range(1, 101), body=b"payload"))
+        # answered within data_received: no task, no turn of the loop
+        assert not conn.tasks and transport.writes == 1
+        assert [r.opaque for r in transport.responses()] == list(range(1, 101))
+        assert all(r.body == b"payload" for r in transport.responses())
+        conn.data_received(frames(INLINE_ECHO, range(101, 103)))
+        assert transport.writes == 2 and len(transport.responses()) == 102
+        assert transport.reading_calls == []
+    run(test)
+
+
+def test_inline_one_way_requests_are_not_answered() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(INLINE_ECHO, range(1, 5), flag=RPC_ONEWAY) + frames(INLINE_ECHO, range(5, 6)))
+        assert [r.opaque for r in transport.responses()] == [5] and transport.writes == 1
+    run(test)
+
+
+@pytest.mark.parametrize(("inline", "waiting"), [(INLINE_MALFORMED, MALFORMED), (INLINE_BUGGY, BUGGY),
+                                                 (INLINE_REFUSED, REFUSED)])
+def test_inline_errors_are_answered_as_waiting_handlers_errors(inline: int, waiting: int,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(inline, range(1, 2)) + frames(INLINE_ECHO, range(2, 3)))
+        (inline_error, echo) = transport.responses()  # answered at once, and the next request too
+        conn.data_received(frames(waiting, range(3, 4)))
+        await settle()
+        waiting_error = transport.responses()[2]
+        assert (inline_error.code, inline_error.remark) == (waiting_error.code, waiting_error.remark)
+        assert inline_error.code != ResponseCode.SUCCESS and echo.code == ResponseCode.SUCCESS
+        assert not transport.closing and conn in h.server.connections
+        assert h.server.malformed_requests == (2 if inline == INLINE_MALFORMED else 0)
+
+    with caplog.at_level(logging.WARNING, logger="rocketstore.broker.server"):
+        run(test)
+    if inline == INLINE_BUGGY:  # both logged with their traceback
+        assert [r.exc_info[0] if r.exc_info else None for r in caplog.records] == [RuntimeError, RuntimeError]
+
+
+def test_fast_path_takes_a_task_only_when_it_waits() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(FAST_OR_GATED, range(1, 11)))
+        assert [r.opaque for r in transport.responses()] == [1, 3, 5, 7, 9] and transport.writes == 1
+        assert len(conn.tasks) == 5  # only the waiting ones hold in-flight slots
+        h.open_gates(range(2, 11, 2))
+        await settle()
+        assert sorted(r.opaque for r in transport.responses()) == list(range(1, 11)) and not conn.tasks
+    run(test)
+
+
+def test_inline_requests_wait_behind_a_full_in_flight_cap() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(GATED, range(1, MAX_IN_FLIGHT_PER_CONNECTION + 1)) + frames(INLINE_ECHO, range(
+            MAX_IN_FLIGHT_PER_CONNECTION + 1, MAX_IN_FLIGHT_PER_CONNECTION + 3)))
+        await settle()
+        assert not transport.written and len(conn.backlog) == 2 and not transport.reading
+        h.open_gates(range(1, 2))  # one slot frees: the backlog runs, inline
+        await settle()
+        assert sorted(r.opaque for r in transport.responses()) == [1, MAX_IN_FLIGHT_PER_CONNECTION + 1,
+                                                                    MAX_IN_FLIGHT_PER_CONNECTION + 2]
+        assert not conn.backlog
+    run(test)
+
+
+def test_inline_responses_pause_writing_in_the_middle_of_a_read() -> None:
+    assert WRITE_BUFFER_HIGH // 3 >= COALESCE_MAX_BYTES  # each response below is written on its own
+
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(INLINE_BIG, range(1, 11)))
+        # the third response passes the high-water mark: dispatch stops there, reading pauses
+        assert [r.opaque for r in transport.responses()] == [1, 2, 3]
+        assert conn.writing_paused and len(conn.backlog) == 7 and not transport.reading
+        transport.drain()  # resumes writing: three more, then paused again
+        assert len(transport.responses()) == 6 and len(conn.backlog) == 4 and not transport.reading
+        while conn.backlog:
+            transport.drain()
+        transport.drain()
+        assert [r.opaque for r in transport.responses()] == list(range(1, 11))
+        assert transport.reading and not conn.writing_paused
+    run(test)

@@ -1,22 +1,43 @@
 """RemotingServer: RocketMQ's remoting protocol over asyncio, one Protocol per connection.
 
-Bytes are parsed in ``data_received`` by the I/O-free :class:`rocketstore.remoting.command.FrameDecoder`;
-each request becomes a tracked task that runs its handler and writes the response with the
-request's opaque. A malformed frame closes that connection only; a well-framed request whose
-header or body does not decode is the client's error, answered SYSTEM_ERROR with a remark
-naming the field and logged at most once per :data:`MALFORMED_LOG_INTERVAL_S` (any client can
-send them at will, so they must not fill the log). Shutdown closes the listener, lets in-flight
-requests finish within a grace period, then cancels the rest.
+Bytes are parsed in ``data_received`` by the I/O-free :class:`rocketstore.remoting.command.FrameDecoder`
+and each request goes to the handler registered for its code, which returns a :data:`Reply`:
+
+* the response itself (or None: nothing to answer), for every handler that never waits (an
+  ASYNC_FLUSH send, offsets, heartbeats, a pull that finds messages). It runs inline, within
+  ``data_received``: an asyncio task per request (creation, scheduling, a loop iteration, the
+  done callback) cost more than many of these handlers do;
+* a coroutine, when the handler must wait (a SYNC_FLUSH put in a worker thread, a send held by
+  dispatch back-pressure, a long-polling pull). It becomes a tracked task that writes the
+  response when it completes. A handler may decide per request: try the work inline and hand
+  back a coroutine only when it has to wait.
+
+The responses produced while handling one read go out in one ``transport.writelines`` call
+(one system call instead of one per response), up to :data:`COALESCE_MAX_BYTES` at a time.
+Every response carries its request's opaque, so the order among them does not matter to
+clients. A malformed frame closes that connection only; a well-framed request whose header or
+body does not decode is the client's error, answered SYSTEM_ERROR with a remark naming the field
+and logged at most once per :data:`MALFORMED_LOG_INTERVAL_S` (any client can send them at will,
+so they must not fill the log); errors are answered the same whether the handler raised inline
+or in its coroutine. Shutdown closes the listener, lets in-flight requests finish within a grace
+period, then cancels the rest.
+
+The event loop: :func:`event_loop_factory` picks uvloop when it is importable (its transports and
+callbacks are implemented in C: less interpreter work per read and write), unless
+``ROCKETSTORE_UVLOOP=0`` asks for asyncio's own loop; :func:`loop_name` says which one runs.
 
 Flow control bounds what one connection can make the broker hold, both ways:
 
-* read side: at most :data:`MAX_IN_FLIGHT_PER_CONNECTION` requests run at once; decoded
-  requests beyond that wait in the connection's backlog and reading pauses until half of them
-  have finished;
+* read side: at most :data:`MAX_IN_FLIGHT_PER_CONNECTION` waiting requests (tasks) run at once;
+  decoded requests beyond that wait in the connection's backlog and reading pauses until half
+  of them have finished. Inline requests finish before the next one is taken, so they hold no
+  slot;
 * write side: responses queue in the transport's buffer, whose high-water mark is
   :data:`WRITE_BUFFER_HIGH`. Past it (a client that sends and does not read), asyncio calls
-  :meth:`Connection.pause_writing`: reading pauses, no further request is dispatched, and
-  handlers that finish hold their response until the client drains the buffer below
+  :meth:`Connection.pause_writing` (during the write that passed it: inline responses are
+  written at least every :data:`COALESCE_MAX_BYTES`, so the check comes in time): reading
+  pauses, no further request is dispatched, and waiting handlers that finish hold their
+  response until the client drains the buffer below
   :data:`WRITE_BUFFER_LOW` (:meth:`Connection.resume_writing`). Without this, 20,000 pipelined
   pulls from a client that never reads grew the broker by over 1 GB in ten seconds.
 """
@@ -25,10 +46,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any, Final, cast
 
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import (
@@ -48,6 +72,10 @@ MAX_IN_FLIGHT_PER_CONNECTION = 256
 # responses of the requests in flight.
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 WRITE_BUFFER_LOW = 1024 * 1024
+# Inline responses of one read are written together once they reach this many bytes (and at the
+# end of the read): small ones share a system call, large ones (pulls) gain nothing from being
+# joined, and the transport must see them in time to pause writing.
+COALESCE_MAX_BYTES = 256 * 1024
 # At most one log line per this many seconds, for all connections together, about malformed
 # requests (the rest are counted in RemotingServer.malformed_requests).
 MALFORMED_LOG_INTERVAL_S = 10.0
@@ -64,7 +92,36 @@ class RequestError(Exception):
         self.remark = remark
 
 
-Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+#: What a handler returns: its response (None: no response), or, when it must wait, a coroutine
+#: that produces it. ``async def`` handlers fit too: calling one returns its coroutine.
+Reply = RemotingCommand | None | Coroutine[Any, Any, RemotingCommand | None]
+Handler = Callable[["Connection", RemotingCommand], Reply]
+
+#: ``ROCKETSTORE_UVLOOP=0`` (or false/no/off) runs the broker on asyncio's own loop even where
+#: uvloop is installed: to compare the two, or to rule uvloop out when chasing a problem.
+UVLOOP_ENV_SWITCH: Final = "ROCKETSTORE_UVLOOP"
+
+
+def event_loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop], str]:
+    """The factory of the loop to run the broker on, and a sentence saying which loop and why.
+
+    uvloop when it is importable and not switched off (:data:`UVLOOP_ENV_SWITCH`), else asyncio's
+    default loop. Whoever creates the broker's loop asks here (``asyncio.Runner(loop_factory=...)``);
+    brokers embedded in another program's loop run on that loop.
+    """
+    raw = os.environ.get(UVLOOP_ENV_SWITCH, "1")
+    if raw.strip().lower() in ("0", "false", "no", "off"):
+        return asyncio.new_event_loop, f"asyncio's event loop ({UVLOOP_ENV_SWITCH}={raw})"
+    try:
+        import uvloop
+    except ImportError as exc:
+        return asyncio.new_event_loop, f"asyncio's event loop (uvloop not importable: {exc})"
+    return uvloop.new_event_loop, f"uvloop {version('uvloop')} ({UVLOOP_ENV_SWITCH}=0 switches to asyncio's loop)"
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """"uvloop" or "asyncio": which implementation ``loop`` is (logged and on /metrics)."""
+    return "uvloop" if type(loop).__module__.partition(".")[0] == "uvloop" else "asyncio"
 
 
 def _writable_event() -> asyncio.Event:
@@ -90,10 +147,13 @@ class Connection(asyncio.Protocol):
     #: Set while the client drains its responses; handlers wait on it before writing.
     _writable: asyncio.Event = field(default_factory=_writable_event)
     _next_opaque: int = 0
+    #: Encoded inline responses not written yet, and their size (see :meth:`_pump`).
+    _out: list[bytes] = field(default_factory=list)
+    _out_bytes: int = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (asyncio's or uvloop's, which does not subclass asyncio.Transport)
+        self.transport = transport = cast(asyncio.Transport, transport)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -135,15 +195,36 @@ class Connection(asyncio.Protocol):
         self._pump()
 
     def _pump(self) -> None:
-        """Dispatch backlogged requests as far as flow control allows; pause or resume reading to match."""
+        """Dispatch backlogged requests as far as flow control allows; pause or resume reading to match.
+
+        Inline replies are encoded into ``_out`` and written together at the end (or once
+        :data:`COALESCE_MAX_BYTES` gather); a write that passes the high-water mark calls
+        :meth:`pause_writing` at once (which pumps again, only to pause reading), and the loop
+        stops dispatching.
+        """
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        while self.backlog and not self.writing_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION:
-            task = asyncio.get_running_loop().create_task(self._serve(self.backlog.popleft()))
-            self.tasks.add(task)
-            task.add_done_callback(self._task_done)
-        if self.writing_paused or self.backlog or len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION:
+        backlog = self.backlog
+        while backlog and not self.writing_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION:
+            request = backlog.popleft()
+            reply = self._call_handler(request)
+            if reply is None or isinstance(reply, RemotingCommand):
+                if reply is not None and not request.is_oneway:
+                    data = reply.encode()
+                    self._out.append(data)
+                    self._out_bytes += len(data)
+                    if self._out_bytes >= COALESCE_MAX_BYTES:
+                        self._flush()
+            else:
+                task = asyncio.get_running_loop().create_task(self._finish(request, reply))
+                self.tasks.add(task)
+                task.add_done_callback(self._task_done)
+        if self._out:
+            self._flush()
+            if transport.is_closing():  # the write failed and closed it: nothing to pause or resume
+                return
+        if self.writing_paused or backlog or len(self.tasks) >= MAX_IN_FLIGHT_PER_CONNECTION:
             if not self.reading_paused:
                 self.reading_paused = True
                 transport.pause_reading()
@@ -151,33 +232,51 @@ class Connection(asyncio.Protocol):
             self.reading_paused = False
             transport.resume_reading()
 
-    async def _serve(self, request: RemotingCommand) -> None:
+    def _flush(self) -> None:
+        """Write the gathered inline responses in one call (taken off ``_out`` first: the write
+        may re-enter :meth:`_pump` through :meth:`pause_writing`)."""
+        out, self._out, self._out_bytes = self._out, [], 0
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
+
+    def _call_handler(self, request: RemotingCommand) -> Reply:
+        """Run the request's handler up to its reply; what it raises is answered as :meth:`_error_response` says."""
         handler = self.server.handlers.get(request.code)
-        response: RemotingCommand | None
         if handler is None:
-            response = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                        f"request code {request.code} is not supported")
-        else:
-            try:
-                response = await handler(self, request)
-            except RequestError as exc:
-                response = request.response(exc.code, exc.remark)
-            except MalformedRequestError as exc:  # the client's error: answered, logged sparingly
-                remark = _shorten(str(exc))
-                self.server.report_malformed(self, request, remark)
-                response = request.response(ResponseCode.SYSTEM_ERROR, remark)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a handler bug answers SYSTEM_ERROR; the broker stays up
-                log.exception("request code %d from %s failed", request.code, self.peer)
-                response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                    f"request code {request.code} is not supported")
+        try:
+            return handler(self, request)
+        except Exception as exc:
+            return self._error_response(request, exc)
+
+    async def _finish(self, request: RemotingCommand, waiting: Coroutine[Any, Any, RemotingCommand | None]) -> None:
+        """A handler's wait, then its response, written as soon as the client is reading again."""
+        response: RemotingCommand | None
+        try:
+            response = await waiting
+        except Exception as exc:
+            response = self._error_response(request, exc)
         if response is not None and not request.is_oneway:
             if self.writing_paused:  # every response passes here: no await unless it must wait
                 await self._writable.wait()
             self.send(response)
 
+    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        """The answer to a request whose handler raised ``exc``: the connection always survives."""
+        if isinstance(exc, RequestError):
+            return request.response(exc.code, exc.remark)
+        if isinstance(exc, MalformedRequestError):  # the client's error: answered, logged sparingly
+            remark = _shorten(str(exc))
+            self.server.report_malformed(self, request, remark)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
+        # a handler bug answers SYSTEM_ERROR; the broker stays up
+        log.error("request code %d from %s failed", request.code, self.peer, exc_info=exc)
+        return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
     def send(self, cmd: RemotingCommand) -> None:
-        """Write ``cmd`` now, whatever the flow control: responses to requests wait for a drain in ``_serve``."""
+        """Write ``cmd`` now, whatever the flow control: responses of waiting handlers wait for a
+        drain in ``_finish``."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(cmd.encode())
 

@@ -99,7 +99,7 @@ class AdminBrokerProcessor:
         }
 
     # -- configuration -------------------------------------------------------------------------
-    async def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         props = self.broker.all_config_properties()
         body = "".join(f"{key}={value}\n" for key, value in props.items()).encode("utf-8")
         # DataVersion as fastjson writes it: compact, fields in its order
@@ -107,7 +107,7 @@ class AdminBrokerProcessor:
         version = GetBrokerConfigResponseHeader(version=version_json)
         return request.response(ResponseCode.SUCCESS, ext_fields=version.to_ext_fields(), body=body)
 
-    async def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
             return request.response(ResponseCode.SUCCESS)
         try:
@@ -123,7 +123,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return request.response(ResponseCode.SUCCESS)
 
-    async def get_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=KVTable(table=self.runtime_info()).encode())
 
     def runtime_info(self) -> dict[str, str]:
@@ -146,13 +146,13 @@ class AdminBrokerProcessor:
             info["commitLogDirCapacity"] = f"Total : {_human_bytes(usage.total)}, Free : {_human_bytes(usage.free)}."
         return info
 
-    async def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         log.warning("DELETE_EXPIRED_COMMITLOG from %s", conn.peer)
         self.broker.store.execute_delete_files_manually()
         return request.response(ResponseCode.SUCCESS)
 
     # -- topics --------------------------------------------------------------------------------
-    async def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         topic = header.topic
         problem = validate_topic(topic)
@@ -171,7 +171,7 @@ class AdminBrokerProcessor:
         self.broker.tables_changed(self.broker.topic_config_manager)
         return request.response(ResponseCode.SUCCESS)
 
-    async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Forgets the topic's config; its consume queue files stay until their CommitLog expires."""
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         problem = validate_topic(header.topic)
@@ -185,10 +185,10 @@ class AdminBrokerProcessor:
             self.broker.tables_changed(self.broker.topic_config_manager)
         return request.response(ResponseCode.SUCCESS)
 
-    async def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=self.broker.topic_config_manager.encode().encode())
 
-    async def get_topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         topic = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields).topic
         config = self.broker.topic_config_manager.get(topic)
         if config is None:
@@ -205,7 +205,7 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=stats.encode())
 
     # -- consumer groups -----------------------------------------------------------------------
-    async def update_and_create_subscription_group(self, conn: Connection,
+    def update_and_create_subscription_group(self, conn: Connection,
                                                    request: RemotingCommand) -> RemotingCommand:
         try:
             config = SubscriptionGroupConfig.from_dict(parse_fastjson(request.body.decode("utf-8")))
@@ -216,10 +216,10 @@ class AdminBrokerProcessor:
         self.broker.tables_changed(self.broker.subscription_group_manager)
         return request.response(ResponseCode.SUCCESS)
 
-    async def get_all_subscription_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=self.broker.subscription_group_manager.encode().encode())
 
-    async def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         group = header.group_name
         log.info("DELETE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, group)
@@ -231,7 +231,7 @@ class AdminBrokerProcessor:
             broker.tables_changed(broker.consumer_offset_manager)
         return request.response(ResponseCode.SUCCESS)
 
-    async def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         group = header.consumer_group
         topic = header.topic or ""
@@ -259,7 +259,7 @@ class AdminBrokerProcessor:
                                                            consumer_offset=consumer_offset, last_timestamp=last)
         return request.response(ResponseCode.SUCCESS, body=stats.encode())
 
-    async def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         group = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields).consumer_group
         info = self.broker.consumer_manager.get(group)
         if info is None:
@@ -277,7 +277,7 @@ class AdminBrokerProcessor:
             message_model=info.message_model, consume_from_where=info.consume_from_where)
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 
-    async def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         topic = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(request.ext_fields).topic
         broker = self.broker
         groups = broker.consumer_manager.groups_of_topic(topic) | broker.consumer_offset_manager.groups_of_topic(topic)

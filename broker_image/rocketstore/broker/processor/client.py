@@ -58,7 +58,7 @@ class ClientManageProcessor:
             RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
         }
 
-    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
         broker = self.broker
         info = ClientChannelInfo(conn, data.client_id, request.language, request.version)
@@ -77,7 +77,7 @@ class ClientManageProcessor:
             broker.producer_manager.register(producer.group_name, info)
         return request.response(ResponseCode.SUCCESS)
 
-    async def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
         if header.producer_group is not None:
@@ -88,7 +88,7 @@ class ClientManageProcessor:
             broker.consumer_manager.unregister(header.consumer_group, conn, notify)
         return request.response(ResponseCode.SUCCESS)
 
-    async def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
         info = self.broker.consumer_manager.get(header.consumer_group)
         ids = info.client_ids() if info is not None else []
@@ -97,7 +97,7 @@ class ClientManageProcessor:
         return request.response(ResponseCode.SUCCESS, body=GetConsumerListByGroupResponseBody(
             consumer_id_list=ids).encode())
 
-    async def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Tag subscriptions are fine; SQL92 and other expression types are not supported here.
 
         RocketMQ answers SYSTEM_ERROR for them unless enablePropertyFilter is on; RocketStore has

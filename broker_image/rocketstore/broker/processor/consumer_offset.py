@@ -70,7 +70,7 @@ class ConsumerOffsetProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
         }
 
-    async def query_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def query_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         offset = query_consumer_offset(self.broker, header)
         if offset is None:
@@ -79,38 +79,38 @@ class ConsumerOffsetProcessor:
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
                                                           header.commit_offset)
         return request.response(ResponseCode.SUCCESS)
 
-    async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
         offset = self.broker.store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
         offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
         # RocketMQ creates a missing consume queue on this lookup and answers its min offset, 0
         offset = max(self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id), 0)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
 
-    async def earliest_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def earliest_time(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
         timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp).to_ext_fields())
 
-    async def all_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def all_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         offsets = self.broker.consumer_offset_manager
         if not offsets.offset_table():
             return request.response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")

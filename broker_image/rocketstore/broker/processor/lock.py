@@ -118,13 +118,13 @@ class LockBatchProcessor:
     def handlers(self) -> Mapping[int, Handler]:
         return {RequestCode.LOCK_BATCH_MQ: self.lock_batch, RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch}
 
-    async def lock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def lock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)
         locked = self.manager.try_lock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
         answer = LockBatchResponseBody(lock_ok_mq_set=[mq.data() for mq in locked])
         return request.response(ResponseCode.SUCCESS, body=answer.encode())
 
-    async def unlock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def unlock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.decode(request.body)
         self.manager.unlock_batch(body.consumer_group, map(MessageQueue.of, body.mq_set), body.client_id)
         return request.response(ResponseCode.SUCCESS)

@@ -35,7 +35,9 @@ A held pull (see :mod:`rocketstore.broker.processor.long_polling`) waits at most
 
 Store reads run on the event loop: a pull copies at most ``maxTransferBytesOnMessageInMemory``
 (256 KiB by default) out of the mapped segments, tens of microseconds, less than a thread
-hand-off. RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
+hand-off. A pull that is not held is answered inline, in the read that brought it; only a held
+pull becomes a task (the handler returns a coroutine, see :mod:`rocketstore.broker.server`).
+RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
-from rocketstore.broker.server import Connection, Handler
+from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.perm_name import PERM_READ
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -98,12 +100,17 @@ class PullMessageProcessor:
     def handlers(self) -> Mapping[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.handle}
 
-    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
+        """The answer at once (inline on the loop), or a coroutine that holds the pull first."""
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         outcome = self.process(conn, request, header, allow_suspend=True)
         if isinstance(outcome, RemotingCommand):
             return outcome
         message_filter, timeout_ms = outcome
+        return self._hold(conn, request, header, message_filter, timeout_ms)
+
+    async def _hold(self, conn: Connection, request: RemotingCommand, header: PullMessageRequestHeader,
+                    message_filter: TagFilter, timeout_ms: int) -> RemotingCommand | None:
         answer = await self.hold_service.wait_for_message(
             conn, header.topic, header.queue_id, header.queue_offset, message_filter, timeout_ms)
         if not answer:

@@ -62,7 +62,7 @@ class QueryMessageProcessor:
     def handlers(self) -> Mapping[int, Handler]:
         return {RequestCode.VIEW_MESSAGE_BY_ID: self.view_message, RequestCode.QUERY_MESSAGE: self.query_message}
 
-    async def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
         data = read_record(self.broker.store, header.offset)
         if data is None:

@@ -20,10 +20,14 @@ are refused with NO_PERMISSION: this broker has no transactional message service
 storing a prepared record would hide it from every consumer forever.
 
 Threading: with ASYNC_FLUSH a put is an encode plus a copy into the mapped segment under the
-put lock (tens of microseconds), so it runs directly on the event loop; handing it to a thread
-would cost more than the put. With SYNC_FLUSH the put blocks until the group-commit service
-has fsynced the record (milliseconds), so it runs in a worker thread via
-``asyncio.to_thread`` and the loop keeps serving other connections meanwhile.
+put lock (tens of microseconds), so it runs directly on the event loop, inline in the read that
+brought the request (the handler returns the response itself, no task: see
+:mod:`rocketstore.broker.server`); handing it to a thread would cost more than the put. A send
+waits, and the handler returns a coroutine instead, in two cases only: with SYNC_FLUSH the put
+blocks until the group-commit service has fsynced the record (milliseconds), so it runs in a
+worker thread via ``asyncio.to_thread`` and the loop keeps serving other connections meanwhile;
+and while dispatch trails the CommitLog by more than ``maxDispatchLagBytes``, the send waits on
+the loop for it to catch up first (:meth:`SendMessageProcessor._let_dispatch_catch_up`).
 
 PutMessageStatus maps to response codes exactly as SendMessageProcessor.handlePutMessageResult
 does in 4.9.8 (notably OS_PAGECACHE_BUSY is SYSTEM_ERROR there, not SYSTEM_BUSY; SYSTEM_BUSY is
@@ -34,13 +38,15 @@ too when the page cache is busy, so clients back off the same way).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.server import Connection, Handler
+from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
     HostAddress,
@@ -226,6 +232,11 @@ class SendMessageProcessor:
         return (self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
                 and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
 
+    def _dispatch_lagging(self) -> bool:
+        """Whether dispatch trails the CommitLog by more than maxDispatchLagBytes (0: no limit)."""
+        limit = self.broker.broker_config.max_dispatch_lag_bytes
+        return limit > 0 and self.broker.store.dispatch_behind_bytes > limit
+
     async def _let_dispatch_catch_up(self) -> None:
         """Wait while dispatch trails the CommitLog by more than maxDispatchLagBytes (see broker_config).
 
@@ -239,7 +250,7 @@ class SendMessageProcessor:
         cfg = self.broker.broker_config
         limit = cfg.max_dispatch_lag_bytes
         store = self.broker.store
-        if limit <= 0 or store.dispatch_behind_bytes <= limit:
+        if limit <= 0:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.wait_time_mills_in_send_queue / 1000
@@ -259,7 +270,8 @@ class SendMessageProcessor:
                 store.remove_dispatch_lag_waiter(wake)
             within.clear()
 
-    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
+        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
         header = decode_send_header(request)
         store = self.broker.store
         if store.is_os_page_cache_busy():
@@ -269,7 +281,26 @@ class SendMessageProcessor:
         start_accept = self.broker.broker_config.start_accept_send_request_time_stamp
         if time.time() * 1000 < start_accept:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
+        if self._dispatch_lagging():
+            return self._put_after_catch_up(conn, request, header)
+        return self._put(conn, request, header)
+
+    async def _put_after_catch_up(self, conn: Connection, request: RemotingCommand,
+                                  header: SendMessageRequestHeader) -> RemotingCommand:
         await self._let_dispatch_catch_up()
+        reply = self._put(conn, request, header)
+        return reply if isinstance(reply, RemotingCommand) else await reply
+
+    async def _put_in_thread(self, request: RemotingCommand, put: Callable[[], PutMessageResult], queue_id: int, *,
+                             batch: bool) -> RemotingCommand:
+        """A put that waits for its flush (SYNC_FLUSH), in a worker thread, then its response."""
+        result = await asyncio.to_thread(put)
+        return self._answer(request, result, queue_id, batch=batch)
+
+    def _put(self, conn: Connection, request: RemotingCommand,
+             header: SendMessageRequestHeader) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+        """The checks and the put: the response, or a coroutine when the put waits for its flush."""
+        store = self.broker.store
         checked = self._check(conn, request, header)
         if isinstance(checked, RemotingCommand):
             return checked
@@ -297,10 +328,8 @@ class SendMessageProcessor:
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
             if self._wants_sync_wait(batch_props):
-                result = await asyncio.to_thread(store.put_messages, batch)
-            else:
-                result = store.put_messages(batch)
-            return self._answer(request, result, queue_id, batch=True)
+                return self._put_in_thread(request, functools.partial(store.put_messages, batch), queue_id, batch=True)
+            return self._answer(request, store.put_messages(batch), queue_id, batch=True)
 
         routed = self._retry_or_dlq(request, header, topic_config, queue_id)
         if isinstance(routed, RemotingCommand):
@@ -322,10 +351,8 @@ class SendMessageProcessor:
             store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
         )
         if self._wants_sync_wait(properties):
-            result = await asyncio.to_thread(store.put_message, msg)
-        else:
-            result = store.put_message(msg)
-        return self._answer(request, result, queue_id, batch=False)
+            return self._put_in_thread(request, functools.partial(store.put_message, msg), queue_id, batch=False)
+        return self._answer(request, store.put_message(msg), queue_id, batch=False)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
                 batch: bool) -> RemotingCommand:

@@ -85,7 +85,7 @@ class ConsumerSendMsgBackProcessor:
     def handlers(self) -> Mapping[int, Handler]:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
 
-    async def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         group = broker.subscription_group(header.group)
