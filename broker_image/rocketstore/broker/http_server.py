@@ -23,6 +23,9 @@ Metrics (all prefixed ``rocketstore_``):
     queue_max_offset{topic,queue_id}                                 gauge, per consume queue
     consumer_lag{group,topic,queue_id}                               gauge: max offset - committed
     consumer_groups_online, client_connections, ready                gauges
+    hot_path_info{implementation,event_loop}                         info (always 1): "native" or
+                                                                     "python" (rocketstore.common.native),
+                                                                     "uvloop" or "asyncio"
     held_pull_requests                                               gauge: long-polling pulls held now
                                                                      (added by processor/long_polling.py)
 """
@@ -35,11 +38,13 @@ import logging
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.server import loop_name
+from rocketstore.common import native
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,10 @@ class BrokerCollector(Collector):
         for name, doc, value in counters:
             yield CounterMetricFamily(f"rocketstore_{name}", doc, value=value)
         yield GaugeMetricFamily("rocketstore_ready", "1 when the broker serves clients", value=int(broker.ready))
+        # scrapes are answered on the broker's own loop, so the running loop is the broker's
+        yield InfoMetricFamily("rocketstore_hot_path", "Which implementation runs the per-message work",
+                               value={"implementation": native.IMPLEMENTATION,
+                                      "event_loop": loop_name(asyncio.get_running_loop())})
         if broker.ready:
             yield from self._store_metrics()
         yield GaugeMetricFamily("rocketstore_client_connections", "Open remoting connections",

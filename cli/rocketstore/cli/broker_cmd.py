@@ -14,6 +14,9 @@ as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, then ``r
 SIGINT stops it gracefully: listeners close, in-flight requests finish (10 s grace), consumer
 offsets and config tables are written, the store is flushed and ``abort`` removed; exit code 0.
 Exit code 2 when it cannot start (bad config, store locked by another process, port in use).
+
+The broker runs on uvloop when it is installed (``ROCKETSTORE_UVLOOP=0``: on asyncio's own loop;
+see :func:`rocketstore.broker.server.event_loop_factory`), and logs which loop at start-up.
 """
 
 from __future__ import annotations
@@ -93,8 +96,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"rocketstore broker: error: {exc}", file=sys.stderr)
         return 2
     from rocketstore.broker.broker import BrokerController
+    from rocketstore.broker.server import event_loop_factory
 
-    return asyncio.run(_serve(BrokerController(broker_config, store_config)))
+    loop_factory, loop_choice = event_loop_factory()
+    log.info("event loop: %s", loop_choice)
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(_serve(BrokerController(broker_config, store_config)))
 
 
 async def _serve(broker: BrokerController) -> int:
