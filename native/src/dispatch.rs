@@ -3,7 +3,6 @@
 //! Runs without the interpreter lock over the mapped segment; the result is plain Rust data
 //! that the binding turns into Python objects per queue run, not per message.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::java;
@@ -81,7 +80,7 @@ pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_en
 fn add_to_run(
     runs: &mut Vec<QueueRun>,
     open_runs: &mut HashMap<(String, i32), usize>,
-    topic: &Cow<'_, str>,
+    topic: &str,
     rec: &Record<'_>,
     tags: Option<&str>,
 ) {

@@ -34,14 +34,20 @@ pub fn validate(
     header: &Header,
 ) -> Result<(), String> {
     if hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > i64::from(i32::MAX) || index_num > i64::from(i32::MAX) {
-        return Err(format!("hash_slot_num {hash_slot_num} and index_num {index_num} must be positive ints"));
+        return Err(format!(
+            "hash_slot_num {hash_slot_num} and index_num {index_num} must be positive ints"
+        ));
     }
     let needed = file_size(hash_slot_num as usize, index_num as usize).ok_or("index file size overflows")?;
     if buf_len < needed {
-        return Err(format!("index buffer is {buf_len} bytes, these dimensions need {needed}"));
+        return Err(format!(
+            "index buffer is {buf_len} bytes, these dimensions need {needed}"
+        ));
     }
-    if entries_len % KEY_ENTRY_SIZE != 0 || start % KEY_ENTRY_SIZE != 0 || start > entries_len {
-        return Err(format!("entries ({entries_len} bytes) from {start} are not whole 20-byte key entries"));
+    if !entries_len.is_multiple_of(KEY_ENTRY_SIZE) || !start.is_multiple_of(KEY_ENTRY_SIZE) || start > entries_len {
+        return Err(format!(
+            "entries ({entries_len} bytes) from {start} are not whole 20-byte key entries"
+        ));
     }
     if header.5 < 0 || header.4 < 0 {
         return Err(format!("header counts must not be negative: {header:?}"));

@@ -8,12 +8,13 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 pub mod dispatch;
 pub mod index;
 pub mod java;
 pub mod record;
+pub mod remoting;
 
 /// Work below these sizes keeps the interpreter lock. Giving it up is cheap, taking it back is
 /// not: while another thread runs Python (a writer, the event loop), the taker waits for that
@@ -98,7 +99,11 @@ fn scan_dispatch<'py>(
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
         dispatch::scan(data, start, limit, max_records, index_enabled)
     };
-    let found = if limit.saturating_sub(start) >= DETACH_MIN_SCAN_BYTES { py.detach(run) } else { run() };
+    let found = if limit.saturating_sub(start) >= DETACH_MIN_SCAN_BYTES {
+        py.detach(run)
+    } else {
+        run()
+    };
     let runs = PyList::empty(py);
     for run in &found.runs {
         runs.append((
@@ -148,7 +153,122 @@ fn put_index_entries<'py>(
         index::put_entries(data, hash_slot_num, index_num, entries, start, skip_below, header)
     };
     let count = (entries.len() - start) / 20;
-    Ok(if count >= DETACH_MIN_INDEX_ENTRIES { py.detach(run) } else { run() })
+    Ok(if count >= DETACH_MIN_INDEX_ENTRIES {
+        py.detach(run)
+    } else {
+        run()
+    })
+}
+
+/// Fast path of `rocketstore.remoting.command.decode_frame`: (code, language, version, opaque,
+/// flag, remark, extFields, body, serialize type) of a usual frame, or None for anything else
+/// (Python then decodes it, or raises the ProtocolError that names what is wrong).
+#[pyfunction]
+fn decode_frame<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let view = PyBuffer::<u8>::get(frame)?;
+    let (ptr, len) = contiguous(&view, "the frame")?;
+    // SAFETY: the interpreter lock is held throughout, so the exporter cannot change or free it.
+    let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    let Some((serialize, header, body)) = remoting::split(data) else {
+        return Ok(None);
+    };
+    let decoded = if serialize == remoting::SERIALIZE_JSON {
+        remoting::decode_json(header)
+    } else {
+        remoting::decode_binary(header)
+    };
+    let Some(h) = decoded else { return Ok(None) };
+    let ext = PyDict::new(py);
+    for (key, value) in &h.ext_fields {
+        ext.set_item(key, value)?;
+    }
+    let language = match &h.language {
+        remoting::Language::Name(name) => PyString::new(py, name).into_any(),
+        remoting::Language::Code(code) => code.into_pyobject(py)?.into_any(),
+    };
+    let fields = (
+        h.code,
+        language,
+        h.version,
+        h.opaque,
+        h.flag,
+        h.remark,
+        ext,
+        PyBytes::new(py, body),
+        serialize,
+    );
+    Ok(Some(fields.into_pyobject(py)?))
+}
+
+/// An int that is not a bool, as the JSON encoder writes it; None for anything else.
+fn plain_int(value: &Bound<'_, PyAny>) -> Option<i64> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return None;
+    }
+    value.extract().ok()
+}
+
+/// Fast path of `rocketstore.remoting.command.encode_frame` for JSON headers: the whole frame,
+/// or None when a field is not of the usual type (Python's general path then encodes it).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn encode_json_frame<'py>(
+    py: Python<'py>,
+    code: &Bound<'py, PyAny>,
+    ext_fields: &Bound<'py, PyAny>,
+    flag: &Bound<'py, PyAny>,
+    language: &str,
+    opaque: &Bound<'py, PyAny>,
+    remark: &Bound<'py, PyAny>,
+    version: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let (Some(code), Some(flag), Some(opaque), Some(version)) =
+        (plain_int(code), plain_int(flag), plain_int(opaque), plain_int(version))
+    else {
+        return Ok(None);
+    };
+    let Ok(ext) = ext_fields.cast_exact::<PyDict>() else {
+        return Ok(None);
+    };
+    let mut owned: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)> = Vec::with_capacity(ext.len());
+    for (key, value) in ext.iter() {
+        let (Ok(key), Ok(value)) = (key.cast_exact::<PyString>(), value.cast_exact::<PyString>()) else {
+            return Ok(None);
+        };
+        owned.push((key.clone(), value.clone()));
+    }
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(owned.len());
+    for (key, value) in &owned {
+        let (Ok(key), Ok(value)) = (key.to_str(), value.to_str()) else {
+            return Ok(None);
+        }; // lone surrogates
+        pairs.push((key, value));
+    }
+    let remark_text = if remark.is_none() {
+        None
+    } else if let Ok(text) = remark.cast_exact::<PyString>() {
+        let Ok(text) = text.to_str() else { return Ok(None) };
+        Some(text)
+    } else {
+        return Ok(None);
+    };
+    let header = remoting::encode_json_header(code, &pairs, flag, language, opaque, remark_text, version);
+    let body_view = PyBuffer::<u8>::get(body)?;
+    let (ptr, len) = contiguous(&body_view, "body")?;
+    // SAFETY: the interpreter lock is held throughout.
+    let body_bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    let total = 8 + header.len() + body_bytes.len();
+    let (Ok(length), Ok(header_length)) = (i32::try_from(total - 4), i32::try_from(header.len())) else {
+        return Ok(None);
+    };
+    Ok(Some(PyBytes::new_with(py, total, |out| {
+        out[..4].copy_from_slice(&length.to_be_bytes());
+        out[4..8].copy_from_slice(&header_length.to_be_bytes());
+        out[8..8 + header.len()].copy_from_slice(&header);
+        out[8 + header.len()..].copy_from_slice(body_bytes);
+        Ok(())
+    })?))
 }
 
 #[pymodule]
@@ -156,6 +276,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(scan_dispatch, m)?)?;
     m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_json_frame, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

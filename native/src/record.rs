@@ -70,7 +70,10 @@ fn i64_at(buf: &[u8], pos: usize) -> Option<i64> {
 pub fn decode(buf: &[u8], pos: usize) -> Decoded<'_> {
     let limit = buf.len();
     if pos.saturating_add(8) > limit {
-        return Decoded::Corrupt(format!("only {} bytes left at {pos}, a header needs 8", limit.saturating_sub(pos)));
+        return Decoded::Corrupt(format!(
+            "only {} bytes left at {pos}, a header needs 8",
+            limit.saturating_sub(pos)
+        ));
     }
     let (Some(total_size), Some(magic)) = (i32_at(buf, pos), i32_at(buf, pos + 4)) else {
         return Decoded::Corrupt(format!("unreadable header at {pos}"));
@@ -100,7 +103,9 @@ fn decode_message(buf: &[u8], pos: usize, total: usize, magic: i32) -> Option<Re
     let sys_flag = i32_at(buf, pos + SYS_FLAG_POS)?;
     let fixed = fixed_length(sys_flag);
     if pos + fixed > end {
-        return Some(Err(format!("record at {pos} is shorter ({total}) than its fixed fields ({fixed})")));
+        return Some(Err(format!(
+            "record at {pos} is shorter ({total}) than its fixed fields ({fixed})"
+        )));
     }
     let born_length = if sys_flag & SYS_FLAG_BORNHOST_V6 != 0 { 20 } else { 8 };
     let queue_id = i32_at(buf, pos + 12)?;
@@ -142,7 +147,10 @@ fn decode_message(buf: &[u8], pos: usize, total: usize, magic: i32) -> Option<Re
     let properties = &buf[p..p + properties_length];
     p += properties_length;
     if p != end {
-        return Some(Err(format!("record at {pos} says {total} bytes, its fields add up to {}", p - pos)));
+        return Some(Err(format!(
+            "record at {pos} says {total} bytes, its fields add up to {}",
+            p - pos
+        )));
     }
     Some(Ok(Record {
         total_size: total,
@@ -207,14 +215,23 @@ pub struct NewRecord<'a> {
 pub fn encoded_length(record: &NewRecord<'_>) -> Result<usize, String> {
     for (name, host) in [("born_host", record.born_host), ("store_host", record.store_host)] {
         if host.len() != 8 && host.len() != 20 {
-            return Err(format!("{name} must be 8 (IPv4) or 20 (IPv6) bytes, got {}", host.len()));
+            return Err(format!(
+                "{name} must be 8 (IPv4) or 20 (IPv6) bytes, got {}",
+                host.len()
+            ));
         }
     }
     if record.topic.len() > 255 {
-        return Err(format!("topic of {} bytes does not fit its 1-byte length", record.topic.len()));
+        return Err(format!(
+            "topic of {} bytes does not fit its 1-byte length",
+            record.topic.len()
+        ));
     }
     if record.properties.len() > i16::MAX as usize {
-        return Err(format!("properties of {} bytes do not fit their 2-byte length", record.properties.len()));
+        return Err(format!(
+            "properties of {} bytes do not fit their 2-byte length",
+            record.properties.len()
+        ));
     }
     let fixed = BORN_HOST_POS + record.born_host.len() + 8 + record.store_host.len() + 4 + 8 + 4;
     let length = fixed + record.body.len() + 1 + record.topic.len() + 2 + record.properties.len();

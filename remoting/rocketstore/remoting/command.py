@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.common.native import NATIVE
 from rocketstore.remoting.codes import LanguageCode, SerializeType
 
 RPC_TYPE_RESPONSE = 0x1
@@ -89,13 +90,30 @@ class RemotingCommand:
 
     def encode(self) -> bytes:
         """The whole frame, length prefix included."""
-        header = encode_header(self)
-        return b"".join((
-            _I32.pack(4 + len(header) + len(self.body)),
-            _I32.pack((int(self.serialize_type) << 24) | len(header)),
-            header,
-            self.body,
-        ))
+        return encode_frame(self)
+
+
+def encode_frame_python(cmd: RemotingCommand) -> bytes:
+    """The reference frame encoder (the native fast path must match it byte for byte)."""
+    header = encode_header(cmd)
+    return b"".join((
+        _I32.pack(4 + len(header) + len(cmd.body)),
+        _I32.pack((int(cmd.serialize_type) << 24) | len(header)),
+        header,
+        cmd.body,
+    ))
+
+
+def _encode_frame_native(cmd: RemotingCommand) -> bytes:
+    """JSON frames through the Rust encoder when every field has its usual type, else Python."""
+    if cmd.serialize_type is SerializeType.JSON:
+        assert NATIVE is not None
+        frame: bytes | None = NATIVE.encode_json_frame(
+            cmd.code, cmd.ext_fields, cmd.flag, _language_name(cmd.language), cmd.opaque, cmd.remark, cmd.version,
+            cmd.body)
+        if frame is not None:
+            return frame
+    return encode_frame_python(cmd)
 
 
 # LanguageCode by name and name by number as plain dicts: an Enum lookup (``LanguageCode(n)``,
@@ -185,8 +203,25 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 _SERIALIZE_TYPES: dict[int, SerializeType] = {member.value: member for member in SerializeType}
 
 
-def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+def _decode_frame_native(frame: bytes | memoryview) -> RemotingCommand:
+    """The usual frame through the Rust decoder; anything else (valid or not) through Python."""
+    assert NATIVE is not None
+    fast = NATIVE.decode_frame(frame)
+    if fast is None:
+        return decode_frame_python(frame)
+    code, language, version, opaque, flag, remark, ext_fields, body, serialize = fast
+    return RemotingCommand(
+        code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext_fields, body=body,
+        language=_LANGUAGE_CODES.get(language, LanguageCode.OTHER) if type(language) is str else language,
+        version=version, serialize_type=_SERIALIZE_TYPES[serialize],
+    )
+
+
+def decode_frame_python(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix (what :class:`FrameDecoder` yields).
+
+    The reference decoder: :data:`decode_frame` is the Rust fast path when the extension runs,
+    which hands every frame it does not find usual back to this function.
 
     Given a memoryview, header and body are each copied out of it once, and nothing keeps a
     reference to ``frame`` afterwards.
@@ -208,6 +243,11 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     cmd.serialize_type = serialize_type
     return cmd
 
+
+decode_frame = _decode_frame_native if NATIVE is not None else decode_frame_python
+"""Decode one frame (without its length prefix) with the implementation this process runs."""
+encode_frame = _encode_frame_native if NATIVE is not None else encode_frame_python
+"""Encode a whole frame with the implementation this process runs."""
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
