@@ -67,6 +67,7 @@ def test_put_between_last_look_and_sleep_is_dispatched_at_once(
 ) -> None:
     arrivals = Arrivals(store)
     reput = store.reput_service
+    reput.poll_for_s = 0  # no polling after progress: each pass that finds nothing sleeps on the signal
     put(store, b"settle")
     assert reput.wait_caught_up(5)  # the thread is asleep now, waiting for an append
 
