@@ -271,6 +271,53 @@ fn encode_json_frame<'py>(
     })?))
 }
 
+/// Fast path of `Header._decode` in `rocketstore.remoting.headers`: the field values of a typed
+/// header, read from `fields` (extFields) by a decode plan of (attr, wire name, kind 0 str /
+/// 1 bool / 2 int, required, low, high) steps; None when any field is missing, mistyped or out
+/// of range, so that Python decodes it again and raises the error naming the field.
+#[pyfunction]
+fn decode_header_fields<'py>(
+    py: Python<'py>,
+    fields: &Bound<'py, PyAny>,
+    plan: &Bound<'py, PyTuple>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Ok(fields) = fields.cast_exact::<PyDict>() else {
+        return Ok(None);
+    };
+    let out = PyDict::new(py);
+    for step in plan.iter() {
+        let (attr, name, kind, required, low, high): (Bound<'py, PyString>, Bound<'py, PyString>, u8, bool, i64, i64) =
+            step.extract()?;
+        let Some(raw) = fields.get_item(&name)? else {
+            if required {
+                return Ok(None);
+            }
+            continue;
+        };
+        let Ok(text) = raw.cast_exact::<PyString>() else {
+            return Ok(None);
+        };
+        match kind {
+            0 => out.set_item(attr, text)?,
+            1 => {
+                let Ok(text) = text.to_str() else { return Ok(None) };
+                if !text.is_ascii() {
+                    return Ok(None); // str.lower() of non-ASCII text: leave it to Python
+                }
+                out.set_item(attr, text.eq_ignore_ascii_case("true"))?;
+            }
+            _ => {
+                let Ok(text) = text.to_str() else { return Ok(None) };
+                let Some(value) = remoting::parse_java_int(text, low, high) else {
+                    return Ok(None);
+                };
+                out.set_item(attr, value)?;
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
@@ -278,6 +325,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(encode_json_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_header_fields, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

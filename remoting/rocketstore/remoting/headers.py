@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Self, get_args, get_origin, get_type_hints
 
 from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.native import NATIVE
 from rocketstore.remoting.command import MalformedRequestError
 
 __all__ = [
@@ -209,6 +210,46 @@ def _decode_plan(cls: type, names: Mapping[str, str] | None) -> tuple[_DecodeSte
     return plan
 
 
+def decode_fields_python(fields: Mapping[str, str], plan: tuple[_DecodeStep, ...], label: str) -> dict[str, Any]:
+    """The field values a decode plan reads from ``fields``; raises naming the first bad field.
+
+    The reference decoder. It runs for every request (14 fields for a send), so the per-field
+    work is a cached plan and Java's integer syntax is checked inline (as _parse_java_int does).
+    """
+    values: dict[str, Any] = {}
+    get = fields.get
+    for attr, name, kind, required, low, high in plan:
+        raw = get(name)
+        if raw is None:
+            if required:
+                raise MalformedRequestError(f"{label} header field {name!r} is missing")
+            continue
+        if not isinstance(raw, str):
+            raise MalformedRequestError(f"{label} header field {name!r} must be a string, got {raw!r}")
+        if kind == _KIND_STR:
+            values[attr] = raw
+        elif kind == _KIND_BOOL:
+            values[attr] = raw.lower() == "true"
+        else:
+            digits = raw[1:] if raw[:1] in _SIGNS else raw
+            if digits.isascii() and digits.isdigit() and low <= (number := int(raw)) <= high:
+                values[attr] = number
+            else:
+                what = "an integer" if high == _RANGES["i32"][1] else "a long integer"
+                raise MalformedRequestError(f"{label} header field {name!r} must be {what}, got {raw!r}")
+    return values
+
+
+def _decode_fields_native(fields: Mapping[str, str], plan: tuple[_DecodeStep, ...], label: str) -> dict[str, Any]:
+    """The Rust plan executor for headers that decode cleanly; Python for the rest (and its errors)."""
+    assert NATIVE is not None
+    values: dict[str, Any] | None = NATIVE.decode_header_fields(fields, plan)
+    return decode_fields_python(fields, plan, label) if values is None else values
+
+
+_decode_fields = _decode_fields_native if NATIVE is not None else decode_fields_python
+
+
 class Header:
     """Base of the typed headers: decode from and encode to ``extFields``."""
 
@@ -225,30 +266,7 @@ class Header:
 
     @classmethod
     def _decode(cls, fields: Mapping[str, str], names: Mapping[str, str] | None, label: str) -> Self:
-        # Runs for every request (14 fields for a send), so the per-field work is a cached plan
-        # and Java's integer syntax is checked inline (as _parse_java_int does).
-        values: dict[str, Any] = {}
-        get = fields.get
-        for attr, name, kind, required, low, high in _decode_plan(cls, names):
-            raw = get(name)
-            if raw is None:
-                if required:
-                    raise MalformedRequestError(f"{label} header field {name!r} is missing")
-                continue
-            if not isinstance(raw, str):
-                raise MalformedRequestError(f"{label} header field {name!r} must be a string, got {raw!r}")
-            if kind == _KIND_STR:
-                values[attr] = raw
-            elif kind == _KIND_BOOL:
-                values[attr] = raw.lower() == "true"
-            else:
-                digits = raw[1:] if raw[:1] in _SIGNS else raw
-                if digits.isascii() and digits.isdigit() and low <= (number := int(raw)) <= high:
-                    values[attr] = number
-                else:
-                    what = "an integer" if high == _RANGES["i32"][1] else "a long integer"
-                    raise MalformedRequestError(f"{label} header field {name!r} must be {what}, got {raw!r}")
-        return cls(**values)
+        return cls(**_decode_fields(fields, _decode_plan(cls, names), label))
 
     def _encode(self, names: Mapping[str, str] | None) -> dict[str, str]:
         out: dict[str, str] = {}
