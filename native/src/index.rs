@@ -49,6 +49,12 @@ pub fn validate(
             "entries ({entries_len} bytes) from {start} are not whole 20-byte key entries"
         ));
     }
+    if i64::from(header.4) + (entries_len.saturating_sub(start) / KEY_ENTRY_SIZE) as i64 > i64::from(i32::MAX) {
+        return Err(format!(
+            "hashSlotCount {} of the header could overflow an int: the header is corrupt",
+            header.4
+        ));
+    }
     if header.5 < 0 || header.4 < 0 {
         return Err(format!("header counts must not be negative: {header:?}"));
     }

@@ -169,10 +169,11 @@ class HostAddress:
 
     host: str
     port: int
+    #: computed once: every put asks it of both hosts (with_host_flags)
+    is_v6: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_v6(self) -> bool:
-        return ":" in self.host
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_v6", ":" in self.host)
 
     def to_bytes(self) -> bytes:
         """4 or 16 address bytes followed by the port as i32."""
@@ -474,6 +475,8 @@ def _decode_message(
     if magic == MESSAGE_MAGIC_CODE_V2:
         (topic_length,) = _I16.unpack_from(buf, p)
         p += 2
+        if topic_length < 0:  # RocketMQ's decoder fails reading a negative length: corrupt
+            return CorruptRecord(f"negative topic length {topic_length} at {pos}")
     else:
         topic_length = buf[p]
         p += 1

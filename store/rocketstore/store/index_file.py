@@ -141,6 +141,10 @@ def put_index_entries_python(
     it. The header is written once at the end, after the entries and slots it counts.
     """
     begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header
+    if slot_count < 0 or index_count < 0:
+        raise ValueError(f"header counts must not be negative: {header}")
+    if slot_count + (len(entries) - start) // INDEX_KEY_ENTRY.size > _INT_MAX:
+        raise ValueError(f"hashSlotCount {slot_count} of the header could overflow an int: the header is corrupt")
     entries_pos = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
     pos = start
     wrote = False
