@@ -13,7 +13,6 @@ import sys
 
 import pytest
 from native_support import native_module
-
 from tool_support import under_ci
 
 PROBE = """
