@@ -51,11 +51,11 @@ def generated_body(*parts: str, argv: Sequence[str] | None = None, when: datetim
     return "\n\n".join([head, *(p.strip() for p in parts if p.strip())])
 
 
-def replace_section(readme: Path, name: str, body: str) -> None:
-    """Put ``body`` between section ``name``'s markers in ``readme`` (each marker exactly once, in order).
+def check_section(readme: Path, name: str) -> tuple[str, int, int]:
+    """The text of ``readme`` and where section ``name``'s body starts and stops.
 
-    The file is rewritten through a temporary file and a rename, so a crash never leaves half a
-    README. Raises ValueError, changing nothing, when the markers are missing, repeated or reversed.
+    Raises ValueError when the markers are missing, repeated or reversed: benchmarks call it
+    before a long run, so that a README they cannot update fails at once, not after the run.
     """
     begin, end = markers(name)
     text = readme.read_text()
@@ -65,6 +65,16 @@ def replace_section(readme: Path, name: str, body: str) -> None:
     start, stop = text.index(begin) + len(begin), text.index(end)
     if stop < start:
         raise ValueError(f"{readme}: {end} comes before {begin}")
+    return text, start, stop
+
+
+def replace_section(readme: Path, name: str, body: str) -> None:
+    """Put ``body`` between section ``name``'s markers in ``readme`` (see :func:`check_section`).
+
+    The file is rewritten through a temporary file and a rename, so a crash never leaves half a
+    README; nothing changes when the markers are wrong.
+    """
+    text, start, stop = check_section(readme, name)
     new = text[:start] + "\n\n" + body.strip() + "\n\n" + text[stop:]
     tmp = readme.with_name(f".{readme.name}.{os.getpid()}.tmp")
     tmp.write_text(new)

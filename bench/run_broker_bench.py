@@ -691,7 +691,7 @@ def main() -> None:
     if "pinned" in args.pinning and (os.cpu_count() or 1) < 2:
         raise SystemExit("pinned runs need 2 cores: pass --pinning unpinned")
     if args.readme is not None:
-        readme_table.replace_section(args.readme, README_SECTION, "(checking the markers before a long run)")
+        readme_table.check_section(args.readme, README_SECTION)  # before a long run, not after it
     durations = dict(PROFILES["quick" if args.quick else "default"])
     if args.seconds:
         durations["produce_s"] = args.seconds

@@ -1,5 +1,11 @@
 #!/usr/bin/env python3
-"""Store engine benchmarks: ``python3 bench/run_store_bench.py [--quick] [--json OUT] [--dir D] [--profile]``.
+"""Store engine benchmarks.
+
+    python3 bench/run_store_bench.py [--quick] [--json OUT] [--dir D] [--profile] [--readme README.md]
+
+The per-message hot path scenarios (s1 single put, s2 batch put, s4 dispatch lag) run twice:
+with the native extension and with ``ROCKETSTORE_NATIVE=0`` (``--no-pure-python`` skips the
+second). ``--readme README.md`` rewrites the README's ``bench:store`` block with the table.
 
 Every scenario (and every anchor) runs in a fresh child process, a re-invocation of this
 script with ``--child NAME``; the child prints one ``RESULT {json}`` line on stdout. The parent
@@ -25,12 +31,17 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+import readme_table  # noqa: E402
+
+from rocketstore.common import native  # noqa: E402
 from rocketstore.common.message import PHYSICAL_OFFSET_POS, Message  # noqa: E402
 from rocketstore.store.commit_log import MessageBatch  # noqa: E402
 from rocketstore.store.config import FlushDiskType, StoreConfig  # noqa: E402
@@ -39,6 +50,7 @@ from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+README_SECTION = "store"
 TOPIC = "BenchTopic"
 BODY = b"m" * 1024
 
@@ -453,14 +465,16 @@ def log_summary(path: str) -> tuple[int, str]:
     return len(lines), (lines[0][:160] if lines else "")
 
 
-def run_child(name: str, params: dict[str, Any]) -> dict[str, Any]:
+def run_child(name: str, params: dict[str, Any], mode: str = "native") -> dict[str, Any]:
+    """Run scenario ``name`` in a child process; ``mode`` "python" runs it with ROCKETSTORE_NATIVE=0."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    log_path = child_log_path(name)
+    log_path = child_log_path(name if mode == "native" else f"{name}-python")
+    env = dict(os.environ, ROCKETSTORE_NATIVE="0" if mode == "python" else "1")
     with open(log_path, "w") as err:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name,
                                "--params", json.dumps(params)],
-                              stdout=subprocess.PIPE, stderr=err, text=True, check=False)
+                              stdout=subprocess.PIPE, stderr=err, text=True, check=False, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     log_lines, first = log_summary(log_path)
@@ -473,8 +487,10 @@ def run_child(name: str, params: dict[str, Any]) -> dict[str, Any]:
     result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     result["wall_s"] = wall
     result["log_lines"], result["log_first"] = log_lines, first
+    if result.get("implementation") != mode:
+        raise RuntimeError(f"child {name} ran the {result.get('implementation')} hot path, {mode} was asked for")
     note = f", {log_lines} log lines, first: {first}" if log_lines else ""
-    print(f"  [{name}] done in {wall:.1f}s (cpu {result['cpu_s']:.1f}s){note}", file=sys.stderr, flush=True)
+    print(f"  [{name}, {mode}] done in {wall:.1f}s (cpu {result['cpu_s']:.1f}s){note}", file=sys.stderr, flush=True)
     return result
 
 
@@ -508,6 +524,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     raw: dict[str, Any] = {"profile": "quick" if args.quick else ("full" if args.full else "default"),
                            "sizes": prof, "scratch": scratch, "loadavg_start": os.getloadavg(), "nproc": os.cpu_count()}
     selected = set(args.only.split(",")) if args.only else {"s1", "s2", "s3", "s4", "s5", "s6"}
+    # the per-message hot path (s1, s2, s4) also runs in pure-Python mode, so the native gain shows
+    modes = ["native", "python"] if args.pure_python else ["native"]
     t_start = time.perf_counter()
 
     def sub(name: str) -> str:
@@ -525,37 +543,41 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
             rows.append((scn, "child RssAnon MB at end", r["rss_anon_mb"], None, ""))
 
     try:
-        if "s1" in selected:
-            print("s1: single-writer put_message", file=sys.stderr)
-            s1 = run_child("s1", {"dir": sub("s1"), "seg": prof["seg"], "msgs": prof["s1_msgs"]})
-            drop("s1")
-            anchor = run_child("raw_write", {"dir": sub("raw"), "bytes": s1["bytes"]})
-            drop("raw")
-            raw["s1"], raw["s1_raw_write"] = s1, anchor
-            raw_mb = mbps(anchor["bytes"], anchor["fsync_s"])
-            rows += [
-                ("1 single put", "msgs/s (put returns)", s1["msgs"] / s1["put_s"], None, ""),
-                ("1 single put", "MB/s durable (puts + final flush) vs raw 1MiB writes+fsync",
-                 mbps(s1["bytes"], s1["durable_s"]), raw_mb, ">= 0.5"),
-                ("1 single put", "MB/s put-only vs raw 1MiB writes, no fsync",
-                 mbps(s1["bytes"], s1["put_s"]), mbps(anchor["bytes"], anchor["nofsync_s"]), ""),
-                ("1 single put", "dispatch catch-up after last put, s", s1["dispatch_catchup_after_s"], None, ""),
-            ]
-            resources("1 single put", s1)
-        if "s2" in selected:
-            print("s2: batch put (32 x 1 KiB)", file=sys.stderr)
-            s2 = run_child("s2", {"dir": sub("s2"), "seg": prof["seg"], "msgs": prof["s2_msgs"]})
-            drop("s2")
-            anchor = run_child("raw_write", {"dir": sub("raw"), "bytes": s2["bytes"]})
-            drop("raw")
-            raw["s2"], raw["s2_raw_write"] = s2, anchor
-            rows += [
-                ("2 batch put", "msgs/s (put returns)", s2["msgs"] / s2["put_s"], None, ""),
-                ("2 batch put", "MB/s durable (puts + final flush) vs raw 1MiB writes+fsync",
-                 mbps(s2["bytes"], s2["durable_s"]), mbps(anchor["bytes"], anchor["fsync_s"]), ">= 0.5"),
-                ("2 batch put", "dispatch catch-up after last put, s", s2["dispatch_catchup_after_s"], None, ""),
-            ]
-            resources("2 batch put", s2)
+        for mode in modes:
+            tag = "" if mode == "native" else " (pure Python)"
+            if "s1" in selected:
+                print(f"s1: single-writer put_message{tag}", file=sys.stderr)
+                s1 = run_child("s1", {"dir": sub("s1"), "seg": prof["seg"], "msgs": prof["s1_msgs"]}, mode)
+                drop("s1")
+                anchor = run_child("raw_write", {"dir": sub("raw"), "bytes": s1["bytes"]})
+                drop("raw")
+                raw["s1" + tag], raw["s1_raw_write" + tag] = s1, anchor
+                raw_mb = mbps(anchor["bytes"], anchor["fsync_s"])
+                rows += [
+                    (f"1 single put{tag}", "msgs/s (put returns)", s1["msgs"] / s1["put_s"], None, ""),
+                    (f"1 single put{tag}", "MB/s durable (puts + final flush) vs raw 1MiB writes+fsync",
+                     mbps(s1["bytes"], s1["durable_s"]), raw_mb, ">= 0.5"),
+                    (f"1 single put{tag}", "MB/s put-only vs raw 1MiB writes, no fsync",
+                     mbps(s1["bytes"], s1["put_s"]), mbps(anchor["bytes"], anchor["nofsync_s"]), ""),
+                    (f"1 single put{tag}", "dispatch catch-up after last put, s", s1["dispatch_catchup_after_s"],
+                     None, ""),
+                ]
+                resources(f"1 single put{tag}", s1)
+            if "s2" in selected:
+                print(f"s2: batch put (32 x 1 KiB){tag}", file=sys.stderr)
+                s2 = run_child("s2", {"dir": sub("s2"), "seg": prof["seg"], "msgs": prof["s2_msgs"]}, mode)
+                drop("s2")
+                anchor = run_child("raw_write", {"dir": sub("raw"), "bytes": s2["bytes"]})
+                drop("raw")
+                raw["s2" + tag], raw["s2_raw_write" + tag] = s2, anchor
+                rows += [
+                    (f"2 batch put{tag}", "msgs/s (put returns)", s2["msgs"] / s2["put_s"], None, ""),
+                    (f"2 batch put{tag}", "MB/s durable (puts + final flush) vs raw 1MiB writes+fsync",
+                     mbps(s2["bytes"], s2["durable_s"]), mbps(anchor["bytes"], anchor["fsync_s"]), ">= 0.8"),
+                    (f"2 batch put{tag}", "dispatch catch-up after last put, s", s2["dispatch_catchup_after_s"],
+                     None, ""),
+                ]
+                resources(f"2 batch put{tag}", s2)
         if "s3" in selected:
             print("s3: SYNC_FLUSH group commit, 16 threads", file=sys.stderr)
             s3 = run_child("s3", {"dir": sub("s3"), "seg": prof["seg"], "threads": 16,
@@ -574,20 +596,22 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
                 ("3 sync group commit", "failed puts", s3["errors"], None, "0"),
             ]
             resources("3 sync group commit", s3)
-        if "s4" in selected:
-            print("s4: dispatch lag under append load", file=sys.stderr)
-            s4 = run_child("s4", {"dir": sub("s4"), "seg": prof["seg"], "seconds": prof["s4_seconds"]})
-            drop("s4")
-            raw["s4"] = s4
-            rows += [
-                ("4 dispatch lag", "append msgs/s during test", s4["msgs"] / s4["s"], None, ""),
-                ("4 dispatch lag", "put-return -> visible p50 ms", s4["lag_p50_ms"], None, "< 10"),
-                ("4 dispatch lag", "put-return -> visible p99 ms", s4["lag_p99_ms"], None, "< 10"),
-                ("4 dispatch lag", "put-return -> visible max ms", s4["lag_max_ms"], None, ""),
-                ("4 dispatch lag", "behind bytes p50 KiB", s4["behind_p50_kb"], None, ""),
-                ("4 dispatch lag", "behind bytes p99 KiB", s4["behind_p99_kb"], None, ""),
-            ]
-            resources("4 dispatch lag", s4)
+        for mode in modes:
+            tag = "" if mode == "native" else " (pure Python)"
+            if "s4" in selected:
+                print(f"s4: dispatch lag under append load{tag}", file=sys.stderr)
+                s4 = run_child("s4", {"dir": sub("s4"), "seg": prof["seg"], "seconds": prof["s4_seconds"]}, mode)
+                drop("s4")
+                raw["s4" + tag] = s4
+                rows += [
+                    (f"4 dispatch lag{tag}", "append msgs/s during test", s4["msgs"] / s4["s"], None, ""),
+                    (f"4 dispatch lag{tag}", "put-return -> visible p50 ms", s4["lag_p50_ms"], None, "< 10"),
+                    (f"4 dispatch lag{tag}", "put-return -> visible p99 ms", s4["lag_p99_ms"], None, "< 10"),
+                    (f"4 dispatch lag{tag}", "put-return -> visible max ms", s4["lag_max_ms"], None, ""),
+                    (f"4 dispatch lag{tag}", "behind bytes p50 KiB", s4["behind_p50_kb"], None, ""),
+                    (f"4 dispatch lag{tag}", "behind bytes p99 KiB", s4["behind_p99_kb"], None, ""),
+                ]
+                resources(f"4 dispatch lag{tag}", s4)
         if "s5" in selected:
             print("s5: get_message x32 from a warm store", file=sys.stderr)
             s5 = run_child("s5", {"dir": sub("s5"), "seg": prof["seg"], "msgs": prof["s5_msgs"],
@@ -648,14 +672,25 @@ def fmt(x: float | None) -> str:
     return f"{x:.3f}"
 
 
+def setup_line(result: dict[str, Any]) -> str:
+    start, end = (", ".join(f"{x:.1f}" for x in result[k]) for k in ("loadavg_start", "loadavg_end"))
+    return (f"Profile {result['profile']}, {result['nproc']} CPUs, Python {sys.version.split()[0]}, load average "
+            f"{start} at the start and {end} at the end, {result['total_wall_s']:.0f} s in all. Rows marked "
+            "(pure Python) ran with ROCKETSTORE_NATIVE=0; the others with the native extension.")
+
+
+def results_table(result: dict[str, Any]) -> str:
+    table: str = readme_table.markdown_table(
+        ["scenario", "metric", "value", "anchor (same run)", "ratio", "goal"],
+        ([r["scenario"], r["metric"], fmt(r["value"]), fmt(r["anchor"]), fmt(r["ratio"]), r["goal"]]
+         for r in result["rows"]),
+        right=(2, 3, 4))
+    return table
+
+
 def print_table(result: dict[str, Any]) -> None:
-    print(f"\nprofile={result['profile']} nproc={result['nproc']} loadavg start={result['loadavg_start']} "
-          f"end={result['loadavg_end']} total {result['total_wall_s']:.0f}s\n")
-    print("| scenario | metric | value | anchor | ratio | goal |")
-    print("|---|---|---:|---:|---:|---|")
-    for r in result["rows"]:
-        print(f"| {r['scenario']} | {r['metric']} | {fmt(r['value'])} | {fmt(r['anchor'])} | "
-              f"{fmt(r['ratio'])} | {r['goal']} |")
+    print(f"\n{setup_line(result)}\n")
+    print(results_table(result))
 
 
 def main() -> None:
@@ -668,11 +703,16 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the scratch dir (store data and child logs)")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile (thread CPU time) the put path of scenario 1, top 25 cumulative")
+    ap.add_argument("--no-pure-python", dest="pure_python", action="store_false",
+                    help="skip the pure-Python (ROCKETSTORE_NATIVE=0) runs of s1, s2 and s4")
+    ap.add_argument("--readme", metavar="README", type=Path,
+                    help="rewrite the block between the bench:store markers of this file with the table")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--params", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         result = CHILDREN[args.child](json.loads(args.params))
+        result["implementation"] = native.IMPLEMENTATION
         print("RESULT " + json.dumps(result), flush=True)
         return
     if args.profile:
@@ -685,8 +725,13 @@ def main() -> None:
             shutil.rmtree(scratch, ignore_errors=True)
         print(r["profile"])
         return
+    if args.readme is not None:
+        readme_table.check_section(args.readme, README_SECTION)  # before a long run, not after it
     result = run_all(args)
     print_table(result)
+    if args.readme is not None:
+        readme_table.replace_section(args.readme, README_SECTION, readme_table.generated_body(
+            setup_line(result), results_table(result)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
