@@ -69,6 +69,9 @@ def test_client_that_never_reads_cannot_grow_the_broker(tmp_path: Path) -> None:
     try:
         for _ in range(32):
             assert good.send_message(TOPIC, BODY).code == ResponseCode.SUCCESS
+        # a send is answered once stored; pulls see it once dispatch has run, a moment later
+        _wait_for(lambda: good.call(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": "0"}).ext_fields.get(
+            "offset") == "32", "the sends were not dispatched")
         warm = good.pull(TOPIC, 0, 0, sys_flag=0)  # so that the pull path's own first-use cost is in the baseline
         assert warm.code == ResponseCode.SUCCESS and len(decode_records(warm.body)) == 32
         baseline = _rss(pid)
