@@ -80,6 +80,113 @@ fn encode_record<'py>(
     })
 }
 
+/// Twin of `rocketstore.common.message.encode_batch_records_python`: the records of a batch put
+/// back to back, their count and the batch's wire size; None when an item's properties, with the
+/// batch's appended, would not fit a record.
+#[pyfunction]
+#[pyo3(signature = (items, batch_properties, *, topic_data, queue_id, sys_flag, born_timestamp, born_host,
+                    store_host, reconsume_times))]
+#[allow(clippy::too_many_arguments)]
+fn encode_batch_records<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    batch_properties: &[u8],
+    topic_data: &[u8],
+    queue_id: i32,
+    sys_flag: i32,
+    born_timestamp: i64,
+    born_host: &[u8],
+    store_host: &[u8],
+    reconsume_times: i32,
+) -> PyResult<Option<(Bound<'py, PyByteArray>, usize, usize)>> {
+    let mut bodies: Vec<PyBuffer<u8>> = Vec::new();
+    let mut flags: Vec<i32> = Vec::new();
+    let mut properties: Vec<Vec<u8>> = Vec::new();
+    let mut wire_size = 0usize;
+    for item in items.try_iter()? {
+        let (body, flag, item_properties): (Bound<'py, PyAny>, i32, Bound<'py, PyString>) = item?.extract()?;
+        let own = item_properties.to_str()?.as_bytes();
+        let view = PyBuffer::<u8>::get(&body)?;
+        contiguous(&view, "a batch item body")?;
+        wire_size += 20 + view.len_bytes() + 2 + own.len();
+        let mut props = own.to_vec();
+        if !props.is_empty() && !batch_properties.is_empty() && props.last() != Some(&2) {
+            props.push(2);
+        }
+        props.extend_from_slice(batch_properties);
+        if props.len() > i16::MAX as usize {
+            return Ok(None);
+        }
+        bodies.push(view);
+        flags.push(flag);
+        properties.push(props);
+    }
+    let mut records = Vec::with_capacity(bodies.len());
+    let mut total = 0usize;
+    for ((view, flag), props) in bodies.iter().zip(&flags).zip(&properties) {
+        // SAFETY: the interpreter lock is held throughout, and `bodies` keeps each export alive.
+        let body = unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) };
+        let new = record::NewRecord {
+            topic: topic_data,
+            body,
+            properties: props,
+            queue_id,
+            flag: *flag,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset: 0,
+            crc: None,
+        };
+        let length = record::encoded_length(&new).map_err(PyValueError::new_err)?;
+        total += length;
+        records.push((new, length));
+    }
+    let payload = PyByteArray::new_with(py, total, |out| {
+        let mut pos = 0;
+        for (new, length) in &records {
+            record::encode_into(new, &mut out[pos..pos + length]);
+            pos += length;
+        }
+        Ok(())
+    })?;
+    Ok(Some((payload, records.len(), wire_size)))
+}
+
+/// Twin of `rocketstore.common.message.stamp_records_python`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn stamp_records(
+    payload: &Bound<'_, PyByteArray>,
+    count: usize,
+    queue_offset: i64,
+    physical_offset: i64,
+    store_timestamp: i64,
+    sys_flag: i32,
+    counts_in_queue: bool,
+) -> PyResult<()> {
+    // SAFETY: the interpreter lock is held and nothing here runs Python code, so the bytearray
+    // cannot be resized while this slice lives.
+    let data = unsafe { payload.as_bytes_mut() };
+    if record::stamp_records(
+        data,
+        count,
+        queue_offset,
+        physical_offset,
+        store_timestamp,
+        sys_flag,
+        counts_in_queue,
+    ) {
+        Ok(())
+    } else {
+        Err(PyValueError::new_err(format!(
+            "the payload does not hold {count} whole records"
+        )))
+    }
+}
+
 /// Twin of `rocketstore.store.dispatch_scan.scan_python`: one dispatch pass over `buf`.
 #[pyfunction]
 fn scan_dispatch<'py>(
@@ -321,6 +428,8 @@ fn decode_header_fields<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;
+    m.add_function(wrap_pyfunction!(stamp_records, m)?)?;
     m.add_function(wrap_pyfunction!(scan_dispatch, m)?)?;
     m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;

@@ -276,3 +276,38 @@ pub fn encode_into(record: &NewRecord<'_>, out: &mut [u8]) {
     put(&(record.properties.len() as i16).to_be_bytes());
     put(record.properties);
 }
+
+/// Stamp `count` records lying back to back in `payload` (twin of `stamp_records_python`);
+/// false when the sizes do not add up inside `payload`, which is left partly stamped.
+pub fn stamp_records(
+    payload: &mut [u8],
+    count: usize,
+    queue_offset: i64,
+    physical_offset: i64,
+    store_timestamp: i64,
+    sys_flag: i32,
+    counts_in_queue: bool,
+) -> bool {
+    let timestamp_pos = BORN_HOST_POS + if sys_flag & SYS_FLAG_BORNHOST_V6 != 0 { 20 } else { 8 };
+    let mut pos = 0usize;
+    for i in 0..count {
+        let Some(size) = i32_at(payload, pos) else { return false };
+        if pos + timestamp_pos + 8 > payload.len() || pos + QUEUE_OFFSET_POS + 16 > payload.len() {
+            return false;
+        }
+        let queue = if counts_in_queue {
+            queue_offset.wrapping_add(i as i64)
+        } else {
+            0
+        };
+        payload[pos + QUEUE_OFFSET_POS..pos + QUEUE_OFFSET_POS + 8].copy_from_slice(&queue.to_be_bytes());
+        let physical = physical_offset.wrapping_add(pos as i64);
+        payload[pos + PHYSICAL_OFFSET_POS..pos + PHYSICAL_OFFSET_POS + 8].copy_from_slice(&physical.to_be_bytes());
+        payload[pos + timestamp_pos..pos + timestamp_pos + 8].copy_from_slice(&store_timestamp.to_be_bytes());
+        if size <= 0 {
+            return false;
+        }
+        pos += size as usize;
+    }
+    true
+}

@@ -22,9 +22,11 @@ from rocketstore.common.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SysFlag,
+    encode_batch_records_python,
     encode_record_python,
     properties_to_string,
     stamp_record,
+    stamp_records_python,
 )
 from rocketstore.store.dispatch_scan import RawScan, scan_python
 from rocketstore.store.index_file import (
@@ -216,3 +218,34 @@ def test_index_writer_refuses_arguments_that_would_write_out_of_bounds() -> None
         NATIVE.put_index_entries(bytes(buf), 4, 4, entry, 0, 0, (0, 0, 0, 0, 0, 1))
     with pytest.raises(ValueError, match="negative"):
         NATIVE.put_index_entries(buf, 4, 4, entry, 0, 0, (0, 0, 0, 0, 0, -1))
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[list[tuple[bytes, int, str]], bytes, dict[str, object]]:
+    fields = draw(record_fields())
+    items = draw(st.lists(st.tuples(st.binary(max_size=40), I32, st.one_of(
+        st.just(""), st.sampled_from(["a\x01b", "a\x01b\x02", "KEYS\x01k1 k2", "x" * 40]),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30))), max_size=8))
+    batch_properties = draw(st.sampled_from([b"", b"TAGS\x01TagA", b"CLUSTER\x01c\x02WAIT\x01false", b"p" * 32760]))
+    common = {k: fields[k] for k in ("topic_data", "queue_id", "sys_flag", "born_timestamp", "born_host",
+                                     "store_host", "reconsume_times")}
+    return items, batch_properties, common
+
+
+@EXAMPLES
+@given(batch=batches(), queue_offset=st.integers(0, 2**40), physical=st.integers(0, 2**50), now=I64,
+       counts=st.booleans())
+def test_batch_encoding_and_stamping_match_the_python_reference(
+    batch: tuple[list[tuple[bytes, int, str]], bytes, dict[str, object]], queue_offset: int, physical: int,
+    now: int, counts: bool,
+) -> None:
+    items, batch_properties, common = batch
+    expected = encode_batch_records_python(items, batch_properties, **common)  # type: ignore[arg-type]
+    actual = NATIVE.encode_batch_records(items, batch_properties, **common)
+    assert actual == expected
+    if expected is not None:
+        payload_py, payload_native = bytearray(expected[0]), bytearray(actual[0])
+        sys_flag = int(common["sys_flag"])  # type: ignore[call-overload]
+        stamp_records_python(payload_py, expected[1], queue_offset, physical, now, sys_flag, counts)
+        NATIVE.stamp_records(payload_native, actual[1], queue_offset, physical, now, sys_flag, counts)
+        assert payload_native == payload_py

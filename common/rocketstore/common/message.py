@@ -396,6 +396,68 @@ def stamp_record(
     _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
 
 
+def stamp_records_python(
+    payload: bytearray, count: int, queue_offset: int, physical_offset: int, store_timestamp: int, sys_flag: int,
+    counts_in_queue: bool,
+) -> None:
+    """Stamp ``count`` records lying back to back in ``payload``, which lands at ``physical_offset``.
+
+    The reference; :data:`stamp_records` is the Rust twin when the extension runs. Queue offsets
+    count up from ``queue_offset``, or stay 0 for records that get no ConsumeQueue entry.
+    """
+    pos = 0
+    for i in range(count):
+        (size,) = _I32.unpack_from(payload, pos)
+        stamp_record(payload, pos, queue_offset + i if counts_in_queue else 0, physical_offset + pos,
+                     store_timestamp, sys_flag)
+        pos += size
+
+
+stamp_records = NATIVE.stamp_records if NATIVE is not None else stamp_records_python
+"""The batch stamper this process runs."""
+
+
+def encode_batch_records_python(
+    items: Iterable[tuple[bytes, int, str]],
+    batch_properties: bytes,
+    *,
+    topic_data: bytes,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_host: bytes,
+    reconsume_times: int,
+) -> tuple[bytearray, int, int] | None:
+    """The records of a batch put, back to back: (payload, record count, the batch's wire size).
+
+    Each item's properties get the batch's appended (with a separator when needed), as
+    MessageExtBatchEncoder does; None when that makes one longer than a record can hold. The
+    wire size (20-byte item header + body + 2 + the item's own properties) is what RocketMQ holds
+    against maxMessageSize. The reference; :data:`encode_batch_records` is the Rust twin.
+    """
+    records = []
+    wire_size = 0
+    for body, flag, item_properties in items:
+        props = item_properties.encode()
+        wire_size += 20 + len(body) + 2 + len(props)
+        if props and batch_properties and not props.endswith(b"\x02"):
+            props += b"\x02"
+        props += batch_properties
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            return None
+        records.append(encode_record_python(
+            topic_data=topic_data, body=body, properties_data=props, queue_id=queue_id, flag=flag,
+            sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
+            reconsume_times=reconsume_times, prepared_transaction_offset=0,
+        ))
+    return bytearray().join(records), len(records), wire_size
+
+
+encode_batch_records = NATIVE.encode_batch_records if NATIVE is not None else encode_batch_records_python
+"""The batch encoder this process runs."""
+
+
 def encode_message(message: Message, crc: int | None = None) -> bytearray:
     """Encode a :class:`Message` (see :func:`encode_record` for what is left to stamp)."""
     sys_flag = with_host_flags(message.sys_flag, message.born_host, message.store_host)

@@ -33,11 +33,12 @@ from rocketstore.common.message import (
     SysFlag,
     create_message_id,
     decode_record,
+    encode_batch_records,
     encode_blank,
     encode_record,
     host_length,
     properties_to_string,
-    stamp_record,
+    stamp_records,
     store_timestamp_pos,
     transaction_type,
     with_host_flags,
@@ -203,7 +204,7 @@ class CommitLog:
         )
         if len(record) > max_size + _ENCODE_HEADROOM:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        result = self._append([record], msg.topic, msg.queue_id, sys_flag, msg.store_host)
+        result = self._append(record, 1, msg.topic, msg.queue_id, sys_flag, msg.store_host)
         return self._after_append(result, msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
 
     def put_messages(self, batch: MessageBatch) -> PutMessageResult:
@@ -219,33 +220,24 @@ class CommitLog:
         if refused is not None:
             return PutMessageResult(refused)
         sys_flag = with_host_flags(batch.sys_flag, batch.born_host, batch.store_host)
-        topic_data = batch.topic.encode()
-        born, store = batch.born_host.to_bytes(), batch.store_host.to_bytes()
-        total_body = 0
-        records = []
-        for body, flag, item_props in batch.items:
-            props = item_props.encode()
-            # RocketMQ limits the batch's wire body (20-byte item header + body + 2 + properties)
-            total_body += 20 + len(body) + 2 + len(props)
-            if props and batch_props and not props.endswith(b"\x02"):
-                props += b"\x02"
-            props += batch_props
-            if len(props) > MAX_PROPERTIES_LENGTH:
-                return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-            records.append(encode_record(
-                topic_data=topic_data, body=body, properties_data=props, queue_id=batch.queue_id, flag=flag,
-                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born, store_host=store,
-                reconsume_times=batch.reconsume_times, prepared_transaction_offset=0,
-            ))
-        if not records or total_body > self.settings.max_message_size():
+        encoded = encode_batch_records(
+            batch.items, batch_props, topic_data=batch.topic.encode(), queue_id=batch.queue_id, sys_flag=sys_flag,
+            born_timestamp=batch.born_timestamp, born_host=batch.born_host.to_bytes(),
+            store_host=batch.store_host.to_bytes(), reconsume_times=batch.reconsume_times,
+        )
+        if encoded is None:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        payload, count, wire_size = encoded
+        # RocketMQ limits the batch's wire body (20-byte item header + body + 2 + properties)
+        if not count or wire_size > self.settings.max_message_size():
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        result = self._append(records, batch.topic, batch.queue_id, sys_flag, batch.store_host)
+        result = self._append(payload, count, batch.topic, batch.queue_id, sys_flag, batch.store_host)
         return self._after_append(result, True)
 
     def _append(
-        self, records: list[bytearray], topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
+        self, payload: bytearray, count: int, topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
     ) -> PutMessageResult:
-        payload = records[0] if len(records) == 1 else bytearray().join(records)
+        """Write ``count`` encoded records (back to back in ``payload``) at the end of the log."""
         total = len(payload)
         key = f"{topic}-{queue_id}"
         counts_in_queue = gets_consume_queue_entry(sys_flag)
@@ -281,11 +273,7 @@ class CommitLog:
                     # stamp leave CRC-valid records with queueOffset/physicalOffset/storeTimestamp
                     # 0, which recovery accepts. The write position is published after this
                     # returns, so dispatch never sees a record without its offsets either.
-                    rec_pos = 0
-                    for i, record in enumerate(records):
-                        stamp_record(payload, rec_pos, queue_offset + i if counts_in_queue else 0,
-                                     wrote_offset + rec_pos, now_ms, sys_flag)
-                        rec_pos += len(record)
+                    stamp_records(payload, count, queue_offset, wrote_offset, now_ms, sys_flag, counts_in_queue)
                     mm[pos : pos + total] = payload
                     return total
 
@@ -296,13 +284,13 @@ class CommitLog:
                     return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
                 mapped.store_timestamp = now_ms
                 if counts_in_queue:
-                    self.topic_queue_table[key] = queue_offset + len(records)
+                    self.topic_queue_table[key] = queue_offset + count
             finally:
                 self.begin_time_in_lock = 0.0
         self.on_appended()
         append = AppendMessageResult(
             AppendMessageStatus.PUT_OK, wrote_offset, total, store_host, now_ms,
-            queue_offset if counts_in_queue else 0, len(records),
+            queue_offset if counts_in_queue else 0, count,
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
 
