@@ -426,6 +426,9 @@ public final class ClientDriver {
         c.setNamesrvAddr(namesrv);
         configure(c);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        // The listener counts a message before the client records its offset (after the listener
+        // returns): shutdown must let the consume threads finish, or it can persist an offset one short.
+        c.setAwaitTerminationMillisWhenShutdown(5000);
         if (args.flag("--max-reconsume")) {
             c.setMaxReconsumeTimes(args.integer("--max-reconsume", 16));
         }
