@@ -9,7 +9,10 @@
 # and venv, behaving the way the official python:3.11-slim image does for this project's
 # Dockerfile: `python` and `python -m pip` on PATH, pip installs into the system interpreter
 # (Debian's EXTERNALLY-MANAGED marker removed; pip puts scripts in /usr/local/bin), `useradd`
-# present, LANG=C.UTF-8. The mirror is the one apt on this host uses (/etc/apt/sources.list*).
+# present, LANG=C.UTF-8, and apt sources for bookworm, bookworm-updates and bookworm-security
+# (/etc/apt/sources.list.d/debian.sources), so that the Dockerfile's build stage can apt-get the
+# Rust toolchain Debian keeps current there (rustc-web, cargo-web). The mirrors are the ones apt on
+# this host uses (/etc/apt/sources.list*).
 #
 # The rootfs tarball is cached as
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/base-images/bookworm-python3.11-$BASE_VERSION.tar
@@ -24,7 +27,7 @@
 # Needs: root (debootstrap, and a Docker engine the `docker` client reaches; see dockerd.sh).
 set -euo pipefail
 
-BASE_VERSION="v1"                  # cache key: bump on any change to what goes into the rootfs
+BASE_VERSION="v2"                  # cache key: bump on any change to what goes into the rootfs
 SUITE="bookworm"
 IMAGE_TAG="${ROCKETSTORE_BASE_IMAGE_TAG:-python:3.11-slim}"
 PACKAGES="python3,python3-pip,python3-venv,python-is-python3,ca-certificates"
@@ -43,16 +46,17 @@ esac
 cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/base-images"
 tarball="$cache_dir/$SUITE-python3.11-$BASE_VERSION.tar"
 
-# The mirror apt already uses for the main archive: the first URI serving the plain suite, in
-# deb822 (*.sources) or one-line (*.list) form.
+# The mirror apt on this host uses for suite $1 (the plain suite: the main archive;
+# $SUITE-security: the security archive): the first URI serving it, in deb822 (*.sources) or
+# one-line (*.list) form.
 debian_mirror() {
-  local f
+  local suite="$1" f
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
     [ -r "$f" ] || continue
     case "$f" in
       *.sources)
         # paragraphs separated by blank lines; pick one whose Suites has the suite itself
-        awk -v suite="$SUITE" '
+        awk -v suite="$suite" '
           BEGIN { RS = ""; FS = "\n" }
           {
             uris = ""; ok = 0; deb = 0
@@ -70,7 +74,7 @@ debian_mirror() {
           }' "$f"
         ;;
       *)
-        awk -v suite="$SUITE" '
+        awk -v suite="$suite" '
           $1 == "deb" {
             i = 2
             if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
@@ -85,9 +89,12 @@ build_rootfs() {
   command -v debootstrap >/dev/null 2>&1 \
     || die "debootstrap is not installed (Debian: apt-get install debootstrap)"
   [ "$(id -u)" = 0 ] || die "debootstrap needs root"
-  local mirror keyring work rootfs
-  mirror="$(debian_mirror)"
+  local mirror security_mirror keyring work rootfs
+  mirror="$(debian_mirror "$SUITE")"
   [ -n "$mirror" ] || die "no '$SUITE' mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d/"
+  security_mirror="$(debian_mirror "$SUITE-security")"
+  [ -n "$security_mirror" ] \
+    || die "no '$SUITE-security' mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d/"
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   [ -r "$keyring" ] || die "$keyring is missing (Debian: apt-get install debian-archive-keyring)"
   mkdir -p "$cache_dir"
@@ -100,6 +107,21 @@ build_rootfs() {
     "$SUITE" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -n 30 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 
+  # apt sources as in Debian's official images (debootstrap wrote only the plain suite)
+  rm -f "$rootfs/etc/apt/sources.list"
+  cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<SOURCES
+Types: deb
+URIs: $mirror
+Suites: $SUITE $SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security_mirror
+Suites: $SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
   # pip installs into the system interpreter, as in the official image
   rm -f "$rootfs"/usr/lib/python3*/EXTERNALLY-MANAGED
   # images carry no package caches or lists

@@ -1,7 +1,8 @@
 """The container image, built and run for real: ``docker build`` of the top-level Dockerfile,
 then the broker in a container, reached from the host through published ports.
 
-No registry is needed: the Dockerfile's base, ``python:3.11-slim``, is made locally by
+No registry is needed: the Dockerfile's base, ``python:3.11-slim`` (of both stages: the build
+stage compiles the native hot path with Debian's rustc-web), is made locally by
 ``build_base_image.sh`` (debootstrap rootfs, cached) and the engine is started by ``dockerd.sh``
 when none answers. Needs root, ``docker.io`` and ``debootstrap`` (Debian packages); without them
 the tests fail under CI and are skipped elsewhere, naming what is missing (tool_support).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -48,6 +50,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 IMAGE = "rocketstore:test"
+#: the Dockerfile's build stage, tagged so that pruning dangling images keeps its layer cache
+BUILD_STAGE_IMAGE = "rocketstore-build:test"
 IMAGE_SIZE_LIMIT = 400 * 1000 * 1000
 STORE_IN_CONTAINER = "/home/rocketmq/store"
 RUN_AS_UID = 10001
@@ -145,6 +149,8 @@ def image(engine: Engine) -> str:
         if os.environ.get(name):
             build_args += ["--build-arg", f"{name}={os.environ[name]}"]
     t0 = time.monotonic()
+    engine.run("build", "--target", "build", "-t", BUILD_STAGE_IMAGE, *build_args, str(REPO), timeout=1800,
+               log=engine.tmp / "docker-build-stage.log")
     engine.run("build", "-t", IMAGE, *build_args, str(REPO), timeout=1200, log=engine.tmp / "docker-build.log")
     engine.timed("docker build", time.monotonic() - t0)
     if engine.started:
@@ -273,6 +279,28 @@ def test_image_installs_every_package(engine: Engine, image: str) -> None:
         assert group in help_out.stdout
 
 
+def test_image_runs_the_native_hot_path(engine: Engine, image: str) -> None:
+    """The extension the build stage compiled is in the wheel the runtime installed, and loads there:
+    not the pure-Python fallback (which a failed cargo build would silently leave)."""
+    probe = ("from rocketstore.common import native; "
+             "print(native.IMPLEMENTATION, getattr(native.NATIVE, '__file__', None), native.REASON)")
+    out = engine.run("run", "--rm", "--entrypoint", "python", image, "-c", probe).stdout
+    implementation, path, _ = out.split(" ", 2)
+    assert implementation == "native", out
+    assert re.search(r"-packages/rocketstore/common/_native\.[\w.-]+\.so$", path), out
+
+
+def test_runtime_has_no_build_toolchain(engine: Engine, image: str) -> None:
+    """The Rust toolchain, the C compiler, the crates and the source tree stay in the build stage."""
+    probe = ("for tool in cargo rustc gcc cc; do command -v $tool; done; "
+             "ls -d /cargo /root/.cargo /src /opt/rocketstore 2>/dev/null; true")
+    out = engine.run("run", "--rm", "--entrypoint", "sh", image, "-c", probe).stdout
+    assert out.strip() == ""
+    # the build stage itself has them (so the probe above can see a toolchain where there is one)
+    built = engine.run("run", "--rm", "--entrypoint", "sh", BUILD_STAGE_IMAGE, "-c", probe).stdout.split()
+    assert "/usr/bin/cargo" in built and "/src" in built, built
+
+
 def test_image_metadata(engine: Engine, image: str) -> None:
     config = json.loads(engine.run("image", "inspect", "-f", "{{json .Config}}", image).stdout)
     assert config["User"] == str(RUN_AS_UID)
@@ -297,6 +325,10 @@ def test_startup_lines_publish_loopback_route(engine: Engine, container: Contain
     assert _http_get(container.http_port, "/healthz")[0] == 200
     status, metrics = _http_get(container.http_port, "/metrics")
     assert status == 200 and b"# TYPE" in metrics
+    # the broker in the container runs the native hot path on uvloop, and says so
+    info = re.search(r"^rocketstore_hot_path_info\{([^}]*)\} 1\.0$", metrics.decode(), re.MULTILINE)
+    assert info is not None, "rocketstore_hot_path_info missing from /metrics"
+    assert dict(re.findall(r'(\w+)="([^"]*)"', info.group(1))) == {"implementation": "native", "event_loop": "uvloop"}
 
 
 def test_produce_and_consume_through_published_ports(container: Container) -> None:
