@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, cast
 
+from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import (
     RPC_ONEWAY,
@@ -137,6 +138,8 @@ class Connection(asyncio.Protocol):
     server: RemotingServer
     transport: asyncio.Transport | None = None
     peer: str = ""
+    #: the client's address as a message's bornHost (computed once, not per send)
+    peer_host: HostAddress = DEFAULT_BORN_HOST
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     #: Decoded requests not dispatched yet: flow control holds them (bounded, as reading pauses).
@@ -157,6 +160,9 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            # RocketMQ takes the remote address as is; an IPv6 scope id is not part of it
+            self.peer_host = HostAddress(str(peer[0]).split("%", 1)[0], int(peer[1]))
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -48,8 +48,6 @@ from typing import Any
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.message import (
-    DEFAULT_BORN_HOST,
-    HostAddress,
     Message,
     SysFlag,
     create_message_id,
@@ -89,15 +87,6 @@ _RANDOM = random.Random()
 def random_queue_id(queue_nums: int) -> int:
     """RocketMQ's ``nextInt(99999999) % n``: a uniformly random queue (0 when n <= 0)."""
     return _RANDOM.randrange(queue_nums) if queue_nums > 0 else 0
-
-
-def peer_host(conn: Connection) -> HostAddress:
-    """The client's address as bornHost (the connection's remote address, as RocketMQ takes it)."""
-    peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        host = str(peer[0]).split("%", 1)[0]  # an IPv6 scope id is not part of the stored address
-        return HostAddress(host, int(peer[1]))
-    return DEFAULT_BORN_HOST
 
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -307,7 +296,7 @@ class SendMessageProcessor:
         topic_config = checked
         queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(topic_config.write_queue_nums)
         sys_flag = header.sys_flag
-        born_host = peer_host(conn)
+        born_host = conn.peer_host
         cluster = self.broker.broker_config.broker_cluster_name
         if header.batch:
             if len(header.topic) > TOPIC_MAX_LENGTH:
