@@ -7,6 +7,7 @@ shows up as a byte mismatch.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -441,6 +442,44 @@ def test_group_commit_shares_fsyncs_between_16_writers(open_store: OpenStore) ->
     assert 0 < fsyncs < total
     store.reput_service.wait_caught_up(5)
     assert sum(store.get_max_offset_in_queue("G", q) for q in range(4)) == total
+
+
+def test_flush_requests_report_durability_to_callbacks_and_share_fsyncs(open_store: OpenStore) -> None:
+    """What the broker's SYNC_FLUSH sends wait on: puts that do not block, then one callback
+    each from the flush thread once durable, many puts per fsync."""
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    service = store.commit_log.flush_service
+    assert isinstance(service, GroupCommitService)
+    queue = store.commit_log.mapped_file_queue
+    ends = []
+    for i in range(64):
+        r = store.put_message(simple(topic="F", body=b"f%d" % i), wait_flush=False)
+        assert r.status is PutMessageStatus.PUT_OK and r.append is not None
+        ends.append(r.append.wrote_offset + r.append.wrote_bytes)
+    assert queue.flushed_where < ends[-1], "nothing asked for a flush yet"
+    before = service.flush_count
+    called: list[tuple[int, str, int]] = []
+    all_done = threading.Event()
+
+    def callback(end: int) -> None:
+        called.append((end, threading.current_thread().name, queue.flushed_where))
+        if len(called) == len(ends):
+            all_done.set()
+
+    for end in ends:
+        assert store.request_flush(end, functools.partial(callback, end))
+    assert all_done.wait(10), f"{len(called)} of {len(ends)} callbacks"
+    assert sorted(end for end, _, _ in called) == ends
+    assert all(name == "GroupCommitService" and flushed >= end for end, name, flushed in called)
+    assert service.flush_count - before < len(ends)  # grouped
+    assert not store.request_flush(ends[-1], lambda: None), "already durable: nothing to wait for"
+
+
+def test_flush_requests_are_refused_with_async_flush(open_store: OpenStore) -> None:
+    store = open_store()
+    r = store.put_message(simple(body=b"a"), wait_flush=False)
+    assert r.append is not None
+    assert not store.request_flush(r.append.wrote_offset + r.append.wrote_bytes, lambda: None)
 
 
 def test_flush_disk_timeout_when_the_flusher_never_runs(tmp_path: Path) -> None:

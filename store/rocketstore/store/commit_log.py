@@ -185,8 +185,9 @@ class CommitLog:
             return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
         return None
 
-    def put_message(self, msg: Message) -> PutMessageResult:
-        """Append one message; with SYNC_FLUSH return only once it is durable."""
+    def put_message(self, msg: Message, *, wait_flush: bool = True) -> PutMessageResult:
+        """Append one message; with SYNC_FLUSH return only once it is durable, unless
+        ``wait_flush`` is False (the caller then waits with :meth:`request_flush`)."""
         props = properties_to_string(msg.properties).encode()
         refused = self.check_message(msg.topic, len(props))
         if refused is not None:
@@ -205,9 +206,9 @@ class CommitLog:
         if len(record) > max_size + _ENCODE_HEADROOM:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         result = self._append(record, 1, msg.topic, msg.queue_id, sys_flag, msg.store_host)
-        return self._after_append(result, msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+        return self._after_append(result, wait_flush and msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
 
-    def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+    def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Append a batch as consecutive records in one segment (RocketMQ's batch put).
 
         Each item becomes its own record; the batch's own properties are appended to each
@@ -232,7 +233,7 @@ class CommitLog:
         if not count or wire_size > self.settings.max_message_size():
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         result = self._append(payload, count, batch.topic, batch.queue_id, sys_flag, batch.store_host)
-        return self._after_append(result, True)
+        return self._after_append(result, wait_flush)
 
     def _append(
         self, payload: bytearray, count: int, topic: str, queue_id: int, sys_flag: int, store_host: HostAddress
@@ -311,6 +312,13 @@ class CommitLog:
             return result
         log.warning("sync flush of offset %d timed out after %d ms", end, self.settings.sync_flush_timeout_ms())
         return PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
+
+    def request_flush(self, end_offset: int, on_durable: Callable[[], None]) -> bool:
+        """SYNC_FLUSH: see :meth:`GroupCommitService.request_flush`; False (nothing to wait for)
+        when the offset is durable already or the log flushes asynchronously."""
+        if not isinstance(self.flush_service, GroupCommitService):
+            return False
+        return self.flush_service.request_flush(end_offset, on_durable)
 
     def lock_held_ms(self) -> float:
         """How long the current put has held the lock (0 if none): the page-cache-busy signal."""

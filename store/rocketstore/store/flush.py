@@ -107,23 +107,34 @@ class GroupCommitService(FlushService):
 
     def __init__(self, queue: MappedFileQueue, on_flushed: Callable[[int], None]) -> None:
         super().__init__("GroupCommitService", queue, on_flushed)
-        self._requests: list[tuple[int, threading.Event]] = []
+        self._requests: list[tuple[int, Callable[[], None]]] = []
         self.flush_count = 0
 
     def wakeup(self) -> None:
         with self._cond:
             self._cond.notify()
 
-    def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
-        """Block until the log is durable up to ``end_offset``; False on timeout."""
+    def request_flush(self, end_offset: int, on_durable: Callable[[], None]) -> bool:
+        """Have ``on_durable()`` called, in the flush thread, once the log is durable up to
+        ``end_offset``; False, registering nothing, if it already is or the service stopped.
+
+        The event loop's way to wait for a SYNC_FLUSH put without a thread per put (RocketMQ's
+        4.x broker completes a future the same way): the callback must not block.
+        """
         if self._queue.flushed_where >= end_offset:
-            return True
-        done = threading.Event()
+            return False
         with self._cond:
             if self._stopped:
                 return False
-            self._requests.append((end_offset, done))
+            self._requests.append((end_offset, on_durable))
             self._cond.notify()
+        return True
+
+    def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
+        """Block until the log is durable up to ``end_offset``; False on timeout."""
+        done = threading.Event()
+        if not self.request_flush(end_offset, done.set):
+            return self._queue.flushed_where >= end_offset
         return done.wait(timeout_s) or self._queue.flushed_where >= end_offset
 
     def _run(self) -> None:
@@ -151,12 +162,15 @@ class GroupCommitService(FlushService):
         self._queue.flush(0)  # shutting down: make what waiters wrote durable before answering them
         self._release(pending)
 
-    def _release(self, group: list[tuple[int, threading.Event]]) -> None:
+    def _release(self, group: list[tuple[int, Callable[[], None]]]) -> None:
         flushed = self._queue.flushed_where
         unfinished = []
         for end, done in group:
             if flushed >= end:
-                done.set()
+                try:
+                    done()
+                except Exception:  # e.g. its event loop closed meanwhile: the others still go
+                    log.exception("flush waiter %r failed", done)
             else:
                 unfinished.append((end, done))
         if unfinished:

@@ -368,23 +368,32 @@ class DefaultMessageStore:
             return PutMessageStatus.OS_PAGECACHE_BUSY
         return None
 
-    def put_message(self, msg: Message) -> PutMessageResult:
+    def put_message(self, msg: Message, *, wait_flush: bool = True) -> PutMessageResult:
+        """Put one message; with SYNC_FLUSH it returns once durable unless ``wait_flush`` is
+        False, in which case the caller waits through :meth:`request_flush`."""
         refused = self._check_store_status()
         if refused is not None:
             return PutMessageResult(refused)
         begin = time.monotonic()
-        result = self.commit_log.put_message(msg)
+        result = self.commit_log.put_message(msg, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
         return result
 
-    def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+    def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
+        """Put a batch; ``wait_flush`` as for :meth:`put_message`."""
         refused = self._check_store_status()
         if refused is not None:
             return PutMessageResult(refused)
         begin = time.monotonic()
-        result = self.commit_log.put_messages(batch)
+        result = self.commit_log.put_messages(batch, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, batch.topic)
         return result
+
+    def request_flush(self, end_offset: int, on_durable: Callable[[], None]) -> bool:
+        """SYNC_FLUSH: have ``on_durable()`` called (in the flush thread; it must not block) once
+        the CommitLog is durable up to ``end_offset``. False, registering nothing, when it already
+        is or the store flushes asynchronously."""
+        return self.commit_log.request_flush(end_offset, on_durable)
 
     # -- get -------------------------------------------------------------------------------
     def _next_offset_correction(self, old: int, new: int) -> int:

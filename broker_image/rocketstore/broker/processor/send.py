@@ -24,10 +24,11 @@ put lock (tens of microseconds), so it runs directly on the event loop, inline i
 brought the request (the handler returns the response itself, no task: see
 :mod:`rocketstore.broker.server`); handing it to a thread would cost more than the put. A send
 waits, and the handler returns a coroutine instead, in two cases only: with SYNC_FLUSH the put
-blocks until the group-commit service has fsynced the record (milliseconds), so it runs in a
-worker thread via ``asyncio.to_thread`` and the loop keeps serving other connections meanwhile;
-and while dispatch trails the CommitLog by more than ``maxDispatchLagBytes``, the send waits on
-the loop for it to catch up first (:meth:`SendMessageProcessor._let_dispatch_catch_up`).
+is appended on the loop too, and the coroutine waits for the group-commit service to report the
+record durable (a future its flush thread completes, as RocketMQ 4.x's broker does: no thread
+per waiting put, so any number of puts share one fsync); and while dispatch trails the
+CommitLog by more than ``maxDispatchLagBytes``, the send waits on the loop for it to catch up
+first (:meth:`SendMessageProcessor._let_dispatch_catch_up`).
 
 PutMessageStatus maps to response codes exactly as SendMessageProcessor.handlePutMessageResult
 does in 4.9.8 (notably OS_PAGECACHE_BUSY is SYSTEM_ERROR there, not SYSTEM_BUSY; SYSTEM_BUSY is
@@ -38,11 +39,10 @@ too when the page cache is busy, so clients back off the same way).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from rocketstore.broker.broker_context import BrokerContext
@@ -87,6 +87,12 @@ _RANDOM = random.Random()
 def random_queue_id(queue_nums: int) -> int:
     """RocketMQ's ``nextInt(99999999) % n``: a uniformly random queue (0 when n <= 0)."""
     return _RANDOM.randrange(queue_nums) if queue_nums > 0 else 0
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    """Resolve ``future`` unless its waiter gave up (timed out or was cancelled) meanwhile."""
+    if not future.done():
+        future.set_result(None)
 
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -280,10 +286,25 @@ class SendMessageProcessor:
         reply = self._put(conn, request, header)
         return reply if isinstance(reply, RemotingCommand) else await reply
 
-    async def _put_in_thread(self, request: RemotingCommand, put: Callable[[], PutMessageResult], queue_id: int, *,
-                             batch: bool) -> RemotingCommand:
-        """A put that waits for its flush (SYNC_FLUSH), in a worker thread, then its response."""
-        result = await asyncio.to_thread(put)
+    async def _answer_when_durable(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
+                                   batch: bool) -> RemotingCommand:
+        """SYNC_FLUSH: the response once the group commit has made the put durable, or
+        FLUSH_DISK_TIMEOUT after syncFlushTimeout (the put itself stays, as in RocketMQ)."""
+        if result.ok and result.append is not None:
+            loop = asyncio.get_running_loop()
+            durable = loop.create_future()
+
+            def on_durable() -> None:  # the flush thread
+                loop.call_soon_threadsafe(_complete, durable)
+
+            end = result.append.wrote_offset + result.append.wrote_bytes
+            if self.broker.store.request_flush(end, on_durable):
+                timeout_s = self.broker.store_config.sync_flush_timeout / 1000
+                try:
+                    await asyncio.wait_for(durable, timeout_s)
+                except TimeoutError:
+                    log.warning("sync flush of offset %d timed out after %.0f ms", end, timeout_s * 1000)
+                    result = PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
         return self._answer(request, result, queue_id, batch=batch)
 
     def _put(self, conn: Connection, request: RemotingCommand,
@@ -317,7 +338,8 @@ class SendMessageProcessor:
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
             if self._wants_sync_wait(batch_props):
-                return self._put_in_thread(request, functools.partial(store.put_messages, batch), queue_id, batch=True)
+                return self._answer_when_durable(request, store.put_messages(batch, wait_flush=False), queue_id,
+                                                 batch=True)
             return self._answer(request, store.put_messages(batch), queue_id, batch=True)
 
         routed = self._retry_or_dlq(request, header, topic_config, queue_id)
@@ -340,7 +362,8 @@ class SendMessageProcessor:
             store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
         )
         if self._wants_sync_wait(properties):
-            return self._put_in_thread(request, functools.partial(store.put_message, msg), queue_id, batch=False)
+            return self._answer_when_durable(request, store.put_message(msg, wait_flush=False), queue_id,
+                                             batch=False)
         return self._answer(request, store.put_message(msg), queue_id, batch=False)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
