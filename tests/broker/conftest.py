@@ -114,6 +114,18 @@ class RawClient:
             return self.call(RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body)
         return self.call(RequestCode.SEND_MESSAGE, h.to_ext_fields(), body)
 
+    def wait_dispatched(self, topic: str, queue_id: int, count: int, timeout: float = 10.0) -> None:
+        """Wait until ``count`` messages of the queue are visible to pulls: a send is answered once
+        stored, a pull sees it once dispatch has run, which may be a moment later."""
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
+            if int(reply.ext_fields.get("offset", "0")) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}-{queue_id}: {count} messages not dispatched within {timeout} s")
+            time.sleep(0.005)
+
     def pull(self, topic: str, queue_id: int, offset: int, *, group: str = "CG", max_msgs: int = 32,
              sys_flag: int = 4, subscription: str = "*", suspend_ms: int = 0, commit_offset: int = 0,
              timeout: float = 10.0) -> RemotingCommand:

@@ -48,6 +48,7 @@ def test_malformed_headers_are_answered_and_logged_sparingly(tmp_path: Path) -> 
         assert "'queueOffset' must be a long integer" in (response.remark or "") and len(response.remark or "") <= 300
 
         # The same connection still serves well-formed requests.
+        client.wait_dispatched(TOPIC, 0, 1)
         assert client.pull(TOPIC, 0, 0, sys_flag=0).code == ResponseCode.SUCCESS
 
         opaques = [client.send(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=missing))

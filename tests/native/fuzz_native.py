@@ -292,7 +292,7 @@ def _frame(control: atheris.FuzzedDataProvider, frame: bytes, buffers: ExitStack
 
     def decoded(fast: object) -> object:
         # the command the fast path's fields make, built as the broker builds it
-        return None if fast is None else command._decode_frame_native(buf)
+        return None if fast is None else command.command_from_native(fast)
 
     _check(
         lambda: f"decode_frame({type(buf).__name__} of bytes.fromhex('{_hex(frame)}'))",

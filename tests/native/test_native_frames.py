@@ -21,7 +21,7 @@ from rocketstore.remoting.codes import LanguageCode, RequestCode, SerializeType
 from rocketstore.remoting.command import (
     ProtocolError,
     RemotingCommand,
-    _decode_frame_native,
+    command_from_native,
     decode_frame_python,
     encode_frame_python,
 )
@@ -60,7 +60,7 @@ def check_same(frame: bytes) -> bool:
     if fast is None:
         return False
     assert not isinstance(expected, ProtocolError), f"native accepted a frame Python refuses: {expected}"
-    assert _decode_frame_native(frame) == expected
+    assert command_from_native(fast) == expected
     return True
 
 

@@ -185,6 +185,7 @@ def test_record_larger_than_a_segment_is_refused_without_touching_the_log(tmp_pa
     with running(cfg) as store:
         fill(store, 2)
         max_phy = store.max_phy_offset
+        assert store.commit_log.allocator.wait_idle(10)  # the next segment is made ahead, in the background
         segments = sorted(os.listdir(cfg.commit_log_dir()))
         result = store.put_message(Message(topic=TOPIC, body=b"x" * SEGMENT))
         assert result.status is PutMessageStatus.MESSAGE_ILLEGAL

@@ -207,9 +207,13 @@ def _decode_frame_native(frame: bytes | memoryview) -> RemotingCommand:
     """The usual frame through the Rust decoder; anything else (valid or not) through Python."""
     assert NATIVE is not None
     fast = NATIVE.decode_frame(frame)
-    if fast is None:
-        return decode_frame_python(frame)
-    code, language, version, opaque, flag, remark, ext_fields, body, serialize = fast
+    return decode_frame_python(frame) if fast is None else command_from_native(fast)
+
+
+def command_from_native(fields: tuple[Any, ...]) -> RemotingCommand:
+    """The command the Rust decoder's (code, language, version, opaque, flag, remark, extFields,
+    body, serialize type) tuple describes; language names map to codes as in the Python decoder."""
+    code, language, version, opaque, flag, remark, ext_fields, body, serialize = fields
     return RemotingCommand(
         code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext_fields, body=body,
         language=_LANGUAGE_CODES.get(language, LanguageCode.OTHER) if type(language) is str else language,

@@ -54,6 +54,12 @@ class AllocateMappedFileService:
             raise MappedFileError(f"could not create segment {path}: {made}") from made
         return made
 
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no segment is being created ahead; False on timeout. For whoever lists the
+        segment files and must not race a creation (e.g. checking a refused put created none)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._wanted or self._stopped, timeout_s)
+
     def _run(self) -> None:
         while True:
             with self._lock:
