@@ -38,7 +38,6 @@ values this harness picks on purpose (extreme integers, starts past the end) are
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import mmap
 import sys
@@ -47,6 +46,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import atheris
+from native_support import header_decode_plans
 
 import rocketstore.common._native as native
 from rocketstore.common import message
@@ -72,10 +72,7 @@ REFUSALS = (ValueError, OverflowError, TypeError)
 #: index dimensions above this get no real file: they only exercise the size checks
 MAX_INDEX_FILE = 1 << 16
 #: every typed header's decode plan (and SEND_MESSAGE_V2's one-letter names): the header target picks one
-DECODE_PLANS = [headers._decode_plan(cls, None) for cls in vars(headers).values()
-                if isinstance(cls, type) and issubclass(cls, headers.Header) and cls is not headers.Header
-                and dataclasses.is_dataclass(cls)] + [
-    headers._decode_plan(headers.SendMessageRequestHeader, headers._SEND_V2_NAMES)]
+DECODE_PLANS = [plan for _, plan in header_decode_plans()]
 #: header values at the edges of Java's integer syntax and ranges, and of str.lower()
 FIELD_VALUES = ["", "+", "-", "-0", "+7", "007", " 1", "1_000", "\u0661", "0x10", "1e3", "true", "TRUE", "tRuE",
                 "tru\u0117", "\u0130", "2147483647", "2147483648", "-2147483648", "-2147483649",
