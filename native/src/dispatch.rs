@@ -3,6 +3,7 @@
 //! Runs without the interpreter lock over the mapped segment; the result is plain Rust data
 //! that the binding turns into Python objects per queue run, not per message.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::java;
@@ -43,7 +44,9 @@ pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_en
         index_entries: Vec::new(),
         last_queue_timestamp: 0,
     };
-    let mut open_runs: HashMap<(String, i32), usize> = HashMap::new();
+    // keyed by the topic as decoded, borrowed from the log unless it needed replacement characters:
+    // no allocation per record to find its run
+    let mut open_runs: HashMap<(Cow<'_, str>, i32), usize> = HashMap::new();
     let mut pos = start;
     while pos < limit && out.records < max_records {
         let rec = match record::decode(buf, pos) {
@@ -66,7 +69,7 @@ pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_en
         let properties = String::from_utf8_lossy(rec.properties);
         let props = record::dispatch_properties(&properties);
         if record::gets_consume_queue_entry(rec.sys_flag) {
-            add_to_run(&mut out.runs, &mut open_runs, &topic, &rec, props.tags);
+            add_to_run(&mut out.runs, &mut open_runs, topic.clone(), &rec, props.tags);
             out.last_queue_timestamp = rec.store_timestamp;
         }
         if index_enabled && rec.sys_flag & record::TRANSACTION_TYPE_MASK != record::TRANSACTION_ROLLBACK {
@@ -77,10 +80,10 @@ pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_en
     out
 }
 
-fn add_to_run(
+fn add_to_run<'a>(
     runs: &mut Vec<QueueRun>,
-    open_runs: &mut HashMap<(String, i32), usize>,
-    topic: &str,
+    open_runs: &mut HashMap<(Cow<'a, str>, i32), usize>,
+    topic: Cow<'a, str>,
     rec: &Record<'_>,
     tags: Option<&str>,
 ) {
@@ -92,7 +95,7 @@ fn add_to_run(
     entry[..8].copy_from_slice(&rec.physical_offset.to_be_bytes());
     entry[8..12].copy_from_slice(&(rec.total_size as i32).to_be_bytes());
     entry[12..].copy_from_slice(&tags_code.to_be_bytes());
-    let key = (topic.to_string(), rec.queue_id);
+    let key = (topic, rec.queue_id);
     if let Some(&at) = open_runs.get(&key) {
         let run = &mut runs[at];
         if run.first_queue_offset.wrapping_add(run.count) == rec.queue_offset {
@@ -102,9 +105,10 @@ fn add_to_run(
             return;
         }
     }
+    let topic = key.0.to_string();
     open_runs.insert(key, runs.len());
     runs.push(QueueRun {
-        topic: topic.to_string(),
+        topic,
         queue_id: rec.queue_id,
         first_queue_offset: rec.queue_offset,
         count: 1,

@@ -24,9 +24,16 @@ pub const MIN_RECORD_LENGTH: usize = fixed_length(0) + 1 + 2;
 
 /// Bytes from totalSize through bodyLength, for the host sizes `sys_flag` selects.
 pub const fn fixed_length(sys_flag: i32) -> usize {
-    let born = if sys_flag & SYS_FLAG_BORNHOST_V6 != 0 { 20 } else { 8 };
-    let store = if sys_flag & SYS_FLAG_STOREHOST_V6 != 0 { 20 } else { 8 };
-    BORN_HOST_POS + born + 8 + store + 4 + 8 + 4
+    BORN_HOST_POS + host_length(sys_flag, SYS_FLAG_BORNHOST_V6) + 8 + host_length(sys_flag, SYS_FLAG_STOREHOST_V6) + 16
+}
+
+/// Bytes of a host field: 8 for IPv4, 20 for IPv6, as the sysFlag's `v6_bit` says.
+const fn host_length(sys_flag: i32, v6_bit: i32) -> usize {
+    if sys_flag & v6_bit != 0 {
+        20
+    } else {
+        8
+    }
 }
 
 /// Whether dispatch gives a record with this sysFlag a ConsumeQueue entry (not prepared, not rolled back).
@@ -107,7 +114,7 @@ fn decode_message(buf: &[u8], pos: usize, total: usize, magic: i32) -> Option<Re
             "record at {pos} is shorter ({total}) than its fixed fields ({fixed})"
         )));
     }
-    let born_length = if sys_flag & SYS_FLAG_BORNHOST_V6 != 0 { 20 } else { 8 };
+    let born_length = host_length(sys_flag, SYS_FLAG_BORNHOST_V6);
     let queue_id = i32_at(buf, pos + 12)?;
     let queue_offset = i64_at(buf, pos + QUEUE_OFFSET_POS)?;
     let physical_offset = i64_at(buf, pos + PHYSICAL_OFFSET_POS)?;
@@ -288,7 +295,7 @@ pub fn stamp_records(
     sys_flag: i32,
     counts_in_queue: bool,
 ) -> bool {
-    let timestamp_pos = BORN_HOST_POS + if sys_flag & SYS_FLAG_BORNHOST_V6 != 0 { 20 } else { 8 };
+    let timestamp_pos = BORN_HOST_POS + host_length(sys_flag, SYS_FLAG_BORNHOST_V6);
     let mut pos = 0usize;
     for i in 0..count {
         let Some(size) = i32_at(payload, pos) else { return false };
