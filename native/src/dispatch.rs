@@ -33,8 +33,19 @@ pub struct Scan {
     pub last_queue_timestamp: i64,
 }
 
+/// The topic whose ConsumeQueue entries carry a delivery time instead of a tag hash.
+const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
 /// Scan whole records from `start` while below `limit` (at most `max_records` of them).
-pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_enabled: bool) -> Scan {
+/// `delay_levels_ms` is messageDelayLevel in milliseconds, level 1 first.
+pub fn scan(
+    buf: &[u8],
+    start: usize,
+    limit: usize,
+    max_records: usize,
+    index_enabled: bool,
+    delay_levels_ms: &[i64],
+) -> Scan {
     let mut out = Scan {
         end_pos: start,
         records: 0,
@@ -69,7 +80,8 @@ pub fn scan(buf: &[u8], start: usize, limit: usize, max_records: usize, index_en
         let properties = String::from_utf8_lossy(rec.properties);
         let props = record::dispatch_properties(&properties);
         if record::gets_consume_queue_entry(rec.sys_flag) {
-            add_to_run(&mut out.runs, &mut open_runs, topic.clone(), &rec, props.tags);
+            let tags_code = consume_queue_tags_code(&topic, &props, rec.store_timestamp, delay_levels_ms);
+            add_to_run(&mut out.runs, &mut open_runs, topic.clone(), &rec, tags_code);
             out.last_queue_timestamp = rec.store_timestamp;
         }
         if index_enabled && rec.sys_flag & record::TRANSACTION_TYPE_MASK != record::TRANSACTION_ROLLBACK {
@@ -85,12 +97,8 @@ fn add_to_run<'a>(
     open_runs: &mut HashMap<(Cow<'a, str>, i32), usize>,
     topic: Cow<'a, str>,
     rec: &Record<'_>,
-    tags: Option<&str>,
+    tags_code: i64,
 ) {
-    let tags_code = match tags {
-        Some(t) if !t.is_empty() => i64::from(java::string_hash(t)),
-        _ => 0,
-    };
     let mut entry = [0u8; 20];
     entry[..8].copy_from_slice(&rec.physical_offset.to_be_bytes());
     entry[8..12].copy_from_slice(&(rec.total_size as i32).to_be_bytes());
@@ -115,6 +123,29 @@ fn add_to_run<'a>(
         entries: entry.to_vec(),
         last_store_timestamp: rec.store_timestamp,
     });
+}
+
+/// The twin of `consume_queue_tags_code` in `rocketstore.store.schedule_message_service`: the
+/// delivery time of a scheduled record (store time + its level's delay, the level clamped to the
+/// highest), else the Java hash of its tags.
+fn consume_queue_tags_code(
+    topic: &str,
+    props: &record::DispatchProperties<'_>,
+    store_timestamp: i64,
+    delay_levels_ms: &[i64],
+) -> i64 {
+    if topic == SCHEDULE_TOPIC {
+        if let Some(level) = props.delay.and_then(|t| java::parse_java_int(t, i64::from(i32::MIN), i64::from(i32::MAX))) {
+            let level = level.min(delay_levels_ms.len() as i64);
+            if level > 0 {
+                return store_timestamp.wrapping_add(delay_levels_ms[(level - 1) as usize]);
+            }
+        }
+    }
+    match props.tags {
+        Some(t) if !t.is_empty() => i64::from(java::string_hash(t)),
+        _ => 0,
+    }
 }
 
 /// `topic#uniqKey`, then `topic#key` per non-empty space-separated key, hashed for the IndexFile.

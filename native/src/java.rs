@@ -24,6 +24,28 @@ pub fn index_key_hash(h: i32) -> i32 {
     }
 }
 
+/// Java's `Integer.parseInt` / `Long.parseLong` syntax, `[+-]?[0-9]+`, within `low..=high`.
+pub fn parse_java_int(text: &str, low: i64, high: i64) -> Option<i64> {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut value: i128 = 0;
+    for b in digits.bytes() {
+        value = value * 10 + i128::from(b - b'0');
+        if value > i128::from(i64::MAX) + 1 {
+            return None; // beyond any range asked for; stop before i128 could overflow
+        }
+    }
+    let value = if negative { -value } else { value };
+    let value = i64::try_from(value).ok()?;
+    (low..=high).contains(&value).then_some(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,6 +196,7 @@ fn scan_dispatch<'py>(
     limit: usize,
     max_records: usize,
     index_enabled: bool,
+    delay_levels_ms: Vec<i64>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let view = PyBuffer::<u8>::get(buf)?;
     let (ptr, len) = contiguous(&view, "the segment")?;
@@ -204,7 +205,7 @@ fn scan_dispatch<'py>(
         // returns; the writer only appends past the published write position, above `limit`,
         // and the scan reads whole records below it.
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-        dispatch::scan(data, start, limit, max_records, index_enabled)
+        dispatch::scan(data, start, limit, max_records, index_enabled, &delay_levels_ms)
     };
     let found = if limit.saturating_sub(start) >= DETACH_MIN_SCAN_BYTES {
         py.detach(run)
@@ -415,7 +416,7 @@ fn decode_header_fields<'py>(
             }
             _ => {
                 let Ok(text) = text.to_str() else { return Ok(None) };
-                let Some(value) = remoting::parse_java_int(text, low, high) else {
+                let Some(value) = java::parse_java_int(text, low, high) else {
                     return Ok(None);
                 };
                 out.set_item(attr, value)?;

@@ -171,7 +171,7 @@ fn decode_message(buf: &[u8], pos: usize, total: usize, magic: i32) -> Option<Re
     }))
 }
 
-/// The properties dispatch reads (TAGS, KEYS, UNIQ_KEY), parsed as `string_to_properties` parses:
+/// The properties dispatch reads (TAGS, KEYS, UNIQ_KEY, DELAY), parsed as `string_to_properties` parses:
 /// items split on `\x02`, skipped when shorter than 3 characters or without a non-empty name and
 /// value around the first `\x01`; a later item of the same name wins.
 #[derive(Default)]
@@ -179,6 +179,7 @@ pub struct DispatchProperties<'a> {
     pub tags: Option<&'a str>,
     pub keys: Option<&'a str>,
     pub uniq_key: Option<&'a str>,
+    pub delay: Option<&'a str>,
 }
 
 pub fn dispatch_properties(text: &str) -> DispatchProperties<'_> {
@@ -196,6 +197,7 @@ pub fn dispatch_properties(text: &str) -> DispatchProperties<'_> {
             "TAGS" => found.tags = Some(value),
             "KEYS" => found.keys = Some(value),
             "UNIQ_KEY" => found.uniq_key = Some(value),
+            "DELAY" => found.delay = Some(value),
             _ => {}
         }
     }

@@ -185,12 +185,16 @@ class BrokerHandle:
     def wait_dispatched(self, timeout: float = 5.0) -> None:
         assert self.controller.store.reput_service.wait_caught_up(timeout)
 
-    def held_pulls(self) -> int:
-        """``rocketstore_held_pull_requests`` as the broker's /metrics reports it."""
+    def metrics(self) -> str:
+        """The broker's /metrics page (Prometheus text)."""
         assert self.controller.http is not None, "this broker was started without an HTTP port"
         url = f"http://127.0.0.1:{self.controller.http.port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as resp:
-            found = _HELD_PULLS.search(resp.read().decode())
+            return str(resp.read().decode())
+
+    def held_pulls(self) -> int:
+        """``rocketstore_held_pull_requests`` as the broker's /metrics reports it."""
+        found = _HELD_PULLS.search(self.metrics())
         assert found is not None, "rocketstore_held_pull_requests missing from /metrics"
         return int(float(found.group(1)))
 

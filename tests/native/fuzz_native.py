@@ -185,6 +185,7 @@ def _scan(control: atheris.FuzzedDataProvider, log: bytes, buffers: ExitStack) -
     max_records = _int(control, lambda: SCAN_MAX_RECORDS - control.ConsumeIntInRange(0, SCAN_MAX_RECORDS),
                        (0, -1, USIZE_END - 1, USIZE_END))
     index_enabled = not control.ConsumeBool()
+    levels = tuple(control.ConsumeIntInRange(0, 2**40) for _ in range(control.ConsumeIntInRange(1, 3)))
     in_contract = accepted and all(0 <= n < USIZE_END for n in (start, limit, max_records))
 
     def without_reason(raw: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -192,10 +193,10 @@ def _scan(control: atheris.FuzzedDataProvider, log: bytes, buffers: ExitStack) -
 
     _check(
         lambda: (f"scan_dispatch({type(buf).__name__} of bytes.fromhex('{_hex(log)}'), start={start}, limit={limit}, "
-                 f"max_records={max_records}, index_enabled={index_enabled})"),
+                 f"max_records={max_records}, index_enabled={index_enabled}, delay_levels_ms={levels})"),
         in_contract,
-        lambda: without_reason(native.scan_dispatch(buf, start, limit, max_records, index_enabled)),
-        lambda: without_reason(scan_python(buf, start, limit, max_records, index_enabled)),
+        lambda: without_reason(native.scan_dispatch(buf, start, limit, max_records, index_enabled, levels)),
+        lambda: without_reason(scan_python(buf, start, limit, max_records, index_enabled, levels)),
     )
 
 

@@ -28,6 +28,7 @@ from rocketstore.common.message import (
     stamp_record,
     stamp_records_python,
 )
+from rocketstore.store.config import StoreConfig
 from rocketstore.store.dispatch_scan import RawScan, scan_python
 from rocketstore.store.index_file import (
     INDEX_HEADER_SIZE,
@@ -36,6 +37,7 @@ from rocketstore.store.index_file import (
     index_file_size,
     put_index_entries_python,
 )
+from rocketstore.store.schedule_message_service import parse_delay_levels
 
 NATIVE: ModuleType = native_module()
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,6 +46,9 @@ I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 #: words for keys and tags, with the separators and non-ASCII that parsing and hashing must agree on
+#: messageDelayLevel tables: the default, and short ones that clamp most levels
+DEFAULT_LEVELS = parse_delay_levels(StoreConfig().message_delay_level)
+DELAY_LEVELS = st.one_of(st.just(DEFAULT_LEVELS), st.lists(st.integers(0, 2**40), min_size=1, max_size=3).map(tuple))
 WORD = st.one_of(TEXT, st.sampled_from(["TagA", "k1", "", " ", "a b", "ключ", "键", "\U0001F600", "x\x01y"]))
 
 
@@ -56,8 +61,11 @@ def record_fields(draw: st.DrawFn) -> dict[str, object]:
     else:
         props = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "K", ""]), WORD,
                                      max_size=4))
+        if draw(st.booleans()):  # a delay level, well-formed or not, in or beyond the table
+            props["DELAY"] = draw(st.one_of(st.integers(-3, 25).map(str), st.sampled_from(["+2", "02", "x", "",
+                                                                                           "99999999999"])))
         properties = properties_to_string(props).encode()
-    topic = draw(st.one_of(TEXT.map(str.encode), st.binary(max_size=20))) or b"T"
+    topic = draw(st.one_of(TEXT.map(str.encode), st.binary(max_size=20), st.just(b"SCHEDULE_TOPIC_XXXX"))) or b"T"
     tx = draw(st.sampled_from([0, SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_COMMIT,
                                SysFlag.TRANSACTION_ROLLBACK]))
     return dict(
@@ -130,9 +138,10 @@ def test_scan_matches_the_python_reference(log: bytes, data: st.DataObject) -> N
     limit = data.draw(st.one_of(st.just(len(log)), st.integers(0, len(log) + 8)))
     max_records = data.draw(st.integers(1, 16))
     index_enabled = data.draw(st.booleans())
+    levels = data.draw(DELAY_LEVELS)
     buf = data.draw(st.sampled_from([bytes, bytearray]))(log)
-    expected = scan_python(buf, start, limit, max_records, index_enabled)
-    actual = NATIVE.scan_dispatch(buf, start, limit, max_records, index_enabled)
+    expected = scan_python(buf, start, limit, max_records, index_enabled, levels)
+    actual = NATIVE.scan_dispatch(buf, start, limit, max_records, index_enabled, levels)
     assert comparable(actual) == comparable(expected)
 
 
@@ -149,12 +158,12 @@ def test_scan_reads_a_real_log_to_its_end() -> None:
         log += record
     end = len(log)
     log += struct.pack(">ii", 64, BLANK_MAGIC_CODE)
-    raw = NATIVE.scan_dispatch(bytes(log), 0, len(log), 100, True)
+    raw = NATIVE.scan_dispatch(bytes(log), 0, len(log), 100, True, DEFAULT_LEVELS)
     assert raw[0] == end and raw[1] == 6 and raw[2] == 1
     assert [(t, q, first, n) for t, q, first, n, _, _ in raw[4]] == [("TopicA", 0, 0, 2), ("TopicA", 1, 0, 2),
                                                                      ("TopicA", 2, 0, 2)]
     assert len(raw[5]) == 6 * 3 * INDEX_KEY_ENTRY.size  # UNIQ_KEY, k<i>, j per record
-    assert comparable(raw) == comparable(scan_python(bytes(log), 0, len(log), 100, True))
+    assert comparable(raw) == comparable(scan_python(bytes(log), 0, len(log), 100, True, DEFAULT_LEVELS))
 
 
 @st.composite

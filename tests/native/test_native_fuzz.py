@@ -113,7 +113,7 @@ def seed_inputs(fuzz: ModuleType) -> Iterator[bytes]:
     rng = random.Random(10)
     seeds = [(fuzz.HEADER_FIELDS, b"")] + [(fuzz.FRAME, frame) for frame in seed_frames()]
     for log in seed_logs():
-        keys = scan_python(log, 0, len(log), len(log), True)[5]
+        keys = scan_python(log, 0, len(log), len(log), True, (1000,))[5]
         seeds += [(fuzz.SCAN, log), (fuzz.INDEX, keys), (fuzz.ENCODE, log)]
     for target, payload in seeds:
         yield fuzz.make_input(target, payload)
@@ -160,8 +160,8 @@ def test_a_v2_record_with_a_negative_topic_length_is_corrupt_to_both() -> None:
     struct.pack_into(">h", record, 80, 21)  # read as the properties length once the topic steps back
     struct.pack_into(">h", record, 88, -10)  # the topic length, after an empty body
     log = bytes(record)
-    native = native_module().scan_dispatch(log, 0, len(log), 10, True)
-    python = scan_python(log, 0, len(log), 10, True)
+    native = native_module().scan_dispatch(log, 0, len(log), 10, True, (1000,))
+    python = scan_python(log, 0, len(log), 10, True, (1000,))
     assert python[:3] == native[:3] == (0, 0, END_CORRUPT)
 
 

@@ -28,6 +28,9 @@ Metrics (all prefixed ``rocketstore_``):
                                                                      "uvloop" or "asyncio"
     held_pull_requests                                               gauge: long-polling pulls held now
                                                                      (added by processor/long_polling.py)
+    delayed_messages_pending{level}, delayed_messages_delivered_total{level}
+                                                                     gauge, counter (schedule service)
+    delayed_messages_skipped_as_delivered_total, delayed_messages_dropped_total   counters
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from prometheus_client.registry import Collector
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import loop_name
 from rocketstore.common import native
+from rocketstore.store.schedule_message_service import ScheduleMessageService
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +122,28 @@ class BrokerCollector(Collector):
                 behind = store.get_max_offset_in_queue(topic, queue_id) - committed
                 lag.add_metric([group, topic, str(queue_id)], max(behind, 0))
         yield lag
+        yield from _schedule_metrics(store.schedule_message_service)
+
+
+def _schedule_metrics(service: ScheduleMessageService) -> Iterator[Metric]:
+    """Delayed messages: waiting and delivered per level, and what start-up or delivery set aside."""
+    pending = GaugeMetricFamily("rocketstore_delayed_messages_pending",
+                                "Delayed messages stored and not yet delivered, by delay level", labels=["level"])
+    for level, count in sorted(service.pending().items()):
+        pending.add_metric([str(level)], count)
+    yield pending
+    delivered = CounterMetricFamily("rocketstore_delayed_messages_delivered",
+                                    "Delayed messages put on their real topic since start, by delay level",
+                                    labels=["level"])
+    for level, count in sorted(service.stats.delivered.items()):
+        delivered.add_metric([str(level)], count)
+    yield delivered
+    yield CounterMetricFamily("rocketstore_delayed_messages_skipped_as_delivered",
+                              "Due messages start-up found already delivered before a crash (not delivered again)",
+                              value=service.stats.skipped_already_delivered)
+    yield CounterMetricFamily("rocketstore_delayed_messages_dropped",
+                              "Delayed records that could not be delivered (no record, no REAL_TOPIC/REAL_QID)",
+                              value=service.stats.dropped)
 
 
 class HttpServer:

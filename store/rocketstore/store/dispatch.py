@@ -57,11 +57,13 @@ class ReputMessageService:
         dispatchers: list[CommitLogDispatcher],
         on_arriving: MessageArrivingListener | None = None,
         *,
+        delay_levels_ms: tuple[int, ...],
         index_enabled: bool = True,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.index_enabled = index_enabled
+        self.delay_levels_ms = delay_levels_ms
         self.on_arriving = on_arriving
         self.reput_from_offset = 0
         self.dispatched_count = 0
@@ -202,7 +204,7 @@ class ReputMessageService:
             return False
         try:
             found = scan(mapped.buffer, self.reput_from_offset % file_size, mapped.read_position,
-                         index_enabled=self.index_enabled)
+                         index_enabled=self.index_enabled, delay_levels_ms=self.delay_levels_ms)
         finally:
             mapped.release()
         if found.records:

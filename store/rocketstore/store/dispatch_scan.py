@@ -20,10 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketstore.common.message import BlankRecord, Buffer, CorruptRecord, StoredMessage, decode_record, tags_code
+from rocketstore.common.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    BlankRecord,
+    Buffer,
+    CorruptRecord,
+    StoredMessage,
+    decode_record,
+)
 from rocketstore.common.native import NATIVE
 from rocketstore.store.consume_queue import CQ_ENTRY, gets_consume_queue_entry
 from rocketstore.store.index_file import index_key_entries
+from rocketstore.store.schedule_message_service import consume_queue_tags_code
 
 #: Records per pass at most: bounds the time between two looks at lag waiters and arrivals.
 SCAN_MAX_RECORDS = 4096
@@ -69,8 +77,13 @@ class ScanResult:
     last_queue_timestamp: int
 
 
-def scan_python(buf: Buffer, start: int, limit: int, max_records: int, index_enabled: bool) -> RawScan:
-    """The reference scan: whole records from ``start`` while below ``limit`` (see the module doc)."""
+def scan_python(buf: Buffer, start: int, limit: int, max_records: int, index_enabled: bool,
+                delay_levels_ms: tuple[int, ...]) -> RawScan:
+    """The reference scan: whole records from ``start`` while below ``limit`` (see the module doc).
+
+    ``delay_levels_ms`` (messageDelayLevel) gives SCHEDULE_TOPIC_XXXX entries their delivery time
+    as tagsCode.
+    """
     pos = start
     records = 0
     end_kind, reason = END_NONE, ""
@@ -89,7 +102,9 @@ def scan_python(buf: Buffer, start: int, limit: int, max_records: int, index_ena
         records += 1
         pos += result.total_size
         if gets_consume_queue_entry(result.sys_flag):
-            _add_to_run(runs, open_runs, result)
+            code = consume_queue_tags_code(result.topic, result.tags, result.properties.get(PROPERTY_DELAY_TIME_LEVEL),
+                                           result.store_timestamp, delay_levels_ms)
+            _add_to_run(runs, open_runs, result, code)
             last_queue_ts = result.store_timestamp
         if index_enabled:
             index += index_key_entries(result.topic, result.uniq_key, result.keys, result.sys_flag,
@@ -100,9 +115,10 @@ def scan_python(buf: Buffer, start: int, limit: int, max_records: int, index_ena
 
 def _add_to_run(
     runs: list[tuple[str, int, int, int, bytearray, int]], open_runs: dict[tuple[str, int], int], msg: StoredMessage,
+    code: int,
 ) -> None:
     key = (msg.topic, msg.queue_id)
-    entry = CQ_ENTRY.pack(msg.physical_offset, msg.total_size, tags_code(msg.tags))
+    entry = CQ_ENTRY.pack(msg.physical_offset, msg.total_size, code)
     at = open_runs.get(key)
     if at is not None:
         topic, queue_id, first, count, entries, _ = runs[at]
@@ -115,10 +131,11 @@ def _add_to_run(
 
 
 def scan(
-    buf: Buffer, start: int, limit: int, *, index_enabled: bool, max_records: int = SCAN_MAX_RECORDS
+    buf: Buffer, start: int, limit: int, *, index_enabled: bool, delay_levels_ms: tuple[int, ...],
+    max_records: int = SCAN_MAX_RECORDS,
 ) -> ScanResult:
     """One pass with the implementation this process runs (native unless absent or switched off)."""
-    raw = _scan(buf, start, limit, max_records, index_enabled)
+    raw = _scan(buf, start, limit, max_records, index_enabled, delay_levels_ms)
     return to_scan_result(raw)
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocketstore.common.message import Message, StoredMessage, tags_code
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
@@ -31,6 +31,12 @@ from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, Reput
 from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
+from rocketstore.store.schedule_message_service import (
+    ScheduleMessageService,
+    delay_level_of,
+    parse_delay_levels,
+    schedule,
+)
 from rocketstore.store.stats import StoreStatsService
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 from rocketstore.store.store_lock import StoreLock
@@ -94,7 +100,7 @@ class QueryMessageResult:
 
 
 class DefaultMessageStore:
-    """The message store: RocketMQ's DefaultMessageStore without HA, DLedger or scheduling."""
+    """The message store: RocketMQ's DefaultMessageStore without HA or DLedger."""
 
     def __init__(self, config: StoreConfig, *, on_message_arriving: MessageArrivingListener | None = None) -> None:
         self.config = config
@@ -126,9 +132,11 @@ class DefaultMessageStore:
         )
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
+        self.schedule_message_service = ScheduleMessageService(self, parse_delay_levels(config.message_delay_level))
         self.reput_service = ReputMessageService(
             self.commit_log, [self._build_consume_queues, self._build_index], on_message_arriving,
             index_enabled=config.message_index_enable,
+            delay_levels_ms=self.schedule_message_service.levels_ms,
         )
         self.commit_log.on_appended = self.reput_service.wakeup
         self.clean_commit_log_service = CleanCommitLogService(config, self.commit_log, self.running_flags, self.stats)
@@ -139,6 +147,7 @@ class DefaultMessageStore:
         self.last_exit_ok = True
         self.shutdown_flag = True
         self._scheduler_stop = threading.Event()
+        self._schedule_started = False
         self._threads: list[threading.Thread] = []
         self.total_physical_memory = _DEFAULT_PHYSICAL_MEMORY
 
@@ -224,6 +233,10 @@ class DefaultMessageStore:
             self.shutdown_flag = False
             self._start_thread("FlushConsumeQueueService", self._flush_consume_queue_loop)
             self._start_thread("StoreScheduledService", self._scheduled_loop)
+            if self.config.broker_role is not BrokerRole.SLAVE:  # a slave's copy is delivered by its master
+                self.schedule_message_service.load()
+                self.schedule_message_service.start()
+                self._schedule_started = True
         except BaseException:
             self._lock.release()
             raise
@@ -238,6 +251,9 @@ class DefaultMessageStore:
         if self.shutdown_flag and not self._threads:
             self._lock.release()  # loaded but never started: still holds the directory lock
             return
+        if self._schedule_started:  # delivers through put_message: stop it while puts still work
+            self.schedule_message_service.shutdown()
+            self._schedule_started = False
         self.shutdown_flag = True
         self._scheduler_stop.set()
         for thread in self._threads:
@@ -368,22 +384,43 @@ class DefaultMessageStore:
             return PutMessageStatus.OS_PAGECACHE_BUSY
         return None
 
-    def put_message(self, msg: Message, *, wait_flush: bool = True) -> PutMessageResult:
+    def put_message(self, msg: Message, *, wait_flush: bool = True, timeup: bool = False) -> PutMessageResult:
         """Put one message; with SYNC_FLUSH it returns once durable unless ``wait_flush`` is
-        False, in which case the caller waits through :meth:`request_flush`."""
+        False, in which case the caller waits through :meth:`request_flush`.
+
+        A message with a positive ``DELAY`` is stored on SCHEDULE_TOPIC_XXXX (see
+        schedule_message_service) unless ``timeup``: the schedule service delivering it, whose
+        put keeps ``DELAY`` in the record and never waits for a flush.
+        """
         refused = self._check_store_status()
         if refused is not None:
             return PutMessageResult(refused)
+        if timeup:
+            wait_flush = False
+        else:
+            try:
+                msg = schedule(msg, self.schedule_message_service.max_delay_level)
+            except ValueError as exc:
+                log.warning("put refused: %s", exc)
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
         result = self.commit_log.put_message(msg, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
         return result
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
-        """Put a batch; ``wait_flush`` as for :meth:`put_message`."""
+        """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""
         refused = self._check_store_status()
         if refused is not None:
             return PutMessageResult(refused)
+        try:
+            delayed = delay_level_of(batch.properties) > 0
+        except ValueError:
+            delayed = True
+        if delayed:
+            log.warning("put refused: a batch cannot be delayed (DELAY=%r)",
+                        batch.properties.get(PROPERTY_DELAY_TIME_LEVEL))
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
         result = self.commit_log.put_messages(batch, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, batch.topic)

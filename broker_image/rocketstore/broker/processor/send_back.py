@@ -15,13 +15,9 @@ retry), ``ORIGIN_MESSAGE_ID`` (the first offset message id, kept across retries)
 original's. A group with ``retryQueueNums <= 0`` drops the message and answers SUCCESS. Any put
 status but PUT_OK answers SYSTEM_ERROR with the status name.
 
-LIMITATION — no delayed redelivery: RocketMQ delays a retry by ``delayLevel`` (client 0 means
-``3 + reconsumeTimes``: 10 s, 30 s, 1 min, 2 min, ... per ``messageDelayLevel``) through its
-ScheduleMessageService (SCHEDULE_TOPIC_XXXX). This store has no schedule service, so the retry
-message is put into the retry topic at once and a consumer sees it again immediately. The
-record is written the way RocketMQ's schedule service would finally deliver it (no ``DELAY``
-property, ``REAL_TOPIC``/``REAL_QID`` naming the retry queue), so nothing else changes when a
-schedule service is added: only :func:`retry_delay_level` would then be put in ``DELAY``.
+Back-off: a retry is put with ``DELAY`` = the client's ``delayLevel``, or ``3 + reconsumeTimes``
+when it sends 0 (10 s, 30 s, 1 min, 2 min, ... with the default ``messageDelayLevel``), so the
+store holds it on SCHEDULE_TOPIC_XXXX until its schedule service delivers it to the retry queue.
 """
 
 from __future__ import annotations
@@ -46,8 +42,6 @@ from rocketstore.store.status import PutMessageStatus
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 
 
 def retry_delay_level(delay_level: int, reconsume_times: int) -> int:
@@ -56,19 +50,13 @@ def retry_delay_level(delay_level: int, reconsume_times: int) -> int:
 
 
 def build_send_back_message(
-    original: StoredMessage, topic: str, queue_id: int, *, to_dlq: bool
+    original: StoredMessage, topic: str, queue_id: int, *, to_dlq: bool, delay_level: int
 ) -> Message:
     """The record a send-back puts: the original with retry bookkeeping (see the module docstring)."""
     props = dict(original.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
     props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-    if to_dlq:
-        props[PROPERTY_DELAY_TIME_LEVEL] = "0"
-    else:
-        # delivered now, as the schedule service would deliver it after the delay
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-        props[PROPERTY_REAL_TOPIC] = topic
-        props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    props[PROPERTY_DELAY_TIME_LEVEL] = "0" if to_dlq else str(delay_level)
     if not props.get(PROPERTY_ORIGIN_MESSAGE_ID, "").strip():
         props[PROPERTY_ORIGIN_MESSAGE_ID] = original.msg_id
     return Message(
@@ -117,7 +105,8 @@ class ConsumerSendMsgBackProcessor:
             queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
             broker.create_topic_in_send_back(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
 
-        msg = build_send_back_message(original, topic, queue_id, to_dlq=to_dlq)
+        msg = build_send_back_message(original, topic, queue_id, to_dlq=to_dlq,
+                                      delay_level=retry_delay_level(header.delay_level, original.reconsume_times))
         # WAIT=false: the put never waits for a sync flush, so it stays on the loop
         result = broker.store.put_message(msg)
         if result.status is PutMessageStatus.PUT_OK:
