@@ -11,13 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from pipeline_fixtures import SEG, SLOTS, Written, broker_conf
+from pipeline_fixtures import SEG, SLOTS, Written, broker_conf, make_cfg
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from rocketstore.common.message import Message
 from rocketstore.pipeline import jobs
 from rocketstore.pipeline.retention import longest_wait_hours
 from rocketstore.store.index_file import index_entry_pos, read_index_entry
+from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.offline import dump_messages, verify_store
 from rocketstore.store.store_lock import StoreLock, StoreLockedError
 from rocketstore.store.store_view import commit_log_dirs, commit_log_segments
@@ -159,3 +161,26 @@ def test_command_line(
     assert "does not exist" in capsys.readouterr().err
     assert main(["pipeline", "reindex", "-c", conf, "--output", str(tmp_path / "r1")]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+def test_reindex_rebuilds_delayed_entries_with_their_delivery_time(spark: SparkSession, tmp_path: Path) -> None:
+    """A SCHEDULE_TOPIC_XXXX entry's tagsCode is when it is due (store time + its level's delay),
+    not a tag hash: the rebuilt queue must hold the same value, or reindex would call it damage."""
+    cfg = make_cfg(tmp_path / "store")
+    store = DefaultMessageStore(cfg)
+    store.load()
+    store.start()
+    try:
+        assert store.put_message(Message(topic="TopicA", body=b"later", properties={"DELAY": "18", "TAGS": "t"})).ok
+        assert store.put_message(Message(topic="TopicA", body=b"now", properties={"TAGS": "t"})).ok
+        assert store.reput_service.wait_caught_up(5)
+        [held] = store.get_consume_queue("SCHEDULE_TOPIC_XXXX", 17).entries(0, 1)  # type: ignore[union-attr]
+    finally:
+        store.shutdown()
+    report = jobs.reindex(spark, cfg, str(tmp_path / "rebuilt"))
+    assert report.ok, report.consume_queue_differences
+    rebuilt = (tmp_path / "rebuilt" / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "17" / "00000000000000000000")
+    offset, size, tags = struct.unpack_from(">qiq", rebuilt.read_bytes())
+    assert (offset, size, tags) == (held.commit_log_offset, held.size, held.tags_code)
+    stored = next(iter(dump_messages(cfg, topic="SCHEDULE_TOPIC_XXXX")))
+    assert tags == stored.store_timestamp + 2 * 3600 * 1000  # level 18 of the default table: 2h

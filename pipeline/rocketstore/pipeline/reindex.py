@@ -34,7 +34,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rocketstore.common.message import KEY_SEPARATOR, TRANSACTION_TYPE_MASK, tags_code
+from rocketstore.common.message import KEY_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, TRANSACTION_TYPE_MASK, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.consume_queue import (
@@ -52,6 +52,7 @@ from rocketstore.store.index_file import (
     index_key_hash,
     read_index_header,
 )
+from rocketstore.store.schedule_message_service import consume_queue_tags_code, parse_delay_levels
 from rocketstore.store.store_lock import StoreLock
 from rocketstore.store.store_view import commit_log_dirs, commit_log_segments, consume_queue_dirs, numbered_files
 
@@ -158,7 +159,7 @@ def compare_queue(
 
 
 def _build_and_compare_queues(
-    rows: Iterable[Any], out_dir: str, store_cq_dir: str, file_size: int, cl_min: int
+    rows: Iterable[Any], out_dir: str, store_cq_dir: str, file_size: int, cl_min: int, delay_levels_ms: tuple[int, ...]
 ) -> Iterator[tuple[str, int, int, list[str], int]]:
     """Executor side: rows sorted by (topic, queueId, queueOffset) -> one result per queue."""
     queue: ConsumeQueue | None = None
@@ -180,8 +181,8 @@ def _build_and_compare_queues(
             queue = ConsumeQueue(topic, queue_id, out_dir, file_size)
             queue.load()
             entries = 0
-        if not queue.put_message_position_info(row["commitLogOffset"], row["storeSize"], tags_code(row["tags"]),
-                                               row["queueOffset"]):
+        code = consume_queue_tags_code(topic, row["tags"], row["delay"], row["storeMs"], delay_levels_ms)
+        if not queue.put_message_position_info(row["commitLogOffset"], row["storeSize"], code, row["queueOffset"]):
             raise OSError(f"writing the rebuilt consume queue {queue.queue_dir} failed")
         entries += 1
     if queue is not None:
@@ -273,7 +274,9 @@ def run_reindex(spark: SparkSession, config: StoreConfig, output_dir: str, df: D
     cl_min = segments[0].from_offset if segments else 0
     file_size = config.get_mapped_file_size_consume_queue()
     store_cq = str(config.consume_queue_dir())
-    dispatch = df.select(*_DISPATCH_COLUMNS).withColumn("storeMs", F.unix_millis("storeTimestamp"))
+    dispatch = (df.select(*_DISPATCH_COLUMNS, F.col("properties")[PROPERTY_DELAY_TIME_LEVEL].alias("delay"))
+                .withColumn("storeMs", F.unix_millis("storeTimestamp")))
+    delay_levels_ms = parse_delay_levels(config.message_delay_level)
 
     # ConsumeQueues: parallel over queues
     # consume_queue.gets_consume_queue_entry as a Spark column: a Python UDF would ship every row
@@ -284,7 +287,7 @@ def run_reindex(spark: SparkSession, config: StoreConfig, output_dir: str, df: D
               .sortWithinPartitions("topic", "queueId", "queueOffset"))
     out_cq_s = str(out_cq)
     results = queues.rdd.mapPartitions(
-        lambda rows: _build_and_compare_queues(rows, out_cq_s, store_cq, file_size, cl_min)).collect()
+        lambda rows: _build_and_compare_queues(rows, out_cq_s, store_cq, file_size, cl_min, delay_levels_ms)).collect()
     rebuilt_queues = set()
     for topic, queue_id, entries, diffs, count in sorted(results):
         rebuilt_queues.add((topic, queue_id))
