@@ -398,9 +398,10 @@ class ClientDriver:
 
     def produce(self, topic: str, count: int, *, mode: str = "sync", keys: bool = False,
                 tags: Sequence[str] = (), size: int = 0, group: str | None = None, start: int = 0,
-                check: bool = True) -> DriverResult:
+                delay_level: int = 0, check: bool = True) -> DriverResult:
         """Send ``count`` messages with bodies ``body-<i>`` (padded with x to ``size``), keys ``key-<i>``
-        and tags ``tags[i % len(tags)]``, i from ``start``. Lines of kind "sent", then a summary.
+        and tags ``tags[i % len(tags)]``, i from ``start``, delayed by ``delay_level`` when above 0.
+        Lines of kind "sent", then a summary.
         Bodies over 4 KiB are zipped by the client (sysFlag COMPRESSED), as any 4.x producer does."""
         args: list[str | int] = ["-t", topic, "-c", count, "--mode", mode, "--start", start]
         if keys:
@@ -411,6 +412,8 @@ class ClientDriver:
             args += ["--size", size]
         if group:
             args += ["--group", group]
+        if delay_level:
+            args += ["--delay-level", delay_level]
         return self.run("produce", *args, check=check)
 
     @staticmethod

@@ -62,7 +62,8 @@ def produced(java: Java) -> Iterator[dict[str, tuple[str, Sent]]]:
     """Every topic the tests consume, produced at once (JVM starts dominate; they overlap here).
 
     sync: COUNT messages with keys key-<i> and tags TagA/TagB; async, oneway, batch: COUNT with
-    keys; large: 3 bodies of 64 KiB; retry, dlq, orderly: 5, 3 and 8 messages with keys.
+    keys; large: 3 bodies of 64 KiB; retry, dlq, orderly: 5, 3 and 8 messages with keys; delayed:
+    6 with keys and delay level 2 (5 s).
     """
     plan: dict[str, tuple[str, dict[str, Any]]] = {
         "sync": (java.name("Sync"), {"count": COUNT, "mode": "sync", "keys": True, "tags": TAGS}),
@@ -73,6 +74,7 @@ def produced(java: Java) -> Iterator[dict[str, tuple[str, Sent]]]:
         "retry": (java.name("Retry"), {"count": 5, "keys": True}),
         "dlq": (java.name("Dlq"), {"count": 3, "keys": True}),
         "orderly": (java.name("Orderly"), {"count": 8}),
+        "delayed": (java.name("Delayed"), {"count": 6, "keys": True, "delay_level": 2}),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:  # more JVMs than cores starve each other's timeouts
         futures = {what: pool.submit(java.driver.produce, topic, **kw) for what, (topic, kw) in plan.items()}
@@ -292,6 +294,8 @@ def test_failing_listener_gets_each_message_again_with_reconsume_times_1(
         assert [(d["delivery"], d["reconsumeTimes"], d["status"]) for d in seen] == [
             (1, 0, "RECONSUME_LATER"), (2, 1, "CONSUME_SUCCESS")]
         first, retry = seen
+        # backed off: the retry waited its delay level (1 = 1 s) on the broker before it came back
+        assert retry["storeTimestamp"] >= first["storeTimestamp"] + 1000, (first, retry)
         # the retry is a new record in %RETRY%<group>, shown under the original topic, same id/body/key
         assert (retry["topic"], retry["body"], retry["keys"]) == (topic, by_id[msg_id]["body"], by_id[msg_id]["key"])
         assert first["offsetMsgId"] == by_id[msg_id]["offsetMsgId"] != retry["offsetMsgId"]
@@ -302,6 +306,20 @@ def test_failing_listener_gets_each_message_again_with_reconsume_times_1(
     for f in send_backs:
         response = java.broker.proxy.response_to(f)
         assert response is not None and response.code == ResponseCode.SUCCESS, response
+
+
+def test_delayed_messages_arrive_when_their_level_is_due(
+        java: Java, produced: dict[str, tuple[str, Sent]], unique_name: Callable[[str], str]) -> None:
+    topic, sent = produced["delayed"]
+    result = java.driver.push_consume(topic, unique_name("Delayed"), len(sent))
+    got = {line["msgId"]: line for line in result.of("received")}
+    assert set(got) == {line["msgId"] for line in sent}
+    for line in sent:
+        msg = got[line["msgId"]]
+        assert (msg["topic"], msg["body"], msg["keys"]) == (topic, line["body"], line["key"])
+        # level 2 of the default table is 5 s: stored on the topic no earlier than that after the send
+        assert msg["storeTimestamp"] >= msg["bornTimestamp"] + 5000, msg
+        assert msg["storeTimestamp"] <= msg["bornTimestamp"] + 5000 + 2000, msg
 
 
 def test_max_reconsume_moves_messages_to_the_dead_letter_queue(

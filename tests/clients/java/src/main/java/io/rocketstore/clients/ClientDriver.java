@@ -126,7 +126,7 @@ public final class ClientDriver {
             "usage: ClientDriver MODE -n NAMESRV [--timeout SECONDS] [--poll-namesrv MS] [--heartbeat MS] [options]",
             "  produce -t TOPIC -c COUNT [--mode sync|async|oneway|batch] [--keys] [--tags A,B] [--size BYTES]",
             "          (bodies body-<i> padded with x to BYTES; over 4 KiB the client sends them zipped)",
-            "          [--group G] [--start I]",
+            "          [--group G] [--start I] [--delay-level L]",
             "  push-consume -t TOPIC -g GROUP -c EXPECTED [--tags EXPR] [--fail-times N] [--max-reconsume N]",
             "          [--retry-delay-level L] [--orderly] [--linger MS]",
             "  pull-consume -t TOPIC -g GROUP -c EXPECTED",
@@ -284,6 +284,7 @@ public final class ClientDriver {
         String[] tags = args.get("--tags", "").isEmpty() ? new String[0] : args.get("--tags", "").split(",");
         int size = args.integer("--size", 0);
         int start = args.integer("--start", 0);
+        int delayLevel = args.integer("--delay-level", 0);
         DefaultMQProducer p = producer(namesrv, args.get("--group", "client_driver_producer"));
 
         List<Message> msgs = new ArrayList<>(count);
@@ -294,6 +295,9 @@ public final class ClientDriver {
             }
             if (tags.length > 0) {
                 m.setTags(tags[i % tags.length]);
+            }
+            if (delayLevel > 0) {
+                m.setDelayTimeLevel(delayLevel);
             }
             msgs.add(m);
         }
