@@ -91,7 +91,8 @@ def test_rocketmq_delivers_what_we_left_pending(run_driver: DriverRunner, intero
             uniq = f"0A0102030000{i:020X}"
             result = store.put_message(Message(
                 topic=TOPIC, body=f"delayed-{i}".encode(), queue_id=i % 2,
-                properties={"DELAY": str(level), "UNIQ_KEY": uniq, "TAGS": "tagD"}, born_timestamp=int(time.time() * 1000),
+                properties={"DELAY": str(level), "UNIQ_KEY": uniq, "TAGS": "tagD"},
+                born_timestamp=int(time.time() * 1000),
                 born_host=HostAddress("10.1.2.3", 40000), store_host=HostAddress("127.0.0.1", 10911)))
             assert result.ok and result.append is not None
             due[uniq] = result.append.store_timestamp + DELAYS_MS[level - 1]
