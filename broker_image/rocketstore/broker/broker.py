@@ -40,6 +40,7 @@ from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
 from rocketstore.broker.processor.lock import LockBatchProcessor
 from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.processor.query import QueryMessageProcessor
+from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
@@ -229,6 +230,7 @@ class BrokerController:
             QueryMessageProcessor(self),
             ConsumerSendMsgBackProcessor(self),
             LockBatchProcessor(),
+            ReplyMessageProcessor(self),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():
