@@ -44,6 +44,7 @@ from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.broker.unimplemented_config import unimplemented_settings
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
@@ -154,6 +155,7 @@ class BrokerController:
         self.loop = asyncio.get_running_loop()
         # what decides the CPU cost of every message, so that a log (and /metrics) says it
         log.info("hot path: %s (%s); event loop: %s", native.IMPLEMENTATION, native.REASON, loop_name(self.loop))
+        self._warn_unimplemented(self.all_config_properties())
         try:
             if self.http is not None:
                 await self.http.start()
@@ -402,7 +404,16 @@ class BrokerController:
         if changed:
             self.config_version = self.config_version.next()
             log.info("configuration updated: %s", changed)
+            self._warn_unimplemented(changed)
         return changed
+
+    @staticmethod
+    def _warn_unimplemented(settings: Mapping[str, str]) -> None:
+        """One warning per key set to something this broker does not do (unimplemented_config.py)."""
+        defaults = BrokerConfig().to_properties()
+        defaults.update(StoreConfig().to_properties())
+        for setting in unimplemented_settings(settings, defaults):
+            log.warning("%s", setting.message())
 
     # -- periodic tasks ------------------------------------------------------------------------
     async def _flush_offsets_loop(self) -> None:
