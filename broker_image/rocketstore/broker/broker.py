@@ -155,7 +155,9 @@ class BrokerController:
         self.loop = asyncio.get_running_loop()
         # what decides the CPU cost of every message, so that a log (and /metrics) says it
         log.info("hot path: %s (%s); event loop: %s", native.IMPLEMENTATION, native.REASON, loop_name(self.loop))
-        self._warn_unimplemented(self.all_config_properties())
+        # broker.conf keys accepted but not implemented: said once, each with what happens instead
+        for setting in unimplemented_settings(self.all_config_properties(), _default_properties()):
+            log.warning("%s", setting.message())
         try:
             if self.http is not None:
                 await self.http.start()
@@ -392,28 +394,27 @@ class BrokerController:
         Store keys go through ``StoreConfig.update``, broker keys to ``BrokerConfig``; an
         unknown key or a bad value raises ConfigError and changes nothing. Nothing is written
         back to broker.conf (RocketMQ does; see broker_config.py). Keys read only at start-up
-        (ports, paths) are stored but take effect at the next start, as in RocketMQ.
+        (ports, paths) are stored but take effect at the next start, as in RocketMQ. A key set to a
+        value this broker does not implement (unimplemented_config.py) raises ConfigError saying
+        what the broker does instead: RocketMQ would accept it, but answering success would be a
+        success that does something else.
         """
         store_part, broker_part, unknown = split_properties(props)
         if unknown:
             key, raw = next(iter(unknown.items()))
             raise ConfigError(key, raw, "not a broker or message store config key")
         broker_values = self.broker_config.parse_update(broker_part)
+        asked = BrokerConfig.from_properties(broker_part)[0].to_properties()
+        asked.update(StoreConfig.from_properties(store_part)[0].to_properties())
+        refused = unimplemented_settings({key: asked[key] for key in props if key in asked}, _default_properties())
+        if refused:
+            raise ConfigError(refused[0].key, props[refused[0].key], f"not implemented: {refused[0].instead}")
         changed = self.store_config.update(store_part)  # parses everything before assigning anything
         changed.update(self.broker_config.apply(broker_values))
         if changed:
             self.config_version = self.config_version.next()
             log.info("configuration updated: %s", changed)
-            self._warn_unimplemented(changed)
         return changed
-
-    @staticmethod
-    def _warn_unimplemented(settings: Mapping[str, str]) -> None:
-        """One warning per key set to something this broker does not do (unimplemented_config.py)."""
-        defaults = BrokerConfig().to_properties()
-        defaults.update(StoreConfig().to_properties())
-        for setting in unimplemented_settings(settings, defaults):
-            log.warning("%s", setting.message())
 
     # -- periodic tasks ------------------------------------------------------------------------
     async def _flush_offsets_loop(self) -> None:
@@ -472,6 +473,13 @@ class BrokerController:
     def broker_addr(self) -> str:
         """host:port clients connect to, as published in routes."""
         return f"{self.store_host.host}:{self.remoting.port}"
+
+
+def _default_properties() -> dict[str, str]:
+    """Every broker and store key at RocketMQ's default, as text (what "not set" means)."""
+    defaults = BrokerConfig().to_properties()
+    defaults.update(StoreConfig().to_properties())
+    return defaults
 
 
 def _local_ip() -> str:
