@@ -19,12 +19,15 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future
 
+import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.message import StoredMessage, properties_to_string, string_to_properties
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader
+
+pytestmark = pytest.mark.integration
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"  # the test broker's cluster is BrokerConfig's default
 REQUESTER_ID = "127.0.0.1@requester#1"

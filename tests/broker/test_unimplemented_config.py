@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from broker_process import Broker
 from conftest import BrokerHandle
 
@@ -51,6 +52,7 @@ def test_defaults_and_implemented_values_warn_of_nothing() -> None:
     assert [s.key for s in unimplemented_settings({"haMasterAddress": "h:1"}, {})] == ["haMasterAddress"]
 
 
+@pytest.mark.integration
 def test_broker_started_with_unimplemented_keys_names_each_in_a_warning(tmp_path: Path) -> None:
     conf = "".join(f"{key}={value}\n" for key, value in SET.items())
     broker = Broker(tmp_path, conf)
@@ -71,6 +73,7 @@ def test_broker_started_with_unimplemented_keys_names_each_in_a_warning(tmp_path
     assert set(warned) == set(SET), set(warned) - set(SET)
 
 
+@pytest.mark.integration
 def test_live_update_to_an_unimplemented_value_is_refused(broker: BrokerHandle) -> None:
     client = broker.client()
     reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"aclEnable=true\n")
@@ -85,6 +88,7 @@ def test_live_update_to_an_unimplemented_value_is_refused(broker: BrokerHandle) 
     assert broker.controller.store_config.file_reserved_time == 72
 
 
+@pytest.mark.integration
 def test_sync_master_without_a_slave_answers_slave_not_available(
         broker_factory: Callable[..., BrokerHandle]) -> None:
     broker = broker_factory(broker_role=BrokerRole.SYNC_MASTER)
