@@ -233,3 +233,24 @@ def test_reply_to_a_topic_that_does_not_exist_is_refused_before_any_push(broker:
     response = broker.client().call(RequestCode.SEND_REPLY_MESSAGE_V2, header.to_v2_ext_fields(), b"x")
     assert response.code == ResponseCode.TOPIC_NOT_EXIST
     assert not requester.pending
+
+
+def test_requester_that_never_answers_times_out_and_its_late_answer_is_dropped(
+        broker: BrokerHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rocketstore.broker.processor.reply as reply_module
+
+    monkeypatch.setattr(reply_module, "PUSH_REPLY_TIMEOUT_S", 0.5)  # RocketMQ waits 10 s
+    requester = Requester("127.0.0.1", broker.port)
+    broker.clients.append(requester)
+    requester.heartbeat()
+    began = time.monotonic()
+    answered = _send_reply_async(broker.client(), _reply_header(_reply_properties()), b"too slow")
+    push = requester.next_push()
+    response = answered.result(10)
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == f"push reply message to {REQUESTER_ID}fail."
+    assert 0.4 <= time.monotonic() - began < 5
+    requester.answer(push, ResponseCode.SUCCESS)  # too late: dropped, the connection keeps working
+    requester.heartbeat()
+    assert _metric(broker, "rocketstore_reply_messages_push_failed") == 1
+    assert _metric(broker, "rocketstore_reply_messages_pushed") == 0
