@@ -254,3 +254,19 @@ def test_requester_that_never_answers_times_out_and_its_late_answer_is_dropped(
     requester.heartbeat()
     assert _metric(broker, "rocketstore_reply_messages_push_failed") == 1
     assert _metric(broker, "rocketstore_reply_messages_pushed") == 0
+
+
+def test_malformed_reply_header_is_answered_with_an_error_naming_the_field(broker: BrokerHandle) -> None:
+    client = broker.client()
+    fields = _reply_header(_reply_properties()).to_v2_ext_fields()
+    del fields["b"]  # the topic
+    response = client.call(RequestCode.SEND_REPLY_MESSAGE_V2, fields, b"x")
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == "SEND_MESSAGE_V2 header field 'b' is missing"
+    fields = _reply_header(_reply_properties()).to_ext_fields()
+    fields["queueId"] = "not a number"
+    response = client.call(RequestCode.SEND_REPLY_MESSAGE, fields, b"x")
+    assert response.code == ResponseCode.SYSTEM_ERROR and "queueId" in (response.remark or "")
+    # the connection and the broker carry on
+    assert client.call(RequestCode.SEND_REPLY_MESSAGE_V2, _reply_header(_reply_properties("x@gone")).to_v2_ext_fields(),
+                       b"ok").remark == "push reply message fail, channel of <x@gone> not found."
