@@ -40,9 +40,11 @@ from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
 from rocketstore.broker.processor.lock import LockBatchProcessor
 from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.processor.query import QueryMessageProcessor
+from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.broker.unimplemented_config import unimplemented_settings
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
@@ -153,6 +155,9 @@ class BrokerController:
         self.loop = asyncio.get_running_loop()
         # what decides the CPU cost of every message, so that a log (and /metrics) says it
         log.info("hot path: %s (%s); event loop: %s", native.IMPLEMENTATION, native.REASON, loop_name(self.loop))
+        # broker.conf keys accepted but not implemented: said once, each with what happens instead
+        for setting in unimplemented_settings(self.all_config_properties(), _default_properties()):
+            log.warning("%s", setting.message())
         try:
             if self.http is not None:
                 await self.http.start()
@@ -229,6 +234,7 @@ class BrokerController:
             QueryMessageProcessor(self),
             ConsumerSendMsgBackProcessor(self),
             LockBatchProcessor(),
+            ReplyMessageProcessor(self),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():
@@ -388,13 +394,21 @@ class BrokerController:
         Store keys go through ``StoreConfig.update``, broker keys to ``BrokerConfig``; an
         unknown key or a bad value raises ConfigError and changes nothing. Nothing is written
         back to broker.conf (RocketMQ does; see broker_config.py). Keys read only at start-up
-        (ports, paths) are stored but take effect at the next start, as in RocketMQ.
+        (ports, paths) are stored but take effect at the next start, as in RocketMQ. A key set to a
+        value this broker does not implement (unimplemented_config.py) raises ConfigError saying
+        what the broker does instead: RocketMQ would accept it, but answering success would be a
+        success that does something else.
         """
         store_part, broker_part, unknown = split_properties(props)
         if unknown:
             key, raw = next(iter(unknown.items()))
             raise ConfigError(key, raw, "not a broker or message store config key")
         broker_values = self.broker_config.parse_update(broker_part)
+        asked = BrokerConfig.from_properties(broker_part)[0].to_properties()
+        asked.update(StoreConfig.from_properties(store_part)[0].to_properties())
+        refused = unimplemented_settings({key: asked[key] for key in props if key in asked}, _default_properties())
+        if refused:
+            raise ConfigError(refused[0].key, props[refused[0].key], f"not implemented: {refused[0].instead}")
         changed = self.store_config.update(store_part)  # parses everything before assigning anything
         changed.update(self.broker_config.apply(broker_values))
         if changed:
@@ -459,6 +473,13 @@ class BrokerController:
     def broker_addr(self) -> str:
         """host:port clients connect to, as published in routes."""
         return f"{self.store_host.host}:{self.remoting.port}"
+
+
+def _default_properties() -> dict[str, str]:
+    """Every broker and store key at RocketMQ's default, as text (what "not set" means)."""
+    defaults = BrokerConfig().to_properties()
+    defaults.update(StoreConfig().to_properties())
+    return defaults
 
 
 def _local_ip() -> str:

@@ -9,8 +9,11 @@ booleans, and an error naming the key for a value RocketMQ would silently drop.
 
 Every RocketMQ 4.9.8 ``BrokerConfig`` field is here, with its default and its key spelled the way
 RocketMQ's setters spell it (``brokerIP1``, ``namesrvAddr``...), so ``GET_BROKER_CONFIG`` prints the
-keys an operator knows. Most of them (thread pool sizes, commercial counters, ACL, transactions)
-have no effect in RocketStore: the broker is one asyncio loop plus the store's threads.
+keys an operator knows. Many of them (thread pool sizes, commercial counters, ACL, HA) have no
+effect in RocketStore: the broker is one asyncio loop plus the store's threads, with no
+replication. :mod:`rocketstore.broker.unimplemented_config` lists those keys; one set away from
+its default is named in a warning at start and refused by a live update. ``storeReplyMessageEnable``
+(default true) decides whether replies (SEND_REPLY_MESSAGE) are also stored in the reply topic.
 
 ``listenPort`` belongs to RocketMQ's ``NettyServerConfig``; the broker's startup sets it to 10911,
 which is its default here.

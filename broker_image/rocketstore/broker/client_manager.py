@@ -189,16 +189,24 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups by name: which connections run them (transaction checks would pick one)."""
+    """Producer groups by name: which connections run them (transaction checks would pick one), and
+    each producer client's connection by client id, which is where replies to its requests go
+    (RocketMQ's clientChannelTable / findChannel)."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Connection, ClientChannelInfo]] = {}
+        self._by_client_id: dict[str, Connection] = {}
+
+    def find_channel(self, client_id: str) -> Connection | None:
+        """The connection of the producer client ``client_id`` (a requester awaiting replies)."""
+        return self._by_client_id.get(client_id)
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})
         known = channels.get(info.connection)
         if known is None:
             channels[info.connection] = info
+            self._by_client_id[info.client_id] = info.connection
             log.info("producer %s of group %s connected (%s)", info.client_id, group, info.connection.peer)
         else:
             known.last_update_ms = now_ms()
@@ -207,14 +215,19 @@ class ProducerManager:
         channels = self.groups.get(group)
         if channels is None:
             return
-        channels.pop(connection, None)
+        removed = channels.pop(connection, None)
+        if removed is not None:
+            self._forget_client(removed)
         if not channels:
             del self.groups[group]
 
     def connection_closed(self, connection: Connection) -> None:
         for group, channels in list(self.groups.items()):
-            if channels.pop(connection, None) is not None and not channels:
-                del self.groups[group]
+            removed = channels.pop(connection, None)
+            if removed is not None:
+                self._forget_client(removed)
+                if not channels:
+                    del self.groups[group]
 
     def scan_expired(self, timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> list[Connection]:
         now = now_ms()
@@ -225,7 +238,13 @@ class ProducerManager:
                     log.warning("producer %s of group %s sent no heartbeat for %d ms: removing it",
                                 info.client_id, group, now - info.last_update_ms)
                     del channels[conn]
+                    self._forget_client(info)
                     expired.append(conn)
             if not channels:
                 del self.groups[group]
         return expired
+
+    def _forget_client(self, info: ClientChannelInfo) -> None:
+        # only if the id still maps to this connection: a client that reconnected keeps its new one
+        if self._by_client_id.get(info.client_id) is info.connection:
+            del self._by_client_id[info.client_id]

@@ -150,6 +150,8 @@ class Connection(asyncio.Protocol):
     #: Set while the client drains its responses; handlers wait on it before writing.
     _writable: asyncio.Event = field(default_factory=_writable_event)
     _next_opaque: int = 0
+    #: Broker-initiated requests (:meth:`invoke`) waiting for the client's response, by opaque.
+    _awaiting: dict[int, asyncio.Future[RemotingCommand]] = field(default_factory=dict)
     #: Encoded inline responses not written yet, and their size (see :meth:`_pump`).
     _out: list[bytes] = field(default_factory=list)
     _out_bytes: int = 0
@@ -170,6 +172,10 @@ class Connection(asyncio.Protocol):
         self.backlog.clear()
         self._writable.set()  # handlers waiting to write wake up and find the transport closed
         self.closed.set()
+        for waiting in self._awaiting.values():
+            if not waiting.done():
+                waiting.set_exception(ConnectionError(f"connection to {self.peer} closed"))
+        self._awaiting.clear()
         for listener in self.server.on_disconnect:
             listener(self)
 
@@ -180,8 +186,15 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
-        # Responses are answers to our one-way notifications: nothing waits for them.
-        self.backlog.extend(cmd for cmd in commands if not cmd.is_response)
+        # Responses answer our requests: :meth:`invoke` may wait for one; the rest (answers to
+        # one-way notifications, or arriving after their waiter gave up) are dropped.
+        for cmd in commands:
+            if not cmd.is_response:
+                self.backlog.append(cmd)
+                continue
+            waiting = self._awaiting.pop(cmd.opaque, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(cmd)
         self._pump()
 
     def pause_writing(self) -> None:
@@ -294,6 +307,25 @@ class Connection(asyncio.Protocol):
         """
         self._next_opaque += 1
         self.send(RemotingCommand(code=code, opaque=self._next_opaque, flag=RPC_ONEWAY, ext_fields=ext_fields))
+
+    async def invoke(self, code: int, ext_fields: dict[str, str], body: bytes, timeout_s: float) -> RemotingCommand:
+        """Send a request to the client and wait for its response (RocketMQ's invokeSync to a channel,
+        e.g. PUSH_REPLY_MESSAGE_TO_CLIENT).
+
+        Raises TimeoutError when no response comes within ``timeout_s`` and ConnectionError when
+        the connection is (or gets) closed first.
+        """
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionError(f"connection to {self.peer} closed")
+        self._next_opaque += 1
+        opaque = self._next_opaque
+        waiting: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._awaiting[opaque] = waiting
+        try:
+            self.send(RemotingCommand(code=code, opaque=opaque, ext_fields=ext_fields, body=body))
+            return await asyncio.wait_for(waiting, timeout_s)
+        finally:
+            self._awaiting.pop(opaque, None)
 
     def close(self) -> None:
         """Close the connection; at once, dropping unsent responses, if the client stopped reading

@@ -322,6 +322,30 @@ class SendMessageResponseHeader(Header):
     transaction_id: str | None = None
 
 
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326): the reply's send header plus where and when it was stored.
+
+    ``born_host`` / ``store_host`` are ``address:port`` text (no brackets around an IPv6 address,
+    as Java's ``getHostAddress()`` prints it)."""
+
+    LABEL: ClassVar[str] = "PUSH_REPLY_MESSAGE_TO_CLIENT"
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int32
+    queue_id: Int32
+    sys_flag: Int32
+    born_timestamp: Int64
+    flag: Int32
+    properties: str | None = None
+    reconsume_times: Int32 | None = None
+    unit_mode: bool = False
+    born_host: str
+    store_host: str
+    store_timestamp: Int64
+
+
 class PullSysFlag(enum.IntFlag):
     """PullMessageRequestHeader.sysFlag bits (PullSysFlag.java)."""
 

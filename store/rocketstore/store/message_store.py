@@ -17,14 +17,20 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
-from rocketstore.store.commit_log import CommitLog, CommitLogSettings, MessageBatch, PutMessageResult
+from rocketstore.store.commit_log import (
+    PROPERTY_WAIT_STORE_MSG_OK,
+    CommitLog,
+    CommitLogSettings,
+    MessageBatch,
+    PutMessageResult,
+)
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
@@ -406,7 +412,7 @@ class DefaultMessageStore:
         begin = time.monotonic()
         result = self.commit_log.put_message(msg, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
-        return result
+        return self._replicated(result, msg.properties)
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""
@@ -424,6 +430,18 @@ class DefaultMessageStore:
         begin = time.monotonic()
         result = self.commit_log.put_messages(batch, wait_flush=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, batch.topic)
+        return self._replicated(result, batch.properties)
+
+    def _replicated(self, result: PutMessageResult, properties: Mapping[str, str]) -> PutMessageResult:
+        """SYNC_MASTER: RocketMQ's handleHA answers SLAVE_NOT_AVAILABLE when no slave is in sync.
+
+        This store has no HA (no slave ever connects), so a SYNC_MASTER put that waits for the
+        store (``WAIT`` not "false") is always answered that way: the message stays stored here,
+        as it does in RocketMQ, but the producer is not told it was replicated.
+        """
+        if (result.status is PutMessageStatus.PUT_OK and self.config.broker_role is BrokerRole.SYNC_MASTER
+                and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"):
+            return PutMessageResult(PutMessageStatus.SLAVE_NOT_AVAILABLE, result.append)
         return result
 
     def request_flush(self, end_offset: int, on_durable: Callable[[], None]) -> bool:

@@ -216,6 +216,12 @@ public final class ClientDriver {
             case "bench-consume":
                 ok = benchConsume(namesrv, args);
                 break;
+            case "request":
+                ok = RequestReplyModes.request(argv);
+                break;
+            case "respond":
+                ok = RequestReplyModes.respond(argv);
+                break;
             default:
                 fail("unknown mode " + mode);
                 return;
