@@ -216,6 +216,12 @@ public final class ClientDriver {
             case "bench-consume":
                 ok = benchConsume(namesrv, args);
                 break;
+            case "sql-produce":
+                ok = SqlFilterModes.produce(namesrv, argv);
+                break;
+            case "sql-push-consume":
+                ok = SqlFilterModes.pushConsume(namesrv, argv);
+                break;
             default:
                 fail("unknown mode " + mode);
                 return;
