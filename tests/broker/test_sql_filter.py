@@ -194,3 +194,28 @@ def test_long_polling_wakes_only_for_a_matching_message(
     assert resp.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(resp.body)] == [b"yes"]
     assert resp.ext_fields["nextBeginOffset"] == "3"
+
+
+def test_filter_support_retry_applies_the_original_topics_selector(
+        broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = broker_factory(enable_property_filter=True, filter_support_retry=True)
+    client = broker.client()
+    data = HeartbeatData(client_id="cid-retry", consumer_data_set=[ConsumerData(
+        group_name="CGRetry", consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", subscription_data_set=[
+            SubscriptionData(topic="SqlOrig", sub_string="i > 5", expression_type="SQL92"),
+            SubscriptionData(topic="%RETRY%CGRetry", sub_string="*")])])
+    assert client.call(RequestCode.HEART_BEAT, body=data.encode()).code == ResponseCode.SUCCESS
+    for body, props in ((b"low", {"i": "1", "RETRY_TOPIC": "SqlOrig"}), (b"high", {"i": "7", "RETRY_TOPIC": "SqlOrig"}),
+                        (b"other", {"i": "1", "RETRY_TOPIC": "NoSqlTopic"})):
+        assert client.send_message("%RETRY%CGRetry", body, properties=props).code == ResponseCode.SUCCESS
+    broker.wait_dispatched()
+
+    def retry_pull() -> list[bytes]:
+        resp = client.receive(sql_pull(client, "%RETRY%CGRetry", "", group="CGRetry", sys_flag=0,
+                                       expression_type="TAG"))
+        return [m.body for m in decode_records(resp.body)]
+
+    assert retry_pull() == [b"high", b"other"]
+    broker.call_soon(lambda: setattr(broker.controller.broker_config, "filter_support_retry", False))
+    assert retry_pull() == [b"low", b"high", b"other"]  # RocketMQ's default: retries are not re-filtered

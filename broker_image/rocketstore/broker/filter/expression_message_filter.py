@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import logging
 
-from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData, FilterStats
+from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData, ConsumerFilterManager, FilterStats
+from rocketstore.broker.processor.send_back import PROPERTY_RETRY_TOPIC
 from rocketstore.common.filter import EvaluationError
 from rocketstore.common.message import StoredMessage, decode_record
+from rocketstore.store.message_store import MessageFilter
 
 log = logging.getLogger(__name__)
+
+
+def _properties(record: bytes) -> dict[str, str]:
+    decoded = decode_record(record, check_crc=False, read_body=False)
+    return decoded.properties if isinstance(decoded, StoredMessage) else {}
 
 
 class ExpressionMessageFilter:
@@ -30,9 +37,7 @@ class ExpressionMessageFilter:
         return True
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
-        decoded = decode_record(record, check_crc=False, read_body=False)
-        properties = decoded.properties if isinstance(decoded, StoredMessage) else {}
-        return self.matches(properties)
+        return self.matches(_properties(record))
 
     def matches(self, properties: dict[str, str]) -> bool:
         stats = self.stats
@@ -48,3 +53,27 @@ class ExpressionMessageFilter:
         if matched:
             stats.matched += 1
         return matched
+
+
+class ExpressionForRetryMessageFilter:
+    """``filterSupportRetry``: a pull of a group's retry topic (``%RETRY%group``, subscribed with
+    a tag expression) also applies the group's SQL92 subscription of each message's original
+    topic (its RETRY_TOPIC property), as RocketMQ's ExpressionForRetryMessageFilter does, so a
+    message sent back for a retry is not redelivered after the group's selector changed to
+    exclude it. A message whose original topic has no SQL92 subscription passes."""
+
+    def __init__(self, tag_filter: MessageFilter, group: str, manager: ConsumerFilterManager) -> None:
+        self.tag_filter = tag_filter
+        self.group = group
+        self.manager = manager
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        return self.tag_filter.is_matched_by_consume_queue(tags_code)
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        properties = _properties(record)
+        real_topic = properties.get(PROPERTY_RETRY_TOPIC)
+        filter_data = self.manager.get(real_topic, self.group) if real_topic else None
+        if filter_data is None:
+            return True
+        return ExpressionMessageFilter(filter_data, self.manager.stats).matches(properties)

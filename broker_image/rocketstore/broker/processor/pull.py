@@ -18,7 +18,8 @@ Follows RocketMQ 4.9.8's PullMessageProcessor:
    do not re-check SQL). SQL92 subscriptions are refused (SYSTEM_ERROR "The broker does not
    support consumer to filter message by SQL92") unless ``enablePropertyFilter``, after the
    parse checks, in RocketMQ's order. A SQL92 subscription's filter evaluates every message's
-   properties (see :mod:`rocketstore.broker.filter`);
+   properties (see :mod:`rocketstore.broker.filter`); with ``filterSupportRetry`` a pull of
+   ``%RETRY%group`` also applies the group's SQL92 filter of each message's original topic;
 3. the store read, mapped to a response code per GetMessageStatus:
 
    ========================================  =========================================
@@ -52,10 +53,14 @@ from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData
-from rocketstore.broker.filter.expression_message_filter import ExpressionMessageFilter
+from rocketstore.broker.filter.expression_message_filter import (
+    ExpressionForRetryMessageFilter,
+    ExpressionMessageFilter,
+)
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.filter import is_tag_type
+from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.common.perm_name import PERM_READ
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -168,6 +173,8 @@ class PullMessageProcessor:
                                     f"The broker does not support consumer to filter message by {expression_type}")
         if filter_data is not None:
             return ExpressionMessageFilter(filter_data, filters.stats)
+        if broker.broker_config.filter_support_retry and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return ExpressionForRetryMessageFilter(TagFilter(expression), header.consumer_group, filters)
         return TagFilter(expression)
 
     def process(
