@@ -31,12 +31,12 @@ COUNT = 12
 
 
 def sql_pull(client: RawClient, topic: str, expression: str, *, group: str = "CGSql", offset: int = 0,
-             sys_flag: int = SUB, suspend_ms: int = 0, expression_type: str = "SQL92") -> int:
+             sys_flag: int = SUB, suspend_ms: int = 0, expression_type: str = "SQL92", sub_version: int = 0) -> int:
     """Send a PULL_MESSAGE with a SQL92 subscription; returns the opaque to receive."""
     return client.send(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
         "consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": str(offset), "maxMsgNums": "32",
         "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": expression, "subVersion": "0", "expressionType": expression_type}))
+        "subscription": expression, "subVersion": str(sub_version), "expressionType": expression_type}))
 
 
 def fill(client: RawClient, topic: str) -> list[dict[str, str]]:
@@ -59,11 +59,12 @@ def check_config(client: RawClient, expression: str, expression_type: str = "SQL
     return resp.code, resp.remark or ""
 
 
-def heartbeat(client: RawClient, group: str, topic: str, expression: str) -> None:
+def heartbeat(client: RawClient, group: str, topic: str, expression: str, sub_version: int = 0) -> None:
     data = HeartbeatData(client_id=f"cid-{group}", consumer_data_set=[ConsumerData(
         group_name=group, consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
         consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        subscription_data_set=[SubscriptionData(topic=topic, sub_string=expression, expression_type="SQL92")])])
+        subscription_data_set=[SubscriptionData(topic=topic, sub_string=expression, expression_type="SQL92",
+                                                sub_version=sub_version)])])
     assert client.call(RequestCode.HEART_BEAT, body=data.encode()).code == ResponseCode.SUCCESS
 
 
@@ -138,10 +139,16 @@ def test_check_client_config_compiles_the_expression(sql_client: RawClient) -> N
 
 def test_push_consumer_subscription_comes_from_the_heartbeat(sql_client: RawClient) -> None:
     fill(sql_client, "SqlHb")
-    heartbeat(sql_client, "CGSqlHb", "SqlHb", "i BETWEEN 4 AND 6")
+    heartbeat(sql_client, "CGSqlHb", "SqlHb", "i BETWEEN 4 AND 6", sub_version=100)
     # no SUBSCRIPTION flag, as a push consumer pulls: the registered selector applies
-    resp = sql_client.receive(sql_pull(sql_client, "SqlHb", "", group="CGSqlHb", sys_flag=0))
+    resp = sql_client.receive(sql_pull(sql_client, "SqlHb", "", group="CGSqlHb", sys_flag=0, sub_version=100))
     assert [m.body.decode() for m in decode_records(resp.body)] == ["m4", "m5", "m6"]
+    # the consumer changed its selector (a newer subVersion) before its heartbeat told the broker
+    stale = sql_client.receive(sql_pull(sql_client, "SqlHb", "", group="CGSqlHb", sys_flag=0, sub_version=101))
+    assert stale.code == ResponseCode.SUBSCRIPTION_NOT_LATEST
+    heartbeat(sql_client, "CGSqlHb", "SqlHb", "i = 7", sub_version=101)
+    resp = sql_client.receive(sql_pull(sql_client, "SqlHb", "", group="CGSqlHb", sys_flag=0, sub_version=101))
+    assert [m.body.decode() for m in decode_records(resp.body)] == ["m7"]
     # a registered selector that does not compile leaves no filter data
     heartbeat(sql_client, "CGSqlBad", "SqlHb", "i BETWEEN 6 AND 4")
     bad = sql_client.receive(sql_pull(sql_client, "SqlHb", "", group="CGSqlBad", sys_flag=0))

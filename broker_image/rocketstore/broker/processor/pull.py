@@ -15,7 +15,9 @@ Follows RocketMQ 4.9.8's PullMessageProcessor:
    consumer that pulls before its first heartbeat is better served by matching everything, since
    clients re-check tags themselves. A SQL92 pull with nothing registered is answered
    SUBSCRIPTION_NOT_EXIST (matching everything would deliver what the selector excludes: clients
-   do not re-check SQL). SQL92 subscriptions are refused (SYSTEM_ERROR "The broker does not
+   do not re-check SQL), and so is one whose subVersion is newer than the registered selector's
+   (SUBSCRIPTION_NOT_LATEST: the consumer changed its selector and its heartbeat has not come yet).
+   SQL92 subscriptions are refused (SYSTEM_ERROR "The broker does not
    support consumer to filter message by SQL92") unless ``enablePropertyFilter``, after the
    parse checks, in RocketMQ's order. A SQL92 subscription's filter evaluates every message's
    properties (see :mod:`rocketstore.broker.filter`); with ``filterSupportRetry`` a pull of
@@ -160,6 +162,9 @@ class PullMessageProcessor:
             if registered is not None:
                 expression, expression_type = registered.sub_string, registered.expression_type or "TAG"
                 if not is_tag_type(expression_type):
+                    if registered.sub_version < header.sub_version:
+                        return request.response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                                "the consumer's subscription not latest")
                     filter_data = filters.get(header.topic, header.consumer_group)
                     if filter_data is None:
                         return request.response(
