@@ -15,8 +15,8 @@ Follows RocketMQ 4.9.8's PullMessageProcessor:
    consumer that pulls before its first heartbeat is better served by matching everything, since
    clients re-check tags themselves. A SQL92 pull with nothing registered is answered
    SUBSCRIPTION_NOT_EXIST (matching everything would deliver what the selector excludes: clients
-   do not re-check SQL), and so is one whose subVersion is newer than the registered selector's
-   (SUBSCRIPTION_NOT_LATEST: the consumer changed its selector and its heartbeat has not come yet).
+   do not re-check SQL), and one whose subVersion is newer than the registered selector's gets
+   SUBSCRIPTION_NOT_LATEST (the consumer changed its selector and its heartbeat has not come yet).
    SQL92 subscriptions are refused (SYSTEM_ERROR "The broker does not
    support consumer to filter message by SQL92") unless ``enablePropertyFilter``, after the
    parse checks, in RocketMQ's order. A SQL92 subscription's filter evaluates every message's
