@@ -32,6 +32,7 @@ from typing import Final
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
+from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
@@ -92,6 +93,7 @@ class BrokerController:
       ``topic_config_manager``, ``subscription_group_manager``, ``consumer_offset_manager``
       ``consumer_manager`` / ``producer_manager``  online client groups (client_manager.py), e.g.
                                               ``consumer_manager.find_subscription_data(group, topic)``
+      ``consumer_filter_manager``             compiled SQL92 subscriptions (filter/consumer_filter_manager.py)
       ``remoting``                            the RemotingServer (its connections, ``on_disconnect``)
       ``loop``                                the asyncio loop the broker runs on
       ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
@@ -106,7 +108,7 @@ class BrokerController:
 
     Methods processors may use: :meth:`topic_config_for_send`, :meth:`create_topic_in_send_back`,
     :meth:`subscription_group`, :meth:`is_system_topic`, :meth:`tables_changed`,
-    :meth:`all_config_properties`, :meth:`update_config`, :meth:`add_gauge`.
+    :meth:`all_config_properties`, :meth:`update_config`, :meth:`add_gauge`, :meth:`add_counter`.
     """
 
     def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
@@ -127,6 +129,7 @@ class BrokerController:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.store = DefaultMessageStore(store_config, on_message_arriving=self._on_message_arriving)
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
+        self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()
         self.remoting.on_disconnect.append(self._on_disconnect)
         self.namesrv: NameServer | None = None
@@ -245,6 +248,11 @@ class BrokerController:
         an HTTP port."""
         if self.http is not None:
             self.http.add_gauge(name, doc, read)
+
+    def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """Publish ``read()`` (a running total) as a /metrics counter; a no-op without an HTTP port."""
+        if self.http is not None:
+            self.http.add_counter(name, doc, read)
 
     # -- config tables -------------------------------------------------------------------------
     def _load_tables(self) -> None:

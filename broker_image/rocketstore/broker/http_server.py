@@ -62,6 +62,7 @@ class BrokerCollector(Collector):
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
+        self.counters: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_counter)
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -90,6 +91,8 @@ class BrokerCollector(Collector):
                                 value=len(broker.consumer_manager.groups))
         for name, doc, read in self.gauges:
             yield GaugeMetricFamily(name, doc, value=read())
+        for name, doc, read in self.counters:
+            yield CounterMetricFamily(name, doc, value=read())
 
     def _store_metrics(self) -> Iterator[Metric]:
         broker = self.broker
@@ -163,6 +166,11 @@ class HttpServer:
         """Publish ``read()`` as gauge ``name``, read on the loop at each scrape: for state a processor
         owns (this server starts before the processors register)."""
         self._collector.gauges.append((name, doc, read))
+
+    def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """Publish ``read()``, a running total a processor keeps, as counter ``name`` (exposed as
+        ``name_total``)."""
+        self._collector.counters.append((name, doc, read))
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)

@@ -632,6 +632,15 @@ class DefaultMessageStore:
         entry = cq.entry(consume_queue_offset) if cq is not None else None
         return entry.tags_code if entry is not None else None
 
+    def get_message_record(self, topic: str, queue_id: int, consume_queue_offset: int) -> bytes | None:
+        """The raw CommitLog record a consume-queue entry points at, or None when either is gone
+        (long polling evaluates a held pull's property filter on the message that just arrived)."""
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.entry(consume_queue_offset) if cq is not None else None
+        if entry is None:
+            return None
+        return self.commit_log.get_message(entry.commit_log_offset, entry.size)
+
     def max_offsets_by_queue(self) -> dict[tuple[str, int], int]:
         """(topic, queue id) -> next consume-queue offset, for every consume queue the store holds."""
         return {(cq.topic, cq.queue_id): cq.max_offset_in_queue for cq in self._all_consume_queues()}

@@ -2,7 +2,8 @@
 CHECK_CLIENT_CONFIG (46) — RocketMQ's ClientManageProcessor and getConsumerListByGroup.
 
 A heartbeat registers every producer and consumer group the client runs on this connection (see
-client_manager.py). For each consumer group it also makes sure the group's subscription config
+client_manager.py), and compiles the SQL92 subscriptions among them (filter/consumer_filter_manager.py).
+For each consumer group it also makes sure the group's subscription config
 and its retry topic ``%RETRY%{group}`` exist (retryQueueNums queues, read/write), as RocketMQ
 does, so the consumer's route query for the retry topic finds it.
 """
@@ -13,8 +14,10 @@ from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.client_manager import ClientChannelInfo
+from rocketstore.broker.filter.consumer_filter_manager import compile_expression
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.filter import SelectorSyntaxError, is_tag_type
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -73,6 +76,7 @@ class ClientManageProcessor:
                 consumer.group_name, info, enum_name(consumer.consume_type, CONSUME_TYPES),
                 enum_name(consumer.message_model, MESSAGE_MODELS),
                 enum_name(consumer.consume_from_where, CONSUME_FROM_WHERE), consumer.subscription_data_set, notify)
+            broker.consumer_filter_manager.register(consumer.group_name, consumer.subscription_data_set)
         for producer in data.producer_data_set:
             broker.producer_manager.register(producer.group_name, info)
         return request.response(ResponseCode.SUCCESS)
@@ -98,22 +102,31 @@ class ClientManageProcessor:
             consumer_id_list=ids).encode())
 
     def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """Tag subscriptions are fine; SQL92 and other expression types are not supported here.
+        """What a consumer asks at start for each non-tag subscription (the Java client's
+        checkClientInBroker; its start() fails with the code and remark when not SUCCESS).
 
-        RocketMQ answers SYSTEM_ERROR for them unless enablePropertyFilter is on; RocketStore has
-        no property filter at all, so it always does.
+        As RocketMQ's ClientManageProcessor.checkClientConfig: a tag subscription (or none) is
+        fine; any other type is refused with SYSTEM_ERROR unless ``enablePropertyFilter``; then
+        an expression that does not compile answers SUBSCRIPTION_PARSE_FAILED with the reason.
         """
-        expression_type = "TAG"
+        sub: object = None
         if request.body:
             try:
                 body = parse_fastjson(request.body.decode("utf-8"))
             except (UnicodeDecodeError, ValueError):
                 return request.response(ResponseCode.SYSTEM_ERROR, "CHECK_CLIENT_CONFIG body does not parse")
             sub = body.get("subscriptionData") if isinstance(body, dict) else None
-            if isinstance(sub, dict) and sub.get("expressionType"):
-                expression_type = str(sub["expressionType"])
-        if expression_type != "TAG":
+        if not isinstance(sub, dict):
+            return request.response(ResponseCode.SUCCESS)
+        expression_type = sub.get("expressionType")
+        if is_tag_type(expression_type if isinstance(expression_type, str) else None):
+            return request.response(ResponseCode.SUCCESS)
+        if not self.broker.broker_config.enable_property_filter:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     f"The broker does not support consumer to filter message by {expression_type}")
+        expression = sub.get("subString")
+        try:
+            compile_expression(str(expression_type), expression if isinstance(expression, str) else None)
+        except SelectorSyntaxError as exc:
+            return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return request.response(ResponseCode.SUCCESS)
-

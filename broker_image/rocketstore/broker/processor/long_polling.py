@@ -4,7 +4,7 @@ A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND flag is not answ
 its handler awaits :meth:`PullRequestHoldService.wait_for_message`, which returns
 
 * the moment dispatch makes a message visible on that (topic, queue) past the pull's offset
-  and the message's tag code matches the pull's filter — the broker calls
+  and the message matches the pull's filter (its tag code; for a SQL92 filter, its properties) — the broker calls
   :meth:`notify_message_arriving` on the loop with the messages dispatched since its last call;
 * when the pull's own suspend timeout expires (a per-request ``loop.call_later`` timer);
 * when the connection closes (the request is dropped, nobody is left to answer) or the
@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rocketstore.broker.server import Connection
-from rocketstore.store.message_store import DefaultMessageStore, MessageFilter
+from rocketstore.store.message_store import DefaultMessageStore, MessageFilter, TagFilter
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,15 @@ class PullRequestHoldService:
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, arrived: int = 1) -> None:
         """``arrived`` messages up to ``max_offset`` (exclusive) are visible: wake the pulls they may
-        satisfy. The tag filter is consulted for a single message only; for several (handed over
-        together) every pull past its offset is woken, as the safety check does, and re-runs."""
+        satisfy. For a single message the filter is consulted, as RocketMQ's notifyMessageArriving
+        does: the tag code, then, for a property (SQL92) filter, the message's properties, with the
+        record read from the CommitLog at most once per call. For several (handed over together)
+        every pull past its offset is woken, as the safety check does, and re-runs."""
         waiting = self._held.get((topic, queue_id))
         if not waiting:
             return
         tags_code: int | None = None
+        records: list[bytes | None] = []  # the arrived record, once read
         looked_up = arrived > 1
         for held in waiting:
             if held.future.done() or max_offset <= held.offset:
@@ -109,8 +112,18 @@ class PullRequestHoldService:
             if not looked_up:
                 looked_up = True
                 tags_code = self.store.get_tags_code(topic, queue_id, max_offset - 1)
-            if tags_code is None or held.message_filter.is_matched_by_consume_queue(tags_code):
-                _resolve(held.future, True)
+            if tags_code is not None:
+                message_filter = held.message_filter
+                if not message_filter.is_matched_by_consume_queue(tags_code):
+                    continue
+                if not isinstance(message_filter, TagFilter):  # a tag filter decides on the tag code alone
+                    if not records:
+                        records.append(self.store.get_message_record(topic, queue_id, max_offset - 1))
+                    record = records[0]
+                    # a record gone already: wake, and let the re-run tell
+                    if record is not None and not message_filter.is_matched_by_commit_log(record):
+                        continue
+            _resolve(held.future, True)
 
     def on_disconnect(self, conn: Connection) -> None:
         """The client is gone: drop its suspended pulls without answering."""

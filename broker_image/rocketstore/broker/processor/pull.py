@@ -7,12 +7,21 @@ Follows RocketMQ 4.9.8's PullMessageProcessor:
    ``autoCreateSubscriptionGroup``), unknown topic (TOPIC_NOT_EXIST), queueId outside
    ``0..readQueueNums-1`` (SYSTEM_ERROR);
 2. the subscription: with the SUBSCRIPTION sysFlag bit, the request's own expression
-   (``*`` or ``TagA || TagB``); otherwise the one the group registered by heartbeat, when the
-   broker's client manager has it (push consumers send no expression), else the request's
-   expression or ``*`` — RocketMQ would answer SUBSCRIPTION_NOT_EXIST there, but a consumer that
-   pulls before its first heartbeat is better served by matching everything, since clients
-   re-check tags themselves. Expression types other than TAG are refused (SYSTEM_ERROR), as
-   RocketMQ does with ``enablePropertyFilter=false``;
+   (``*`` or ``TagA || TagB``, or a SQL92 selector with expressionType SQL92, compiled here:
+   SUBSCRIPTION_PARSE_FAILED when it does not); otherwise the one the group registered by
+   heartbeat, when the broker's client manager has it (push consumers send no expression; a
+   registered SQL92 expression that does not compile answers FILTER_DATA_NOT_EXIST), else the
+   request's expression or ``*`` — RocketMQ would answer SUBSCRIPTION_NOT_EXIST there, but a
+   consumer that pulls before its first heartbeat is better served by matching everything, since
+   clients re-check tags themselves. A SQL92 pull with nothing registered is answered
+   SUBSCRIPTION_NOT_EXIST (matching everything would deliver what the selector excludes: clients
+   do not re-check SQL), and one whose subVersion is newer than the registered selector's gets
+   SUBSCRIPTION_NOT_LATEST (the consumer changed its selector and its heartbeat has not come yet).
+   SQL92 subscriptions are refused (SYSTEM_ERROR "The broker does not
+   support consumer to filter message by SQL92") unless ``enablePropertyFilter``, after the
+   parse checks, in RocketMQ's order. A SQL92 subscription's filter evaluates every message's
+   properties (see :mod:`rocketstore.broker.filter`); with ``filterSupportRetry`` a pull of
+   ``%RETRY%group`` also applies the group's SQL92 filter of each message's original topic;
 3. the store read, mapped to a response code per GetMessageStatus:
 
    ========================================  =========================================
@@ -45,20 +54,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData
+from rocketstore.broker.filter.expression_message_filter import (
+    ExpressionForRetryMessageFilter,
+    ExpressionMessageFilter,
+)
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
 from rocketstore.broker.server import Connection, Handler, Reply
+from rocketstore.common.filter import is_tag_type
+from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.common.perm_name import PERM_READ
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from rocketstore.store.config import BrokerRole
-from rocketstore.store.message_store import GetMessageResult, TagFilter
+from rocketstore.store.message_store import GetMessageResult, MessageFilter, TagFilter
 from rocketstore.store.status import GetMessageStatus
 
 # The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
 MAX_SUSPEND_MS = 15_000
 MASTER_ID = 0
-EXPRESSION_TYPE_TAG = "TAG"
 
 
 _CODE_BY_STATUS = {
@@ -96,6 +111,14 @@ class PullMessageProcessor:
         broker.shutdown_listeners.append(hold.close)
         broker.add_gauge("rocketstore_held_pull_requests", "Long-polling pulls held, waiting for messages",
                          lambda: hold.held_count)
+        stats = broker.consumer_filter_manager.stats
+        broker.add_counter("rocketstore_filter_evaluations", "Messages evaluated against SQL92 subscriptions",
+                           lambda: stats.evaluations)
+        broker.add_counter("rocketstore_filter_matches", "Messages a SQL92 subscription selected",
+                           lambda: stats.matched)
+        broker.add_counter("rocketstore_filter_errors",
+                           "SQL92 evaluations that failed (the message is not delivered), e.g. a non-numeric "
+                           "property compared with a number", lambda: stats.errors)
 
     def handlers(self) -> Mapping[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.handle}
@@ -110,7 +133,7 @@ class PullMessageProcessor:
         return self._hold(conn, request, header, message_filter, timeout_ms)
 
     async def _hold(self, conn: Connection, request: RemotingCommand, header: PullMessageRequestHeader,
-                    message_filter: TagFilter, timeout_ms: int) -> RemotingCommand | None:
+                    message_filter: MessageFilter, timeout_ms: int) -> RemotingCommand | None:
         answer = await self.hold_service.wait_for_message(
             conn, header.topic, header.queue_id, header.queue_offset, message_filter, timeout_ms)
         if not answer:
@@ -121,21 +144,47 @@ class PullMessageProcessor:
 
     def _subscription(
         self, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> TagFilter | RemotingCommand:
+    ) -> MessageFilter | RemotingCommand:
+        broker = self.broker
+        filters = broker.consumer_filter_manager
         expression = header.subscription
-        expression_type = header.expression_type or EXPRESSION_TYPE_TAG
-        if not header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            registered = self.broker.consumer_manager.find_subscription_data(header.consumer_group, header.topic)
+        expression_type = header.expression_type or "TAG"
+        filter_data = None
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            if not is_tag_type(expression_type):
+                built = filters.build(header.topic, header.consumer_group, expression, expression_type)
+                if not isinstance(built, ConsumerFilterData):
+                    return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                            "parse the consumer's subscription failed")
+                filter_data = built
+        else:
+            registered = broker.consumer_manager.find_subscription_data(header.consumer_group, header.topic)
             if registered is not None:
                 expression, expression_type = registered.sub_string, registered.expression_type or "TAG"
-        if expression_type.upper() != EXPRESSION_TYPE_TAG:
+                if not is_tag_type(expression_type):
+                    if registered.sub_version < header.sub_version:
+                        return request.response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                                "the consumer's subscription not latest")
+                    filter_data = filters.get(header.topic, header.consumer_group)
+                    if filter_data is None:
+                        return request.response(
+                            ResponseCode.FILTER_DATA_NOT_EXIST,
+                            "The broker's consumer filter data is not exist!Your expression may be wrong!")
+            elif not is_tag_type(expression_type):
+                return request.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                        "the consumer's subscription not exist")
+        if not is_tag_type(expression_type) and not broker.broker_config.enable_property_filter:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     f"The broker does not support consumer to filter message by {expression_type}")
+        if filter_data is not None:
+            return ExpressionMessageFilter(filter_data, filters.stats)
+        if broker.broker_config.filter_support_retry and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return ExpressionForRetryMessageFilter(TagFilter(expression), header.consumer_group, filters)
         return TagFilter(expression)
 
     def process(
         self, conn: Connection, request: RemotingCommand, header: PullMessageRequestHeader, *, allow_suspend: bool
-    ) -> RemotingCommand | tuple[TagFilter, int]:
+    ) -> RemotingCommand | tuple[MessageFilter, int]:
         """One run of the pull: a response, or (filter, timeout) when the pull should be held."""
         broker = self.broker
         cfg = broker.broker_config

@@ -222,6 +222,12 @@ public final class ClientDriver {
             case "respond":
                 ok = RequestReplyModes.respond(argv);
                 break;
+            case "sql-produce":
+                ok = SqlFilterModes.produce(namesrv, argv);
+                break;
+            case "sql-push-consume":
+                ok = SqlFilterModes.pushConsume(namesrv, argv);
+                break;
             default:
                 fail("unknown mode " + mode);
                 return;
