@@ -48,11 +48,13 @@ ROCKETMQ_KEYS = {
 # -- defaults and keys -------------------------------------------------------------------------
 
 
-def test_key_table_is_rocketmqs_setter_keys_plus_the_two_system_property_ratios() -> None:
+def test_key_table_is_rocketmqs_setter_keys_plus_the_ratios_and_the_timer_keys() -> None:
     assert len(ROCKETMQ_KEYS) == 78
     assert set(KEY_BY_FIELD.values()) == ROCKETMQ_KEYS | {
-        "diskSpaceCleanForciblyRatio",
+        "diskSpaceCleanForciblyRatio",  # system properties in 4.9.8
         "diskSpaceWarningLevelRatio",
+        "timerWheelEnable",  # RocketMQ 5's, for timed messages
+        "timerMaxDelaySec",
     }
     assert len(set(KEY_BY_FIELD.values())) == len(KEY_BY_FIELD)
     assert ALIASES == {"isEnableBatchPush": "enable_batch_push"}

@@ -31,6 +31,8 @@ Metrics (all prefixed ``rocketstore_``):
     delayed_messages_pending{level}, delayed_messages_delivered_total{level}
                                                                      gauge, counter (schedule service)
     delayed_messages_skipped_as_delivered_total, delayed_messages_dropped_total   counters
+    timer_messages_pending, timer_messages_delivered_total,          gauge, counters (timer store)
+    timer_messages_skipped_as_delivered_total, timer_messages_dropped_total
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import loop_name
 from rocketstore.common import native
 from rocketstore.store.schedule_message_service import ScheduleMessageService
+from rocketstore.store.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,21 @@ class BrokerCollector(Collector):
                 lag.add_metric([group, topic, str(queue_id)], max(behind, 0))
         yield lag
         yield from _schedule_metrics(store.schedule_message_service)
+        yield from _timer_metrics(store.timer_message_store)
+
+
+def _timer_metrics(timers: TimerMessageStore) -> Iterator[Metric]:
+    """Timed messages (RocketMQ 5's TIMER_* properties): waiting, delivered, set aside."""
+    yield GaugeMetricFamily("rocketstore_timer_messages_pending", "Timed messages stored and not yet delivered",
+                            value=timers.pending())
+    yield CounterMetricFamily("rocketstore_timer_messages_delivered",
+                              "Timed messages put on their real topic since start", value=timers.stats.delivered)
+    yield CounterMetricFamily("rocketstore_timer_messages_skipped_as_delivered",
+                              "Timers start-up found already delivered before a crash (not delivered again)",
+                              value=timers.stats.skipped_already_delivered)
+    yield CounterMetricFamily("rocketstore_timer_messages_dropped",
+                              "Timer records that could not be delivered (cleaned up, no TIMER_OUT_MS or REAL_TOPIC)",
+                              value=timers.stats.dropped)
 
 
 def _schedule_metrics(service: ScheduleMessageService) -> Iterator[Metric]:

@@ -19,6 +19,8 @@ RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
 RMQ_SYS_SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
 RMQ_SYS_OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+#: RocketMQ 5's TimerMessageStore.TIMER_TOPIC: timed messages wait there (store.timer_message_store)
+RMQ_SYS_TIMER_TOPIC: Final = SYSTEM_TOPIC_PREFIX + "wheel_timer"
 #: SCHEDULE_TOPIC_XXXX has one queue per delay level (messageDelayLevel has 18 by default).
 SCHEDULE_TOPIC_QUEUE_NUM: Final = 18
 TOPIC_MAX_LENGTH: Final = 127
@@ -29,10 +31,11 @@ SYSTEM_TOPICS: Final = frozenset({
     RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC,
     RMQ_SYS_OFFSET_MOVED_EVENT,
 })
-#: Topics no client may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+#: Topics no client may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, plus the timer topic:
+#: a record put there directly would skip the checks a timer send goes through).
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
     RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT, RMQ_SYS_TIMER_TOPIC,
 })
 _VALID_TOPIC_CHARS: Final = frozenset("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 

@@ -147,6 +147,8 @@ class StoreConfig:
     slave_timeout: int = 3000
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 1000 * 10  # Java long
+    timer_wheel_enable: bool = True  # RocketMQ 5's key: timed messages (store.timer_message_store)
+    timer_max_delay_sec: int = 3600 * 24 * 3  # RocketMQ 5's key: how far ahead a timer may be due
     clean_file_forcibly_enable: bool = True
     warm_maped_file_enable: bool = False
     offset_check_in_slave: bool = False
@@ -267,6 +269,10 @@ class StoreConfig:
     def lock_path(self) -> Path:
         return self.root_dir() / "lock"
 
+    def timer_path(self) -> Path:
+        """The timer table (store.timer_message_store): RocketStore's own, beside RocketMQ's files."""
+        return self.root_dir() / "timer" / "timers.db"
+
     def config_dir(self) -> Path:
         """Where consumerOffset.json, topics.json, subscriptionGroup.json and delayOffset.json live."""
         return self.root_dir() / "config"
@@ -332,6 +338,8 @@ KEY_BY_FIELD: Final[Mapping[str, str]] = MappingProxyType(
         "slave_timeout": "slaveTimeout",
         "message_delay_level": "messageDelayLevel",
         "flush_delay_offset_interval": "flushDelayOffsetInterval",
+        "timer_wheel_enable": "timerWheelEnable",
+        "timer_max_delay_sec": "timerMaxDelaySec",
         "clean_file_forcibly_enable": "cleanFileForciblyEnable",
         "warm_maped_file_enable": "warmMapedFileEnable",
         "offset_check_in_slave": "offsetCheckInSlave",

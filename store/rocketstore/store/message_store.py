@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rocketstore.common.clock import now_ms
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage, tags_code
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
@@ -46,6 +47,7 @@ from rocketstore.store.schedule_message_service import (
 from rocketstore.store.stats import StoreStatsService
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 from rocketstore.store.store_lock import StoreLock
+from rocketstore.store.timer_message_store import TimerIllegal, TimerMessageStore, TimerNotEnabled, timer
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +141,7 @@ class DefaultMessageStore:
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
         self.schedule_message_service = ScheduleMessageService(self, parse_delay_levels(config.message_delay_level))
+        self.timer_message_store = TimerMessageStore(self, config.timer_path())
         self.reput_service = ReputMessageService(
             self.commit_log, [self._build_consume_queues, self._build_index], on_message_arriving,
             index_enabled=config.message_index_enable,
@@ -242,6 +245,8 @@ class DefaultMessageStore:
             if self.config.broker_role is not BrokerRole.SLAVE:  # a slave's copy is delivered by its master
                 self.schedule_message_service.load()
                 self.schedule_message_service.start()
+                self.timer_message_store.load()
+                self.timer_message_store.start()
                 self._schedule_started = True
         except BaseException:
             self._lock.release()
@@ -257,7 +262,8 @@ class DefaultMessageStore:
         if self.shutdown_flag and not self._threads:
             self._lock.release()  # loaded but never started: still holds the directory lock
             return
-        if self._schedule_started:  # delivers through put_message: stop it while puts still work
+        if self._schedule_started:  # they deliver through put_message: stop them while puts still work
+            self.timer_message_store.shutdown()
             self.schedule_message_service.shutdown()
             self._schedule_started = False
         self.shutdown_flag = True
@@ -395,8 +401,9 @@ class DefaultMessageStore:
         False, in which case the caller waits through :meth:`request_flush`.
 
         A message with a positive ``DELAY`` is stored on SCHEDULE_TOPIC_XXXX (see
-        schedule_message_service) unless ``timeup``: the schedule service delivering it, whose
-        put keeps ``DELAY`` in the record and never waits for a flush.
+        schedule_message_service), one with a timer property due later on rmq_sys_wheel_timer
+        (timer_message_store), unless ``timeup``: one of those services delivering it, whose put
+        keeps the record's properties and never waits for a flush.
         """
         refused = self._check_store_status()
         if refused is not None:
@@ -405,7 +412,15 @@ class DefaultMessageStore:
             wait_flush = False
         else:
             try:
+                msg = timer(msg, now_ms(), enabled=self.config.timer_wheel_enable,
+                            max_delay_ms=self.config.timer_max_delay_sec * 1000)
                 msg = schedule(msg, self.schedule_message_service.max_delay_level)
+            except TimerNotEnabled as exc:
+                log.warning("put refused: %s", exc)
+                return PutMessageResult(PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
+            except TimerIllegal as exc:
+                log.warning("put refused: %s", exc)
+                return PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL)
             except ValueError as exc:
                 log.warning("put refused: %s", exc)
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)

@@ -173,6 +173,21 @@ def is_delivered_copy(candidate: StoredMessage, scheduled: StoredMessage, target
             and candidate.uniq_key == scheduled.uniq_key)
 
 
+def was_delivered(store: DefaultMessageStore, held: StoredMessage, target: Message) -> bool:
+    """Whether the log holds ``target``, the delivery of ``held`` (a delayed or timed record).
+
+    Looked up in the IndexFile by ``REAL_TOPIC#UNIQ_KEY``; without a UNIQ_KEY or the index it
+    cannot tell, says so, and answers False (the caller delivers: at least once).
+    """
+    uniq = held.uniq_key
+    if not uniq or not store.config.message_index_enable:
+        log.warning("record at %d: cannot tell whether it was delivered before the crash (no %s); delivering it "
+                    "(at least once)", held.physical_offset, "UNIQ_KEY" if not uniq else "message index")
+        return False
+    found = store.query_message(target.topic, uniq, 32, held.store_timestamp, now_ms() + 1000)
+    return any(is_delivered_copy(candidate, held, target) for candidate in found.messages)
+
+
 @dataclass
 class ScheduleStats:
     """Counters /metrics exports (deliveries by level; what start-up found already delivered)."""
@@ -336,7 +351,8 @@ class ScheduleMessageService:
             if entry.tags_code > now:
                 break
             scheduled = self.store.look_message_by_offset(entry.commit_log_offset, entry.size)
-            if scheduled is None or not self._was_delivered(scheduled):
+            target = message_timeup(scheduled) if scheduled is not None else None
+            if scheduled is None or target is None or not was_delivered(self.store, scheduled, target):
                 break
             offset = entry.queue_offset + 1
             skipped += 1
@@ -345,17 +361,3 @@ class ScheduleMessageService:
                      "last stop; not delivering them again", level, skipped)
             self.stats.skipped_already_delivered += skipped
         return offset
-
-    def _was_delivered(self, scheduled: StoredMessage) -> bool:
-        target = message_timeup(scheduled)
-        if target is None:
-            return False
-        uniq = scheduled.uniq_key
-        if not uniq or not self.store.config.message_index_enable:
-            log.warning("delay level entry at %d: cannot tell whether it was delivered before the crash (no %s); "
-                        "delivering it (at least once)", scheduled.physical_offset,
-                        "UNIQ_KEY" if not uniq else "message index")
-            return False
-        found = self.store.query_message(target.topic, uniq, 32, scheduled.store_timestamp, now_ms() + 1000)
-        return any(is_delivered_copy(candidate, scheduled, target) for candidate in found.messages)
-

@@ -22,6 +22,9 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    #: RocketMQ 5's timer statuses (store.timer_message_store)
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
 
     @property
     def ok(self) -> bool:

@@ -146,6 +146,15 @@ def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tupl
         return ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
     if status is PutMessageStatus.UNKNOWN_ERROR:
         return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+    if status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
+        return ResponseCode.MESSAGE_ILLEGAL, (
+            "timer message illegal, the delay time should not be bigger than the max delay "
+            f"{broker.store_config.timer_max_delay_sec * 1000}ms; or if set del msg, the delay time should be bigger "
+            "than the current time")
+    if status is PutMessageStatus.WHEEL_TIMER_NOT_ENABLE:
+        return ResponseCode.SYSTEM_ERROR, (
+            f"accurate timer message is not enabled, timerWheelEnable is "
+            f"{'true' if broker.store_config.timer_wheel_enable else 'false'}")
     return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
 
