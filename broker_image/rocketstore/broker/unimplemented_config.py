@@ -5,7 +5,7 @@ Accepting a key and ignoring it silently is how an operator ends up believing me
 replicated, authenticated or thread-pooled when they are not. So every such key set to anything
 but its default is named in a warning at start (and refused by a live update, UPDATE_BROKER_CONFIG) by
 :func:`unimplemented_settings`, and README.md lists them. Keys missing here are implemented (or,
-for the delay-level, transaction and property-filter keys, owned by those features).
+for the transaction keys, owned by that feature).
 
 The table is keyed by broker.conf key; each entry says what the broker does instead. An entry
 applies when the key's current value differs from RocketMQ's default, except where
@@ -32,6 +32,7 @@ _POOLS: Final = ("no request thread pools or queues: requests run on one event l
                  "per-connection flow control")
 _COMMERCIAL: Final = "no commercial statistics are kept"
 _BLOOM: Final = "no consume-queue bloom-filter bit maps are computed"
+_SYNC_DELIVER: Final = "delayed messages are delivered one put at a time (no asynchronous delivery)"
 
 #: broker.conf key -> what the broker does instead of what the key asks.
 UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
@@ -68,6 +69,10 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "duplicationEnable": _NO_EFFECT,
     "diskFallRecorded": _NO_EFFECT,
     "enableBatchPush": _NO_EFFECT,
+    "enableScheduleAsyncDeliver": _SYNC_DELIVER,
+    "scheduleAsyncDeliverMaxPendingLimit": _SYNC_DELIVER,
+    "scheduleAsyncDeliverMaxResendNum2Blocked": _SYNC_DELIVER,
+    "enableScheduleMessageStats": "delay-level statistics are the /metrics delayed_messages_* series only",
     "enableLmq": _LMQ,
     "enableMultiDispatch": _LMQ,
     "maxLmqConsumeQueueNum": _LMQ,
