@@ -33,8 +33,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from rocketstore.common.clock import now_ms
 from rocketstore.common.java_number import parse_java_int
@@ -48,12 +49,10 @@ from rocketstore.common.message import (
     transaction_type,
 )
 from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
-from rocketstore.store.config import ConfigError
+from rocketstore.store.commit_log import PutMessageResult
+from rocketstore.store.config import ConfigError, StoreConfig
 from rocketstore.store.config_manager import DelayOffsetManager
-from rocketstore.store.consume_queue import unpack_entries
-
-if TYPE_CHECKING:
-    from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.consume_queue import ConsumeQueue, unpack_entries
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +64,25 @@ _SCHEDULABLE_TRANSACTION_TYPES: Final = (0, 0x8)
 POLL_INTERVAL_S: Final = 0.1
 #: entries read per look at a level
 ENTRIES_PER_READ: Final = 256
+
+
+class _Found(Protocol):
+    @property
+    def messages(self) -> Sequence[StoredMessage]: ...
+
+
+class DeliveringStore(Protocol):
+    """What the schedule and timer services use of DefaultMessageStore (which owns them)."""
+
+    config: StoreConfig
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None: ...
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> StoredMessage | None: ...
+
+    def put_message(self, msg: Message, *, wait_flush: bool = True, timeup: bool = False) -> PutMessageResult: ...
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> _Found: ...
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
@@ -173,7 +191,7 @@ def is_delivered_copy(candidate: StoredMessage, scheduled: StoredMessage, target
             and candidate.uniq_key == scheduled.uniq_key)
 
 
-def was_delivered(store: DefaultMessageStore, held: StoredMessage, target: Message) -> bool:
+def was_delivered(store: DeliveringStore, held: StoredMessage, target: Message) -> bool:
     """Whether the log holds ``target``, the delivery of ``held`` (a delayed or timed record).
 
     Looked up in the IndexFile by ``REAL_TOPIC#UNIQ_KEY``; without a UNIQ_KEY or the index it
@@ -200,7 +218,7 @@ class ScheduleStats:
 class ScheduleMessageService:
     """Delivers due delayed messages (module docstring); one thread for all levels."""
 
-    def __init__(self, store: DefaultMessageStore, levels_ms: tuple[int, ...]) -> None:
+    def __init__(self, store: DeliveringStore, levels_ms: tuple[int, ...]) -> None:
         self.store = store
         self.levels_ms = levels_ms
         self.offsets = DelayOffsetManager(store.config.config_dir())

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from rocketstore.common.clock import now_ms
 from rocketstore.common.java_number import parse_java_int
@@ -53,10 +53,7 @@ from rocketstore.common.message import (
 )
 from rocketstore.common.topic_validator import RMQ_SYS_TIMER_TOPIC
 from rocketstore.store.consume_queue import unpack_entries
-from rocketstore.store.schedule_message_service import message_timeup, was_delivered
-
-if TYPE_CHECKING:
-    from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.schedule_message_service import DeliveringStore, message_timeup, was_delivered
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +171,7 @@ class TimerStats:
 class TimerMessageStore:
     """Ingests the timer topic into the on-disk table and delivers due rows (module docstring)."""
 
-    def __init__(self, store: DefaultMessageStore, path: Path) -> None:
+    def __init__(self, store: DeliveringStore, path: Path) -> None:
         self.store = store
         self.path = path
         self.stats = TimerStats()
