@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import ConfigFactory, DriverRunner
 
 from rocketstore.common.message import HostAddress, Message
 from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC
+from rocketstore.store.config import StoreConfig
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.schedule_message_service import consume_queue_tags_code, parse_delay_levels
 
 pytestmark = pytest.mark.integration
+
+# the shapes of conftest's fixtures (imported by name, a conftest would be ambiguous when several
+# test directories run in one session)
+ConfigFactory = Callable[..., StoreConfig]
+DriverRunner = Callable[..., list[dict[str, Any]]]
 
 LEVELS = "3s 5s"
 DELAYS_MS = parse_delay_levels(LEVELS)
