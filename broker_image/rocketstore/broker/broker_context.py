@@ -15,6 +15,7 @@ from typing import Protocol
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
 from rocketstore.broker.server import Handler, RemotingServer
+from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
@@ -44,6 +45,7 @@ class BrokerContext(Protocol):
     consumer_offset_manager: ConsumerOffsetManager
     consumer_manager: ConsumerManager
     producer_manager: ProducerManager
+    transactional_message_service: TransactionalMessageService
     remoting: RemotingServer
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]
@@ -71,6 +73,8 @@ class BrokerContext(Protocol):
     def update_config(self, props: Mapping[str, str]) -> dict[str, str]: ...
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
+
+    def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
 
 
 class RequestProcessor(Protocol):

@@ -189,10 +189,24 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups by name: which connections run them (transaction checks would pick one)."""
+    """Producer groups by name: which connections run them (transaction checks pick one)."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Connection, ClientChannelInfo]] = {}
+        self._next_channel = 0  # round-robin position of available_channel
+
+    def available_channel(self, group: str) -> Connection | None:
+        """A live connection of the group, taken in turn (RocketMQ's getAvailableChannel): where a
+        transaction check goes, so checks spread over the group's producers."""
+        active = [conn for conn in self.groups.get(group, {}) if conn.active]
+        if not active:
+            return None
+        self._next_channel += 1
+        first = active[self._next_channel % len(active)]
+        if not first.writing_paused:
+            return first
+        writable = [conn for conn in active if not conn.writing_paused]
+        return writable[0] if writable else first  # RocketMQ falls back to an active, unwritable one
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})

@@ -28,6 +28,9 @@ Metrics (all prefixed ``rocketstore_``):
                                                                      "uvloop" or "asyncio"
     held_pull_requests                                               gauge: long-polling pulls held now
                                                                      (added by processor/long_polling.py)
+    transaction_half_messages_total, transaction_commits_total,       counters (added by transaction/service.py)
+    transaction_rollbacks_total, transaction_checks_total,
+    transaction_discarded_total
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class BrokerCollector(Collector):
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
+        self.counters: list[tuple[str, str, Callable[[], float]]] = []  # added by services (add_counter)
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -86,6 +90,8 @@ class BrokerCollector(Collector):
                                 value=len(broker.consumer_manager.groups))
         for name, doc, read in self.gauges:
             yield GaugeMetricFamily(name, doc, value=read())
+        for name, doc, read in self.counters:
+            yield CounterMetricFamily(name, doc, value=read())
 
     def _store_metrics(self) -> Iterator[Metric]:
         broker = self.broker
@@ -137,6 +143,10 @@ class HttpServer:
         """Publish ``read()`` as gauge ``name``, read on the loop at each scrape: for state a processor
         owns (this server starts before the processors register)."""
         self._collector.gauges.append((name, doc, read))
+
+    def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """Publish ``read()`` as counter ``name`` (exposed as ``name_total``), read at each scrape."""
+        self._collector.counters.append((name, doc, read))
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
