@@ -145,8 +145,9 @@ def test_rollback_writes_only_the_op_record(broker: BrokerHandle, client: RawCli
 
 def test_unknown_state_answers_nothing_and_changes_nothing(broker: BrokerHandle, client: RawClient) -> None:
     reply = send_half(client, "TxTopic", b"wait")
+    _, offset = decode_message_id(reply.ext_fields["msgId"])
     header = EndTransactionRequestHeader(producer_group=GROUP, tran_state_table_offset=0, commit_or_rollback=UNKNOWN,
-                                         msg_id="UNIQ-1", commit_log_offset=decode_message_id(reply.ext_fields["msgId"])[1])
+                                         msg_id="UNIQ-1", commit_log_offset=offset)
     opaque = client.send(RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields=header.to_ext_fields()))
     with pytest.raises(TimeoutError):
         client.receive(opaque, timeout=0.5)
