@@ -132,7 +132,9 @@ public final class ClientDriver {
             "  pull-consume -t TOPIC -g GROUP -c EXPECTED",
             "  query -t TOPIC (--key K | --uniq-key MSGID | --offset-msg-id ID) [--expect N]",
             "  bench-produce -t TOPIC -w THREADS -s SIZE -d SECONDS [--group G]",
-            "  bench-consume -t TOPIC -g GROUP -d SECONDS [-c STOP_AFTER]"));
+            "  bench-consume -t TOPIC -g GROUP -d SECONDS [-c STOP_AFTER]",
+            "  tx-produce -t TOPIC -g GROUP -c COUNT [--local STATE] [--check STATE] [--expect-checks N]",
+            "          [--linger MS] [--start I]   (TransactionModes.java; STATE commit|rollback|unknown)"));
         OUT.flush();
         Runtime.getRuntime().halt(2);
     }
@@ -215,6 +217,9 @@ public final class ClientDriver {
                 break;
             case "bench-consume":
                 ok = benchConsume(namesrv, args);
+                break;
+            case "tx-produce":
+                ok = TransactionModes.produce(argv);
                 break;
             default:
                 fail("unknown mode " + mode);
