@@ -9,8 +9,10 @@ booleans, and an error naming the key for a value RocketMQ would silently drop.
 
 Every RocketMQ 4.9.8 ``BrokerConfig`` field is here, with its default and its key spelled the way
 RocketMQ's setters spell it (``brokerIP1``, ``namesrvAddr``...), so ``GET_BROKER_CONFIG`` prints the
-keys an operator knows. Most of them (thread pool sizes, commercial counters, ACL, transactions)
+keys an operator knows. Most of them (thread pool sizes, commercial counters, ACL)
 have no effect in RocketStore: the broker is one asyncio loop plus the store's threads.
+The transaction keys do: ``rejectTransactionMessage``, ``transactionTimeOut``,
+``transactionCheckMax`` and ``transactionCheckInterval`` (see ``rocketstore.broker.transaction``).
 
 ``listenPort`` belongs to RocketMQ's ``NettyServerConfig``; the broker's startup sets it to 10911,
 which is its default here.
