@@ -65,7 +65,7 @@ from rocketstore.common.topic_validator import (
     SCHEDULE_TOPIC_QUEUE_NUM,
     is_system_topic,
 )
-from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
     ConsumerOffsetManager,
@@ -184,9 +184,10 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
-        self._tasks.append(self.loop.create_task(
-            run_check_service(self.broker_config, self.transactional_message_service,
-                              self._transaction_check_listener), name="transaction-check"))
+        if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
+            self._tasks.append(self.loop.create_task(
+                run_check_service(self.broker_config, self.transactional_message_service,
+                                  self._transaction_check_listener), name="transaction-check"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
