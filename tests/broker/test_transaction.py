@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import BrokerHandle, RawClient, decode_records
 
+from rocketstore.broker.transaction.service import calculate_op_offset, immunity_time_ms
 from rocketstore.common.message import StoredMessage, decode_message_id, decode_record, transaction_type
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -286,3 +287,31 @@ def test_pending_half_message_is_checked_after_a_restart(tmp_path: Path,
     assert [m.body for m in queue_messages(second, "TxTopic", 1)] == [b"done"]
     with pytest.raises(TimeoutError):
         wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE, timeout=0.5)
+
+
+def test_check_immunity_time_delays_the_first_check(broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = broker_factory(**FAST_CHECKS)
+    producer = broker.client()
+    register_producer(producer)
+    born = time.monotonic()
+    reply = producer.send_message("TxTopic", b"slow", queue_id=1, producer_group=GROUP, sys_flag=0x4, properties={
+        "TRAN_MSG": "true", "PGROUP": GROUP, "UNIQ_KEY": "U-slow", "CHECK_IMMUNITY_TIME_IN_SECONDS": "2"})
+    assert reply.code == ResponseCode.SUCCESS
+    check = wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE)
+    assert time.monotonic() - born >= 1.9  # not after transactionTimeOut (300 ms): after its own 2 s
+    body = decode_record(check.body, 0)
+    assert isinstance(body, StoredMessage)
+    # while immune, the pass re-appended it, remembering where the first copy sits
+    assert body.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
+    # RocketMQ raises TRANSACTION_CHECK_TIMES before it looks at the immunity, and the immune copy
+    # keeps the raised count: every copy counts, one per pass, so the count is the copy's offset
+    assert body.queue_offset >= 2
+    assert body.properties["TRANSACTION_CHECK_TIMES"] == str(body.queue_offset)
+
+
+def test_op_offset_advances_over_contiguous_used_records() -> None:
+    assert calculate_op_offset([7, 5, 6, 9], 5) == 8
+    assert calculate_op_offset([6], 5) == 5
+    assert calculate_op_offset([], 3) == 3
+    assert immunity_time_ms("-1", 6000) == 6000 and immunity_time_ms("x", 6000) == 6000
+    assert immunity_time_ms("3", 6000) == 3000
