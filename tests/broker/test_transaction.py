@@ -43,8 +43,8 @@ FAST_CHECKS = {"transaction_check_interval": 200, "transaction_time_out": 300}
 def send_half(client: RawClient, topic: str, body: bytes, *, queue_id: int = 1, uniq: str = "UNIQ-1",
               group: str = GROUP) -> RemotingCommand:
     """A prepared send as TransactionMQProducer makes it (TRAN_MSG, PGROUP, sysFlag PREPARED)."""
-    reply = client.send_message(topic, body, queue_id=queue_id, producer_group=group, sys_flag=0x4,
-                                properties={"TRAN_MSG": "true", "PGROUP": group, "UNIQ_KEY": uniq, "TAGS": "t"})
+    reply = client.send_message(topic, body, queue_id=queue_id, producer_group=group, sys_flag=0x4, properties={
+        "TRAN_MSG": "true", "PGROUP": group, "UNIQ_KEY": uniq, "TAGS": "t", "WAIT": "true"})
     assert reply.code == ResponseCode.SUCCESS, reply.remark
     return reply
 
@@ -108,6 +108,7 @@ def test_half_message_is_stored_as_rocketmq_stores_it_and_hidden(broker: BrokerH
     assert transaction_type(half.sys_flag) == 0  # parseHalfMessageInner resets it to TRANSACTION_NOT_TYPE
     assert half.properties["REAL_TOPIC"] == "TxTopic" and half.properties["REAL_QID"] == "1"
     assert half.properties["TRAN_MSG"] == "true" and half.properties["PGROUP"] == GROUP
+    assert half.properties["WAIT"] == "true"  # dropped from plain messages, kept on half messages
     assert [m.physical_offset for m in queue_messages(broker, HALF, 0)] == [offset]
     assert broker.store.get_max_offset_in_queue("TxTopic", 1) == 0  # consumers see nothing
     assert metric(broker, "transaction_half_messages") == 1
@@ -124,7 +125,7 @@ def test_commit_puts_the_message_on_its_queue_and_writes_an_op_record(broker: Br
     assert msg.prepared_transaction_offset == half_offset
     # RocketMQ keeps the half message's properties string on the committed message
     assert msg.properties["REAL_TOPIC"] == "TxTopic" and msg.properties["TRAN_MSG"] == "true"
-    assert msg.properties["UNIQ_KEY"] == "UNIQ-1"
+    assert msg.properties["UNIQ_KEY"] == "UNIQ-1" and msg.properties["WAIT"] == "true"
     [op] = queue_messages(broker, OP, 0)
     assert (op.body, op.tags, op.queue_id, op.sys_flag & 0xC) == (b"0", "d", 0, 0)
     assert op.properties == {"WAIT": "true", "TAGS": "d"}

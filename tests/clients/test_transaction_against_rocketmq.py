@@ -22,6 +22,10 @@ import pytest
 from broker_process import Broker
 from java_rocketmq import ClientDriver, RocketMQAnchor
 
+from rocketstore.common.message import transaction_type
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.store_view import StoreView
+
 pytestmark = pytest.mark.integration
 
 SEGMENT = str(1024 * 1024)
@@ -110,3 +114,54 @@ def test_our_store_taken_over_by_rocketmq(anchor_factory: Any, tmp_path: Path) -
     out = tx_produce(java, "TxReverse", "TxGroupC", 0, "--check", "commit", "--expect-checks", 1)
     assert [c["body"] for c in out["checked"]] == ["tx-1"]
     assert consumed(java, "TxReverse", 2) == ["tx-0", "tx-1"]
+
+
+# Properties whose values differ between runs by design (ids; the real queue, which the client
+# picks at random); their presence is still compared.
+VOLATILE = {"UNIQ_KEY", "REAL_QID"}
+
+
+def transaction_records(store: Path) -> set[tuple[Any, ...]]:
+    """Every record of the transaction topics and of TxForms, reduced to what must match: topic,
+    system queue, flag, transaction type, body, whether it points at a prepared offset, and its properties
+    (values of the run-dependent ones left out)."""
+    config = StoreConfig(store_path_root_dir=str(store), mapped_file_size_commit_log=int(SEGMENT))
+    forms = set()
+    with StoreView(config).commit_log() as log:
+        for step in log.walk(check_crc=True, read_body=True):
+            msg = step.message
+            if step.kind != "record" or msg is None:
+                continue
+            if msg.topic not in ("TxForms", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"):
+                continue
+            props = tuple(sorted((k, None if k in VOLATILE else v) for k, v in msg.properties.items()))
+            body = msg.body if msg.topic != "RMQ_SYS_TRANS_OP_HALF_TOPIC" else b"<half queue offset>"
+            queue_id = msg.queue_id if msg.topic != "TxForms" else None
+            forms.add((msg.topic, queue_id, msg.flag, transaction_type(msg.sys_flag), body,
+                       msg.prepared_transaction_offset != 0, props))
+    return forms
+
+
+def run_forms_scenario(namesrv: str, workdir: Path) -> None:
+    """A commit, a rollback, and an UNKNOW resolved by a check-back answered with commit."""
+    java = driver(namesrv, workdir)
+    tx_produce(java, "TxForms", "TxGroupF", 1, "--local", "commit")
+    tx_produce(java, "TxForms", "TxGroupF", 1, "--local", "rollback", "--start", 1)
+    tx_produce(java, "TxForms", "TxGroupF", 1, "--local", "unknown", "--check", "commit", "--expect-checks", 1,
+               "--start", 2)
+
+
+def test_transaction_records_match_rocketmq(anchor_factory: Any, tmp_path: Path) -> None:
+    anchor = anchor_factory("anchor", {**FAST, "brokerClusterName": "TestCluster"})
+    run_forms_scenario(anchor.namesrv_addr, tmp_path / "java-anchor")
+    anchor.stop()
+    ours = our_broker(tmp_path / "ours", {**FAST, "brokerClusterName": "TestCluster"})
+    ours.start()
+    try:
+        run_forms_scenario(ours.namesrv, tmp_path / "java-ours")
+    finally:
+        assert ours.stop() == 0
+    theirs, mine = transaction_records(anchor.store_dir), transaction_records(ours.store)
+    assert theirs, "RocketMQ's store holds no transaction records"
+    assert mine == theirs, (f"only RocketMQ: {sorted(theirs - mine, key=repr)}\n"
+                            f"only ours: {sorted(mine - theirs, key=repr)}")

@@ -363,8 +363,10 @@ class SendMessageProcessor:
                               f"the broker[{self.broker.broker_config.broker_ip1}] sending transaction message is "
                               "forbidden")
         properties[PROPERTY_CLUSTER] = cluster
-        if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true":
-            del properties[PROPERTY_WAIT_STORE_MSG_OK]  # 4.9.8 does not store the default
+        if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true" and not prepared:
+            # 4.9.8 does not store the default; a half message keeps it, as parseHalfMessageInner
+            # rebuilds the properties string after the send path has put WAIT back
+            del properties[PROPERTY_WAIT_STORE_MSG_OK]
         msg = Message(
             topic=topic, body=request.body, queue_id=queue_id, flag=header.flag, properties=properties,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
