@@ -26,13 +26,8 @@ from collections.abc import Mapping
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.processor.send import put_status_response, wait_until_durable
 from rocketstore.broker.server import Connection, Handler, Reply
-from rocketstore.broker.transaction.bridge import (
-    PROPERTY_PRODUCER_GROUP,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    commit_message,
-)
-from rocketstore.common.message import StoredMessage
+from rocketstore.broker.transaction.bridge import PROPERTY_PRODUCER_GROUP, commit_message
+from rocketstore.common.message import StoredMessage, SysFlag
 from rocketstore.common.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -42,7 +37,8 @@ from rocketstore.store.config import BrokerRole, FlushDiskType
 
 log = logging.getLogger(__name__)
 
-_KIND = {TRANSACTION_COMMIT_TYPE: "commit", TRANSACTION_ROLLBACK_TYPE: "rollback"}
+#: END_TRANSACTION's commitOrRollback values that end a transaction (MessageSysFlag's types)
+_KIND = {SysFlag.TRANSACTION_COMMIT: "commit", SysFlag.TRANSACTION_ROLLBACK: "rollback"}
 
 
 def check_prepare_message(half: StoredMessage | None, header: EndTransactionRequestHeader) -> str | None:
@@ -86,7 +82,7 @@ class EndTransactionProcessor:
         if refusal is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, refusal)
         assert half is not None
-        if header.commit_or_rollback == TRANSACTION_ROLLBACK_TYPE:
+        if header.commit_or_rollback == SysFlag.TRANSACTION_ROLLBACK:
             if self.bridge.put_op_message(half).ok:
                 self.metrics.rollbacks += 1
             return request.response(ResponseCode.SUCCESS, None)

@@ -51,6 +51,7 @@ from rocketstore.common.message import (
     HostAddress,
     Message,
     StoredMessage,
+    SysFlag,
     decode_record,
     encode_message,
     stamp_record,
@@ -64,7 +65,7 @@ from rocketstore.common.topic_validator import (
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
-from rocketstore.store.commit_log import PutMessageResult
+from rocketstore.store.commit_log import PROPERTY_WAIT_STORE_MSG_OK, PutMessageResult
 from rocketstore.store.config_manager import ConsumerOffsetManager
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -77,12 +78,6 @@ PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-
-#: MessageSysFlag transaction types (END_TRANSACTION's commitOrRollback).
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
 
 #: Queues of TRANS_CHECK_MAX_TIME_TOPIC (AbstractTransactionalMessageCheckListener.TCMT_QUEUE_NUMS).
 TCMT_QUEUE_NUMS = 1
@@ -130,7 +125,7 @@ def commit_message(half: StoredMessage) -> Message:
     topic, queue_id = real_queue(half)
     return Message(
         topic=topic, body=half.body, queue_id=queue_id, flag=half.flag, properties=dict(half.properties),
-        sys_flag=reset_transaction_value(half.sys_flag, TRANSACTION_COMMIT_TYPE),
+        sys_flag=reset_transaction_value(half.sys_flag, SysFlag.TRANSACTION_COMMIT),
         born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=half.store_host,
         reconsume_times=half.reconsume_times, prepared_transaction_offset=half.physical_offset,
     )
