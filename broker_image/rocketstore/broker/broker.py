@@ -274,7 +274,7 @@ class BrokerController:
             self.http.add_gauge(name, doc, read)
 
     def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None:
-        """Publish ``read()`` as a /metrics counter; a no-op without an HTTP port."""
+        """Publish ``read()`` (a running total) as a /metrics counter; a no-op without an HTTP port."""
         if self.http is not None:
             self.http.add_counter(name, doc, read)
 

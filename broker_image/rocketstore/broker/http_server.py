@@ -61,7 +61,7 @@ class BrokerCollector(Collector):
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
-        self.counters: list[tuple[str, str, Callable[[], float]]] = []  # added by services (add_counter)
+        self.counters: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_counter)
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -145,7 +145,8 @@ class HttpServer:
         self._collector.gauges.append((name, doc, read))
 
     def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None:
-        """Publish ``read()`` as counter ``name`` (exposed as ``name_total``), read at each scrape."""
+        """Publish ``read()``, a running total a processor keeps, as counter ``name`` (exposed as
+        ``name_total``)."""
         self._collector.counters.append((name, doc, read))
 
     async def start(self) -> None:

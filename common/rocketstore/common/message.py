@@ -57,7 +57,7 @@ PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-#: where a message moved to a system topic (schedule, transaction half, retry) really goes
+#: where a delayed (or half) message really goes, kept while it waits in a system topic
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 PROPERTY_MAX_OFFSET = "MAX_OFFSET"
