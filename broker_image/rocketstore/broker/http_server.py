@@ -28,7 +28,7 @@ Metrics (all prefixed ``rocketstore_``):
                                                                      "uvloop" or "asyncio"
     held_pull_requests                                               gauge: long-polling pulls held now
                                                                      (added by processor/long_polling.py)
-    transaction_half_messages_total, transaction_commits_total,       counters (added by transaction/service.py)
+    transaction_half_messages_total, transaction_commits_total,       counters (transaction service)
     transaction_rollbacks_total, transaction_checks_total,
     transaction_discarded_total
 """
