@@ -36,13 +36,7 @@ from rocketstore.broker.processor.send import (
     random_queue_id,
 )
 from rocketstore.broker.server import Connection, Handler
-from rocketstore.common.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
-    Message,
-    StoredMessage,
-)
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage
 from rocketstore.common.mix_all import dlq_topic, retry_topic
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -52,6 +46,8 @@ from rocketstore.store.status import PutMessageStatus
 
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 
 
 def retry_delay_level(delay_level: int, reconsume_times: int) -> int:
