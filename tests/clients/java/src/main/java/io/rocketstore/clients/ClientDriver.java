@@ -200,6 +200,9 @@ public final class ClientDriver {
         startWatchdog(args.integer("--timeout", defaultTimeout) + WATCHDOG_GRACE_S);
         boolean ok;
         switch (mode) {
+            case "tx-produce":
+                ok = TransactionModes.produce(argv);
+                break;
             case "produce":
                 ok = produce(namesrv, args);
                 break;
@@ -217,9 +220,6 @@ public final class ClientDriver {
                 break;
             case "bench-consume":
                 ok = benchConsume(namesrv, args);
-                break;
-            case "tx-produce":
-                ok = TransactionModes.produce(argv);
                 break;
             default:
                 fail("unknown mode " + mode);
