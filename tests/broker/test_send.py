@@ -133,11 +133,6 @@ def test_topic_name_checks(client: RawClient) -> None:
     assert "forbidden" in (forbidden.remark or "")
 
 
-def test_transaction_half_message_is_refused(client: RawClient) -> None:
-    resp = client.send_message("TopicTx", b"x", properties={"TRAN_MSG": "true"}, sys_flag=SysFlag.TRANSACTION_PREPARED)
-    assert resp.code == ResponseCode.NO_PERMISSION
-
-
 def test_oversized_body_is_message_illegal(broker_factory) -> None:
     broker = broker_factory(max_message_size=1024)
     client = broker.client()

@@ -13,12 +13,14 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.headers import (
     BrokerData,
+    CheckTransactionStateRequestHeader,
     ClusterInfo,
     ConsumerData,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -110,6 +112,11 @@ WIRE_EXAMPLES: list[tuple[type[Header], dict[str, str]]] = [
     (GetTopicsByClusterRequestHeader, {"cluster": "C"}),
     (GetKVConfigRequestHeader, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T"}),
     (GetKVListByNamespaceRequestHeader, {"namespace": "ORDER_TOPIC_CONFIG"}),
+    (EndTransactionRequestHeader, {"producerGroup": "PG", "tranStateTableOffset": "3", "commitLogOffset": "1024",
+                                   "commitOrRollback": "8", "msgId": "AC11", "fromTransactionCheck": "true",
+                                   "transactionId": "AC11"}),
+    (CheckTransactionStateRequestHeader, {"tranStateTableOffset": "3", "commitLogOffset": "1024", "msgId": "AC11",
+                                          "transactionId": "AC11", "offsetMsgId": "7F00"}),
 ]
 
 
@@ -132,6 +139,8 @@ OPTIONAL: dict[type[Header], set[str]] = {
     QueryMessageRequestHeader: {"_UNIQUE_KEY_QUERY"},
     GetConsumeStatsRequestHeader: {"topic"},
     DeleteSubscriptionGroupRequestHeader: {"removeOffset"},
+    EndTransactionRequestHeader: {"fromTransactionCheck", "transactionId"},
+    CheckTransactionStateRequestHeader: {"msgId", "transactionId", "offsetMsgId"},
 }
 
 

@@ -38,6 +38,7 @@ from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
 from rocketstore.broker.processor.client import ClientManageProcessor
 from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
+from rocketstore.broker.processor.end_transaction import EndTransactionProcessor
 from rocketstore.broker.processor.lock import LockBatchProcessor
 from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.processor.query import QueryMessageProcessor
@@ -46,6 +47,10 @@ from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
 from rocketstore.broker.unimplemented_config import unimplemented_settings
+from rocketstore.broker.transaction.bridge import TransactionalMessageBridge
+from rocketstore.broker.transaction.check_listener import TransactionalMessageCheckListener
+from rocketstore.broker.transaction.check_service import run_check_service
+from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
@@ -63,7 +68,7 @@ from rocketstore.common.topic_validator import (
     SCHEDULE_TOPIC_QUEUE_NUM,
     is_system_topic,
 )
-from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
     ConsumerOffsetManager,
@@ -94,6 +99,9 @@ class BrokerController:
       ``consumer_manager`` / ``producer_manager``  online client groups (client_manager.py), e.g.
                                               ``consumer_manager.find_subscription_data(group, topic)``
       ``consumer_filter_manager``             compiled SQL92 subscriptions (filter/consumer_filter_manager.py)
+      ``transactional_message_service``       half/op records, the check pass and its counters
+                                              (transaction/); its pass runs every
+                                              ``transactionCheckInterval`` as a broker task
       ``remoting``                            the RemotingServer (its connections, ``on_disconnect``)
       ``loop``                                the asyncio loop the broker runs on
       ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
@@ -131,6 +139,12 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()
+        bridge = TransactionalMessageBridge(self.store, self.consumer_offset_manager, self.create_topic_in_send_back,
+                                            lambda: self.store_host)
+        self.transactional_message_service = TransactionalMessageService(
+            bridge, lambda: self.store_config.file_reserved_time)
+        self._transaction_check_listener = TransactionalMessageCheckListener(
+            self.transactional_message_service, self.producer_manager, lambda: self.loop)
         self.remoting.on_disconnect.append(self._on_disconnect)
         self.namesrv: NameServer | None = None
         self.http: HttpServer | None = None
@@ -178,6 +192,10 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
+        if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
+            self._tasks.append(self.loop.create_task(
+                run_check_service(self.broker_config, self.transactional_message_service,
+                                  self._transaction_check_listener), name="transaction-check"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
@@ -203,6 +221,7 @@ class BrokerController:
         self._stopped = True
         self.stopping = True
         self.ready = False
+        self.transactional_message_service.stopped = True  # a check pass in its thread ends early
         for listener in self.shutdown_listeners:
             try:
                 listener()
@@ -236,12 +255,26 @@ class BrokerController:
             ConsumerOffsetProcessor(self),
             QueryMessageProcessor(self),
             ConsumerSendMsgBackProcessor(self),
+            EndTransactionProcessor(self),
             LockBatchProcessor(),
             ReplyMessageProcessor(self),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
+        self._add_transaction_metrics()
+
+    def _add_transaction_metrics(self) -> None:
+        metrics = self.transactional_message_service.metrics
+        for name, doc, read in (
+            ("transaction_half_messages", "Transactional half messages stored", lambda: metrics.half_messages),
+            ("transaction_commits", "Half messages committed to their topic", lambda: metrics.commits),
+            ("transaction_rollbacks", "Half messages rolled back", lambda: metrics.rollbacks),
+            ("transaction_checks", "CHECK_TRANSACTION_STATE requests sent to producers", lambda: metrics.checks),
+            ("transaction_discarded", "Half messages moved to TRANS_CHECK_MAX_TIME_TOPIC after the last check",
+             lambda: metrics.discarded),
+        ):
+            self.add_counter(f"rocketstore_{name}", doc, read)
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None:
         """Publish ``read()`` as a /metrics gauge (for state a processor owns); a no-op without

@@ -14,6 +14,8 @@ effect in RocketStore: the broker is one asyncio loop plus the store's threads, 
 replication. :mod:`rocketstore.broker.unimplemented_config` lists those keys; one set away from
 its default is named in a warning at start and refused by a live update. ``storeReplyMessageEnable``
 (default true) decides whether replies (SEND_REPLY_MESSAGE) are also stored in the reply topic.
+The transaction keys take effect: ``rejectTransactionMessage``, ``transactionTimeOut``,
+``transactionCheckMax`` and ``transactionCheckInterval`` (see ``rocketstore.broker.transaction``).
 
 ``listenPort`` belongs to RocketMQ's ``NettyServerConfig``; the broker's startup sets it to 10911,
 which is its default here.

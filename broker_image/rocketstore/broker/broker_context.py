@@ -16,6 +16,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.server import Handler, RemotingServer
+from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
@@ -46,6 +47,7 @@ class BrokerContext(Protocol):
     consumer_manager: ConsumerManager
     producer_manager: ProducerManager
     consumer_filter_manager: ConsumerFilterManager
+    transactional_message_service: TransactionalMessageService
     remoting: RemotingServer
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]

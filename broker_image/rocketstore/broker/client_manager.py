@@ -189,17 +189,31 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups by name: which connections run them (transaction checks would pick one), and
+    """Producer groups by name: which connections run them (transaction checks pick one), and
     each producer client's connection by client id, which is where replies to its requests go
     (RocketMQ's clientChannelTable / findChannel)."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Connection, ClientChannelInfo]] = {}
         self._by_client_id: dict[str, Connection] = {}
+        self._next_channel = 0  # round-robin position of available_channel
 
     def find_channel(self, client_id: str) -> Connection | None:
         """The connection of the producer client ``client_id`` (a requester awaiting replies)."""
         return self._by_client_id.get(client_id)
+
+    def available_channel(self, group: str) -> Connection | None:
+        """A live connection of the group, taken in turn (RocketMQ's getAvailableChannel): where a
+        transaction check goes, so checks spread over the group's producers."""
+        active = [conn for conn in self.groups.get(group, {}) if conn.active]
+        if not active:
+            return None
+        self._next_channel += 1
+        first = active[self._next_channel % len(active)]
+        if not first.writing_paused:
+            return first
+        writable = [conn for conn in active if not conn.writing_paused]
+        return writable[0] if writable else first  # RocketMQ falls back to an active, unwritable one
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})

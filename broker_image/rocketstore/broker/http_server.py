@@ -33,6 +33,9 @@ Metrics (all prefixed ``rocketstore_``):
     delayed_messages_skipped_as_delivered_total, delayed_messages_dropped_total   counters
     timer_messages_pending, timer_messages_delivered_total,          gauge, counters (timer store)
     timer_messages_skipped_as_delivered_total, timer_messages_dropped_total
+    transaction_half_messages_total, transaction_commits_total,       counters (transaction service)
+    transaction_rollbacks_total, transaction_checks_total,
+    transaction_discarded_total
 """
 
 from __future__ import annotations

@@ -299,14 +299,20 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(cmd.encode())
 
-    def notify(self, code: int, ext_fields: dict[str, str]) -> None:
-        """Send a one-way request to the client (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
+    def notify(self, code: int, ext_fields: dict[str, str], body: bytes = b"") -> None:
+        """Send a one-way request to the client (e.g. NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE).
 
         Written even while writing is paused: notifications are small and rare, and dropping one
         would leave a consumer with a stale view of its group.
         """
         self._next_opaque += 1
-        self.send(RemotingCommand(code=code, opaque=self._next_opaque, flag=RPC_ONEWAY, ext_fields=ext_fields))
+        self.send(RemotingCommand(code=code, opaque=self._next_opaque, flag=RPC_ONEWAY, ext_fields=ext_fields,
+                                  body=body))
+
+    @property
+    def active(self) -> bool:
+        """Whether the connection is open (neither closed nor closing)."""
+        return self.transport is not None and not self.transport.is_closing()
 
     async def invoke(self, code: int, ext_fields: dict[str, str], body: bytes, timeout_s: float) -> RemotingCommand:
         """Send a request to the client and wait for its response (RocketMQ's invokeSync to a channel,

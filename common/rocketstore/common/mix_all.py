@@ -8,6 +8,8 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
 CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
+#: The group whose offsets on the half and op topics record how far transaction checks got.
+CID_SYS_RMQ_TRANS: Final = "CID_RMQ_SYS_TRANS"
 MASTER_ID: Final = 0
 
 

@@ -504,6 +504,33 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37): a producer's commit or rollback of the half message at
+    ``commit_log_offset`` (``from_transaction_check`` when it answers a CHECK_TRANSACTION_STATE)."""
+
+    LABEL: ClassVar[str] = "END_TRANSACTION"
+    producer_group: str
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    commit_or_rollback: Int32  # MessageSysFlag TRANSACTION_NOT/COMMIT/ROLLBACK_TYPE
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker to producer: what became of this half message?"""
+
+    LABEL: ClassVar[str] = "CHECK_TRANSACTION_STATE"
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
 class GetConsumerListByGroupRequestHeader(Header):
     LABEL: ClassVar[str] = "GET_CONSUMER_LIST_BY_GROUP"
     consumer_group: str

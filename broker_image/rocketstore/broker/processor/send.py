@@ -15,9 +15,10 @@ reconsumeTimes reached the group's maximum goes to ``%DLQ%{group}`` instead (han
 
 The stored message is what RocketMQ 4.9.8 stores: the header's properties plus
 ``CLUSTER=<brokerClusterName>``, without ``WAIT=true`` (``WAIT=false`` is kept: it is how this
-store learns not to wait for a sync flush). Transactional half messages (``TRAN_MSG=true``)
-are refused with NO_PERMISSION: this broker has no transactional message service, and
-storing a prepared record would hide it from every consumer forever.
+store learns not to wait for a sync flush). A prepared transactional message (``TRAN_MSG=true``)
+is stored as a half message (:func:`rocketstore.broker.transaction.bridge.half_message`), or
+refused with NO_PERMISSION when ``rejectTransactionMessage`` is set; END_TRANSACTION
+(processor/end_transaction.py) later commits or rolls it back.
 
 Threading: with ASYNC_FLUSH a put is an encode plus a copy into the mapped segment under the
 put lock (tens of microseconds), so it runs directly on the event loop, inline in the read that
@@ -47,6 +48,7 @@ from typing import Any
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
+from rocketstore.broker.transaction.bridge import half_message
 from rocketstore.common.message import (
     Message,
     SysFlag,
@@ -156,6 +158,27 @@ def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tupl
             f"accurate timer message is not enabled, timerWheelEnable is "
             f"{'true' if broker.store_config.timer_wheel_enable else 'false'}")
     return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+
+async def wait_until_durable(broker: BrokerContext, result: PutMessageResult) -> PutMessageResult:
+    """SYNC_FLUSH: ``result`` once the group commit has made the put durable, or with status
+    FLUSH_DISK_TIMEOUT after syncFlushTimeout; at once when there is nothing to wait for."""
+    if result.ok and result.append is not None:
+        loop = asyncio.get_running_loop()
+        durable = loop.create_future()
+
+        def on_durable() -> None:  # the flush thread
+            loop.call_soon_threadsafe(_complete, durable)
+
+        end = result.append.wrote_offset + result.append.wrote_bytes
+        if broker.store.request_flush(end, on_durable):
+            timeout_s = broker.store_config.sync_flush_timeout / 1000
+            try:
+                await asyncio.wait_for(durable, timeout_s)
+            except TimeoutError:
+                log.warning("sync flush of offset %d timed out after %.0f ms", end, timeout_s * 1000)
+                return PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
+    return result
 
 
 class SendMessageProcessor:
@@ -299,22 +322,7 @@ class SendMessageProcessor:
                                    batch: bool) -> RemotingCommand:
         """SYNC_FLUSH: the response once the group commit has made the put durable, or
         FLUSH_DISK_TIMEOUT after syncFlushTimeout (the put itself stays, as in RocketMQ)."""
-        if result.ok and result.append is not None:
-            loop = asyncio.get_running_loop()
-            durable = loop.create_future()
-
-            def on_durable() -> None:  # the flush thread
-                loop.call_soon_threadsafe(_complete, durable)
-
-            end = result.append.wrote_offset + result.append.wrote_bytes
-            if self.broker.store.request_flush(end, on_durable):
-                timeout_s = self.broker.store_config.sync_flush_timeout / 1000
-                try:
-                    await asyncio.wait_for(durable, timeout_s)
-                except TimeoutError:
-                    log.warning("sync flush of offset %d timed out after %.0f ms", end, timeout_s * 1000)
-                    result = PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
-        return self._answer(request, result, queue_id, batch=batch)
+        return self._answer(request, await wait_until_durable(self.broker, result), queue_id, batch=batch)
 
     def _put(self, conn: Connection, request: RemotingCommand,
              header: SendMessageRequestHeader) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
@@ -358,22 +366,30 @@ class SendMessageProcessor:
         if routed_config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SysFlag.MULTI_TAGS
         properties = string_to_properties(header.properties or "")
-        if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+        prepared = properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"  # Boolean.parseBoolean
+        if prepared and self.broker.broker_config.reject_transaction_message:
             return self._fail(request, ResponseCode.NO_PERMISSION,
-                              f"the broker[{self.broker.store_host.host}] sending transaction message is forbidden "
-                              "(no transactional message service)")
+                              f"the broker[{self.broker.broker_config.broker_ip1}] sending transaction message is "
+                              "forbidden")
         properties[PROPERTY_CLUSTER] = cluster
-        if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true":
-            del properties[PROPERTY_WAIT_STORE_MSG_OK]  # 4.9.8 does not store the default
+        if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true" and not prepared:
+            # 4.9.8 does not store the default; a half message keeps it, as parseHalfMessageInner
+            # rebuilds the properties string after the send path has put WAIT back
+            del properties[PROPERTY_WAIT_STORE_MSG_OK]
         msg = Message(
             topic=topic, body=request.body, queue_id=queue_id, flag=header.flag, properties=properties,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
             store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
         )
-        if self._wants_sync_wait(properties):
-            return self._answer_when_durable(request, store.put_message(msg, wait_flush=False), queue_id,
-                                             batch=False)
-        return self._answer(request, store.put_message(msg), queue_id, batch=False)
+        if prepared:  # the response still names the real queue, as RocketMQ's does
+            msg = half_message(msg)
+        sync = self._wants_sync_wait(properties)
+        result = store.put_message(msg, wait_flush=False) if sync else store.put_message(msg)
+        if prepared and result.ok:
+            self.broker.transactional_message_service.metrics.half_messages += 1
+        if sync:
+            return self._answer_when_durable(request, result, queue_id, batch=False)
+        return self._answer(request, result, queue_id, batch=False)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
                 batch: bool) -> RemotingCommand:

@@ -132,7 +132,9 @@ public final class ClientDriver {
             "  pull-consume -t TOPIC -g GROUP -c EXPECTED",
             "  query -t TOPIC (--key K | --uniq-key MSGID | --offset-msg-id ID) [--expect N]",
             "  bench-produce -t TOPIC -w THREADS -s SIZE -d SECONDS [--group G]",
-            "  bench-consume -t TOPIC -g GROUP -d SECONDS [-c STOP_AFTER]"));
+            "  bench-consume -t TOPIC -g GROUP -d SECONDS [-c STOP_AFTER]",
+            "  tx-produce -t TOPIC -g GROUP -c COUNT [--local STATE] [--check STATE] [--expect-checks N]",
+            "          [--linger MS] [--start I]   (TransactionModes.java; STATE commit|rollback|unknown)"));
         OUT.flush();
         Runtime.getRuntime().halt(2);
     }
@@ -198,6 +200,9 @@ public final class ClientDriver {
         startWatchdog(args.integer("--timeout", defaultTimeout) + WATCHDOG_GRACE_S);
         boolean ok;
         switch (mode) {
+            case "tx-produce":
+                ok = TransactionModes.produce(argv);
+                break;
             case "produce":
                 ok = produce(namesrv, args);
                 break;
