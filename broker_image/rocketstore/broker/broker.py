@@ -46,11 +46,11 @@ from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
-from rocketstore.broker.unimplemented_config import unimplemented_settings
 from rocketstore.broker.transaction.bridge import TransactionalMessageBridge
 from rocketstore.broker.transaction.check_listener import TransactionalMessageCheckListener
 from rocketstore.broker.transaction.check_service import run_check_service
 from rocketstore.broker.transaction.service import TransactionalMessageService
+from rocketstore.broker.unimplemented_config import unimplemented_settings
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
