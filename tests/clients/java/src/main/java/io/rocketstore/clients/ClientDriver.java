@@ -1,15 +1,14 @@
 package io.rocketstore.clients;
 
-import com.alibaba.fastjson.JSON;
-import com.alibaba.fastjson.serializer.SerializerFeature;
+import static io.rocketstore.clients.DriverIO.emit;
+import static io.rocketstore.clients.DriverIO.line;
 
-import java.io.PrintStream;
+
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -54,7 +53,6 @@ import org.apache.rocketmq.common.message.MessageQueue;
  */
 public final class ClientDriver {
 
-    private static final PrintStream OUT = System.out;
     private static final int BATCH_SIZE = 32;
     private static final int SEND_TIMEOUT_MS = 3000;
     private static final int ASYNC_IN_FLIGHT = 256;
@@ -135,23 +133,10 @@ public final class ClientDriver {
             "  bench-consume -t TOPIC -g GROUP -d SECONDS [-c STOP_AFTER]",
             "  tx-produce -t TOPIC -g GROUP -c COUNT [--local STATE] [--check STATE] [--expect-checks N]",
             "          [--linger MS] [--start I]   (TransactionModes.java; STATE commit|rollback|unknown)"));
-        OUT.flush();
         Runtime.getRuntime().halt(2);
     }
 
     // -- output --------------------------------------------------------------------------------
-
-    private static synchronized void emit(Map<String, Object> line) {
-        // Nulls are written, so that every line of a kind has the same keys.
-        OUT.println(JSON.toJSONString(line, SerializerFeature.WriteMapNullValue));
-        OUT.flush();
-    }
-
-    private static Map<String, Object> line(String kind) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("kind", kind);
-        return m;
-    }
 
     private static void error(String what, Throwable t) {
         Map<String, Object> m = line("error");
@@ -237,7 +222,6 @@ public final class ClientDriver {
                 fail("unknown mode " + mode);
                 return;
         }
-        OUT.flush();
         // halt, not exit: client shutdown hooks must not hold the process after we are done.
         Runtime.getRuntime().halt(ok ? 0 : 1);
     }

@@ -1,20 +1,18 @@
 package io.rocketstore.clients;
 
-import com.alibaba.fastjson.JSON;
-import com.alibaba.fastjson.serializer.SerializerFeature;
+import static io.rocketstore.clients.DriverIO.emit;
+import static io.rocketstore.clients.DriverIO.line;
+import static io.rocketstore.clients.DriverIO.options;
+import static io.rocketstore.clients.DriverIO.required;
+import static io.rocketstore.clients.DriverIO.configure;
 
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.PrintStream;
+
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -46,56 +44,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  */
 final class RequestReplyModes {
 
-    /** The process's real stdout: ClientDriver.main points System.out at stderr before we load. */
-    private static final PrintStream OUT =
-        new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
 
     private RequestReplyModes() {
-    }
-
-    /** "-x value" / "--name value" pairs after the mode (these modes take no flags). */
-    private static Map<String, String> options(String[] argv) {
-        Map<String, String> m = new HashMap<>();
-        for (int i = 1; i + 1 < argv.length; i += 2) {
-            m.put(argv[i], argv[i + 1]);
-        }
-        return m;
-    }
-
-    private static int integer(Map<String, String> o, String name, int fallback) {
-        String v = o.get(name);
-        return v == null ? fallback : Integer.parseInt(v);
-    }
-
-    private static String required(Map<String, String> o, String name) {
-        String v = o.get(name);
-        if (v == null) {
-            throw new IllegalArgumentException("option " + name + " is required");
-        }
-        return v;
-    }
-
-    private static void configure(ClientConfig cc, Map<String, String> o) {
-        cc.setNamesrvAddr(required(o, "-n"));
-        int poll = integer(o, "--poll-namesrv", 0);
-        int heartbeat = integer(o, "--heartbeat", 0);
-        if (poll > 0) {
-            cc.setPollNameServerInterval(poll);
-        }
-        if (heartbeat > 0) {
-            cc.setHeartbeatBrokerInterval(heartbeat);
-        }
-    }
-
-    private static synchronized void emit(Map<String, Object> line) {
-        OUT.println(JSON.toJSONString(line, SerializerFeature.WriteMapNullValue));
-        OUT.flush();
-    }
-
-    private static Map<String, Object> line(String kind) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("kind", kind);
-        return m;
     }
 
     private static void error(String what, Throwable t) {
@@ -137,8 +87,9 @@ final class RequestReplyModes {
         String topic = required(o, "-t");
         int count = Integer.parseInt(required(o, "-c"));
         String mode = o.getOrDefault("--mode", "sync");
-        int ttl = integer(o, "--ttl", 15000);
+        int ttl = Integer.parseInt(o.getOrDefault("--ttl", "15000"));
         DefaultMQProducer p = new DefaultMQProducer(o.getOrDefault("--group", "client_driver_requester"));
+        p.setNamesrvAddr(required(o, "-n"));
         configure(p, o);
         p.start();
         AtomicInteger replied = new AtomicInteger();
@@ -194,15 +145,17 @@ final class RequestReplyModes {
         String topic = required(o, "-t");
         String group = required(o, "-g");
         int expected = Integer.parseInt(required(o, "-c"));
-        int timeoutS = integer(o, "--timeout", 60);
-        int lingerMs = integer(o, "--linger", 0);
+        int timeoutS = Integer.parseInt(o.getOrDefault("--timeout", "60"));
+        int lingerMs = Integer.parseInt(o.getOrDefault("--linger", "0"));
         AtomicInteger responded = new AtomicInteger();
         CountDownLatch enough = new CountDownLatch(expected);
 
         DefaultMQProducer replier = new DefaultMQProducer(group + "_replier");
+        replier.setNamesrvAddr(required(o, "-n"));
         configure(replier, o);
         replier.start();
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(required(o, "-n"));
         configure(c, o);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, "*");

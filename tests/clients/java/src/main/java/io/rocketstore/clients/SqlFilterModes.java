@@ -1,14 +1,13 @@
 package io.rocketstore.clients;
 
-import com.alibaba.fastjson.JSON;
-import com.alibaba.fastjson.serializer.SerializerFeature;
+import static io.rocketstore.clients.DriverIO.emit;
+import static io.rocketstore.clients.DriverIO.line;
+import static io.rocketstore.clients.DriverIO.options;
+import static io.rocketstore.clients.DriverIO.required;
+import static io.rocketstore.clients.DriverIO.configure;
 
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.PrintStream;
+
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -16,7 +15,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -47,50 +45,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  */
 final class SqlFilterModes {
 
-    /** The process's real stdout: ClientDriver.main points System.out at stderr before any mode runs. */
-    private static final PrintStream OUT = new PrintStream(new FileOutputStream(FileDescriptor.out), true,
-        StandardCharsets.UTF_8);
     private static final String[] COLORS = {"red", "green", "blue"};
 
     private SqlFilterModes() {
-    }
-
-    /** "-x value" options after the mode name (ClientDriver has already checked their shape). */
-    private static Map<String, String> options(String[] argv) {
-        Map<String, String> m = new HashMap<>();
-        for (int i = 1; i + 1 < argv.length; i += 2) {
-            m.put(argv[i], argv[i + 1]);
-        }
-        return m;
-    }
-
-    private static String required(Map<String, String> opts, String name) {
-        String v = opts.get(name);
-        if (v == null) {
-            throw new IllegalArgumentException("option " + name + " is required");
-        }
-        return v;
-    }
-
-    private static synchronized void emit(Map<String, Object> line) {
-        OUT.println(JSON.toJSONString(line, SerializerFeature.WriteMapNullValue));
-        OUT.flush();
-    }
-
-    private static Map<String, Object> line(String kind) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("kind", kind);
-        return m;
-    }
-
-    /** The shortened client timers ClientDriver's --poll-namesrv / --heartbeat ask for. */
-    private static void configure(ClientConfig cc, Map<String, String> opts) {
-        if (opts.containsKey("--poll-namesrv")) {
-            cc.setPollNameServerInterval(Integer.parseInt(opts.get("--poll-namesrv")));
-        }
-        if (opts.containsKey("--heartbeat")) {
-            cc.setHeartbeatBrokerInterval(Integer.parseInt(opts.get("--heartbeat")));
-        }
     }
 
     static boolean produce(String namesrv, String[] argv) throws Exception {

@@ -1,14 +1,11 @@
 package io.rocketstore.clients;
 
-import com.alibaba.fastjson.JSON;
-import com.alibaba.fastjson.serializer.SerializerFeature;
+import static io.rocketstore.clients.DriverIO.emit;
+import static io.rocketstore.clients.DriverIO.line;
+import static io.rocketstore.clients.DriverIO.options;
 
-import java.io.PrintStream;
-import java.io.FileOutputStream;
-import java.io.FileDescriptor;
+
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -41,30 +38,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  */
 final class TransactionModes {
 
-    private static final PrintStream OUT = new PrintStream(new FileOutputStream(FileDescriptor.out), true,
-        StandardCharsets.UTF_8);
 
     private TransactionModes() {
-    }
-
-    private static synchronized void emit(Map<String, Object> line) {
-        OUT.println(JSON.toJSONString(line, SerializerFeature.WriteMapNullValue));
-        OUT.flush();
-    }
-
-    private static Map<String, Object> line(String kind) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("kind", kind);
-        return m;
-    }
-
-    /** "-x value" options after the mode name (ClientDriver has validated their shape). */
-    private static Map<String, String> options(String[] argv) {
-        Map<String, String> values = new HashMap<>();
-        for (int i = 1; i + 1 < argv.length; i += 2) {
-            values.put(argv[i], argv[i + 1]);
-        }
-        return values;
     }
 
     private static LocalTransactionState state(String name) {
