@@ -31,7 +31,6 @@ delivered again (at least once) and a warning says so.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -53,6 +52,7 @@ from rocketstore.store.commit_log import PutMessageResult
 from rocketstore.store.config import ConfigError, StoreConfig
 from rocketstore.store.config_manager import DelayOffsetManager
 from rocketstore.store.consume_queue import ConsumeQueue, unpack_entries
+from rocketstore.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -215,17 +215,15 @@ class ScheduleStats:
     dropped: int = 0
 
 
-class ScheduleMessageService:
+class ScheduleMessageService(ServiceThread):
     """Delivers due delayed messages (module docstring); one thread for all levels."""
 
     def __init__(self, store: DeliveringStore, levels_ms: tuple[int, ...]) -> None:
+        super().__init__("ScheduleMessageService")
         self.store = store
         self.levels_ms = levels_ms
         self.offsets = DelayOffsetManager(store.config.config_dir())
         self.stats = ScheduleStats()
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self._persisted: dict[int, int] = {}
 
     @property
@@ -250,17 +248,8 @@ class ScheduleMessageService:
             self.offsets.set_offset(level, self._skip_delivered(level, corrected))
         self._persisted = self.offsets.offsets()
 
-    def start(self) -> None:
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="ScheduleMessageService", daemon=True)
-        self._thread.start()
-
     def shutdown(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self.stop_thread()
         self.persist()
 
     def persist(self) -> None:
@@ -281,10 +270,10 @@ class ScheduleMessageService:
         return found
 
     # -- delivery ---------------------------------------------------------------------------
-    def _run(self) -> None:
+    def run(self) -> None:
         interval_s = self.store.config.flush_delay_offset_interval / 1000
         next_persist = time.monotonic() + interval_s
-        while not self._stopping:
+        while not self.stopping:
             now = now_ms()
             next_due = now + int(POLL_INTERVAL_S * 1000)
             for level in range(1, self.max_delay_level + 1):
@@ -298,7 +287,7 @@ class ScheduleMessageService:
             if time.monotonic() >= next_persist:
                 self._persist_logged()
                 next_persist = time.monotonic() + interval_s
-            self._wake.wait(max(0.0, (next_due - now_ms()) / 1000))
+            self.wait((next_due - now_ms()) / 1000)
         self._persist_logged()
 
     def _persist_logged(self) -> None:
@@ -313,7 +302,7 @@ class ScheduleMessageService:
         if cq is None:
             return None
         offset = max(self.offsets.get_offset(level) or 0, cq.min_offset_in_queue)
-        while not self._stopping:
+        while not self.stopping:
             entries = cq.read_entries(offset, ENTRIES_PER_READ)
             if not entries:
                 if offset < cq.max_offset_in_queue:  # the rest of this file is padding: next file

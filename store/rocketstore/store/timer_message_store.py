@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -54,6 +53,7 @@ from rocketstore.common.message import (
 from rocketstore.common.topic_validator import RMQ_SYS_TIMER_TOPIC
 from rocketstore.store.consume_queue import unpack_entries
 from rocketstore.store.schedule_message_service import DeliveringStore, message_timeup, was_delivered
+from rocketstore.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -168,17 +168,15 @@ class TimerStats:
     ingested_offset: int = 0
 
 
-class TimerMessageStore:
+class TimerMessageStore(ServiceThread):
     """Ingests the timer topic into the on-disk table and delivers due rows (module docstring)."""
 
     def __init__(self, store: DeliveringStore, path: Path) -> None:
+        super().__init__("TimerMessageStore")
         self.store = store
         self.path = path
         self.stats = TimerStats()
         self._db: sqlite3.Connection | None = None
-        self._stopping = False
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def load(self) -> None:
@@ -195,17 +193,8 @@ class TimerMessageStore:
         self._settle_in_flight()
         self.stats.pending_rows = int(db.execute("SELECT COUNT(*) FROM timers").fetchone()[0])
 
-    def start(self) -> None:
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="TimerMessageStore", daemon=True)
-        self._thread.start()
-
     def shutdown(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self.stop_thread()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -217,19 +206,19 @@ class TimerMessageStore:
         return self.stats.pending_rows + max(waiting, 0)
 
     # -- the loop ------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stopping:
+    def run(self) -> None:
+        while not self.stopping:
             try:
                 busy = self._ingest() == BATCH
                 delivered, next_due = self._deliver_due()
                 busy = busy or delivered == BATCH
             except Exception:  # the next look retries; a broken table must not stop the broker
                 log.exception("timer service pass failed; retrying in 1 s")
-                self._wake.wait(1.0)
+                self.wait(1.0)
                 continue
             if not busy:
                 wait_s = POLL_INTERVAL_S if next_due is None else (next_due - now_ms()) / 1000
-                self._wake.wait(min(max(wait_s, 0.0), POLL_INTERVAL_S))
+                self.wait(min(wait_s, POLL_INTERVAL_S))
 
     def _ingest(self) -> int:
         """Move up to BATCH new entries of the timer topic into the table; how many were read."""
