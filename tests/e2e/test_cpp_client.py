@@ -214,9 +214,10 @@ def test_cpp_failing_listener_gets_messages_again_through_the_retry_topic(
         cpp: CppClient, rocketstore_broker: RocketStoreBroker) -> None:
     topic, group = "CppRetryTopic", "CppRetryGroup"
     sent = cpp.produce(topic, 6, tags=TAGS).of("sent")
-    # The C++ client subscribes %RETRY%group at start but finds its route only after its first
-    # heartbeat created it, and rebalances every 10 s: retries arrive ~10 s later.
-    run = cpp.push_consume(topic, group, len(sent), fail_times=1, timeout_s=60)
+    # A retry waits its back-off on the broker (level 3, 10 s with the default table); the C++
+    # client subscribes %RETRY%group at start but finds its route only after its first heartbeat
+    # created it, and rebalances every 10 s: retries arrive 10 to 30 s later.
+    run = cpp.push_consume(topic, group, len(sent), fail_times=1, timeout_s=120)
     deliveries: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line in run.of("received"):
         deliveries[line["msgId"]].append(line)
