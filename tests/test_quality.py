@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,3 +33,17 @@ def test_stdlib_operator_not_shadowed_from_repo_root() -> None:
     assert result.returncode == 0, result.stderr
     assert str(ROOT) not in result.stdout, f"`import operator` resolved inside the repo: {result.stdout}"
     assert not (ROOT / "operator" / "__init__.py").exists()
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """pyproject lists the packages a wheel (the image, a pip install) holds: a package folder missing
+    from the list is absent from every install but the editable one, where the tests would not see it."""
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    found = set(setup["package-dir"])  # each mapped folder is a package, with an __init__.py or not
+    for name, folder in setup["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([name, *relative.parts]))
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - found == set(), "listed in pyproject.toml but not a package folder"
