@@ -1,0 +1,174 @@
+"""Joining a cluster: a broker with namesrvAddr registers with those name servers (REGISTER_BROKER,
+re-registration, UNREGISTER_BROKER), and the embedded name server accepts registrations.
+
+Two real brokers over real sockets: broker-a serves the embedded name server, broker-b has
+``namesrvAddr`` pointing at it. The Apache side of the same protocol is tests/clients/test_join_cluster.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import zlib
+from collections.abc import Callable
+
+import pytest
+from conftest import BrokerHandle, RawClient
+
+from rocketstore.common.data_version import DataVersion
+from rocketstore.common.message import body_crc
+from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.headers import ClusterInfo, RegisterBrokerRequestHeader, TopicRouteData
+from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+Factory = Callable[..., BrokerHandle]
+
+
+def _pair(broker_factory: Factory, **b_overrides: object) -> tuple[BrokerHandle, BrokerHandle, RawClient]:
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1", broker_name="broker-a")
+    assert a.controller.namesrv is not None
+    b = broker_factory(namesrv_addr=f"127.0.0.1:{a.controller.namesrv.port}", broker_cluster_name="C1",
+                       broker_name="broker-b", **b_overrides)
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    return a, b, ns
+
+
+def _route(ns: RawClient, topic: str) -> TopicRouteData | None:
+    resp = ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return TopicRouteData.decode(resp.body)
+
+
+def _wait_route(ns: RawClient, topic: str, present: bool, timeout: float = 10.0) -> TopicRouteData | None:
+    deadline = time.monotonic() + timeout
+    while (route := _route(ns, topic)) is None if present else route is not None:
+        assert time.monotonic() < deadline, f"route of {topic} still {'absent' if present else route}"
+        time.sleep(0.05)
+    return route
+
+
+def _create_topic(broker: BrokerHandle, name: str, queues: int) -> None:
+    controller = broker.controller
+
+    def put() -> None:
+        controller.topic_config_manager.put(TopicConfig(name, read_queue_nums=queues, write_queue_nums=queues))
+        controller.tables_changed(controller.topic_config_manager)
+    broker.call_soon(put)
+
+
+def test_registered_broker_is_routed_beside_the_embedded_one(broker_factory: Factory,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    a, b, ns = _pair(broker_factory)
+    # registered in start(): the system topics of broker-b are routed at once
+    route = _route(ns, "broker-b")
+    assert route is not None
+    assert [(d.cluster, d.broker_name, d.broker_addrs) for d in route.broker_datas] == [
+        ("C1", "broker-b", {0: b.controller.broker_addr})]
+
+    # a topic created on broker-b afterwards is registered one way at once, not after 30 s
+    _create_topic(b, "OnlyOnB", 3)
+    only_b = _wait_route(ns, "OnlyOnB", present=True)
+    assert only_b is not None
+    assert [(q.broker_name, q.write_queue_nums) for q in only_b.queue_datas] == [("broker-b", 3)]
+
+    # a topic on both brokers: one route, both brokers
+    _create_topic(a, "Shared", 2)
+    _create_topic(b, "Shared", 5)
+    deadline = time.monotonic() + 10
+    while len((shared := _route(ns, "Shared") or TopicRouteData()).queue_datas) < 2:
+        assert time.monotonic() < deadline, shared
+        time.sleep(0.05)
+    assert sorted((q.broker_name, q.write_queue_nums) for q in shared.queue_datas) == [("broker-a", 2),
+                                                                                        ("broker-b", 5)]
+    assert {d.broker_name: d.broker_addrs[0] for d in shared.broker_datas} == {
+        "broker-a": a.controller.broker_addr, "broker-b": b.controller.broker_addr}
+
+    info = ClusterInfo.decode(ns.call(RequestCode.GET_BROKER_CLUSTER_INFO).body)
+    assert info.cluster_addr_table == {"C1": ["broker-a", "broker-b"]}
+    assert info.broker_addr_table["broker-b"].broker_addrs == {0: b.controller.broker_addr}
+    topics = json.loads(ns.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body)["topicList"]
+    assert {"OnlyOnB", "Shared", "broker-a", "broker-b"} <= set(topics)
+    by_cluster = json.loads(ns.call(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C1"}).body)["topicList"]
+    assert "OnlyOnB" in by_cluster
+    assert "rocketstore_namesrv_registered_brokers 1.0" in a.metrics()
+    assert "rocketstore_broker_registrations_total" in b.metrics()
+
+    # shutdown unregisters (UNREGISTER_BROKER, not just the connection closing): routes go at once
+    with caplog.at_level(logging.INFO, logger="rocketstore.broker.route_info_manager"):
+        b.stop()
+    assert any("unregister broker" in r.getMessage() and "was live" in r.getMessage() for r in caplog.records)
+    assert _route(ns, "OnlyOnB") is None
+    shared_after = _route(ns, "Shared")
+    assert shared_after is not None
+    assert [q.broker_name for q in shared_after.queue_datas] == ["broker-a"]
+    info = ClusterInfo.decode(ns.call(RequestCode.GET_BROKER_CLUSTER_INFO).body)
+    assert info.cluster_addr_table == {"C1": ["broker-a"]}
+
+
+def test_compressed_registration(broker_factory: Factory) -> None:
+    _, b, ns = _pair(broker_factory, compressed_register=True)
+    _create_topic(b, "Zipped", 6)
+    route = _wait_route(ns, "Zipped", present=True)
+    assert route is not None
+    assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [("broker-b", 6, 6)]
+
+
+def test_force_register_false_registers_only_when_the_table_changed(broker_factory: Factory) -> None:
+    a, b, _ = _pair(broker_factory, force_register=False)
+    assert a.controller.namesrv is not None
+    namesrv = a.controller.namesrv
+    before = namesrv.register_requests
+    assert before == 1  # start() registers whatever forceRegister says
+    periodic = dict(check_order_config=True, oneway=False, force=False)
+    b.run(b.controller.register_broker_all(**periodic))  # type: ignore[arg-type]
+    assert namesrv.register_requests == before  # QUERY_DATA_VERSION said unchanged
+    b.call_soon(lambda: b.controller.topic_config_manager.put(TopicConfig("Quiet", read_queue_nums=1,
+                                                                          write_queue_nums=1)))
+    b.run(b.controller.register_broker_all(**periodic))  # type: ignore[arg-type]
+    assert namesrv.register_requests == before + 1
+
+
+def test_bad_registrations_are_refused_and_the_connection_kept(broker_factory: Factory) -> None:
+    a = broker_factory(namesrv_listen_port=free_port())
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    wrapper = TopicConfigSerializeWrapper({"T1": TopicConfig("T1")}, DataVersion(1, 1))
+    body = RegisterBrokerBody(wrapper).encode()
+    header = RegisterBrokerRequestHeader(broker_name="x", broker_addr="127.0.0.1:1", cluster_name="X",
+                                         ha_server_addr="", broker_id=0, body_crc32=body_crc(body) ^ 1)
+    resp = ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+
+    garbage = zlib.compress(b"\x00\x00\x00\x05{}")
+    header = RegisterBrokerRequestHeader(broker_name="x", broker_addr="127.0.0.1:1", cluster_name="X",
+                                         ha_server_addr="", broker_id=0, compressed=True)
+    resp = ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), garbage)
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert "RegisterBrokerBody" in (resp.remark or "")
+
+    resp = ns.call(RequestCode.REGISTER_BROKER, {"brokerName": "x"}, body)
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert "brokerAddr" in (resp.remark or "")
+    assert _route(ns, "T1") is None  # nothing of the refused registrations was kept
+
+    # the same connection still registers a good one
+    header = RegisterBrokerRequestHeader(broker_name="x", broker_addr="127.0.0.1:1", cluster_name="X",
+                                         ha_server_addr="", broker_id=0, body_crc32=body_crc(body))
+    assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
+    assert _route(ns, "T1") is not None
