@@ -135,11 +135,11 @@ def test_force_register_false_registers_only_when_the_table_changed(broker_facto
     before = namesrv.register_requests
     assert before == 1  # start() registers whatever forceRegister says
     periodic = dict(check_order_config=True, oneway=False, force=False)
-    b.run(b.controller.register_broker_all(**periodic))  # type: ignore[arg-type]
+    b.run(b.controller.register_broker_all(**periodic))
     assert namesrv.register_requests == before  # QUERY_DATA_VERSION said unchanged
     b.call_soon(lambda: b.controller.topic_config_manager.put(TopicConfig("Quiet", read_queue_nums=1,
                                                                           write_queue_nums=1)))
-    b.run(b.controller.register_broker_all(**periodic))  # type: ignore[arg-type]
+    b.run(b.controller.register_broker_all(**periodic))
     assert namesrv.register_requests == before + 1
 
 
@@ -172,3 +172,60 @@ def test_bad_registrations_are_refused_and_the_connection_kept(broker_factory: F
                                          ha_server_addr="", broker_id=0, body_crc32=body_crc(body))
     assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
     assert _route(ns, "T1") is not None
+
+
+def test_periodic_registration_without_changes(broker_factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # RocketMQ's schedule (10 s, then registerNameServerPeriod clamped to 10-60 s), shortened
+    monkeypatch.setattr("rocketstore.broker.broker.REGISTER_INITIAL_DELAY_S", 0.2)
+    monkeypatch.setattr("rocketstore.broker.broker.REGISTER_PERIOD_MIN_MS", 100)
+    a, _, _ = _pair(broker_factory, register_name_server_period=300)
+    assert a.controller.namesrv is not None
+    namesrv = a.controller.namesrv
+    deadline = time.monotonic() + 10
+    while namesrv.register_requests < 4:
+        assert time.monotonic() < deadline, f"{namesrv.register_requests} registrations"
+        time.sleep(0.05)
+
+
+def test_silent_broker_expires_and_its_connection_is_closed(broker_factory: Factory,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # RouteInfoManager forgets a broker two minutes after its last registration; shortened here
+    monkeypatch.setattr("rocketstore.broker.route_info_manager.BROKER_CHANNEL_EXPIRED_TIME_MS", 300)
+    monkeypatch.setattr("rocketstore.broker.namesrv.SCAN_NOT_ACTIVE_DELAY_S", 0.1)
+    monkeypatch.setattr("rocketstore.broker.namesrv.SCAN_NOT_ACTIVE_INTERVAL_S", 0.1)
+    a = broker_factory(namesrv_listen_port=free_port())
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    wrapper = TopicConfigSerializeWrapper({"Silent": TopicConfig("Silent")}, DataVersion(1, 1))
+    body = RegisterBrokerBody(wrapper).encode()
+    header = RegisterBrokerRequestHeader(broker_name="quiet", broker_addr="127.0.0.1:2", cluster_name="X",
+                                         ha_server_addr="", broker_id=0, body_crc32=body_crc(body))
+    assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
+    other = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(other)
+    assert _route(other, "Silent") is not None
+    deadline = time.monotonic() + 10
+    while _route(other, "Silent") is not None:
+        assert time.monotonic() < deadline, "the silent broker was never expired"
+        time.sleep(0.05)
+    ns.sock.settimeout(5)
+    assert ns.sock.recv(1) == b""  # the name server closed the silent broker's connection
+
+
+def test_closing_the_registering_connection_forgets_the_broker(broker_factory: Factory) -> None:
+    a = broker_factory(namesrv_listen_port=free_port())
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    body = RegisterBrokerBody(TopicConfigSerializeWrapper({"Gone": TopicConfig("Gone")}, DataVersion(1, 1))).encode()
+    header = RegisterBrokerRequestHeader(broker_name="gone", broker_addr="127.0.0.1:3", cluster_name="X",
+                                         ha_server_addr="", broker_id=0)
+    assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
+    other = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(other)
+    assert _route(other, "Gone") is not None
+    ns.close()
+    deadline = time.monotonic() + 5
+    while _route(other, "Gone") is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
