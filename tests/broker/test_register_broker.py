@@ -229,3 +229,32 @@ def test_closing_the_registering_connection_forgets_the_broker(broker_factory: F
     while _route(other, "Gone") is not None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_live_broker_permission_update_is_registered_at_once(broker_factory: Factory) -> None:
+    _, b, ns = _pair(broker_factory)
+    admin = b.client()
+    resp = admin.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    deadline = time.monotonic() + 5  # well before the first periodic registration (10 s)
+    while [q.perm for q in (_route(ns, "broker-b") or TopicRouteData()).queue_datas] != [4]:
+        assert time.monotonic() < deadline, _route(ns, "broker-b")
+        time.sleep(0.05)
+
+
+def test_live_namesrv_addr_update_moves_the_registration(broker_factory: Factory,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_DELAY_S", 0.1)
+    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_INTERVAL_S", 0.1)
+    _, b, _ = _pair(broker_factory)
+    c = broker_factory(namesrv_listen_port=free_port(), broker_name="broker-c")
+    assert c.controller.namesrv is not None
+    other_ns = RawClient("127.0.0.1", c.controller.namesrv.port)
+    c.clients.append(other_ns)
+    assert _route(other_ns, "broker-b") is None
+    resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG,
+                           body=f"namesrvAddr=127.0.0.1:{c.controller.namesrv.port}\n".encode())
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    time.sleep(0.5)  # the address list is read again; the next registration goes to the new one
+    _create_topic(b, "AfterMove", 1)
+    _wait_route(other_ns, "AfterMove", present=True)

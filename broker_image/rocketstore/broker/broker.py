@@ -100,6 +100,10 @@ HOUSEKEEPING_INTERVAL_S: Final = 10.0
 REGISTER_INITIAL_DELAY_S: Final = 10.0
 REGISTER_PERIOD_MIN_MS: Final = 10_000
 REGISTER_PERIOD_MAX_MS: Final = 60_000
+#: BrokerController's schedule of updateNameServerAddressList: namesrvAddr is read again every two
+#: minutes (first after 10 s), so a live update of it takes effect without a restart.
+NAMESRV_ADDR_REFRESH_DELAY_S: Final = 10.0
+NAMESRV_ADDR_REFRESH_INTERVAL_S: Final = 120.0
 #: What the broker sends as haServerAddr: it runs no HA server, so it names none (the field is
 #: mandatory; a name server hands it only to slaves of this brokerName, and there are none).
 NO_HA_SERVER_ADDR: Final = ""
@@ -168,6 +172,7 @@ class BrokerController:
         #: the name servers of namesrvAddr this broker registers with (None without namesrvAddr)
         self.broker_outer_api: BrokerOuterAPI | None = None
         self._topics_changed = asyncio.Event()
+        self._one_shot_tasks: set[asyncio.Task[None]] = set()
         self.http: HttpServer | None = None
         if broker_config.http_listen_port > 0:  # before start: processors add gauges when registered
             self.http = HttpServer(self, broker_config.listen_host, broker_config.http_listen_port)
@@ -250,9 +255,10 @@ class BrokerController:
                 listener()
             except Exception:
                 log.exception("shutdown listener failed")
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._one_shot_tasks]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
@@ -483,6 +489,12 @@ class BrokerController:
         if changed:
             self.config_version = self.config_version.next()
             log.info("configuration updated: %s", changed)
+        if "brokerPermission" in props and self.broker_outer_api is not None and self.loop is not None:
+            # RocketMQ re-registers at once, with a new data version, so routes carry the new permission
+            self.topic_config_manager.next_version()
+            task = self.loop.create_task(self._register_guarded(check_order_config=False, oneway=False, force=True))
+            self._one_shot_tasks.add(task)
+            task.add_done_callback(self._one_shot_tasks.discard)
         return changed
 
     # -- periodic tasks ------------------------------------------------------------------------
@@ -521,6 +533,19 @@ class BrokerController:
         await self.register_broker_all(check_order_config=True, oneway=False, force=True)
         assert self.loop is not None
         self._tasks.append(self.loop.create_task(self._register_loop(), name="register-broker"))
+        self._tasks.append(self.loop.create_task(self._refresh_namesrv_addr_loop(), name="update-namesrv-addr"))
+
+    async def _refresh_namesrv_addr_loop(self) -> None:
+        await asyncio.sleep(NAMESRV_ADDR_REFRESH_DELAY_S)
+        while True:
+            api = self.broker_outer_api
+            addr = self.broker_config.namesrv_addr
+            if api is not None and addr:
+                try:
+                    api.update_name_server_address_list(addr)
+                except ValueError as exc:
+                    log.warning("namesrvAddr=%s is not usable, keeping %s: %s", addr, ";".join(api.addrs), exc)
+            await asyncio.sleep(NAMESRV_ADDR_REFRESH_INTERVAL_S)
 
     async def _register_loop(self) -> None:
         """Periodic registrations, and a one-way registration soon after each topic-table change."""

@@ -79,6 +79,13 @@ class BrokerOuterAPI:
     def close(self) -> None:
         self.client.close()
 
+    def update_name_server_address_list(self, namesrv_addr: str) -> None:
+        """Use these name servers from the next request on (ValueError when none is well-formed)."""
+        addrs = split_namesrv_addr(namesrv_addr)
+        if addrs != self.addrs:
+            log.info("name server address changed, old: %s new: %s", ";".join(self.addrs), ";".join(addrs))
+            self.addrs = addrs
+
     async def register_broker_all(self, identity: BrokerIdentity, ha_server_addr: str,
                                   wrapper: TopicConfigSerializeWrapper, *, oneway: bool, timeout_s: float,
                                   compressed: bool) -> list[RegisterBrokerResult]:
