@@ -258,3 +258,23 @@ def test_live_namesrv_addr_update_moves_the_registration(broker_factory: Factory
     time.sleep(0.5)  # the address list is read again; the next registration goes to the new one
     _create_topic(b, "AfterMove", 1)
     _wait_route(other_ns, "AfterMove", present=True)
+
+
+def test_registration_under_a_peer_name_routes_topics_the_peer_alone_has(broker_factory: Factory) -> None:
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1",
+                       cluster_peers="broker-p@10.9.0.1:10911")
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    table = {"TBW102": TopicConfig("TBW102", 4, 4), "PeerOnly": TopicConfig("PeerOnly", 2, 2)}
+    body = RegisterBrokerBody(TopicConfigSerializeWrapper(table, DataVersion(1, 1))).encode()
+    header = RegisterBrokerRequestHeader(broker_name="broker-p", broker_addr="10.9.0.1:10911", cluster_name="C1",
+                                         ha_server_addr="", broker_id=0)
+    assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
+    shared = _route(ns, "TBW102")
+    assert shared is not None  # broker-p once, as the peer configuration gives it
+    assert [(q.broker_name, q.write_queue_nums) for q in shared.queue_datas] == [("broker-a", 8), ("broker-p", 8)]
+    peer_only = _route(ns, "PeerOnly")
+    assert peer_only is not None
+    assert [(q.broker_name, q.write_queue_nums) for q in peer_only.queue_datas] == [("broker-p", 2)]
+    assert [d.broker_addrs for d in peer_only.broker_datas] == [{0: "10.9.0.1:10911"}]

@@ -33,8 +33,9 @@ started with ``namesrvAddr`` pointing at this port, or another RocketStore broke
   registration (scanned every 10 s, as NamesrvController schedules scanNotActiveBroker).
 
 Every answer above then covers both: this broker and its peers from its own tables, and the
-registered brokers from theirs (a registered broker with the same brokerName as one of ours is
-left out of routes), so one client sees a mixed cluster through this port.
+registered brokers from theirs (where a registered broker has the brokerName of this broker or of
+a peer already in the answer, ours is the one given), so one client sees a mixed cluster
+through this port.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class NameServer:
         registered = self.routes.pickup_topic_route(topic)
         if registered is not None:
             queues, brokers, filter_servers = registered
-            ours = {b.broker_name for b in own}
+            ours = {b.broker_name for b in route.broker_datas}
             route.queue_datas += [q for q in queues if q.broker_name not in ours]
             route.broker_datas += [b for b in brokers if b.broker_name not in ours]
             route.filter_server_table = filter_servers
