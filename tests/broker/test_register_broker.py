@@ -17,12 +17,14 @@ from collections.abc import Callable
 import pytest
 from conftest import BrokerHandle, RawClient
 
+from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import body_crc
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import ClusterInfo, RegisterBrokerRequestHeader, TopicRouteData
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketstore.store.config import ConfigError
 
 pytestmark = pytest.mark.integration
 
@@ -278,3 +280,13 @@ def test_registration_under_a_peer_name_routes_topics_the_peer_alone_has(broker_
     assert peer_only is not None
     assert [(q.broker_name, q.write_queue_nums) for q in peer_only.queue_datas] == [("broker-p", 2)]
     assert [d.broker_addrs for d in peer_only.broker_datas] == [{0: "10.9.0.1:10911"}]
+
+
+def test_malformed_namesrv_addr_is_refused_naming_the_key(broker_factory: Factory) -> None:
+    with pytest.raises(ConfigError, match="namesrvAddr"):
+        BrokerConfig.from_properties({"namesrvAddr": "10.0.0.1;nohost:"})
+    assert BrokerConfig.from_properties({"namesrvAddr": "10.0.0.1:9876;10.0.0.2:9876"})[0].namesrv_addr
+    b = broker_factory()
+    resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG, body=b"namesrvAddr=not-an-address\n")
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert "namesrvAddr" in (resp.remark or "")

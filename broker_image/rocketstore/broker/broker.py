@@ -4,15 +4,15 @@
              open and recover the store and start it (in a thread: recovery can take seconds),
              register processors, listen (remoting, then the name-server role), start the
              periodic tasks, and only then report ready
-    With ``namesrvAddr`` set, start() also registers the broker with those name servers before it
-    reports ready, and a task re-registers it every ``registerNameServerPeriod`` (clamped to
-    10-60 s, first after 10 s, as RocketMQ schedules it; with ``forceRegister=false`` only when a
-    name server lacks the current topic table) and, one way, whenever the topic table changes;
-    stop() unregisters it after the listeners close (broker_outer_api.py says what is sent).
-
     stop()   run the shutdown listeners (long polling lets go), stop the name-server role and
              remoting (stop accepting, let in-flight requests finish within a grace period),
              persist offsets and tables, shut the store down (flush, checkpoint, remove ``abort``)
+
+With ``namesrvAddr`` set, start() also registers the broker with those name servers before it
+reports ready, and a task re-registers it every ``registerNameServerPeriod`` (clamped to 10-60 s,
+first after 10 s, as RocketMQ schedules it; with ``forceRegister=false`` only when a name server
+lacks the current topic table) and, one way, whenever the topic table changes; stop() unregisters
+it after the listeners close (broker_outer_api.py says what is sent).
 
 Processors live in ``rocketstore.broker.processor``, one RequestProcessor class per module, whose
 ``handlers()`` :meth:`BrokerController.register_processors` registers by request code. They, the
