@@ -118,11 +118,13 @@ def test_our_broker_unregisters_on_shutdown(apache_namesrv: RocketMQAnchor, tmp_
 def mixed_cluster(java_client_built: None,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, RocketMQAnchor]]:
     """Our broker with its embedded name server, and Apache's broker registered with that name server
-    (in the compressed form, so that our name server reads Java's zlib-packed RegisterBrokerBody)."""
+    (in the compressed form, so that our name server reads Java's zlib-packed RegisterBrokerBody, and
+    with forceRegister=false, so that its periodic registration asks QUERY_DATA_VERSION first)."""
     broker = Broker(tmp_path_factory.mktemp("our-broker"), "brokerName=rs-broker\n")
     broker.start()
     anchor = RocketMQAnchor(tmp_path_factory.mktemp("apache-broker"), heap="384m", external_namesrv=broker.namesrv,
-                            broker_name="apache-broker", broker_config={"compressedRegister": "true"})
+                            broker_name="apache-broker",
+                            broker_config={"compressedRegister": "true", "forceRegister": "false"})
     try:
         start_anchor(anchor)
         try:
@@ -170,3 +172,14 @@ def test_one_topic_over_both_brokers(mixed_cluster: tuple[Broker, RocketMQAnchor
     received = java.push_consume(topic, unique_name("cg"), 40, timeout_s=60, linger_ms=1000).of("received")
     assert sorted({line["body"] for line in received}) == sorted(line["body"] for line in sent)
     assert {store_port(line["offsetMsgId"]) for line in received} == {broker.listen_port, anchor.broker_port}
+
+
+def test_apache_broker_asks_our_name_server_for_its_data_version(mixed_cluster: tuple[Broker, RocketMQAnchor]) -> None:
+    """Apache's periodic registration (10 s after start) with forceRegister=false: our QUERY_DATA_VERSION
+    answer parses in Java and says the table is unchanged (an answer it could not read counts as changed)."""
+    _, anchor = mixed_cluster
+    log = anchor.workdir / "home" / "broker.log"
+    wait_for("Apache's broker queried the data version",
+             lambda: "Query data version from name server" in log.read_text(errors="replace"), timeout=30)
+    lines = [line for line in log.read_text(errors="replace").splitlines() if "Query data version" in line]
+    assert all("OK,changed false" in line for line in lines), lines
