@@ -290,3 +290,19 @@ def test_malformed_namesrv_addr_is_refused_naming_the_key(broker_factory: Factor
     resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG, body=b"namesrvAddr=not-an-address\n")
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "namesrvAddr" in (resp.remark or "")
+
+
+def test_a_dead_name_server_does_not_keep_the_others_from_hearing(broker_factory: Factory) -> None:
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1", broker_name="broker-a")
+    assert a.controller.namesrv is not None
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    begin = time.monotonic()
+    b = broker_factory(namesrv_addr=f"{dead};127.0.0.1:{a.controller.namesrv.port}", broker_name="broker-b")
+    assert time.monotonic() - begin < 6  # start waits at most registerBrokerTimeoutMills
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    assert _route(ns, "broker-b") is not None
+    api = b.controller.broker_outer_api
+    assert api is not None
+    assert (api.registrations, api.registration_failures) == (1, 1)
+    assert "rocketstore_broker_registration_failures_total 1.0" in b.metrics()
