@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from java_rocketmq import AnchorError, ClientDriver, RocketMQAnchor
 
 from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.remoting_client import NameServerClient, RemotingClient, RemotingError
-from rocketstore.remoting.codes import ResponseCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import TopicRouteData
 
 pytestmark = pytest.mark.integration
@@ -183,3 +184,31 @@ def test_apache_broker_asks_our_name_server_for_its_data_version(mixed_cluster: 
              lambda: "Query data version from name server" in log.read_text(errors="replace"), timeout=30)
     lines = [line for line in log.read_text(errors="replace").splitlines() if "Query data version" in line]
     assert all("OK,changed false" in line for line in lines), lines
+
+
+def test_order_topic_config_from_apaches_name_server_is_applied(apache_namesrv: RocketMQAnchor, tmp_path: Path,
+                                                                unique_name: Callable[[str], str]) -> None:
+    """A name server's ORDER_TOPIC_CONFIG KV table comes back with each periodic registration (the
+    first 10 s after start) and sets the listed topics' ``order`` flag, as RocketMQ's broker does."""
+    broker = our_broker(tmp_path / "broker", "rs-ordered", apache_namesrv.namesrv_addr)
+    broker.start()
+    try:
+        ordered, plain = unique_name("ordered"), unique_name("plain")
+        with BrokerAdmin(broker.addr) as admin:
+            admin.create_topic(ordered, 2, 2)
+            admin.create_topic(plain, 2, 2)
+        with RemotingClient() as client:  # mqadmin updateOrderConf: PUT_KV_CONFIG (100)
+            client.call(apache_namesrv.namesrv_addr, 100,
+                        {"namespace": "ORDER_TOPIC_CONFIG", "key": ordered, "value": "rs-ordered:2"})
+
+        def order_flags() -> dict[str, bool]:
+            with RemotingClient() as client:
+                table = client.call(broker.addr, RequestCode.GET_ALL_TOPIC_CONFIG).body
+            configs = json.loads(table)["topicConfigTable"]
+            return {name: configs[name]["order"] for name in (ordered, plain)}
+
+        assert order_flags() == {ordered: False, plain: False}
+        wait_for("the order flag from the name server", lambda: order_flags()[ordered], timeout=30)
+        assert order_flags() == {ordered: True, plain: False}
+    finally:
+        assert broker.stop() == 0
