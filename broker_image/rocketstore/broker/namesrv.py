@@ -85,7 +85,7 @@ SCAN_NOT_ACTIVE_INTERVAL_S = 10.0
 
 
 class NameServer:
-    """Answers name-server requests from the broker's own tables."""
+    """Answers name-server requests from the broker's own tables and those of the brokers registered here."""
 
     def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
@@ -185,8 +185,8 @@ class NameServer:
         clusters: dict[str, list[str]] = {self.broker.broker_config.broker_cluster_name: [b.broker_name for b in own]}
         ours = set(clusters[self.broker.broker_config.broker_cluster_name])
         for cluster, names in sorted(self.routes.cluster_addr_table.items()):
-            members = clusters.setdefault(cluster, [])
-            members += sorted(name for name in names if name not in ours)
+            if names - ours:
+                clusters.setdefault(cluster, []).extend(sorted(names - ours))
         return ClusterInfo(broker_addr_table={b.broker_name: b for b in self.broker_datas()},
                            cluster_addr_table=clusters)
 

@@ -30,13 +30,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocketstore.client.remoting_client import MASTER_ID
 from rocketstore.common.data_version import DataVersion
 from rocketstore.remoting.headers import BrokerData, QueueData, RegisterBrokerResponseHeader
 from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)
 
-MASTER_ID: Final = 0
 #: RouteInfoManager.BROKER_CHANNEL_EXPIRED_TIME: a broker silent this long is dropped.
 BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 1000 * 60 * 2
 
