@@ -94,12 +94,14 @@ class BrokerOuterAPI:
             broker_name=identity.broker_name, broker_addr=identity.broker_addr, cluster_name=identity.cluster_name,
             ha_server_addr=ha_server_addr, broker_id=identity.broker_id, compressed=compressed,
             body_crc32=body_crc(body))
-        tasks = [asyncio.ensure_future(self._register(addr, header, body, oneway, timeout_s)) for addr in self.addrs]
+        tasks = {asyncio.ensure_future(self._register(addr, header, body, oneway, timeout_s)): addr
+                 for addr in self.addrs}
         done, pending = await asyncio.wait(tasks, timeout=timeout_s)
         for task in pending:
             task.cancel()
             self.registration_failures += 1
-            log.warning("register broker to name server: no answer within %g s", timeout_s)
+            log.warning("register broker %s to name server %s: no answer within %g s", identity.broker_name,
+                        tasks[task], timeout_s)
         return [result for task in done if (result := task.result()) is not None]
 
     async def _register(self, addr: str, header: RegisterBrokerRequestHeader, body: bytes, oneway: bool,
