@@ -528,6 +528,8 @@ class RocketMQAnchor:
     ``version`` picks the release (``ANCHOR_VERSIONS``). ``broker_config`` adds or overrides
     broker.conf keys (e.g. ``mappedFileSizeCommitLog``). Use as a context manager, or ``start()`` /
     ``stop()``. After start: ``namesrv_addr``, ``broker_addr``, ``boot_seconds`` (namesrv, broker).
+    Mixed clusters: ``with_broker=False`` starts the name server alone (another broker registers
+    with it); ``external_namesrv`` starts the broker alone, registered with that name server.
     """
 
     workdir: Path
@@ -539,11 +541,18 @@ class RocketMQAnchor:
     broker_name: str = "anchor-broker-a"
     namesrv_port: int = 0
     broker_port: int = 0
+    with_broker: bool = True
+    external_namesrv: str | None = None
     _servers: list[_Server] = field(default_factory=list)
 
     @property
     def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
+        return self.external_namesrv or f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def namesrv_log(self) -> Path:
+        """The name server's log file (logback, INFO)."""
+        return self.workdir / "home" / "namesrv.log"
 
     @property
     def broker_addr(self) -> str:
@@ -580,7 +589,7 @@ class RocketMQAnchor:
         for name, path in logback.items():
             path.write_text(_LOGBACK.format(log=home / f"{name}.log"))
 
-        if not self.namesrv_port:
+        if not self.namesrv_port and self.external_namesrv is None:
             self.namesrv_port = free_port()
         if not self.broker_port:
             # The broker also listens on listenPort - 2 (the "VIP" channel) and listenPort + 1 (HA).
@@ -612,10 +621,12 @@ class RocketMQAnchor:
                f"-Duser.home={home}", f"-Drocketmq.home.dir={rocketmq_home}", "-Dtls.server.mode=disabled",
                "-cp", str(anchor_lib(self.version) / "*")]
         try:
-            self._launch("namesrv", [*jvm, f"-Drmq.logback.configurationFile={logback['namesrv']}", NAMESRV_MAIN,
-                                     "-c", str(namesrv_conf)], "boot success", timeout)
-            self._launch("broker", [*jvm, f"-Drmq.logback.configurationFile={logback['broker']}", BROKER_MAIN,
-                                    "-c", str(broker_conf), "-n", self.namesrv_addr], "boot success", timeout)
+            if self.external_namesrv is None:
+                self._launch("namesrv", [*jvm, f"-Drmq.logback.configurationFile={logback['namesrv']}",
+                                         NAMESRV_MAIN, "-c", str(namesrv_conf)], "boot success", timeout)
+            if self.with_broker:
+                self._launch("broker", [*jvm, f"-Drmq.logback.configurationFile={logback['broker']}", BROKER_MAIN,
+                                        "-c", str(broker_conf), "-n", self.namesrv_addr], "boot success", timeout)
         except BaseException:
             self.stop()
             raise

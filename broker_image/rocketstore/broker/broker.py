@@ -8,6 +8,12 @@
              remoting (stop accepting, let in-flight requests finish within a grace period),
              persist offsets and tables, shut the store down (flush, checkpoint, remove ``abort``)
 
+With ``namesrvAddr`` set, start() also registers the broker with those name servers before it
+reports ready, and a task re-registers it every ``registerNameServerPeriod`` (clamped to 10-60 s,
+first after 10 s, as RocketMQ schedules it; with ``forceRegister=false`` only when a name server
+lacks the current topic table) and, one way, whenever the topic table changes; stop() unregisters
+it after the listeners close (broker_outer_api.py says what is sent).
+
 Processors live in ``rocketstore.broker.processor``, one RequestProcessor class per module, whose
 ``handlers()`` :meth:`BrokerController.register_processors` registers by request code. They, the
 name-server role and the HTTP side port see the controller as a ``BrokerContext``
@@ -23,14 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
+from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
@@ -68,6 +77,7 @@ from rocketstore.common.topic_validator import (
     SCHEDULE_TOPIC_QUEUE_NUM,
     is_system_topic,
 )
+from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
 from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
@@ -85,6 +95,18 @@ SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GRO
 
 #: How often expired client channels are scanned for (RocketMQ's ClientHousekeepingService).
 HOUSEKEEPING_INTERVAL_S: Final = 10.0
+#: BrokerController.start's schedule of registerBrokerAll: first after 10 s, then every
+#: registerNameServerPeriod clamped to [10 s, 60 s].
+REGISTER_INITIAL_DELAY_S: Final = 10.0
+REGISTER_PERIOD_MIN_MS: Final = 10_000
+REGISTER_PERIOD_MAX_MS: Final = 60_000
+#: BrokerController's schedule of updateNameServerAddressList: namesrvAddr is read again every two
+#: minutes (first after 10 s), so a live update of it takes effect without a restart.
+NAMESRV_ADDR_REFRESH_DELAY_S: Final = 10.0
+NAMESRV_ADDR_REFRESH_INTERVAL_S: Final = 120.0
+#: What the broker sends as haServerAddr: it runs no HA server, so it names none (the field is
+#: mandatory; a name server hands it only to slaves of this brokerName, and there are none).
+NO_HA_SERVER_ADDR: Final = ""
 
 
 class BrokerController:
@@ -147,6 +169,10 @@ class BrokerController:
             self.transactional_message_service, self.producer_manager, lambda: self.loop)
         self.remoting.on_disconnect.append(self._on_disconnect)
         self.namesrv: NameServer | None = None
+        #: the name servers of namesrvAddr this broker registers with (None without namesrvAddr)
+        self.broker_outer_api: BrokerOuterAPI | None = None
+        self._topics_changed = asyncio.Event()
+        self._one_shot_tasks: set[asyncio.Task[None]] = set()
         self.http: HttpServer | None = None
         if broker_config.http_listen_port > 0:  # before start: processors add gauges when registered
             self.http = HttpServer(self, broker_config.listen_host, broker_config.http_listen_port)
@@ -199,6 +225,8 @@ class BrokerController:
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
+        if self.broker_config.namesrv_addr:
+            await self._start_registration(self.broker_config.namesrv_addr)
         log.info("broker %s of cluster %s serving on %s", self.broker_config.broker_name,
                  self.broker_config.broker_cluster_name, self.broker_addr)
 
@@ -227,15 +255,19 @@ class BrokerController:
                 listener()
             except Exception:
                 log.exception("shutdown listener failed")
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._one_shot_tasks]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
         if self.namesrv is not None:
             await self.namesrv.stop(grace_s)
         await self.remoting.stop(grace_s)
+        if self.broker_outer_api is not None:
+            await self.broker_outer_api.unregister_broker_all(self._identity())
+            self.broker_outer_api.close()
         if self._persist_task is not None:
             with contextlib.suppress(Exception):
                 await self._persist_task
@@ -330,6 +362,8 @@ class BrokerController:
         loop = self.loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._schedule_persist)
+            if self.broker_outer_api is not None and self.topic_config_manager in managers:
+                loop.call_soon_threadsafe(self._topics_changed.set)
 
     def _schedule_persist(self) -> None:
         if self._persist_task is None or self._persist_task.done():
@@ -455,6 +489,12 @@ class BrokerController:
         if changed:
             self.config_version = self.config_version.next()
             log.info("configuration updated: %s", changed)
+        if "brokerPermission" in props and self.broker_outer_api is not None and self.loop is not None:
+            # RocketMQ re-registers at once, with a new data version, so routes carry the new permission
+            self.topic_config_manager.next_version()
+            task = self.loop.create_task(self._register_guarded(check_order_config=False, oneway=False, force=True))
+            self._one_shot_tasks.add(task)
+            task.add_done_callback(self._one_shot_tasks.discard)
         return changed
 
     # -- periodic tasks ------------------------------------------------------------------------
@@ -480,6 +520,89 @@ class BrokerController:
     def _on_disconnect(self, conn: Connection) -> None:
         self.consumer_manager.connection_closed(conn)
         self.producer_manager.connection_closed(conn)
+
+    # -- registration with the name servers of namesrvAddr -------------------------------------
+    async def _start_registration(self, namesrv_addr: str) -> None:
+        """First registration (forced, awaited: clients may find the broker once start returns),
+        then the registration task."""
+        api = self.broker_outer_api = BrokerOuterAPI(namesrv_addr)
+        self.add_counter("rocketstore_broker_registrations", "REGISTER_BROKER requests sent to namesrvAddr that "
+                         "succeeded", lambda: api.registrations)
+        self.add_counter("rocketstore_broker_registration_failures", "REGISTER_BROKER requests to namesrvAddr that "
+                         "failed or were not answered in time", lambda: api.registration_failures)
+        await self.register_broker_all(check_order_config=True, oneway=False, force=True)
+        assert self.loop is not None
+        self._tasks.append(self.loop.create_task(self._register_loop(), name="register-broker"))
+        self._tasks.append(self.loop.create_task(self._refresh_namesrv_addr_loop(), name="update-namesrv-addr"))
+
+    async def _refresh_namesrv_addr_loop(self) -> None:
+        await asyncio.sleep(NAMESRV_ADDR_REFRESH_DELAY_S)
+        while True:
+            api = self.broker_outer_api
+            addr = self.broker_config.namesrv_addr
+            if api is not None and addr:
+                try:
+                    api.update_name_server_address_list(addr)
+                except ValueError as exc:
+                    log.warning("namesrvAddr=%s is not usable, keeping %s: %s", addr, ";".join(api.addrs), exc)
+            await asyncio.sleep(NAMESRV_ADDR_REFRESH_INTERVAL_S)
+
+    async def _register_loop(self) -> None:
+        """Periodic registrations, and a one-way registration soon after each topic-table change."""
+        next_periodic = time.monotonic() + REGISTER_INITIAL_DELAY_S
+        while True:
+            try:
+                await asyncio.wait_for(self._topics_changed.wait(), max(next_periodic - time.monotonic(), 0))
+            except TimeoutError:
+                period = min(max(self.broker_config.register_name_server_period, REGISTER_PERIOD_MIN_MS),
+                             REGISTER_PERIOD_MAX_MS)
+                next_periodic = time.monotonic() + period / 1000
+                await self._register_guarded(check_order_config=True, oneway=False,
+                                             force=self.broker_config.force_register)
+            else:
+                self._topics_changed.clear()
+                await self._register_guarded(check_order_config=False, oneway=True, force=True)
+
+    async def _register_guarded(self, *, check_order_config: bool, oneway: bool, force: bool) -> None:
+        try:
+            await self.register_broker_all(check_order_config=check_order_config, oneway=oneway, force=force)
+        except Exception:
+            log.exception("registering with the name servers failed; trying again at the next period")
+
+    async def register_broker_all(self, *, check_order_config: bool, oneway: bool, force: bool) -> None:
+        """BrokerController.registerBrokerAll: this broker's topic table to every name server of
+        namesrvAddr; with ``check_order_config`` the first answer's order-topic table is applied."""
+        api = self.broker_outer_api
+        assert api is not None
+        cfg = self.broker_config
+        wrapper = self.topic_config_wrapper()
+        timeout_s = max(cfg.register_broker_timeout_mills, 1) / 1000
+        if not force and not await api.need_register(self._identity(), wrapper.data_version, timeout_s):
+            return
+        results = await api.register_broker_all(self._identity(), NO_HA_SERVER_ADDR, wrapper, oneway=oneway,
+                                                timeout_s=timeout_s, compressed=cfg.compressed_register)
+        if check_order_config and results and results[0].kv_table is not None:
+            changed = order_topic_changes(self.topic_config_manager.table(), set(results[0].kv_table))
+            for config in changed:
+                log.info("update order topic config, topic=%s, order=%s", config.topic_name, config.order)
+                self.topic_config_manager.put(config)
+            if changed:
+                self.tables_changed(self.topic_config_manager)
+
+    def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:
+        """The topic table as registered: a broker without read or write permission publishes that
+        permission for every topic (as a fresh TopicConfig of the topic's queue numbers)."""
+        manager = self.topic_config_manager
+        version, table = manager.data_version, manager.table()
+        broker_perm = self.broker_config.broker_permission
+        if not broker_perm & PERM_READ or not broker_perm & PERM_WRITE:
+            table = {name: TopicConfig(name, read_queue_nums=c.read_queue_nums, write_queue_nums=c.write_queue_nums,
+                                       perm=broker_perm) for name, c in table.items()}
+        return TopicConfigSerializeWrapper(table, version)
+
+    def _identity(self) -> BrokerIdentity:
+        cfg = self.broker_config
+        return BrokerIdentity(cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id)
 
     # -- dispatch notifications ----------------------------------------------------------------
     def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, count: int) -> None:
@@ -514,6 +637,13 @@ class BrokerController:
     def broker_addr(self) -> str:
         """host:port clients connect to, as published in routes."""
         return f"{self.store_host.host}:{self.remoting.port}"
+
+
+def order_topic_changes(table: Mapping[str, TopicConfig], order_topics: set[str]) -> list[TopicConfig]:
+    """TopicConfigManager.updateOrderTopicConfig: the topics whose ``order`` flag must change so that
+    exactly the topics a name server lists as ordered (its ORDER_TOPIC_CONFIG KV table) are."""
+    return [dataclasses.replace(config, order=name in order_topics) for name, config in table.items()
+            if config.order != (name in order_topics)]
 
 
 def _default_properties() -> dict[str, str]:

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Final
 
+from rocketstore.client.remoting_client import split_namesrv_addr
 from rocketstore.store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
 from rocketstore.store.config import (
     ConfigError,
@@ -221,6 +222,7 @@ class BrokerConfig:
         for name, value in values.items():
             setattr(config, name, value)
         config.cluster_peer_list()  # a malformed clusterPeers fails at start-up, naming the key
+        _check_namesrv_addr(config.namesrv_addr)  # so does a malformed namesrvAddr
         return config, unknown
 
     def parse_update(self, props: Mapping[str, str]) -> dict[str, object]:
@@ -235,6 +237,8 @@ class BrokerConfig:
             raise ConfigError(key, raw, "not a broker or message store config key")
         if "cluster_peers" in values:
             _parse_peers(str(values["cluster_peers"]))
+        namesrv_addr = values.get("namesrv_addr")
+        _check_namesrv_addr(namesrv_addr if isinstance(namesrv_addr, str) else None)
         return values
 
     def apply(self, values: Mapping[str, object]) -> dict[str, str]:
@@ -277,6 +281,15 @@ if set(BROKER_FIELD_BY_KEY) & set(STORE_FIELD_BY_KEY):
 
 def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
     return convert_known(props, BROKER_FIELD_BY_KEY, _CONVERTERS)
+
+
+def _check_namesrv_addr(text: str | None) -> None:
+    """namesrvAddr is blank (no registration) or ``host:port;host:port``; ConfigError otherwise."""
+    if text and text.strip():
+        try:
+            split_namesrv_addr(text)
+        except ValueError as exc:
+            raise ConfigError("namesrvAddr", text, str(exc)) from None
 
 
 def _parse_peers(text: str) -> list[ClusterPeer]:

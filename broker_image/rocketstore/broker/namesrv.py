@@ -20,20 +20,44 @@ register, each RocketStore broker answers those questions itself on a second rem
 
 A broker whose ``brokerPermission`` lacks read or write publishes that permission for every
 topic, as RocketMQ's registerBrokerAll does.
+
+Other brokers may register here as they would with RocketMQ's name server (an Apache broker
+started with ``namesrvAddr`` pointing at this port, or another RocketStore broker):
+
+* ``REGISTER_BROKER`` (103): RegisterBrokerBody, JSON or compressed, checked against the
+  header's ``bodyCrc32`` ("crc32 not match" otherwise); kept in a RouteInfoManager
+  (route_info_manager.py) and answered with RegisterBrokerResponseHeader (no KV body: there
+  is no KV store, so no order-topic config to hand out);
+* ``UNREGISTER_BROKER`` (104) and ``QUERY_DATA_VERSION`` (322, brokers with forceRegister=false);
+* a registered broker is dropped when its connection closes or after two minutes without a
+  registration (scanned every 10 s, as NamesrvController schedules scanNotActiveBroker).
+
+Every answer above then covers both: this broker and its peers from its own tables, and the
+registered brokers from theirs (where a registered broker has the brokerName of this broker or of
+a peer already in the answer, ours is the one given), so one client sees a mixed cluster
+through this port.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 from collections.abc import Iterable
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.route_info_manager import RouteInfoManager
 from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.common.clock import now_ms
+from rocketstore.common.data_version import DataVersion
+from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.message import body_crc
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.body import TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.command import MalformedRequestError, RemotingCommand
 from rocketstore.remoting.headers import (
     BrokerData,
     ClusterInfo,
@@ -41,19 +65,27 @@ from rocketstore.remoting.headers import (
     GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
     QueueData,
+    RegisterBrokerRequestHeader,
     TopicRouteData,
+    UnRegisterBrokerRequestHeader,
 )
+from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 #: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), appended to RocketMQ's TOPIC_NOT_EXIST remark.
 APPLY_TOPIC_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+#: NamesrvController's scanNotActiveBroker schedule: first after 5 s, then every 10 s.
+SCAN_NOT_ACTIVE_DELAY_S = 5.0
+SCAN_NOT_ACTIVE_INTERVAL_S = 10.0
 
 
 class NameServer:
-    """Answers name-server requests from the broker's own tables."""
+    """Answers name-server requests from the broker's own tables and those of the brokers registered here."""
 
     def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
@@ -65,6 +97,19 @@ class NameServer:
         self.server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self._system_topics)
         self.server.register(RequestCode.GET_KV_CONFIG, self._kv_config)
         self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._kv_list)
+        self.server.register(RequestCode.REGISTER_BROKER, self._register_broker)
+        self.server.register(RequestCode.UNREGISTER_BROKER, self._unregister_broker)
+        self.server.register(RequestCode.QUERY_DATA_VERSION, self._query_data_version)
+        self.routes = RouteInfoManager()
+        self.server.on_disconnect.append(self.routes.on_connection_closed)
+        self.register_requests = 0
+        self._scan_task: asyncio.Task[None] | None = None
+        broker.add_gauge("rocketstore_namesrv_registered_brokers",
+                         "Broker addresses registered with the embedded name server",
+                         lambda: len(self.routes.broker_live_table))
+        broker.add_counter("rocketstore_namesrv_register_requests",
+                           "REGISTER_BROKER requests the embedded name server accepted",
+                           lambda: self.register_requests)
 
     @property
     def port(self) -> int:
@@ -72,12 +117,25 @@ class NameServer:
 
     async def start(self) -> None:
         await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
 
     async def stop(self, grace_s: float = 10.0) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
         await self.server.stop(grace_s)
 
+    async def _scan_loop(self) -> None:
+        await asyncio.sleep(SCAN_NOT_ACTIVE_DELAY_S)
+        while True:
+            for conn in self.routes.scan_not_active_broker(now_ms()):
+                if isinstance(conn, Connection):
+                    conn.close()
+            await asyncio.sleep(SCAN_NOT_ACTIVE_INTERVAL_S)
+
     # -- the data ----------------------------------------------------------------------------------
-    def broker_datas(self) -> list[BrokerData]:
+    def own_broker_datas(self) -> list[BrokerData]:
         """This broker first, then the peers in ``clusterPeers`` order."""
         cfg = self.broker.broker_config
         datas = [BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
@@ -88,6 +146,13 @@ class NameServer:
                                         broker_addrs={MASTER_ID: peer.addr}))
         return datas
 
+    def broker_datas(self) -> list[BrokerData]:
+        """Our own brokers, then the registered ones (by name) whose names are not ours."""
+        datas = self.own_broker_datas()
+        names = {b.broker_name for b in datas}
+        datas += [b for name, b in sorted(self.routes.broker_addr_table.items()) if name not in names]
+        return datas
+
     def _perm(self, topic: TopicConfig, own: bool) -> int:
         broker_perm = self.broker.broker_config.broker_permission
         if own and (not broker_perm & PERM_READ or not broker_perm & PERM_WRITE):
@@ -96,23 +161,34 @@ class NameServer:
 
     def route(self, topic: str) -> TopicRouteData | None:
         config = self.broker.topic_config_manager.get(topic)
-        if config is None:
-            return None
-        brokers = self.broker_datas()
-        queues = [
-            QueueData(broker_name=b.broker_name, read_queue_nums=config.read_queue_nums,
-                      write_queue_nums=config.write_queue_nums, perm=self._perm(config, i == 0),
-                      topic_sys_flag=config.topic_sys_flag)
-            for i, b in enumerate(brokers)
-        ]
-        return TopicRouteData(queue_datas=queues, broker_datas=brokers, filter_server_table={})
+        route = TopicRouteData()
+        own = self.own_broker_datas()
+        if config is not None:
+            route.broker_datas = own
+            route.queue_datas = [
+                QueueData(broker_name=b.broker_name, read_queue_nums=config.read_queue_nums,
+                          write_queue_nums=config.write_queue_nums, perm=self._perm(config, i == 0),
+                          topic_sys_flag=config.topic_sys_flag)
+                for i, b in enumerate(own)
+            ]
+        registered = self.routes.pickup_topic_route(topic)
+        if registered is not None:
+            queues, brokers, filter_servers = registered
+            ours = {b.broker_name for b in route.broker_datas}
+            route.queue_datas += [q for q in queues if q.broker_name not in ours]
+            route.broker_datas += [b for b in brokers if b.broker_name not in ours]
+            route.filter_server_table = filter_servers
+        return route if route.queue_datas else None
 
     def cluster_info(self) -> ClusterInfo:
-        brokers = self.broker_datas()
-        return ClusterInfo(
-            broker_addr_table={b.broker_name: b for b in brokers},
-            cluster_addr_table={self.broker.broker_config.broker_cluster_name: [b.broker_name for b in brokers]},
-        )
+        own = self.own_broker_datas()
+        clusters: dict[str, list[str]] = {self.broker.broker_config.broker_cluster_name: [b.broker_name for b in own]}
+        ours = set(clusters[self.broker.broker_config.broker_cluster_name])
+        for cluster, names in sorted(self.routes.cluster_addr_table.items()):
+            if names - ours:
+                clusters.setdefault(cluster, []).extend(sorted(names - ours))
+        return ClusterInfo(broker_addr_table={b.broker_name: b for b in self.broker_datas()},
+                           cluster_addr_table=clusters)
 
     # -- handlers ----------------------------------------------------------------------------------
     async def _route_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -128,18 +204,20 @@ class NameServer:
         return request.response(ResponseCode.SUCCESS, body=self.cluster_info().encode())
 
     async def _all_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS, body=_topic_list(self.broker.topic_config_manager.table()))
+        topics = [*self.broker.topic_config_manager.table(), *self.routes.topic_queue_table]
+        return request.response(ResponseCode.SUCCESS, body=_topic_list(topics))
 
     async def _topics_by_cluster(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         cluster = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields).cluster
-        topics = self.broker.topic_config_manager.table() if cluster == self.broker.broker_config.broker_cluster_name \
-            else []
-        return request.response(ResponseCode.SUCCESS, body=_topic_list(topics))
+        topics = set(self.broker.topic_config_manager.table()) \
+            if cluster == self.broker.broker_config.broker_cluster_name else set()
+        return request.response(ResponseCode.SUCCESS, body=_topic_list(topics | self.routes.topics_of_cluster(cluster)))
 
     async def _system_topics(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         # RocketMQ's getSystemTopicList: every cluster name and broker name, plus one broker address.
         brokers = self.broker_datas()
-        names = [self.broker.broker_config.broker_cluster_name, *(b.broker_name for b in brokers)]
+        names = [self.broker.broker_config.broker_cluster_name, *self.routes.cluster_addr_table,
+                 *(b.broker_name for b in brokers)]
         return request.response(ResponseCode.SUCCESS, body=_topic_list(names, self.broker.broker_addr))
 
     async def _kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -150,6 +228,43 @@ class NameServer:
     async def _kv_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         namespace = GetKVListByNamespaceRequestHeader.from_ext_fields(request.ext_fields).namespace
         return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+
+
+    # -- brokers registering here ------------------------------------------------------------------
+    async def _register_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """DefaultRequestProcessor.registerBrokerWithFilterServer (every broker since 3.0.11 sends that form)."""
+        header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        if header.body_crc32 != 0 and body_crc(request.body) != header.body_crc32:
+            log.warning("REGISTER_BROKER from %s: crc32 not match", conn.peer)
+            return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        if request.body:
+            body = RegisterBrokerBody.decode(request.body, header.compressed)
+        else:
+            body = RegisterBrokerBody(TopicConfigSerializeWrapper(data_version=DataVersion(0, 0)))
+        response = self.routes.register_broker(
+            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id, header.ha_server_addr,
+            body.topic_config_serialize_wrapper, body.filter_server_list, conn, now_ms())
+        self.register_requests += 1
+        return request.response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields())
+
+    async def _unregister_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        self.routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _query_data_version(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
+        try:
+            version = DataVersion.from_dict(parse_fastjson(request.body.decode()))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MalformedRequestError(f"QUERY_DATA_VERSION body is not a DataVersion: {exc}") from None
+        changed = self.routes.is_broker_topic_config_changed(header.broker_addr, version)
+        if not changed:
+            self.routes.update_broker_info_update_timestamp(header.broker_addr, now_ms())
+        held = self.routes.query_broker_topic_config(header.broker_addr)
+        body = json.dumps(held.to_dict(), separators=(",", ":")).encode() if held is not None else b""
+        return request.response(ResponseCode.SUCCESS, body=body,
+                                ext_fields=QueryDataVersionResponseHeader(changed=changed).to_ext_fields())
 
 
 def _topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:

@@ -75,16 +75,21 @@ __all__ = [
     "PullSysFlag",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
+    "QueryDataVersionRequestHeader",
+    "QueryDataVersionResponseHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "QueueData",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
     "SubscriptionData",
     "TopicRouteData",
+    "UnRegisterBrokerRequestHeader",
     "UnlockBatchRequestBody",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
@@ -631,6 +636,57 @@ class GetKVConfigRequestHeader(Header):
 class GetKVListByNamespaceRequestHeader(Header):
     LABEL: ClassVar[str] = "GET_KVLIST_BY_NAMESPACE"
     namespace: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class RegisterBrokerRequestHeader(Header):
+    """A broker announcing itself to a name server; the body is a RegisterBrokerBody, zlib-packed
+    when ``compressed``, whose CRC32 (UtilAll.crc32, 0 = unchecked) is ``bodyCrc32``."""
+
+    LABEL: ClassVar[str] = "REGISTER_BROKER"
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: Int64
+    compressed: bool = False
+    body_crc32: Int32 = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class RegisterBrokerResponseHeader(Header):
+    """What a name server tells a registering slave about its master (nothing for a master)."""
+
+    LABEL: ClassVar[str] = "REGISTER_BROKER response"
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class UnRegisterBrokerRequestHeader(Header):
+    LABEL: ClassVar[str] = "UNREGISTER_BROKER"
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Int64
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryDataVersionRequestHeader(Header):
+    """A broker with forceRegister=false asking whether the name server holds its current topic
+    table (the body is the broker's DataVersion)."""
+
+    LABEL: ClassVar[str] = "QUERY_DATA_VERSION"
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Int64
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryDataVersionResponseHeader(Header):
+    LABEL: ClassVar[str] = "QUERY_DATA_VERSION response"
+    changed: bool
 
 
 # -- JSON bodies -------------------------------------------------------------------------------

@@ -342,6 +342,12 @@ class _VersionedTable(ConfigManager, Generic[R]):
             self._table[record.table_key] = record
             self._version = self._version.next()
 
+    def next_version(self) -> None:
+        """Bump the data version with no change to the table (RocketMQ's dataVersion.nextVersion()
+        after a brokerPermission update, so that name servers apply the table again)."""
+        with self._lock:
+            self._version = self._version.next()
+
     def remove(self, name: str) -> R | None:
         with self._lock:
             record = self._table.pop(name, None)
