@@ -45,8 +45,11 @@ Flow control bounds what one connection can make the broker hold, both ways:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -54,6 +57,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, cast
 
+from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, server_ssl_context
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import (
@@ -265,6 +269,10 @@ class Connection(asyncio.Protocol):
             return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                     f"request code {request.code} is not supported")
         try:
+            if self.server.before_request is not None:  # RocketMQ's server RPC hook (the ACL check)
+                refused = self.server.before_request(request, self.peer)
+                if refused is not None:
+                    return refused
             return handler(self, request)
         except Exception as exc:
             return self._error_response(request, exc)
@@ -350,9 +358,19 @@ def _shorten(text: str) -> str:
 class RemotingServer:
     """Accepts connections and routes requests to handlers registered by request code."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: TlsSettings | None = None) -> None:
         self.host = host
         self.port = port
+        #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
+        self.tls = tls
+        #: Run before each request's handler with the client's host:port: None lets it through,
+        #: a response refuses it (RocketMQ's doBeforeRpcHooks; the ACL check sets it).
+        self.before_request: Callable[[RemotingCommand, str], RemotingCommand | None] | None = None
+        #: Connections taken by the TLS-aware listener: with TLS, plain, refused (enforcing).
+        self.tls_connections = 0
+        self.plain_connections = 0
+        self.refused_plain_connections = 0
+        self._listener: TlsSniffingListener | None = None
         self.handlers: dict[int, Handler] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
@@ -379,6 +397,10 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.tls is not None and self.tls.enabled:
+            self._listener = TlsSniffingListener(self, server_ssl_context(self.tls))
+            self.port = await self._listener.start()
+            return
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -387,6 +409,8 @@ class RemotingServer:
         """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close."""
         if self._server is not None:
             self._server.close()
+        if self._listener is not None:
+            await self._listener.stop()
         pending = [t for c in self.connections for t in c.tasks]
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace_s)
@@ -396,3 +420,105 @@ class RemotingServer:
             conn.close()
         if self._server is not None:
             await self._server.wait_closed()  # after the connections: 3.12+ waits for them
+
+
+#: The first byte of a TLS handshake record (RocketMQ's HandshakeHandler.HANDSHAKE_MAGIC_CODE).
+TLS_HANDSHAKE_BYTE: Final = 0x16
+#: How long an accepted connection may stay silent before its first byte decides TLS or plain.
+SNIFF_TIMEOUT_S: Final = 120.0
+
+
+class TlsSniffingListener:
+    """Accepts connections for a TLS port: the first byte (peeked, not consumed) picks TLS or plain.
+
+    RocketMQ's HandshakeHandler: 0x16 starts a TLS handshake with the server's SSLContext; any other
+    first byte is a plain connection in permissive mode and is closed in enforcing mode. The
+    accepted socket then becomes an ordinary :class:`Connection` through
+    ``loop.connect_accepted_socket``, which runs the handshake when TLS was chosen.
+    """
+
+    def __init__(self, server: RemotingServer, context: ssl.SSLContext) -> None:
+        self.server = server
+        self.context = context
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self._sock = sock = socket.create_server((self.server.host or "0.0.0.0", self.server.port), backlog=1024)
+        sock.setblocking(False)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock), name="tls-accept")
+        return int(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        for task in (self._accepting, *self._pending):
+            if task is not None:
+                task.cancel()
+        for task in (self._accepting, *self._pending):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._sock is not None:
+            self._sock.close()
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._take(conn))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def _take(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            first = await asyncio.wait_for(_peek_first_byte(loop, conn), SNIFF_TIMEOUT_S)
+            if not first:
+                conn.close()
+                return
+            server = self.server
+            if first[0] == TLS_HANDSHAKE_BYTE:
+                await loop.connect_accepted_socket(lambda: Connection(server), conn, ssl=self.context)
+                server.tls_connections += 1
+            elif server.tls is not None and server.tls.mode is TlsMode.ENFORCING:
+                server.refused_plain_connections += 1
+                log.warning("closing a plain connection from %s: tls.server.mode is enforcing",
+                            _peer_text(conn))
+                conn.close()
+            else:
+                await loop.connect_accepted_socket(lambda: Connection(server), conn)
+                server.plain_connections += 1
+        except (OSError, ssl.SSLError, TimeoutError) as exc:  # a failed handshake ends that connection only
+            log.info("connection from %s dropped before serving: %s", _peer_text(conn), exc)
+            conn.close()
+
+
+async def _peek_first_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> bytes:
+    """The connection's first byte, left in the socket for whoever reads next ("" at EOF)."""
+    conn.setblocking(False)
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(conn.fileno(), ready)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(conn.fileno())
+    return conn.recv(1, socket.MSG_PEEK)
+
+
+def _peer_text(conn: socket.socket) -> str:
+    try:
+        peer = conn.getpeername()
+    except OSError:
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)

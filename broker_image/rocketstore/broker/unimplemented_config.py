@@ -77,7 +77,6 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "enableMultiDispatch": _LMQ,
     "maxLmqConsumeQueueNum": _LMQ,
     # -- BrokerConfig --
-    "rocketmqHome": "not read: RocketStore keeps its config tables under storePathRootDir/config",
     "namesrvAddr": _NAMESRV,
     "fetchNamesrvAddrByAddressServer": _NAMESRV,
     "registerBrokerTimeoutMills": _NAMESRV,
@@ -124,7 +123,6 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "expectConsumerNumUseFilter": _BLOOM,
     "maxErrorRateOfBloomFilter": _BLOOM,
     "filterDataCleanTimeSpan": _BLOOM,
-    "aclEnable": "no ACL: requests are not authenticated and every client has full access",
     "enableDetailStat": "no per-topic/group statistics beyond /metrics",
     "autoDeleteUnusedStats": "no per-topic/group statistics beyond /metrics",
     "isolateLogEnable": _NO_EFFECT,

@@ -1,0 +1,237 @@
+"""RocketMQ's ``PlainPermissionManager``: plain_acl.yml parsed into a table, the decision, hot reload.
+
+The decision (:func:`validate`) is a pure function of the table and the request's needs and
+returns RocketMQ's AclException message, or None when the request may proceed. Its order is
+RocketMQ 4.9.8's:
+
+1. a ``globalWhiteRemoteAddresses`` pattern matching the client's address allows everything;
+2. no ``AccessKey`` field: "No accessKey is configured"; an unknown one: "No acl config for AK";
+3. the account's ``whiteRemoteAddress`` matching the client allows everything (RocketMQ skips the
+   signature and the permissions then, and so does this);
+4. the signature must match: "Check signature failed for accessKey=AK";
+5. a send to ``RMQ_SYS_TRACE_TOPIC`` (message traces) is allowed;
+6. admin-only codes need ``admin: true``; then every needed resource is checked against the
+   account's topicPerms/groupPerms, else its defaultTopicPerm/defaultGroupPerm ("No default
+   permission for topic:T" / "group:G" in both cases, RocketMQ's wording). An admin account
+   with neither list owns every resource.
+
+Files. Like RocketMQ, every ``*.yml``/``*.yaml`` under ``HOME/conf/acl`` and the default file
+``HOME/conf/plain_acl.yml`` (the ``rocketmq.acl.plain.file`` key, relative to HOME unless absolute,
+moves it) are read; the first file defining an access key owns it (others are ignored with a
+warning), and global white addresses add up. :class:`PlainPermissionManager` re-reads them all
+when any file's size or modification time changes, or a file appears or disappears (polled every
+:data:`WATCH_INTERVAL_S`); a file that does not parse leaves the previous table in force and is
+logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from rocketstore.broker.acl.acl_signer import cal_signature
+from rocketstore.broker.acl.permission import PUB, check_permission, need_admin_perm, parse_perm
+from rocketstore.broker.acl.plain_access_resource import NeededAccess, PlainAccount, is_retry_topic, print_resource
+from rocketstore.broker.acl.remote_address_strategy import AclConfigError, RemoteAddressStrategy, parse_strategy
+from rocketstore.common.mix_all import retry_topic
+from rocketstore.common.topic_validator import RMQ_SYS_TRACE_TOPIC
+
+log = logging.getLogger(__name__)
+
+#: How often the ACL files are looked at for changes.
+WATCH_INTERVAL_S: Final = 1.0
+#: RocketMQ's AclConstants.ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: keys must be longer.
+KEY_MIN_LENGTH: Final = 6
+DEFAULT_ACL_FILE: Final = "conf/plain_acl.yml"
+ACL_DIR: Final = "conf/acl"
+
+
+@dataclass(frozen=True, slots=True)
+class AclTable:
+    """Everything the decision reads: global white patterns and accounts by access key."""
+
+    global_white: tuple[RemoteAddressStrategy, ...] = ()
+    accounts: Mapping[str, PlainAccount] = field(default_factory=dict)
+
+
+def validate(table: AclTable, needed: NeededAccess) -> str | None:
+    """RocketMQ's reason to refuse ``needed`` (the AclException message), or None to allow it."""
+    if any(strategy.match(needed.remote_address) for strategy in table.global_white):
+        return None
+    if needed.access_key is None:
+        return "No accessKey is configured"
+    account = table.accounts.get(needed.access_key)
+    if account is None:
+        return f"No acl config for {needed.access_key}"
+    if account.white_remote_address.match(needed.remote_address):
+        return None
+    if cal_signature(needed.content, account.secret_key) != needed.signature:
+        return f"Check signature failed for accessKey={needed.access_key}"
+    if needed.resources.get(RMQ_SYS_TRACE_TOPIC) == PUB:
+        return None
+    return check_perm(needed, account)
+
+
+def check_perm(needed: NeededAccess, account: PlainAccount) -> str | None:
+    """The admin flag and each resource's permission (PlainPermissionManager.checkPerm)."""
+    if need_admin_perm(needed.request_code) and not account.admin:
+        return (f"Need admin permission for request code={needed.request_code}, "
+                f"but accessKey={account.access_key} is not")
+    if not needed.resources or (account.resources is None and account.admin):
+        return None
+    owned = account.resources or {}
+    for resource, perm in needed.resources.items():
+        is_group = is_retry_topic(resource)
+        if resource in owned:
+            granted = owned[resource]
+        else:
+            granted = account.default_group_perm if is_group else account.default_topic_perm
+        if not check_permission(perm, granted):
+            return f"No default permission for {print_resource(resource)}"
+    return None
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+
+def parse_account(entry: Any, source: str) -> PlainAccount:
+    """One ``accounts`` item; raises AclConfigError (naming ``source``) where RocketMQ throws."""
+    if not isinstance(entry, Mapping):
+        raise AclConfigError(f"{source}: an accounts entry is not a mapping: {entry!r}")
+    access_key = _text(entry.get("accessKey"))
+    secret_key = _text(entry.get("secretKey"))
+    if access_key is None or secret_key is None or len(access_key) <= KEY_MIN_LENGTH \
+            or len(secret_key) <= KEY_MIN_LENGTH:
+        raise AclConfigError(f"{source}: The accessKey={access_key} and secretKey={'***' if secret_key else None} "
+                             f"cannot be null and length should longer than {KEY_MIN_LENGTH}")
+    resources: dict[str, int] = {}
+    for key, is_topic in (("groupPerms", False), ("topicPerms", True)):
+        items = entry.get(key) or []
+        if not isinstance(items, list):
+            raise AclConfigError(f"{source}: {key} of {access_key} is not a list")
+        for item in items:
+            parts = [part for part in str(item).split("=") if part]
+            if len(parts) != 2:
+                kind = "topic" if is_topic else "group"
+                raise AclConfigError(f"{source}: Parse resource permission failed for {kind}:{item}")
+            name = parts[0].strip()
+            resources[name if is_topic else retry_topic(name)] = parse_perm(parts[1])
+    admin = entry.get("admin", False)
+    return PlainAccount(
+        access_key=access_key,
+        secret_key=secret_key,
+        white_remote_address=parse_strategy(_text(entry.get("whiteRemoteAddress"))),
+        admin=admin if isinstance(admin, bool) else str(admin).strip().lower() == "true",
+        default_topic_perm=parse_perm(_text(entry.get("defaultTopicPerm"))),
+        default_group_perm=parse_perm(_text(entry.get("defaultGroupPerm"))),
+        resources=resources or None,
+    )
+
+
+def build_table(documents: Sequence[tuple[str, Any]]) -> AclTable:
+    """The table of several parsed files (name, YAML document), first definition of a key winning."""
+    global_white: list[RemoteAddressStrategy] = []
+    accounts: dict[str, PlainAccount] = {}
+    for source, document in documents:
+        if document is None:
+            continue
+        if not isinstance(document, Mapping):
+            raise AclConfigError(f"{source}: the top level is not a mapping")
+        patterns = document.get("globalWhiteRemoteAddresses") or []
+        if not isinstance(patterns, list):
+            raise AclConfigError(f"{source}: globalWhiteRemoteAddresses is not a list")
+        global_white.extend(parse_strategy(_text(pattern)) for pattern in patterns)
+        entries = document.get("accounts") or []
+        if not isinstance(entries, list):
+            raise AclConfigError(f"{source}: accounts is not a list")
+        for entry in entries:
+            account = parse_account(entry, source)
+            if account.access_key in accounts:
+                log.warning("%s: accessKey %s is already defined in another ACL file; ignored", source,
+                            account.access_key)
+                continue
+            accounts[account.access_key] = account
+    return AclTable(global_white=tuple(global_white), accounts=accounts)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def acl_files(home: Path, default_file: Path) -> list[Path]:
+    """Every ACL file RocketMQ reads under ``home``: ``conf/acl/**/*.yml|yaml``, then the default file."""
+    found: list[Path] = []
+    acl_dir = home / ACL_DIR
+    if acl_dir.is_dir():
+        found = sorted(p for p in acl_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml"))
+    if default_file.is_file() and default_file not in found:
+        found.append(default_file)
+    return found
+
+
+def default_acl_file(home: Path, configured: str | None) -> Path:
+    """``rocketmq.acl.plain.file`` (absolute, or relative to home), else ``home/conf/plain_acl.yml``."""
+    path = Path(configured or DEFAULT_ACL_FILE)
+    return path if path.is_absolute() else home / path
+
+
+class PlainPermissionManager:
+    """Holds the current :class:`AclTable` of the files under ``home`` and reloads it when they change."""
+
+    def __init__(self, home: Path, default_file: Path) -> None:
+        self.home = home
+        self.default_file = default_file
+        self.table = AclTable()
+        self.reloads = 0
+        self.reload_failures = 0
+        self._stamp: tuple[tuple[str, int, int], ...] | None = None
+
+    def _current_stamp(self) -> tuple[tuple[str, int, int], ...]:
+        stamp = []
+        for path in acl_files(self.home, self.default_file):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            stamp.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(stamp)
+
+    def load(self) -> None:
+        """Read every file now; raises AclConfigError (or OSError) and keeps the old table if one is bad."""
+        stamp = self._current_stamp()
+        documents: list[tuple[str, Any]] = []
+        for path_text, _, _ in stamp:
+            with open(path_text, encoding="utf-8") as f:
+                try:
+                    documents.append((path_text, yaml.safe_load(f)))
+                except yaml.YAMLError as exc:
+                    raise AclConfigError(f"{path_text}: not YAML: {exc}") from exc
+        self.table = build_table(documents)
+        self._stamp = stamp
+        log.info("ACL loaded from %s: %d accounts, %d global white address patterns",
+                 ", ".join(p for p, _, _ in stamp) or "no file", len(self.table.accounts),
+                 len(self.table.global_white))
+
+    def reload_if_changed(self) -> bool:
+        """Reload when a file changed since the last load; True if a new table is in force."""
+        stamp = self._current_stamp()
+        if stamp == self._stamp:
+            return False
+        try:
+            self.load()
+        except (AclConfigError, OSError) as exc:
+            self.reload_failures += 1
+            self._stamp = stamp  # logged once per change, not every poll
+            log.error("ACL files changed but were not reloaded, the previous ACL stays in force: %s", exc)
+            return False
+        self.reloads += 1
+        return True
+
