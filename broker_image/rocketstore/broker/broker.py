@@ -295,13 +295,17 @@ class BrokerController:
             self.add_counter(f"rocketstore_{name}", doc, read)
 
     def _add_tls_metrics(self) -> None:
-        remoting = self.remoting
+        """Connections of the broker's and the name server's ports together (both serve TLS)."""
+        def servers() -> list[RemotingServer]:
+            return [self.remoting] + ([self.namesrv.server] if self.namesrv is not None else [])
+
         for name, doc, read in (
-            ("tls_connections", "Remoting connections served with TLS", lambda: remoting.tls_connections),
+            ("tls_connections", "Remoting connections served with TLS",
+             lambda: sum(s.tls_connections for s in servers())),
             ("plain_connections", "Remoting connections served in plain text on a TLS port",
-             lambda: remoting.plain_connections),
+             lambda: sum(s.plain_connections for s in servers())),
             ("tls_refused_plain_connections", "Plain connections closed by tls.server.mode=enforcing",
-             lambda: remoting.refused_plain_connections),
+             lambda: sum(s.refused_plain_connections for s in servers())),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
 
