@@ -6,20 +6,26 @@ Apache's hook. A refused request reaches the Java client as RocketMQ 4.9.8 answe
 ``MQBrokerException`` with code 1 (SYSTEM_ERROR) and the remark
 ``org.apache.rocketmq.acl.common.AclException: <reason>``. The broker runs without the e2e
 recording proxy: the ACL sees the client's own address (127.0.0.1), which the white-address
-tests rely on.
+tests rely on. Apache's ``mqadmin`` (rocketmq-tools 4.9.7) signs with the account of its
+``conf/tools.yml``.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import java_rocketmq
 import pytest
 from broker_process import Broker
 from e2e_support import LIGHT_JVM
 from java_rocketmq import ClientDriver, DriverResult
+
+from rocketstore.remoting.codes import RequestCode
 
 pytestmark = pytest.mark.integration
 
@@ -160,3 +166,46 @@ def test_changed_file_is_reloaded_while_the_broker_runs(acl_broker: Broker, driv
     wait_reloads(acl_broker, int(reloads) + 3)
     result = driver.run("acl-produce", "-t", "AclTopicB", "-c", 1, "--ak", AK, "--sk", SK, check=False)
     assert refusal(result) == "No default permission for topic:AclTopicB"
+
+
+# -- Apache's mqadmin (rocketmq-tools 4.9.7) with credentials ------------------------------------------
+
+
+def mqadmin(broker: Broker, home: Path, *args: str) -> str:
+    """``mqadmin ARGS`` with rocketmq.home.dir=home, whose conf/tools.yml (if any) holds its credentials
+    (MQAdminStartup signs with AclUtils.getAclRPCHook(home + "/conf/tools.yml")); stdout + stderr."""
+    java_rocketmq.build_anchor()
+    cmd = [shutil.which("java") or "java", "-Xmx256m", *LIGHT_JVM, f"-Drocketmq.home.dir={home}",
+           f"-Duser.home={home}", "-cp", str(java_rocketmq.anchor_lib(java_rocketmq.ANCHOR_VERSION) / "*"),
+           "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", broker.namesrv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return proc.stdout + proc.stderr
+
+
+def tools_home(tmp_path: Path, name: str, credentials: tuple[str, str] | None) -> Path:
+    home = tmp_path / name
+    (home / "conf").mkdir(parents=True)
+    # MQAdminStartup configures logback from home/conf/logback_tools.xml and fails without it
+    (home / "conf" / "logback_tools.xml").write_text("<configuration><root level=\"OFF\"/></configuration>\n")
+    if credentials is not None:
+        (home / "conf" / "tools.yml").write_text(f"accessKey: {credentials[0]}\nsecretKey: \"{credentials[1]}\"\n")
+    return home
+
+
+def test_mqadmin_with_credentials(acl_broker: Broker, tmp_path: Path) -> None:
+    """updateTopic (UPDATE_AND_CREATE_TOPIC, an admin-only code) works with the admin account's
+    tools.yml, and is refused, with RocketMQ's remark, for an ordinary account and without one."""
+    admin = tools_home(tmp_path, "admin", (ADMIN_AK, "87654321"))
+    out = mqadmin(acl_broker, admin, "updateTopic", "-b", acl_broker.addr, "-t", "AclAdminCreated")
+    assert "create topic to " in out and "success" in out, out
+    out = mqadmin(acl_broker, admin, "topicRoute", "-t", "AclAdminCreated")
+    assert '"brokerName":"broker-a"' in out.replace(" ", "").replace("\n", ""), out
+
+    ordinary = tools_home(tmp_path, "ordinary", (AK, SK))
+    out = mqadmin(acl_broker, ordinary, "updateTopic", "-b", acl_broker.addr, "-t", "AclNotCreated")
+    code = int(RequestCode.UPDATE_AND_CREATE_TOPIC)
+    assert f"{ACL_EXCEPTION}Need admin permission for request code={code}, but accessKey={AK} is not" in out, out
+
+    nobody = tools_home(tmp_path, "nobody", None)
+    out = mqadmin(acl_broker, nobody, "updateTopic", "-b", acl_broker.addr, "-t", "AclNotCreated")
+    assert f"{ACL_EXCEPTION}No accessKey is configured" in out, out
