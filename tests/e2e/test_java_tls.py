@@ -17,55 +17,21 @@ server too, which therefore shares the broker's TLS settings. Server modes:
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from broker_process import Broker
 from e2e_support import LIGHT_JVM
 from java_rocketmq import ClientDriver
+from tls_certs import Certs, make_certs
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass(frozen=True)
-class Certs:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    other_ca: Path
-
-
-def _openssl(*args: str | Path, cwd: Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def _signed(name: str, subject: str, ext: str, ca: str, cwd: Path) -> None:
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-subj", subject,
-             "-out", f"{name}.csr", cwd=cwd)
-    (cwd / f"{name}.ext").write_text(ext)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
-             "-days", "2", "-sha256", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=cwd)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not on PATH")
-    d = tmp_path_factory.mktemp("certs")
-    for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-subj",
-                 f"/CN=RocketStore test {ca}", "-days", "2", "-out", f"{ca}.pem", cwd=d)
-    _signed("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-            "ca", d)
-    _signed("client", "/CN=rocketstore-test-client", "extendedKeyUsage=clientAuth\n", "ca", d)
-    return Certs(d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key",
-                 d / "other-ca.pem")
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def tls_jvm(trust: Path, cert: Path | None = None, key: Path | None = None) -> list[str]:

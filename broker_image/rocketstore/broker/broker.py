@@ -306,6 +306,8 @@ class BrokerController:
              lambda: sum(s.plain_connections for s in servers())),
             ("tls_refused_plain_connections", "Plain connections closed by tls.server.mode=enforcing",
              lambda: sum(s.refused_plain_connections for s in servers())),
+            ("tls_certificate_reloads", "TLS certificate files reloaded after a change (per port)",
+             lambda: sum(s.tls_certificate_reloads for s in servers())),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
 

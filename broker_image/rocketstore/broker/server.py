@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, cast
 
-from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, server_ssl_context
+from rocketstore.broker.tls_system_config import ReloadingSslContext, TlsMode, TlsSettings
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import (
@@ -380,6 +380,11 @@ class RemotingServer:
         self._malformed_log_at = float("-inf")
         self._server: asyncio.Server | None = None
 
+    @property
+    def tls_certificate_reloads(self) -> int:
+        """How often the TLS certificate files were reloaded after a change."""
+        return self._listener.contexts.reloads if self._listener is not None else 0
+
     def report_malformed(self, conn: Connection, request: RemotingCommand, error: str) -> None:
         """Count a malformed request; log one line about it unless one was logged recently."""
         self.malformed_requests += 1
@@ -398,7 +403,7 @@ class RemotingServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.tls is not None and self.tls.enabled:
-            self._listener = TlsSniffingListener(self, server_ssl_context(self.tls))
+            self._listener = TlsSniffingListener(self, ReloadingSslContext(self.tls))
             self.port = await self._listener.start()
             return
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
@@ -437,9 +442,9 @@ class TlsSniffingListener:
     ``loop.connect_accepted_socket``, which runs the handshake when TLS was chosen.
     """
 
-    def __init__(self, server: RemotingServer, context: ssl.SSLContext) -> None:
+    def __init__(self, server: RemotingServer, contexts: ReloadingSslContext) -> None:
         self.server = server
-        self.context = context
+        self.contexts = contexts
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
@@ -484,7 +489,7 @@ class TlsSniffingListener:
                 return
             server = self.server
             if first[0] == TLS_HANDSHAKE_BYTE:
-                await loop.connect_accepted_socket(lambda: Connection(server), conn, ssl=self.context)
+                await loop.connect_accepted_socket(lambda: Connection(server), conn, ssl=self.contexts.current())
                 server.tls_connections += 1
             elif server.tls is not None and server.tls.mode is TlsMode.ENFORCING:
                 server.refused_plain_connections += 1

@@ -15,6 +15,11 @@ properties, then applies the file the same way:
 ``tls.server.need.client.auth``  ``none`` / ``optional`` / ``require`` a client certificate
 ``tls.config.file``              the properties file read after broker.conf
 
+The certificate, key and trust files are looked at again (at most once a second, when a client
+connects) and a new SSLContext is built when one of them changed, so renewed certificates (a
+Kubernetes Secret updated in place) are served without a restart; connections already open keep
+theirs. Files that do not load then are logged and the previous context stays in use.
+
 Differences from RocketMQ: its default mode is permissive with ``tls.test.mode.enable=true``, which
 serves a self-signed certificate generated at start; RocketStore serves TLS only when a mode other
 than disabled is configured, and always with the configured certificate (``tls.test.mode.enable``
@@ -28,13 +33,21 @@ to the name server too).
 from __future__ import annotations
 
 import enum
+import logging
+import os
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.store.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: How often, at most, the certificate files are looked at for changes.
+RELOAD_CHECK_INTERVAL_S = 1.0
 
 
 class TlsMode(enum.Enum):
@@ -141,3 +154,41 @@ def broker_tls_settings(config: BrokerConfig) -> TlsSettings:
         need_client_auth=config.tls_server_need_client_auth,
     )
     return load_tls_settings(base, config.tls_config_file) if base.enabled else base
+
+
+class ReloadingSslContext:
+    """The server's SSLContext, rebuilt when its certificate, key or trust file changes."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self.settings = settings
+        self.reloads = 0
+        self._stamp = self._files_stamp()
+        self._context = server_ssl_context(settings)  # a bad file at start raises ConfigError
+        self._checked_at = time.monotonic()
+
+    def _files_stamp(self) -> tuple[tuple[int, int] | None, ...]:
+        stamp: list[tuple[int, int] | None] = []
+        for path in (self.settings.cert_path, self.settings.key_path, self.settings.trust_cert_path):
+            try:
+                st = os.stat(path) if path else None
+            except OSError:
+                st = None
+            stamp.append(None if st is None else (st.st_mtime_ns, st.st_size))
+        return tuple(stamp)
+
+    def current(self) -> ssl.SSLContext:
+        """The context to hand the next connection (rebuilt first if the files changed)."""
+        now = time.monotonic()
+        if now - self._checked_at >= RELOAD_CHECK_INTERVAL_S:
+            self._checked_at = now
+            stamp = self._files_stamp()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._context = server_ssl_context(self.settings)
+                except ConfigError as exc:
+                    log.error("TLS files changed but do not load; still serving the previous certificate: %s", exc)
+                else:
+                    self.reloads += 1
+                    log.info("TLS certificate files changed: reloaded %s", self.settings.cert_path)
+        return self._context
