@@ -98,6 +98,15 @@ def test_allowed_account_produces_and_pulls(driver: ClientDriver, unique_name: C
     assert {"body-0", "body-1", "body-2"} <= {line["body"] for line in pulled.of("pulled")}
 
 
+def test_binary_headers_are_signed_alike(acl_broker: Broker, tmp_path: Path) -> None:
+    """With ``rocketmq.serialize.type=ROCKETMQ`` the same ext fields travel in the binary header."""
+    driver = ClientDriver(acl_broker.namesrv, tmp_path, serialize_type="ROCKETMQ", poll_namesrv_ms=1000,
+                          heartbeat_ms=1000, jvm_args=LIGHT_JVM)
+    assert driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", SK).summary["sent"] == 1
+    result = driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", "not-the-secret", check=False)
+    assert refusal(result) == f"Check signature failed for accessKey={AK}"
+
+
 def test_denied_topic_and_group(driver: ClientDriver) -> None:
     result = driver.run("acl-produce", "-t", "AclTopicB", "-c", 1, "--ak", AK, "--sk", SK, check=False)
     assert result.returncode != 0 and not result.of("sent")
