@@ -67,6 +67,11 @@ def test_permission_bits_as_rocketmq_compares_them() -> None:
     ("10.0.0.1,10.0.0.9", ["10.0.0.9"], ["10.0.0.2"]),
     ("127.0.0.1", ["127.0.0.1"], ["127.0.0.2", "not an address"]),
     ("::1", ["0:0:0:0:0:0:0:1", "::1"], ["::2", "127.0.0.1"]),
+    ("2001:db8:0:0:0:0:0:*", ["2001:db8::1", "2001:db8::ffff"], ["2001:db8::1:0", "2001:db9::1", "10.0.0.1"]),
+    ("2001:db8:0:0:0:0:0:10-ff", ["2001:db8::10", "2001:db8::ff"], ["2001:db8::f", "2001:db8::100"]),
+    ("2001:db8:0:0:0:0:a-c:*", ["2001:db8::a:1", "2001:db8::c:ffff"], ["2001:db8::d:1", "2001:db8::9:0"]),
+    # RocketMQ's expandIP leaves a '::' right before the range empty: the range is the fourth group
+    ("2001:db8::10-ff", ["2001:db8:0:10::", "2001:db8:0:ff:1::1"], ["2001:db8::10", "2001:db8:1:10::"]),
 ])
 def test_white_remote_address_forms(pattern: str, inside: list[str], outside: list[str]) -> None:
     strategy = parse_strategy(pattern)
@@ -74,7 +79,8 @@ def test_white_remote_address_forms(pattern: str, inside: list[str], outside: li
     assert not any(strategy.match(a) for a in outside), [a for a in outside if strategy.match(a)]
 
 
-@pytest.mark.parametrize("pattern", ["192.168.1", "300.1.1.*", "1.2.3.9-2", "a.b.c.d", "1.2.3.{x}", "2001:db8::1-ff"])
+@pytest.mark.parametrize("pattern", ["192.168.1", "300.1.1.*", "1.2.3.9-2", "a.b.c.d", "1.2.3.{x}", "2001:*:1",
+                                     "2001:db8::1-g", "2001:1-2::1", "1:2:3:5-1"])
 def test_white_remote_address_rejects_what_rocketmq_rejects(pattern: str) -> None:
     with pytest.raises(AclConfigError, match="remote address pattern"):
         parse_strategy(pattern)
