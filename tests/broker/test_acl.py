@@ -112,3 +112,32 @@ def test_tls_properties_file_overrides_broker_conf(tmp_path: Path) -> None:
     assert load_tls_settings(base, str(tmp_path / "absent")) == base
     assert [TlsMode.parse(t) for t in ("disabled", "enforcing", "permissive", "bogus")] == \
         [TlsMode.DISABLED, TlsMode.ENFORCING, TlsMode.PERMISSIVE, TlsMode.PERMISSIVE]
+
+
+@pytest.mark.integration
+def test_acl_edits_fail_cleanly(broker_factory: Callable[..., BrokerHandle], tmp_path: Path) -> None:
+    """Without aclEnable there is nothing to edit; a file that cannot be written makes an edit fail
+    with the OSError as remark (here the default file is a directory; in Kubernetes, a read-only
+    Secret mount); the broker keeps serving."""
+    plain = broker_factory()
+    client = plain.client()
+    reply = client.call(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "whoever1"})
+    assert reply.code == ResponseCode.DELETE_ACL_CONFIG_FAILED and "aclEnable=false" in (reply.remark or "")
+
+    home = home_with(tmp_path, None)
+    (home / "conf" / "acl").mkdir()
+    (home / "conf" / "acl" / "accounts.yml").write_text(ACL)
+    (home / "conf" / "plain_acl.yml").mkdir()  # the default file, where a new account goes
+    broker = broker_factory(acl_enable=True, rocketmq_home=str(home))
+    client = broker.client()
+    create = {"accessKey": "another1", "secretKey": "another-secret", "admin": "false"}
+    reply = client.receive(client.send(signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, create)))
+    assert reply.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+    assert "Is a directory" in (reply.remark or ""), reply.remark
+    # an account of conf/acl/ is updated in its own file
+    update = {"accessKey": AK, "secretKey": SK, "topicPerms": "ReadOnly=PUB"}
+    reply = client.receive(client.send(signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, update)))
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    assert "ReadOnly=PUB" in (home / "conf" / "acl" / "accounts.yml").read_text()
+    sent = client.receive(client.send(signed(RequestCode.SEND_MESSAGE_V2, send_fields("ReadOnly"), b"x")))
+    assert sent.code == ResponseCode.SUCCESS, sent.remark

@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 from rocketstore.broker.acl.acl_signer import cal_signature, request_content
 from rocketstore.broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 from rocketstore.broker.acl.plain_access_resource import NeededAccess, parse_request
-from rocketstore.broker.acl.plain_permission_manager import AclTable, build_table, validate
+from rocketstore.broker.acl.plain_permission_manager import (
+    AclTable,
+    build_table,
+    check_resource_perms,
+    document_version,
+    updated_account,
+    validate,
+    with_next_version,
+)
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError, parse_strategy
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.command import RemotingCommand
@@ -229,3 +237,33 @@ def test_any_request_signed_with_the_right_secret_passes_the_signature_check(ext
     tampered = NeededAccess(request_code=0, remote_address=needed.remote_address, access_key="account1",
                             signature=needed.signature, content=needed.content + b"x")
     assert validate(acl, tampered) == "Check signature failed for accessKey=account1"
+
+
+# -- mqadmin's edits, on a file's document ------------------------------------------------------
+
+
+def test_updated_account_keeps_what_the_change_leaves_out() -> None:
+    existing = account(whiteRemoteAddress="10.0.0.*")
+    entry = updated_account(existing, {"accessKey": "account1", "secretKey": "", "whiteRemoteAddress": None,
+                                       "admin": True, "defaultTopicPerm": "PUB", "defaultGroupPerm": None,
+                                       "topicPerms": None, "groupPerms": ["G=SUB"]})
+    assert entry["secretKey"] == SECRET and entry["whiteRemoteAddress"] == "10.0.0.*"
+    assert entry["admin"] is True and entry["defaultTopicPerm"] == "PUB" and entry["defaultGroupPerm"] == "SUB"
+    assert entry["topicPerms"] == existing["topicPerms"] and entry["groupPerms"] == ["G=SUB"]
+    with pytest.raises(AclConfigError, match="accessKey=short"):
+        updated_account(None, {"accessKey": "short"})
+
+
+def test_resource_perms_of_an_update_are_checked() -> None:
+    check_resource_perms(["a=PUB", "b=SUB|PUB", "c=DENY"])
+    with pytest.raises(AclConfigError, match="'Res=Perm'"):
+        check_resource_perms(["a"])
+    with pytest.raises(AclConfigError, match="expected permissions"):
+        check_resource_perms(["a=WRITE"])
+
+
+def test_each_edit_counts_the_data_version_up() -> None:
+    first = with_next_version({"accounts": []})
+    assert first["dataVersion"][0]["counter"] == 1
+    assert document_version(with_next_version(first)).counter == 2
+    assert document_version({"dataVersion": "nonsense"}).counter == 0

@@ -218,3 +218,50 @@ def test_mqadmin_with_credentials(acl_broker: Broker, tmp_path: Path) -> None:
     nobody = tools_home(tmp_path, "nobody", None)
     out = mqadmin(acl_broker, nobody, "updateTopic", "-b", acl_broker.addr, "-t", "AclNotCreated")
     assert f"{ACL_EXCEPTION}No accessKey is configured" in out, out
+
+
+def test_mqadmin_acl_verbs_edit_the_file(acl_broker: Broker, driver: ClientDriver, tmp_path: Path) -> None:
+    """updateAclConfig, deleteAccessConfig, updateGlobalWhiteAddr and clusterAclConfigVersion (request
+    codes 50-53) as Apache's mqadmin prints them; each edit is in the file and in force at once."""
+    path = acl_file(acl_broker)
+    original = path.read_text()
+    admin = tools_home(tmp_path, "admin", (ADMIN_AK, "87654321"))
+    addr = acl_broker.addr
+    try:
+        out = mqadmin(acl_broker, admin, "clusterAclConfigVersion", "-b", addr)
+        assert "get broker's plain access config version success." in out, out
+        assert re.search(rf"TestCluster\s+broker-a\s+{re.escape(addr)}\s+{re.escape(str(path))}\s+0\s", out), out
+
+        out = mqadmin(acl_broker, admin, "updateAclConfig", "-b", addr, "-a", "newAccount1", "-s", "newSecret1",
+                      "-i", "DENY", "-t", "AclNewTopic=PUB")
+        assert f"create or update plain access config to {addr} success." in out, out
+        assert "newAccount1" in path.read_text() and "AclNewTopic=PUB" in path.read_text()
+        sent = driver.run("acl-produce", "-t", "AclNewTopic", "-c", 1, "--ak", "newAccount1", "--sk", "newSecret1")
+        assert sent.summary["sent"] == 1
+        out = mqadmin(acl_broker, admin, "clusterAclConfigVersion", "-b", addr)
+        assert re.search(rf"{re.escape(str(path))}\s+1\s", out), out
+
+        out = mqadmin(acl_broker, admin, "updateAclConfig", "-b", addr, "-a", "newAccount1", "-s", "newSecret1",
+                      "-t", "AclNewTopic=BOGUS")
+        assert "The expected permissions are 'SUB' or 'PUB'" in out, out
+
+        out = mqadmin(acl_broker, admin, "deleteAccessConfig", "-b", addr, "-a", "newAccount1")
+        assert f"delete plain access config account from {addr} success." in out, out
+        assert "newAccount1" not in path.read_text()
+        refused = driver.run("acl-produce", "-t", "AclNewTopic", "-c", 1, "--ak", "newAccount1", "--sk", "newSecret1",
+                             check=False)
+        assert refusal(refused) == "No acl config for newAccount1"
+
+        # -p is needed: RocketMQ 4.9.8's header requires aclFileFullPath (@CFNotNull), and so does ours
+        out = mqadmin(acl_broker, admin, "updateGlobalWhiteAddr", "-b", addr, "-g", "10.9.9.*")
+        assert "header field 'aclFileFullPath' is missing" in out, out
+        out = mqadmin(acl_broker, admin, "updateGlobalWhiteAddr", "-b", addr, "-g", "127.0.0.1,10.9.9.*",
+                      "-p", str(path))
+        assert f"update global white remote addresses to {addr} success." in out, out
+        assert driver.run("acl-produce", "-t", "AclUnlisted", "-c", 1).summary["sent"] == 1  # no credentials
+    finally:
+        path.write_text(original)
+    deadline = time.monotonic() + 15
+    while driver.run("acl-produce", "-t", "AclUnlisted", "-c", 1, check=False).of("sent"):
+        assert time.monotonic() < deadline, "the restored file was not reloaded"
+        time.sleep(0.5)

@@ -37,6 +37,7 @@ from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, Consum
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
+from rocketstore.broker.processor.acl_config import AclConfigProcessor
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
 from rocketstore.broker.processor.client import ClientManageProcessor
 from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
@@ -265,6 +266,7 @@ class BrokerController:
             EndTransactionProcessor(self),
             LockBatchProcessor(),
             ReplyMessageProcessor(self),
+            AclConfigProcessor(self, lambda: self.access_validator),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():

@@ -26,7 +26,11 @@ logged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +39,10 @@ from typing import Any, Final
 import yaml
 
 from rocketstore.broker.acl.acl_signer import cal_signature
-from rocketstore.broker.acl.permission import PUB, check_permission, need_admin_perm, parse_perm
+from rocketstore.broker.acl.permission import DENY, PUB, check_permission, need_admin_perm, parse_perm
 from rocketstore.broker.acl.plain_access_resource import NeededAccess, PlainAccount, is_retry_topic, print_resource
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError, RemoteAddressStrategy, parse_strategy
+from rocketstore.common.data_version import DataVersion
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.topic_validator import RMQ_SYS_TRACE_TOPIC
 
@@ -57,6 +62,10 @@ class AclTable:
 
     global_white: tuple[RemoteAddressStrategy, ...] = ()
     accounts: Mapping[str, PlainAccount] = field(default_factory=dict)
+    #: access key -> the file that defines it (where an update of the account is written)
+    files: Mapping[str, str] = field(default_factory=dict)
+    #: file -> its ``dataVersion`` (RocketMQ writes one into a file it edits)
+    versions: Mapping[str, DataVersion] = field(default_factory=dict)
 
 
 def validate(table: AclTable, needed: NeededAccess) -> str | None:
@@ -137,7 +146,10 @@ def build_table(documents: Sequence[tuple[str, Any]]) -> AclTable:
     """The table of several parsed files (name, YAML document), first definition of a key winning."""
     global_white: list[RemoteAddressStrategy] = []
     accounts: dict[str, PlainAccount] = {}
+    files: dict[str, str] = {}
+    versions: dict[str, DataVersion] = {}
     for source, document in documents:
+        versions[source] = document_version(document)
         if document is None:
             continue
         if not isinstance(document, Mapping):
@@ -156,7 +168,66 @@ def build_table(documents: Sequence[tuple[str, Any]]) -> AclTable:
                             account.access_key)
                 continue
             accounts[account.access_key] = account
-    return AclTable(global_white=tuple(global_white), accounts=accounts)
+            files[account.access_key] = source
+    return AclTable(global_white=tuple(global_white), accounts=accounts, files=files, versions=versions)
+
+
+def document_version(document: Any) -> DataVersion:
+    """The file's ``dataVersion`` (its first element), counter 0 when it has none."""
+    if isinstance(document, Mapping):
+        versions = document.get("dataVersion")
+        if isinstance(versions, list) and versions and isinstance(versions[0], Mapping):
+            try:
+                return DataVersion.from_dict(dict(versions[0]))
+            except ValueError:
+                pass
+    return DataVersion(0)
+
+
+# -- edits (mqadmin's ACL verbs), as pure functions on a file's document ------------------------------
+
+
+def check_resource_perms(items: Sequence[str]) -> None:
+    """RocketMQ's Permission.checkResourcePerms for an update: ``NAME=PERM``, PERM a known one."""
+    for item in items:
+        parts = [part for part in item.split("=") if part]
+        if len(parts) != 2:
+            raise AclConfigError(f"Parse Resource format error for {item}.\n"
+                                 "The expected resource format is 'Res=Perm'. For example: topicA=SUB")
+        if parts[1].strip() != "DENY" and parse_perm(parts[1]) == DENY:
+            raise AclConfigError(f"Parse resource permission error for {item}.\n"
+                                 "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
+
+
+def updated_account(existing: Mapping[str, Any] | None, change: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``accounts`` entry with ``change`` applied (RocketMQ's createAclAccessConfigMap): keys
+    absent from ``change`` (or empty, for the secret and default permissions) keep their value."""
+    entry = dict(existing or {})
+    access_key = change.get("accessKey")
+    if not access_key or len(access_key) <= KEY_MIN_LENGTH:
+        raise AclConfigError(f"The accessKey={access_key} cannot be null and length should longer than 6")
+    entry["accessKey"] = access_key
+    secret = change.get("secretKey")
+    if secret:
+        if len(secret) <= KEY_MIN_LENGTH:
+            raise AclConfigError("The secretKey=*** value length should longer than 6")
+        entry["secretKey"] = secret
+    if change.get("whiteRemoteAddress") is not None:
+        entry["whiteRemoteAddress"] = change["whiteRemoteAddress"]
+    entry["admin"] = bool(change.get("admin", False))
+    for key in ("defaultTopicPerm", "defaultGroupPerm"):
+        if change.get(key):
+            entry[key] = change[key]
+    for key in ("topicPerms", "groupPerms"):
+        if change.get(key) is not None:
+            entry[key] = list(change[key])
+    return entry
+
+
+def with_next_version(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with its ``dataVersion`` counted up (RocketMQ's updateAclConfigFileVersion)."""
+    following = document_version(document).next()
+    return {**document, "dataVersion": [{"counter": following.counter, "timestamp": following.timestamp}]}
 
 
 def _text(value: Any) -> str | None:
@@ -193,6 +264,8 @@ class PlainPermissionManager:
         self.reloads = 0
         self.reload_failures = 0
         self._stamp: tuple[tuple[str, int, int], ...] | None = None
+        #: one reader or editor of the files at a time (the watcher's thread, mqadmin's edits)
+        self._lock = threading.RLock()
 
     def _current_stamp(self) -> tuple[tuple[str, int, int], ...]:
         stamp = []
@@ -206,6 +279,10 @@ class PlainPermissionManager:
 
     def load(self) -> None:
         """Read every file now; raises AclConfigError (or OSError) and keeps the old table if one is bad."""
+        with self._lock:
+            self._load()
+
+    def _load(self) -> None:
         stamp = self._current_stamp()
         documents: list[tuple[str, Any]] = []
         for path_text, _, _ in stamp:
@@ -222,6 +299,10 @@ class PlainPermissionManager:
 
     def reload_if_changed(self) -> bool:
         """Reload when a file changed since the last load; True if a new table is in force."""
+        with self._lock:
+            return self._reload_if_changed()
+
+    def _reload_if_changed(self) -> bool:
         stamp = self._current_stamp()
         if stamp == self._stamp:
             return False
@@ -235,3 +316,98 @@ class PlainPermissionManager:
         self.reloads += 1
         return True
 
+
+    # -- mqadmin's ACL verbs: the files edited, then read again ----------------------------------
+
+    def _update_access_config(self, change: Mapping[str, Any]) -> None:
+        """Create or update one account (UPDATE_AND_CREATE_ACL_CONFIG) in the file defining it, else
+        in the default file. Raises AclConfigError (bad values) or OSError (the file is read-only)."""
+        config = dict(change)
+        if not config.get("secretKey") or len(str(config["secretKey"])) <= KEY_MIN_LENGTH \
+                or not config.get("accessKey") or len(str(config["accessKey"])) <= KEY_MIN_LENGTH:
+            raise AclConfigError(f"The accessKey={config.get('accessKey')} and secretKey=*** cannot be null and "
+                                 f"length should longer than {KEY_MIN_LENGTH}")
+        check_resource_perms(config.get("topicPerms") or [])
+        check_resource_perms(config.get("groupPerms") or [])
+        path = Path(self.table.files.get(config["accessKey"], str(self.default_file)))
+        document = self._read(path)
+        accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
+        existing = next((a for a in accounts if str(a.get("accessKey")) == config["accessKey"]), None)
+        entry = updated_account(existing, config)
+        accounts = [a for a in accounts if a is not existing] + [entry]
+        self._write(path, with_next_version({**document, "accounts": accounts}))
+
+    def _delete_access_config(self, access_key: str) -> bool:
+        """Remove one account from its file (DELETE_ACL_CONFIG); False when no file defines it."""
+        source = self.table.files.get(access_key)
+        if not access_key or source is None:
+            return False
+        path = Path(source)
+        document = self._read(path)
+        accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
+        kept = [a for a in accounts if str(a.get("accessKey")) != access_key]
+        if len(kept) == len(accounts):
+            return False
+        self._write(path, with_next_version({**document, "accounts": kept}))
+        return True
+
+    def _update_global_white_addrs(self, patterns: Sequence[str], file_name: str | None) -> bool:
+        """Replace a file's globalWhiteRemoteAddresses (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG); as in
+        RocketMQ the file must exist under the ACL home; empty names the default file."""
+        path = Path(file_name) if file_name else self.default_file
+        if not path.is_file() or not path.resolve().is_relative_to(self.home.resolve()):
+            log.error("%s is not an existing ACL file under %s", path, self.home)
+            return False
+        for pattern in patterns:
+            parse_strategy(pattern)
+        document = self._read(path)
+        self._write(path, with_next_version({**document, "globalWhiteRemoteAddresses": list(patterns)}))
+        return True
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        if not path.exists():
+            return {}
+        with open(path, encoding="utf-8") as f:
+            document = yaml.safe_load(f)
+        if document is None:
+            return {}
+        if not isinstance(document, Mapping):
+            raise AclConfigError(f"{path}: the top level is not a mapping")
+        return dict(document)
+
+    def _write(self, path: Path, document: Mapping[str, Any]) -> None:
+        """Check the edited file parses with the others, write it whole (a temporary file renamed
+        over it, so the watcher never reads half a file), and load the table from the files.
+        Callers hold the lock from their read to here."""
+        others = [(p, d) for p, d in self._documents() if p != str(path)]
+        build_table([*others, (str(path), document)])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                yaml.safe_dump(dict(document), f, default_flow_style=False, sort_keys=False, allow_unicode=True)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self.load()
+
+    def _documents(self) -> list[tuple[str, Any]]:
+        documents = []
+        for path in acl_files(self.home, self.default_file):
+            with open(path, encoding="utf-8") as f:
+                documents.append((str(path), yaml.safe_load(f)))
+        return documents
+
+    def update_access_config(self, change: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._update_access_config(change)
+
+    def delete_access_config(self, access_key: str) -> bool:
+        with self._lock:
+            return self._delete_access_config(access_key)
+
+    def update_global_white_addrs(self, patterns: Sequence[str], file_name: str | None) -> bool:
+        with self._lock:
+            return self._update_global_white_addrs(patterns, file_name)
