@@ -248,6 +248,15 @@ def acl_files(home: Path, default_file: Path) -> list[Path]:
     return found
 
 
+def read_yaml(path: Path) -> Any:
+    """One ACL file's document; raises AclConfigError naming the file when it is not YAML."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise AclConfigError(f"{path}: not YAML: {exc}") from exc
+
+
 def default_acl_file(home: Path, configured: str | None) -> Path:
     """``rocketmq.acl.plain.file`` (absolute, or relative to home), else ``home/conf/plain_acl.yml``."""
     path = Path(configured or DEFAULT_ACL_FILE)
@@ -284,13 +293,7 @@ class PlainPermissionManager:
 
     def _load(self) -> None:
         stamp = self._current_stamp()
-        documents: list[tuple[str, Any]] = []
-        for path_text, _, _ in stamp:
-            with open(path_text, encoding="utf-8") as f:
-                try:
-                    documents.append((path_text, yaml.safe_load(f)))
-                except yaml.YAMLError as exc:
-                    raise AclConfigError(f"{path_text}: not YAML: {exc}") from exc
+        documents = [(path_text, read_yaml(Path(path_text))) for path_text, _, _ in stamp]
         self.table = build_table(documents)
         self._stamp = stamp
         log.info("ACL loaded from %s: %d accounts, %d global white address patterns",
@@ -307,7 +310,7 @@ class PlainPermissionManager:
         if stamp == self._stamp:
             return False
         try:
-            self.load()
+            self._load()
         except (AclConfigError, OSError) as exc:
             self.reload_failures += 1
             self._stamp = stamp  # logged once per change, not every poll
@@ -316,59 +319,60 @@ class PlainPermissionManager:
         self.reloads += 1
         return True
 
-
     # -- mqadmin's ACL verbs: the files edited, then read again ----------------------------------
 
-    def _update_access_config(self, change: Mapping[str, Any]) -> None:
+    def update_access_config(self, change: Mapping[str, Any]) -> None:
         """Create or update one account (UPDATE_AND_CREATE_ACL_CONFIG) in the file defining it, else
         in the default file. Raises AclConfigError (bad values) or OSError (the file is read-only)."""
-        config = dict(change)
-        if not config.get("secretKey") or len(str(config["secretKey"])) <= KEY_MIN_LENGTH \
-                or not config.get("accessKey") or len(str(config["accessKey"])) <= KEY_MIN_LENGTH:
-            raise AclConfigError(f"The accessKey={config.get('accessKey')} and secretKey=*** cannot be null and "
-                                 f"length should longer than {KEY_MIN_LENGTH}")
-        check_resource_perms(config.get("topicPerms") or [])
-        check_resource_perms(config.get("groupPerms") or [])
-        path = Path(self.table.files.get(config["accessKey"], str(self.default_file)))
-        document = self._read(path)
-        accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
-        existing = next((a for a in accounts if str(a.get("accessKey")) == config["accessKey"]), None)
-        entry = updated_account(existing, config)
-        accounts = [a for a in accounts if a is not existing] + [entry]
-        self._write(path, with_next_version({**document, "accounts": accounts}))
+        with self._lock:
+            config = dict(change)
+            if not config.get("secretKey") or len(str(config["secretKey"])) <= KEY_MIN_LENGTH \
+                    or not config.get("accessKey") or len(str(config["accessKey"])) <= KEY_MIN_LENGTH:
+                raise AclConfigError(f"The accessKey={config.get('accessKey')} and secretKey=*** cannot be null and "
+                                     f"length should longer than {KEY_MIN_LENGTH}")
+            check_resource_perms(config.get("topicPerms") or [])
+            check_resource_perms(config.get("groupPerms") or [])
+            path = Path(self.table.files.get(config["accessKey"], str(self.default_file)))
+            document = self._read(path)
+            accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
+            existing = next((a for a in accounts if str(a.get("accessKey")) == config["accessKey"]), None)
+            entry = updated_account(existing, config)
+            accounts = [a for a in accounts if a is not existing] + [entry]
+            self._write(path, with_next_version({**document, "accounts": accounts}))
 
-    def _delete_access_config(self, access_key: str) -> bool:
+    def delete_access_config(self, access_key: str) -> bool:
         """Remove one account from its file (DELETE_ACL_CONFIG); False when no file defines it."""
-        source = self.table.files.get(access_key)
-        if not access_key or source is None:
-            return False
-        path = Path(source)
-        document = self._read(path)
-        accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
-        kept = [a for a in accounts if str(a.get("accessKey")) != access_key]
-        if len(kept) == len(accounts):
-            return False
-        self._write(path, with_next_version({**document, "accounts": kept}))
-        return True
+        with self._lock:
+            source = self.table.files.get(access_key)
+            if not access_key or source is None:
+                return False
+            path = Path(source)
+            document = self._read(path)
+            accounts = [a for a in (document.get("accounts") or []) if isinstance(a, Mapping)]
+            kept = [a for a in accounts if str(a.get("accessKey")) != access_key]
+            if len(kept) == len(accounts):
+                return False
+            self._write(path, with_next_version({**document, "accounts": kept}))
+            return True
 
-    def _update_global_white_addrs(self, patterns: Sequence[str], file_name: str | None) -> bool:
+    def update_global_white_addrs(self, patterns: Sequence[str], file_name: str | None) -> bool:
         """Replace a file's globalWhiteRemoteAddresses (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG); as in
         RocketMQ the file must exist under the ACL home; empty names the default file."""
-        path = Path(file_name) if file_name else self.default_file
-        if not path.is_file() or not path.resolve().is_relative_to(self.home.resolve()):
-            log.error("%s is not an existing ACL file under %s", path, self.home)
-            return False
-        for pattern in patterns:
-            parse_strategy(pattern)
-        document = self._read(path)
-        self._write(path, with_next_version({**document, "globalWhiteRemoteAddresses": list(patterns)}))
-        return True
+        with self._lock:
+            path = Path(file_name) if file_name else self.default_file
+            if not path.is_file() or not path.resolve().is_relative_to(self.home.resolve()):
+                log.error("%s is not an existing ACL file under %s", path, self.home)
+                return False
+            for pattern in patterns:
+                parse_strategy(pattern)
+            document = self._read(path)
+            self._write(path, with_next_version({**document, "globalWhiteRemoteAddresses": list(patterns)}))
+            return True
 
     def _read(self, path: Path) -> dict[str, Any]:
         if not path.exists():
             return {}
-        with open(path, encoding="utf-8") as f:
-            document = yaml.safe_load(f)
+        document = read_yaml(path)
         if document is None:
             return {}
         if not isinstance(document, Mapping):
@@ -391,23 +395,7 @@ class PlainPermissionManager:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
-        self.load()
+        self._load()
 
     def _documents(self) -> list[tuple[str, Any]]:
-        documents = []
-        for path in acl_files(self.home, self.default_file):
-            with open(path, encoding="utf-8") as f:
-                documents.append((str(path), yaml.safe_load(f)))
-        return documents
-
-    def update_access_config(self, change: Mapping[str, Any]) -> None:
-        with self._lock:
-            self._update_access_config(change)
-
-    def delete_access_config(self, access_key: str) -> bool:
-        with self._lock:
-            return self._delete_access_config(access_key)
-
-    def update_global_white_addrs(self, patterns: Sequence[str], file_name: str | None) -> bool:
-        with self._lock:
-            return self._update_global_white_addrs(patterns, file_name)
+        return [(str(path), read_yaml(path)) for path in acl_files(self.home, self.default_file)]
