@@ -289,7 +289,7 @@ class BrokerController:
         manager = validator.manager
         for name, doc, read in (
             ("acl_allowed_requests", "Requests the ACL let through", lambda: validator.allowed),
-            ("acl_denied_requests", "Requests the ACL refused", lambda: sum(validator.denied.values())),
+            ("acl_denied_requests", "Requests the ACL refused", lambda: validator.denied),
             ("acl_reloads", "ACL file reloads after a change", lambda: manager.reloads),
             ("acl_reload_failures", "ACL file changes that did not parse (the old ACL stayed)",
              lambda: manager.reload_failures),
