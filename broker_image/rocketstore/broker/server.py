@@ -22,6 +22,12 @@ so they must not fill the log); errors are answered the same whether the handler
 or in its coroutine. Shutdown closes the listener, lets in-flight requests finish within a grace
 period, then cancels the rest.
 
+Before a request's handler runs, ``RemotingServer.before_request`` (RocketMQ's server RPC hook;
+the ACL check of ``aclEnable``) may answer it instead. With a TLS mode configured
+(tls_system_config.py), :class:`TlsSniffingListener` accepts the connections: it peeks at each one's
+first byte, as RocketMQ's HandshakeHandler does, and hands the socket to the loop with or without
+TLS; from then on it is an ordinary :class:`Connection`.
+
 The event loop: :func:`event_loop_factory` picks uvloop when it is importable (its transports and
 callbacks are implemented in C: less interpreter work per read and write), unless
 ``ROCKETSTORE_UVLOOP=0`` asks for asyncio's own loop; :func:`loop_name` says which one runs.
