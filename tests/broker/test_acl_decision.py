@@ -8,6 +8,7 @@ examples taken from RocketMQ's rules and by properties that must hold for any ac
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from rocketstore.broker.acl.permission import ANY, DENY, PUB, SUB, check_permiss
 from rocketstore.broker.acl.plain_access_resource import NeededAccess, parse_request
 from rocketstore.broker.acl.plain_permission_manager import (
     AclTable,
+    acl_files,
     build_table,
     check_resource_perms,
     document_version,
@@ -267,3 +269,17 @@ def test_each_edit_counts_the_data_version_up() -> None:
     assert first["dataVersion"][0]["counter"] == 1
     assert document_version(with_next_version(first)).counter == 2
     assert document_version({"dataVersion": "nonsense"}).counter == 0
+
+
+def test_acl_files_skip_hidden_entries(tmp_path: Path) -> None:
+    """A Kubernetes Secret volume: visible links into a hidden ``..<timestamp>`` directory."""
+    acl_dir = tmp_path / "conf" / "acl"
+    hidden = acl_dir / "..2026_11_24_03_00_00.123"
+    hidden.mkdir(parents=True)
+    (hidden / "team.yml").write_text("accounts: []\n")
+    (acl_dir / "..data").symlink_to(hidden.name)
+    (acl_dir / "team.yml").symlink_to("..data/team.yml")
+    (acl_dir / "notes.txt").write_text("not an ACL file")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    default.write_text("accounts: []\n")
+    assert acl_files(tmp_path, default) == [acl_dir / "team.yml", default]

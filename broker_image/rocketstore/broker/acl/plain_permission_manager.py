@@ -238,11 +238,16 @@ def _text(value: Any) -> str | None:
 
 
 def acl_files(home: Path, default_file: Path) -> list[Path]:
-    """Every ACL file RocketMQ reads under ``home``: ``conf/acl/**/*.yml|yaml``, then the default file."""
+    """Every ACL file RocketMQ reads under ``home``: ``conf/acl/**/*.yml|yaml``, then the default file.
+
+    Hidden entries are skipped: a Kubernetes Secret volume keeps each version of its files in a
+    ``..<timestamp>`` directory next to the visible links, which would define every account twice.
+    """
     found: list[Path] = []
     acl_dir = home / ACL_DIR
     if acl_dir.is_dir():
-        found = sorted(p for p in acl_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml"))
+        found = sorted(p for p in acl_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml")
+                       and not any(part.startswith(".") for part in p.relative_to(acl_dir).parts))
     if default_file.is_file() and default_file not in found:
         found.append(default_file)
     return found
