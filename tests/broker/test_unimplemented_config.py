@@ -22,7 +22,7 @@ from rocketstore.store.config import BrokerRole
 
 #: Unimplemented keys an operator copying a RocketMQ broker.conf may well have, with such values.
 SET: dict[str, str] = {
-    "aclEnable": "true",
+    "enableDetailStat": "false",
     "brokerRole": "SYNC_MASTER",
     "haMasterAddress": "10.0.0.1:10912",
     "haListenPort": "10999",
@@ -45,7 +45,7 @@ def test_every_listed_key_is_a_key_the_broker_accepts() -> None:
 
 
 def test_defaults_and_implemented_values_warn_of_nothing() -> None:
-    defaults = {"aclEnable": "false", "brokerRole": "ASYNC_MASTER", "haListenPort": "10912"}
+    defaults = {"enableDetailStat": "true", "brokerRole": "ASYNC_MASTER", "haListenPort": "10912"}
     assert unimplemented_settings(defaults, defaults) == []
     assert unimplemented_settings({"brokerRole": "ASYNC_MASTER"}, {"brokerRole": "ASYNC_MASTER"}) == []
     # a key whose default is None is set whenever it has a value
@@ -66,9 +66,9 @@ def test_broker_started_with_unimplemented_keys_names_each_in_a_warning(tmp_path
     assert not missing, f"no warning for {sorted(missing)}:\n{log[-4000:]}"
     for key, value in SET.items():
         assert warned[key][0] == value
-    assert "WARNING" in next(line for line in log.splitlines() if "aclEnable=true" in line)
+    assert "WARNING" in next(line for line in log.splitlines() if "enableDetailStat=false" in line)
     assert "SLAVE_NOT_AVAILABLE" in warned["brokerRole"][1]
-    assert "full access" in warned["aclEnable"][1]
+    assert "statistics" in warned["enableDetailStat"][1]
     # keys left at their defaults (and implemented ones: flushDiskType, listenPort...) are not named
     assert set(warned) == set(SET), set(warned) - set(SET)
 
@@ -76,12 +76,12 @@ def test_broker_started_with_unimplemented_keys_names_each_in_a_warning(tmp_path
 @pytest.mark.integration
 def test_live_update_to_an_unimplemented_value_is_refused(broker: BrokerHandle) -> None:
     client = broker.client()
-    reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"aclEnable=true\n")
+    reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"enableDetailStat=false\n")
     assert reply.code == ResponseCode.SYSTEM_ERROR
-    assert "aclEnable" in (reply.remark or "") and "not implemented" in (reply.remark or "")
-    assert broker.controller.broker_config.acl_enable is False  # nothing applied
+    assert "enableDetailStat" in (reply.remark or "") and "not implemented" in (reply.remark or "")
+    assert broker.controller.broker_config.enable_detail_stat is True  # nothing applied
     # the default value is what the broker does: accepted
-    assert client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"aclEnable=false\n").code == ResponseCode.SUCCESS
+    assert client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"enableDetailStat=true\n").code == ResponseCode.SUCCESS
     # all or nothing: an implemented key next to a refused one is not applied either
     reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=7\nbrokerRole=SLAVE\n")
     assert reply.code == ResponseCode.SYSTEM_ERROR and "brokerRole" in (reply.remark or "")

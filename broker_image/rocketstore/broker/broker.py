@@ -35,8 +35,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Final
 
+from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI
@@ -44,6 +46,7 @@ from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, Consum
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
+from rocketstore.broker.processor.acl_config import AclConfigProcessor
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
 from rocketstore.broker.processor.client import ClientManageProcessor
 from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
@@ -55,6 +58,7 @@ from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.broker.tls_system_config import broker_tls_settings
 from rocketstore.broker.transaction.bridge import TransactionalMessageBridge
 from rocketstore.broker.transaction.check_listener import TransactionalMessageCheckListener
 from rocketstore.broker.transaction.check_service import run_check_service
@@ -149,7 +153,10 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(config_dir)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
-        self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port)
+        self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port,
+                                       tls=broker_tls_settings(broker_config))
+        #: the ACL check of every request, when aclEnable is set (acl/plain_access_validator.py)
+        self.access_validator: PlainAccessValidator | None = None
         self.message_arriving_listeners: list[MessageArrivingListener] = []
         # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)
         self._arrived: dict[tuple[str, int], tuple[int, int]] = {}
@@ -208,6 +215,7 @@ class BrokerController:
             await asyncio.to_thread(self.store.load)
             await asyncio.to_thread(self.store.start)
             self.register_processors()
+            await self._start_acl()
             await self.remoting.start()
             self.store_host = HostAddress(self.store_host.host, self.remoting.port)
             if self.broker_config.namesrv_listen_port > 0:
@@ -290,11 +298,52 @@ class BrokerController:
             EndTransactionProcessor(self),
             LockBatchProcessor(),
             ReplyMessageProcessor(self),
+            AclConfigProcessor(self, lambda: self.access_validator),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
         self._add_transaction_metrics()
+        if self.remoting.tls is not None and self.remoting.tls.enabled:
+            self._add_tls_metrics()
+
+    async def _start_acl(self) -> None:
+        """With ``aclEnable``: load the ACL files (a bad one stops the start), check every request,
+        reload the files when they change. Home: ``rocketmqHome``, else the store's root directory."""
+        if not self.broker_config.acl_enable:
+            return
+        home = Path(self.broker_config.rocketmq_home or self.store_config.store_path_root_dir)
+        validator = PlainAccessValidator(home, self.broker_config.acl_plain_file)
+        await asyncio.to_thread(validator.manager.load)
+        self.access_validator = validator
+        self.remoting.before_request = validator.check
+        self._tasks.append(asyncio.get_running_loop().create_task(validator.watch(), name="acl-watch"))
+        manager = validator.manager
+        for name, doc, read in (
+            ("acl_allowed_requests", "Requests the ACL let through", lambda: validator.allowed),
+            ("acl_denied_requests", "Requests the ACL refused", lambda: validator.denied),
+            ("acl_reloads", "ACL file reloads after a change", lambda: manager.reloads),
+            ("acl_reload_failures", "ACL file changes that did not parse (the old ACL stayed)",
+             lambda: manager.reload_failures),
+        ):
+            self.add_counter(f"rocketstore_{name}", doc, read)
+
+    def _add_tls_metrics(self) -> None:
+        """Connections of the broker's and the name server's ports together (both serve TLS)."""
+        def servers() -> list[RemotingServer]:
+            return [self.remoting] + ([self.namesrv.server] if self.namesrv is not None else [])
+
+        for name, doc, read in (
+            ("tls_connections", "Remoting connections served with TLS",
+             lambda: sum(s.tls_connections for s in servers())),
+            ("plain_connections", "Remoting connections served in plain text on a TLS port",
+             lambda: sum(s.plain_connections for s in servers())),
+            ("tls_refused_plain_connections", "Plain connections closed by tls.server.mode=enforcing",
+             lambda: sum(s.refused_plain_connections for s in servers())),
+            ("tls_certificate_reloads", "TLS certificate files reloaded after a change (per port)",
+             lambda: sum(s.tls_certificate_reloads for s in servers())),
+        ):
+            self.add_counter(f"rocketstore_{name}", doc, read)
 
     def _add_transaction_metrics(self) -> None:
         metrics = self.transactional_message_service.metrics

@@ -42,6 +42,17 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        flat-out send load it fell seconds behind, so acknowledged messages stayed
                        invisible that long. The wait hands it the lock and bounds that gap.
 
+RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
+
+``rocketmq.acl.plain.file``  the default ACL file, relative to ``rocketmqHome`` unless absolute
+                       (default ``conf/plain_acl.yml``); read when ``aclEnable=true``
+                       (see ``rocketstore.broker.acl``)
+``tls.server.mode``, ``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
+``tls.server.need.client.auth``, ``tls.config.file``  TLS on the remoting and name-server ports
+                       (see ``rocketstore.broker.tls_system_config``)
+
+These, and ``aclEnable``, are read at start.
+
 Live updates (``UPDATE_BROKER_CONFIG``) change the in-memory objects only. RocketMQ also rewrites
 broker.conf with the merged configuration; RocketStore does not touch the operator's file, so a
 live change lasts until the next restart.
@@ -213,6 +224,14 @@ class BrokerConfig:
     http_listen_port: int = 10925
     cluster_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024
+    # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
+    acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
+    tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))
+    tls_server_cert_path: str | None = field(default=None, metadata=_key("tls.server.certPath"))
+    tls_server_key_path: str | None = field(default=None, metadata=_key("tls.server.keyPath"))
+    tls_server_trust_cert_path: str | None = field(default=None, metadata=_key("tls.server.trustCertPath"))
+    tls_server_need_client_auth: str = field(default="none", metadata=_key("tls.server.need.client.auth"))
+    tls_config_file: str = field(default="/etc/rocketmq/tls.properties", metadata=_key("tls.config.file"))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:

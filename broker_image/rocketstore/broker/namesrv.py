@@ -89,7 +89,7 @@ class NameServer:
 
     def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
-        self.server = RemotingServer(host, port)
+        self.server = RemotingServer(host, port, tls=broker.remoting.tls)  # RocketMQ's name server: same TLS
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
         self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics)

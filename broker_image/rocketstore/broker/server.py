@@ -22,6 +22,12 @@ so they must not fill the log); errors are answered the same whether the handler
 or in its coroutine. Shutdown closes the listener, lets in-flight requests finish within a grace
 period, then cancels the rest.
 
+Before a request's handler runs, ``RemotingServer.before_request`` (RocketMQ's server RPC hook;
+the ACL check of ``aclEnable``) may answer it instead. With a TLS mode configured
+(tls_system_config.py), :class:`TlsSniffingListener` accepts the connections: it peeks at each one's
+first byte, as RocketMQ's HandshakeHandler does, and hands the socket to the loop with or without
+TLS; from then on it is an ordinary :class:`Connection`.
+
 The event loop: :func:`event_loop_factory` picks uvloop when it is importable (its transports and
 callbacks are implemented in C: less interpreter work per read and write), unless
 ``ROCKETSTORE_UVLOOP=0`` asks for asyncio's own loop; :func:`loop_name` says which one runs.
@@ -45,8 +51,11 @@ Flow control bounds what one connection can make the broker hold, both ways:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -54,6 +63,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, cast
 
+from rocketstore.broker.tls_system_config import ReloadingSslContext, TlsMode, TlsSettings
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import (
@@ -265,6 +275,10 @@ class Connection(asyncio.Protocol):
             return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                     f"request code {request.code} is not supported")
         try:
+            if self.server.before_request is not None:  # RocketMQ's server RPC hook (the ACL check)
+                refused = self.server.before_request(request, self.peer)
+                if refused is not None:
+                    return refused
             return handler(self, request)
         except Exception as exc:
             return self._error_response(request, exc)
@@ -350,9 +364,19 @@ def _shorten(text: str) -> str:
 class RemotingServer:
     """Accepts connections and routes requests to handlers registered by request code."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: TlsSettings | None = None) -> None:
         self.host = host
         self.port = port
+        #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
+        self.tls = tls
+        #: Run before each request's handler with the client's host:port: None lets it through,
+        #: a response refuses it (RocketMQ's doBeforeRpcHooks; the ACL check sets it).
+        self.before_request: Callable[[RemotingCommand, str], RemotingCommand | None] | None = None
+        #: Connections taken by the TLS-aware listener: with TLS, plain, refused (enforcing).
+        self.tls_connections = 0
+        self.plain_connections = 0
+        self.refused_plain_connections = 0
+        self._listener: TlsSniffingListener | None = None
         self.handlers: dict[int, Handler] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
@@ -361,6 +385,11 @@ class RemotingServer:
         self._malformed_unlogged = 0
         self._malformed_log_at = float("-inf")
         self._server: asyncio.Server | None = None
+
+    @property
+    def tls_certificate_reloads(self) -> int:
+        """How often the TLS certificate files were reloaded after a change."""
+        return self._listener.contexts.reloads if self._listener is not None else 0
 
     def report_malformed(self, conn: Connection, request: RemotingCommand, error: str) -> None:
         """Count a malformed request; log one line about it unless one was logged recently."""
@@ -379,6 +408,10 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.tls is not None and self.tls.enabled:
+            self._listener = TlsSniffingListener(self, ReloadingSslContext(self.tls))
+            self.port = await self._listener.start()
+            return
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -387,6 +420,8 @@ class RemotingServer:
         """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close."""
         if self._server is not None:
             self._server.close()
+        if self._listener is not None:
+            await self._listener.stop()
         pending = [t for c in self.connections for t in c.tasks]
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace_s)
@@ -396,3 +431,105 @@ class RemotingServer:
             conn.close()
         if self._server is not None:
             await self._server.wait_closed()  # after the connections: 3.12+ waits for them
+
+
+#: The first byte of a TLS handshake record (RocketMQ's HandshakeHandler.HANDSHAKE_MAGIC_CODE).
+TLS_HANDSHAKE_BYTE: Final = 0x16
+#: How long an accepted connection may stay silent before its first byte decides TLS or plain.
+SNIFF_TIMEOUT_S: Final = 120.0
+
+
+class TlsSniffingListener:
+    """Accepts connections for a TLS port: the first byte (peeked, not consumed) picks TLS or plain.
+
+    RocketMQ's HandshakeHandler: 0x16 starts a TLS handshake with the server's SSLContext; any other
+    first byte is a plain connection in permissive mode and is closed in enforcing mode. The
+    accepted socket then becomes an ordinary :class:`Connection` through
+    ``loop.connect_accepted_socket``, which runs the handshake when TLS was chosen.
+    """
+
+    def __init__(self, server: RemotingServer, contexts: ReloadingSslContext) -> None:
+        self.server = server
+        self.contexts = contexts
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self._sock = sock = socket.create_server((self.server.host or "0.0.0.0", self.server.port), backlog=1024)
+        sock.setblocking(False)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock), name="tls-accept")
+        return int(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        for task in (self._accepting, *self._pending):
+            if task is not None:
+                task.cancel()
+        for task in (self._accepting, *self._pending):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._sock is not None:
+            self._sock.close()
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._take(conn))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def _take(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            first = await asyncio.wait_for(_peek_first_byte(loop, conn), SNIFF_TIMEOUT_S)
+            if not first:
+                conn.close()
+                return
+            server = self.server
+            if first[0] == TLS_HANDSHAKE_BYTE:
+                await loop.connect_accepted_socket(lambda: Connection(server), conn, ssl=self.contexts.current())
+                server.tls_connections += 1
+            elif server.tls is not None and server.tls.mode is TlsMode.ENFORCING:
+                server.refused_plain_connections += 1
+                log.warning("closing a plain connection from %s: tls.server.mode is enforcing",
+                            _peer_text(conn))
+                conn.close()
+            else:
+                await loop.connect_accepted_socket(lambda: Connection(server), conn)
+                server.plain_connections += 1
+        except (OSError, ssl.SSLError, TimeoutError) as exc:  # a failed handshake ends that connection only
+            log.info("connection from %s dropped before serving: %s", _peer_text(conn), exc)
+            conn.close()
+
+
+async def _peek_first_byte(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> bytes:
+    """The connection's first byte, left in the socket for whoever reads next ("" at EOF)."""
+    conn.setblocking(False)
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(conn.fileno(), ready)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(conn.fileno())
+    return conn.recv(1, socket.MSG_PEEK)
+
+
+def _peer_text(conn: socket.socket) -> str:
+    try:
+        peer = conn.getpeername()
+    except OSError:
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)

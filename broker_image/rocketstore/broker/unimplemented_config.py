@@ -76,7 +76,6 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "enableMultiDispatch": _LMQ,
     "maxLmqConsumeQueueNum": _LMQ,
     # -- BrokerConfig --
-    "rocketmqHome": "not read: RocketStore keeps its config tables under storePathRootDir/config",
     "fetchNamesrvAddrByAddressServer": _NAMESRV,
     "brokerIP2": "no HA: the address slaves would replicate from is never served",
     "messageStorePlugIn": "no store plug-ins: the built-in store is used",
@@ -118,7 +117,6 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "expectConsumerNumUseFilter": _BLOOM,
     "maxErrorRateOfBloomFilter": _BLOOM,
     "filterDataCleanTimeSpan": _BLOOM,
-    "aclEnable": "no ACL: requests are not authenticated and every client has full access",
     "enableDetailStat": "no per-topic/group statistics beyond /metrics",
     "autoDeleteUnusedStats": "no per-topic/group statistics beyond /metrics",
     "isolateLogEnable": _NO_EFFECT,

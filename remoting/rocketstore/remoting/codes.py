@@ -34,6 +34,12 @@ class RequestCode(enum.IntEnum):
     UNLOCK_BATCH_MQ = 42
     GET_ALL_CONSUMER_OFFSET = 43
     CHECK_CLIENT_CONFIG = 46
+    # plain ACL administration (mqadmin updateAclConfig, deleteAccessConfig, clusterAclConfigVersion,
+    # updateGlobalWhiteAddr)
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     GET_KV_CONFIG = 101
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
@@ -97,6 +103,9 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
 
 

@@ -965,3 +965,42 @@ class TopicRouteData(JsonBody):
 class ClusterInfo(JsonBody):
     broker_addr_table: dict[str, BrokerData] = dataclasses.field(default_factory=dict)
     cluster_addr_table: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+# -- plain ACL administration (RequestCode 50-53) ------------------------------------------------
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class CreateAccessConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "UPDATE_AND_CREATE_ACL_CONFIG"
+    access_key: str
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: str | None = None  # comma-separated NAME=PERM
+    group_perms: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class DeleteAccessConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "DELETE_ACL_CONFIG"
+    access_key: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG"
+    global_white_addrs: str  # comma-separated patterns
+    acl_file_full_path: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetBrokerAclConfigResponseHeader(Header):
+    LABEL: ClassVar[str] = "GET_BROKER_CLUSTER_ACL_INFO response"
+    version: str
+    all_acl_file_version: str | None = None
+    broker_name: str
+    broker_addr: str
+    cluster_name: str

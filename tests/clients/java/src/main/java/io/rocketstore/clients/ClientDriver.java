@@ -218,6 +218,15 @@ public final class ClientDriver {
             case "sql-push-consume":
                 ok = SqlFilterModes.pushConsume(namesrv, argv);
                 break;
+            case "acl-produce":
+                ok = AclModes.produce(argv);
+                break;
+            case "acl-pull":
+                ok = AclModes.pull(argv);
+                break;
+            case "acl-sign":
+                ok = AclModes.sign(argv);
+                break;
             default:
                 fail("unknown mode " + mode);
                 return;
