@@ -1,15 +1,12 @@
 package io.rocketstore.clients;
 
-import com.alibaba.fastjson.JSON;
-import com.alibaba.fastjson.serializer.SerializerFeature;
+import static io.rocketstore.clients.DriverIO.emit;
+import static io.rocketstore.clients.DriverIO.line;
 
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.PrintStream;
+
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -51,10 +48,6 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  */
 final class AclModes {
 
-    /** The process's real stdout: ClientDriver.main points System.out at stderr before we load. */
-    private static final PrintStream OUT =
-        new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
-
     private AclModes() {
     }
 
@@ -89,17 +82,6 @@ final class AclModes {
     private static void configure(ClientConfig cc, Map<String, List<String>> o) {
         cc.setNamesrvAddr(required(o, "-n"));
         cc.setInstanceName("acl-" + System.nanoTime());
-    }
-
-    private static synchronized void emit(Map<String, Object> line) {
-        OUT.println(JSON.toJSONString(line, SerializerFeature.WriteMapNullValue));
-        OUT.flush();
-    }
-
-    private static Map<String, Object> line(String kind) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("kind", kind);
-        return m;
     }
 
     /** A refused request (the broker's code and remark) or any other failure. */
