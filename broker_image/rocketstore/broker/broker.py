@@ -26,6 +26,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -68,6 +69,7 @@ from rocketstore.common.topic_validator import (
     SCHEDULE_TOPIC_QUEUE_NUM,
     is_system_topic,
 )
+from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
 from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
@@ -110,6 +112,9 @@ class BrokerController:
                                               ``max_offset``, since its last call
       ``shutdown_listeners``                  callables run on the loop first thing in ``stop()``
                                               (e.g. release held long-polling requests)
+      ``broker_stats_manager``                per-topic puts, per-group gets, send/pull latencies
+                                              (added up by the send and pull processors on the
+                                              loop, sampled every 10 s for per-minute rates)
 
       ``config_version``, ``start_time_ms``   the configuration's DataVersion; when serving began
       ``ready`` / ``stopping``, ``broker_addr``
@@ -139,6 +144,7 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()
+        self.broker_stats_manager = BrokerStatsManager(time.monotonic())
         bridge = TransactionalMessageBridge(self.store, self.consumer_offset_manager, self.create_topic_in_send_back,
                                             lambda: self.store_host)
         self.transactional_message_service = TransactionalMessageService(
@@ -192,6 +198,7 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
+        self._tasks.append(self.loop.create_task(self._stats_sampling_loop(), name="broker-stats-sampling"))
         if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
             self._tasks.append(self.loop.create_task(
                 run_check_service(self.broker_config, self.transactional_message_service,
@@ -470,6 +477,11 @@ class BrokerController:
         while True:
             await asyncio.sleep(self.housekeeping_interval_s)
             self.scan_expired_clients()
+
+    async def _stats_sampling_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL_S)
+            self.broker_stats_manager.sample(time.monotonic())
 
     def scan_expired_clients(self) -> None:
         """Drop clients silent past the channel expiry and close their connections."""
