@@ -167,7 +167,7 @@ def test_group_diff_offsets_and_latency_by_store_time(metered: BrokerHandle) -> 
     assert value(samples, "rocketmq_consumer_offset", group="Slow", **at) == 2
     assert value(samples, "rocketmq_group_diff", group="Slow", topic="Lagging") == 3
     assert value(samples, "rocketmq_group_diff", group="Done", topic="Lagging") == 0
-    slow = [s for s in samples if s.name == "rocketmq_group_diff" and s.labels["group"] == "Slow"][0]
+    slow = next(s for s in samples if s.name == "rocketmq_group_diff" and s.labels["group"] == "Slow")
     assert slow.labels["countOfOnlineConsumers"] == "0" and slow.labels["msgModel"] == "1"
     lag_ms = value(samples, "rocketmq_group_get_latency_by_storetime", group="Slow", **at)
     assert 50 <= lag_ms <= time.time() * 1000 - first_sent + 1
