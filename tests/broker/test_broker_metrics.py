@@ -15,8 +15,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from rocketstore.broker.exporter_metrics import EXPORTER_FAMILIES
+from rocketstore.common.message import BatchItem, encode_batch
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import (
+    ConsumerData,
+    HeartbeatData,
+    ProducerData,
+    PullSysFlag,
+    SendMessageRequestHeader,
+    SubscriptionData,
+)
+from rocketstore.store.config import FlushDiskType
 
 pytestmark = pytest.mark.integration
 
@@ -184,6 +194,8 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     dlq = client.send_message("%RETRY%LabelGroup", b"d", reconsume_times=16)  # past retryMaxTimes: to the DLQ
     assert dlq.code == ResponseCode.SUCCESS
     client.wait_dispatched("Labelled", 0, 1)
+    client.wait_dispatched("%RETRY%LabelGroup", 0, 1)
+    client.wait_dispatched("%DLQ%LabelGroup", 0, 1)
     assert client.pull("Labelled", 0, 0, group="LabelGroup").code == ResponseCode.SUCCESS
     offsets = metered.controller.consumer_offset_manager
     metered.call_soon(lambda: offsets.commit_offset("LabelGroup", "Labelled", 0, 0))
@@ -210,3 +222,57 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     retry_diff = families["rocketmq_group_retrydiff"].samples
     assert [(s.labels["topic"], s.labels["countOfOnlineConsumers"], s.value) for s in retry_diff] == [
         ("%RETRY%LabelGroup", "1", 1.0)]
+
+
+def test_sync_flush_and_batch_sends_are_counted_once_per_request(broker_factory: Callable[..., BrokerHandle]) -> None:
+    """SYNC_FLUSH sends answer from a coroutine (after the group commit): still one observation
+    each; a batch counts all its messages in one request."""
+    broker = broker_factory(broker_cluster_name=CLUSTER, broker_name=BROKER, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    client = broker.client()
+    for _ in range(2):
+        assert client.send_message("Durable", b"d").code == ResponseCode.SUCCESS
+    header = SendMessageRequestHeader(producer_group="PG", topic="Durable", default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="", batch=True)
+    batch = encode_batch([BatchItem(b"b%d" % i, 0, {}) for i in range(3)])
+    assert client.call(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext_fields(), batch).code == ResponseCode.SUCCESS
+    samples = scrape(broker)
+    ours = {"cluster": CLUSTER, "broker": BROKER}
+    assert value(samples, "rocketstore_topic_put_messages_total", topic="Durable", **ours) == 5
+    assert value(samples, "rocketstore_send_latency_seconds_count", **ours) == 3
+    assert value(samples, "rocketstore_topic_put_bytes_total", topic="Durable", **ours) == value(
+        samples, "rocketstore_commitlog_max_offset_bytes")
+
+
+def test_held_pull_latency_leaves_the_hold_out(metered: BrokerHandle) -> None:
+    client = metered.client()
+    assert client.send_message("Held", b"other queue", queue_id=1).code == ResponseCode.SUCCESS
+    pull = RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
+        "consumerGroup": "Waiter", "topic": "Held", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+        "sysFlag": str(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION), "commitOffset": "0",
+        "suspendTimeoutMillis": "5000", "subscription": "*", "subVersion": "0", "expressionType": "TAG"})
+    opaque = client.send(pull)
+    metered.wait_held_pulls(1)
+    time.sleep(0.6)
+    assert metered.client().send_message("Held", b"wake", queue_id=0).code == ResponseCode.SUCCESS
+    answer = client.receive(opaque)
+    assert answer.code == ResponseCode.SUCCESS and len(decode_records(answer.body)) == 1
+    samples = scrape(metered)
+    ours = {"cluster": CLUSTER, "broker": BROKER}
+    assert value(samples, "rocketstore_pull_latency_seconds_count", **ours) == 1
+    assert value(samples, "rocketstore_pull_latency_seconds_sum", **ours) < 0.3  # the 0.6 s hold is not in it
+    assert value(samples, "rocketstore_group_get_messages_total", topic="Held", group="Waiter", **ours) == 1
+
+
+def test_online_group_without_offsets_counts_every_message_as_behind(metered: BrokerHandle) -> None:
+    """RocketMQ's ConsumeStats takes an uncommitted queue's consumer offset as 0."""
+    client = metered.client()
+    for _ in range(2):
+        assert client.send_message("Waiting", b"w", queue_id=0).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Waiting", 0, 2)
+    heartbeat(client, "10.2.2.2@1", "Fresh", "Waiting", "FreshProducer")
+    samples = scrape(metered)
+    assert value(samples, "rocketmq_group_diff", group="Fresh", topic="Waiting", countOfOnlineConsumers="1",
+                 msgModel="1") == 2
+    assert value(samples, "rocketmq_consumer_offset", group="Fresh", topic="Waiting") == 0
+    assert value(samples, "rocketmq_group_get_latency_by_storetime", group="Fresh", topic="Waiting") > 0

@@ -19,7 +19,8 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
 * ``rocketmq_producer_offset``: the sum of the topic's consume-queue max offsets on this broker;
   ``rocketmq_topic_retry_offset`` the same for ``%RETRY%`` topics, ``rocketmq_topic_dlq_offset`` for
   ``%DLQ%`` topics, labelled by the group (the topic without its prefix);
-* ``rocketmq_consumer_offset``: the sum of a group's committed offsets of a topic's queues;
+* ``rocketmq_consumer_offset``: the sum of a group's committed offsets of a topic's queues, for the
+  (topic, group) pairs with committed offsets or an online subscription (queryTopicConsumeByWho);
 * ``rocketmq_group_diff`` / ``rocketmq_group_retrydiff``: ConsumeStats.computeTotalDiff, the sum over
   every read queue of the topic of max offset minus committed offset (0 when never committed),
   for clustering groups (``msgModel`` "1", MessageModel.CLUSTERING's ordinal; broadcasting groups
@@ -169,8 +170,15 @@ def _offset_metrics(broker: BrokerContext) -> Iterator[Metric]:
     latency = _gauge("rocketmq_group_get_latency_by_storetime",
                      "Milliseconds since the store time of the oldest message the group has not consumed")
     now_ms = int(time.time() * 1000)
-    for key, offsets in sorted(broker.consumer_offset_manager.offset_table().items()):
+    # the pairs queryTopicConsumeByWho answers: committed offsets, and online subscriptions
+    committed: dict[tuple[str, str], dict[int, int]] = {}
+    for key, offsets in broker.consumer_offset_manager.offset_table().items():
         topic, _, group = key.partition("@")
+        committed[(topic, group)] = offsets
+    for group, online in broker.consumer_manager.groups.items():
+        for topic in online.subscriptions:
+            committed.setdefault((topic, group), {})
+    for (topic, group), offsets in sorted(committed.items()):
         if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             continue  # the exporter skips DLQ topics
         consumed.add_metric([cluster, name, topic, group], sum(max(o, 0) for o in offsets.values()))
@@ -186,12 +194,15 @@ def _offset_metrics(broker: BrokerContext) -> Iterator[Metric]:
             consumer_offset = max(offsets.get(queue_id, 0), 0)
             behind += broker_offset - consumer_offset
             if consumer_offset < broker_offset:
-                stored_at = store.get_message_store_timestamp(topic, queue_id, consumer_offset)
+                # an offset whose messages were cleaned up: the oldest one left (the exporter's
+                # OFFSET_ILLEGAL case)
+                oldest = max(consumer_offset, store.get_min_offset_in_queue(topic, queue_id))
+                stored_at = store.get_message_store_timestamp(topic, queue_id, oldest)
                 if stored_at > 0:
                     lag_ms = max(lag_ms, now_ms - stored_at)
-        online = str(len(info.channels)) if info is not None else "0"
+        online_count = str(len(info.channels)) if info is not None else "0"
         (retry_diff if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else diff).add_metric(
-            [group, topic, online, CLUSTERING_ORDINAL], behind)
+            [group, topic, online_count, CLUSTERING_ORDINAL], behind)
         latency.add_metric([cluster, name, topic, group], lag_ms)
     yield from (consumed, diff, retry_diff, latency)
 
