@@ -198,11 +198,12 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
-        self._tasks.append(self.loop.create_task(self._stats_sampling_loop(), name="broker-stats-sampling"))
         if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
             self._tasks.append(self.loop.create_task(
                 run_check_service(self.broker_config, self.transactional_message_service,
                                   self._transaction_check_listener), name="transaction-check"))
+        self._tasks.append(self.loop.create_task(self._broker_stats_manager_sampling_loop(),
+                                                 name="broker-stats-manager-sampling"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
@@ -478,7 +479,8 @@ class BrokerController:
             await asyncio.sleep(self.housekeeping_interval_s)
             self.scan_expired_clients()
 
-    async def _stats_sampling_loop(self) -> None:
+    async def _broker_stats_manager_sampling_loop(self) -> None:
+        """BrokerStatsManager's ten-second snapshots (the per-minute rates /metrics publishes)."""
         while True:
             await asyncio.sleep(SAMPLE_INTERVAL_S)
             self.broker_stats_manager.sample(time.monotonic())
