@@ -61,7 +61,8 @@ EXPORTER_LABELS: dict[str, tuple[str, ...]] = {
                     "put_message_size_total", "put_message_average_size", "putmessage_entire_time_max",
                     "commitlog_maxoffset", "commitlog_minoffset", "commitlog_disk_ratio", "dispatch_behind_bytes",
                     "remain_howmanydata_toflush", "start_accept_sendrequest_time", "put_tps10", "put_tps60",
-                    "put_tps600", "earliest_message_timestamp")},
+                    "put_tps600", "earliest_message_timestamp", "consumequeue_disk_ratio",
+                    "commitlogdir_capacity_total", "commitlogdir_capacity_free")},
 }
 
 
@@ -150,6 +151,9 @@ def test_send_and_pull_totals_and_histograms(metered: BrokerHandle) -> None:
     assert value(samples, "rocketmq_producer_offset", topic="MetB", **exporter) == 3
     assert value(samples, "rocketmq_brokeruntime_msg_put_total_today_now", cluster=CLUSTER) == 8
     assert value(samples, "rocketmq_brokeruntime_msg_gettotal_today_now", cluster=CLUSTER) == 10
+    total = value(samples, "rocketmq_brokeruntime_commitlogdir_capacity_total", cluster=CLUSTER)
+    assert total > value(samples, "rocketmq_brokeruntime_commitlogdir_capacity_free", cluster=CLUSTER) > 0
+    assert 0 < value(samples, "rocketmq_brokeruntime_consumequeue_disk_ratio", cluster=CLUSTER) < 1
 
 
 def test_process_collector(metered: BrokerHandle) -> None:

@@ -43,6 +43,7 @@ the title of the exporter dashboard's panel computing producer offset minus cons
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -54,6 +55,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.store.broker_stats_manager import StatsItem
+from rocketstore.store.clean import disk_partition_used_ratio
 
 _BROKER: Final = ("cluster", "brokerIP", "broker")
 _TOPIC: Final = ("cluster", "broker", "topic")
@@ -90,6 +92,9 @@ EXPORTER_FAMILIES: Final[dict[str, tuple[str, ...]]] = {
     "rocketmq_brokeruntime_commitlog_maxoffset": _RUNTIME,
     "rocketmq_brokeruntime_commitlog_minoffset": _RUNTIME,
     "rocketmq_brokeruntime_commitlog_disk_ratio": _RUNTIME,
+    "rocketmq_brokeruntime_consumequeue_disk_ratio": _RUNTIME,
+    "rocketmq_brokeruntime_commitlogdir_capacity_total": _RUNTIME,
+    "rocketmq_brokeruntime_commitlogdir_capacity_free": _RUNTIME,
     "rocketmq_brokeruntime_dispatch_behind_bytes": _RUNTIME,
     "rocketmq_brokeruntime_remain_howmanydata_toflush": _RUNTIME,
     "rocketmq_brokeruntime_start_accept_sendrequest_time": _RUNTIME,
@@ -207,10 +212,28 @@ def _offset_metrics(broker: BrokerContext) -> Iterator[Metric]:
     yield from (consumed, diff, retry_diff, latency)
 
 
+def _partition_bytes(path: str) -> tuple[int, int]:
+    """(total, free) bytes of the partition holding ``path``, as Java's File.getTotalSpace /
+    getFreeSpace (free counts blocks reserved for root); (0, 0) when it cannot be examined."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0, 0
+    return st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize
+
+
 def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
     cfg = broker.broker_config
     store = broker.store
     stats = store.stats
+    store_cfg = broker.store_config
+    commit_log_dir = str(store_cfg.commit_log_dir())
+    if not os.path.isdir(commit_log_dir):
+        commit_log_dir = str(store_cfg.root_dir())
+    capacity_total, capacity_free = _partition_bytes(commit_log_dir)
+    consume_queue_dir = str(store_cfg.consume_queue_dir())
+    if not os.path.isdir(consume_queue_dir):
+        consume_queue_dir = str(store_cfg.root_dir())
     labels = [cfg.broker_cluster_name, broker.broker_addr, "", BROKER_VERSION_DESC, str(broker.start_time_ms),
               str(BROKER_VERSION)]
     puts = stats.put_message_times_total
@@ -224,6 +247,11 @@ def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
         ("rocketmq_brokeruntime_commitlog_maxoffset", store.max_phy_offset),
         ("rocketmq_brokeruntime_commitlog_minoffset", store.min_phy_offset),
         ("rocketmq_brokeruntime_commitlog_disk_ratio", store.disk_usage_ratio()),
+        ("rocketmq_brokeruntime_consumequeue_disk_ratio", disk_partition_used_ratio(consume_queue_dir)),
+        # runtime info's commitLogDirCapacity "Total : 9.8 GiB, Free : 4.1 GiB.", which the exporter
+        # turns back into bytes; exact here
+        ("rocketmq_brokeruntime_commitlogdir_capacity_total", capacity_total),
+        ("rocketmq_brokeruntime_commitlogdir_capacity_free", capacity_free),
         ("rocketmq_brokeruntime_dispatch_behind_bytes", store.dispatch_behind_bytes),
         ("rocketmq_brokeruntime_remain_howmanydata_toflush", store.commit_log.remain_to_flush()),
         ("rocketmq_brokeruntime_start_accept_sendrequest_time", cfg.start_accept_send_request_time_stamp),
