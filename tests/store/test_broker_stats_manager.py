@@ -14,25 +14,26 @@ from rocketstore.store.broker_stats_manager import (
 
 
 def test_rate_over_the_last_minute_from_snapshots() -> None:
-    item = StatsItem(now=0.0)
+    stats = BrokerStatsManager(now=0.0)
     for t in range(1, 13):  # 120 s of 10 messages a second, sampled every 10 s
-        item.add(100)
-        item.sample(t * SAMPLE_INTERVAL_S)
+        stats.inc_topic_put("T", 100, 0)
+        stats.sample(t * SAMPLE_INTERVAL_S)
+    item = stats.topic_put_nums["T"]
     assert item.times == 12 and item.value == 1200
     # the newest snapshot at least 60 s old is the one of t=60 (value 600): 600 messages in 60 s
     assert item.per_second(120.0) == pytest.approx(10.0)
     # 5 s after the last sample, 50 more: from the t=60 snapshot (the newest one >= 60 s old)
-    item.add(50)
+    stats.inc_topic_put("T", 50, 0)
     assert item.per_second(125.0) == pytest.approx(650 / 65)
     # a rate that stopped reads 0 once the window has passed
     for t in range(13, 21):
-        item.sample(t * SAMPLE_INTERVAL_S)
+        stats.sample(t * SAMPLE_INTERVAL_S)
     assert item.per_second(200.0) == 0.0
 
 
 def test_a_new_total_is_not_a_spike() -> None:
     item = StatsItem(now=100.0)
-    item.add(5)
+    item.value = 5
     # 5 messages 10 ms after creation: at most 5 per sampling interval, not 500/s
     assert item.per_second(100.01) == pytest.approx(5 / SAMPLE_INTERVAL_S)
 
