@@ -34,11 +34,14 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
   boot timestamp in ms, ``brokerHost`` empty as the exporter leaves it).
 
 Not published (no same-meaning value here): the client-side families (``rocketmq_client_*``,
-which the exporter asks each consumer for), the put-latency distribution ``rocketmq_brokeruntime_pmdt_*``,
-thread-pool queue figures (there are no thread pools in front of the processors), the
-``*_todaymorning`` / ``*_yesterdaymorning`` day snapshots and ``rocketmq_group_dlqdiff`` (which the
-exporter never fills: it skips DLQ topics). ``rocketmq_message_accumulation`` is no metric: it is
-the title of the exporter dashboard's panel computing producer offset minus consumer offset.
+which the exporter asks each consumer for), the store's per-minute put-time distribution
+``rocketmq_brokeruntime_pmdt_*`` (the send latency histogram measures the whole request instead),
+thread-pool queue figures (there are no thread pools in front of the processors), the runtime
+TPS triples (``put_tps10/60/600``, ``get*_tps*``: StoreStatsService's one-second samples), the
+``*_todaymorning`` / ``*_yesterdaymorning`` day snapshots, ``earliest_message_timestamp`` and
+``rocketmq_group_dlqdiff`` (which the exporter never fills: it skips DLQ topics).
+``rocketmq_message_accumulation`` is no metric: it is the title of the exporter dashboard's panel
+computing producer offset minus consumer offset.
 """
 
 from __future__ import annotations
