@@ -223,6 +223,11 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     assert [(s.labels["group"], s.value) for s in dlq_offset] == [("LabelGroup", 1.0)]
     producers = {s.labels["group"]: s.value for s in families["rocketmq_producer_count"].samples}
     assert producers["LabelProducer"] == 1
+    # the exporter leaves retry and DLQ topics out of its rates (collectBrokerStatsTopic)
+    assert client.pull("%RETRY%LabelGroup", 0, 0, group="LabelGroup").code == ResponseCode.SUCCESS
+    families = {f.name: f for f in text_string_to_metric_families(metered.metrics())}
+    assert {s.labels["topic"] for s in families["rocketmq_consumer_tps"].samples} == {"Labelled"}
+    assert {s.labels["topic"] for s in families["rocketmq_producer_tps"].samples} == {"Labelled"}
     retry_diff = families["rocketmq_group_retrydiff"].samples
     assert [(s.labels["topic"], s.labels["countOfOnlineConsumers"], s.value) for s in retry_diff] == [
         ("%RETRY%LabelGroup", "1", 1.0)]

@@ -15,7 +15,7 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
 * ``rocketmq_producer_tps`` / ``rocketmq_producer_message_size``: messages / bytes put per second by
   topic (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE); retry and DLQ topics are left out, as the exporter does;
 * ``rocketmq_consumer_tps`` / ``rocketmq_consumer_message_size``: messages / bytes pulled per second by
-  topic and group (GROUP_GET_NUMS, GROUP_GET_SIZE);
+  topic and group (GROUP_GET_NUMS, GROUP_GET_SIZE), retry and DLQ topics left out likewise;
 * ``rocketmq_producer_offset``: the sum of the topic's consume-queue max offsets on this broker;
   ``rocketmq_topic_retry_offset`` the same for ``%RETRY%`` topics, ``rocketmq_topic_dlq_offset`` for
   ``%DLQ%`` topics, labelled by the group (the topic without its prefix);
@@ -148,7 +148,8 @@ def _rate_metrics(broker: BrokerContext, now: float) -> Iterator[Metric]:
     for family, doc, group_table in group_tables:
         gauge = _gauge(family, doc)
         for (topic, group), item in sorted(group_table.items()):
-            gauge.add_metric([cluster, name, topic, group], item.per_second(now))
+            if _is_plain(topic):
+                gauge.add_metric([cluster, name, topic, group], item.per_second(now))
         yield gauge
 
 
