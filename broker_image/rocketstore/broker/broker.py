@@ -82,6 +82,7 @@ from rocketstore.common.topic_validator import (
     is_system_topic,
 )
 from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
+from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
 from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
@@ -136,6 +137,9 @@ class BrokerController:
                                               ``max_offset``, since its last call
       ``shutdown_listeners``                  callables run on the loop first thing in ``stop()``
                                               (e.g. release held long-polling requests)
+      ``broker_stats_manager``                per-topic puts, per-group gets, send/pull latencies
+                                              (added up by the send and pull processors on the
+                                              loop, sampled every 10 s for per-minute rates)
 
       ``config_version``, ``start_time_ms``   the configuration's DataVersion; when serving began
       ``ready`` / ``stopping``, ``broker_addr``
@@ -168,6 +172,7 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()
+        self.broker_stats_manager = BrokerStatsManager(time.monotonic())
         bridge = TransactionalMessageBridge(self.store, self.consumer_offset_manager, self.create_topic_in_send_back,
                                             lambda: self.store_host)
         self.transactional_message_service = TransactionalMessageService(
@@ -230,6 +235,8 @@ class BrokerController:
             self._tasks.append(self.loop.create_task(
                 run_check_service(self.broker_config, self.transactional_message_service,
                                   self._transaction_check_listener), name="transaction-check"))
+        self._tasks.append(self.loop.create_task(self._broker_stats_manager_sampling_loop(),
+                                                 name="broker-stats-manager-sampling"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
@@ -559,6 +566,12 @@ class BrokerController:
         while True:
             await asyncio.sleep(self.housekeeping_interval_s)
             self.scan_expired_clients()
+
+    async def _broker_stats_manager_sampling_loop(self) -> None:
+        """BrokerStatsManager's ten-second snapshots (the per-minute rates /metrics publishes)."""
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL_S)
+            self.broker_stats_manager.sample(time.monotonic())
 
     def scan_expired_clients(self) -> None:
         """Drop clients silent past the channel expiry and close their connections."""

@@ -21,6 +21,7 @@ from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.store.broker_stats_manager import BrokerStatsManager
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.config_manager import (
     ConfigManager,
@@ -48,6 +49,7 @@ class BrokerContext(Protocol):
     producer_manager: ProducerManager
     consumer_filter_manager: ConsumerFilterManager
     transactional_message_service: TransactionalMessageService
+    broker_stats_manager: BrokerStatsManager
     remoting: RemotingServer
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]

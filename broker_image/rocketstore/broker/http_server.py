@@ -36,7 +36,27 @@ Metrics (all prefixed ``rocketstore_``):
     transaction_half_messages_total, transaction_commits_total,       counters (transaction service)
     transaction_rollbacks_total, transaction_checks_total,
     transaction_discarded_total
+    broker_info{cluster,broker,broker_id,broker_addr,version}       info (always 1): which broker this is
+    topic_put_messages_total{cluster,broker,topic}                   counters (BrokerStatsManager:
+    topic_put_bytes_total{cluster,broker,topic}                       stored sends, by topic)
+    group_get_messages_total{cluster,broker,topic,group}             counters (messages / bytes pulls
+    group_get_bytes_total{cluster,broker,topic,group}                 returned, by topic and group)
+    send_latency_seconds{cluster,broker}                             histograms: send handling (waits
+    pull_latency_seconds{cluster,broker}                              included), pull handling (hold left out)
+
+plus ``process_*`` (prometheus_client's ProcessCollector: CPU seconds, resident and virtual memory,
+open and maximum file descriptors, start time) and the apache/rocketmq-exporter families listed in
+:mod:`rocketstore.broker.exporter_metrics` (``rocketmq_broker_tps``, ``rocketmq_group_diff``, ...).
+
+Labels: the broker-wide ``rocketstore_*`` series above the info line carry none (one broker per
+scrape target; their names and shape stay as alerts and tests know them); ``rocketstore_broker_info``
+names the cluster and broker of the target, for ``* on(instance) group_left(cluster, broker)``
+joins. Series that are per topic or per group, the latency histograms and the exporter families
+carry ``cluster`` and ``broker`` themselves, as the exporter's do: those are the ones a dashboard
+filters and sums across brokers (``sum by (topic)``), and a Grafana variable
+(``label_values(..., cluster)``) needs the label on the series it reads, without a join.
 """
+
 
 from __future__ import annotations
 
@@ -45,14 +65,23 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.exporter_metrics import exporter_metrics
+from rocketstore.broker.mq_version import BROKER_VERSION_DESC
 from rocketstore.broker.server import loop_name
 from rocketstore.common import native
+from rocketstore.store.broker_stats_manager import LatencyHistogram
 from rocketstore.store.schedule_message_service import ScheduleMessageService
 from rocketstore.store.timer_message_store import TimerMessageStore
 
@@ -99,6 +128,41 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=read())
         for name, doc, read in self.counters:
             yield CounterMetricFamily(name, doc, value=read())
+        yield from self._broker_stats_metrics()
+        yield from exporter_metrics(broker)
+
+    def _broker_stats_metrics(self) -> Iterator[Metric]:
+        """Which broker this is, and what BrokerStatsManager added up, with cluster and broker labels."""
+        broker = self.broker
+        cfg = broker.broker_config
+        cluster, name = cfg.broker_cluster_name, cfg.broker_name
+        yield InfoMetricFamily("rocketstore_broker", "The cluster and broker this target is (join on instance)",
+                               value={"cluster": cluster, "broker": name, "broker_id": str(cfg.broker_id),
+                                      "broker_addr": broker.broker_addr, "version": BROKER_VERSION_DESC})
+        stats = broker.broker_stats_manager
+        topic_families = (
+            ("rocketstore_topic_put_messages", "Messages stored by send requests, by topic", stats.topic_put_nums),
+            ("rocketstore_topic_put_bytes", "Bytes stored by send requests, by topic", stats.topic_put_size))
+        for family, doc, table in topic_families:
+            counter = CounterMetricFamily(family, doc, labels=["cluster", "broker", "topic"])
+            for topic, item in sorted(table.items()):
+                counter.add_metric([cluster, name, topic], item.value)
+            yield counter
+        group_families = (
+            ("rocketstore_group_get_messages", "Messages returned by pulls, by topic and consumer group",
+             stats.group_get_nums),
+            ("rocketstore_group_get_bytes", "Bytes returned by pulls, by topic and consumer group",
+             stats.group_get_size))
+        for family, doc, group_table in group_families:
+            counter = CounterMetricFamily(family, doc, labels=["cluster", "broker", "topic", "group"])
+            for (topic, group), item in sorted(group_table.items()):
+                counter.add_metric([cluster, name, topic, group], item.value)
+            yield counter
+        yield _histogram("rocketstore_send_latency_seconds",
+                         "Send request handling, from the request to its response (flush and back-pressure waits "
+                         "included)", stats.send_latency, [cluster, name])
+        yield _histogram("rocketstore_pull_latency_seconds",
+                         "Pull request handling, a long-polling hold left out", stats.pull_latency, [cluster, name])
 
     def _store_metrics(self) -> Iterator[Metric]:
         broker = self.broker
@@ -133,6 +197,12 @@ class BrokerCollector(Collector):
         yield lag
         yield from _schedule_metrics(store.schedule_message_service)
         yield from _timer_metrics(store.timer_message_store)
+
+
+def _histogram(name: str, doc: str, histogram: LatencyHistogram, labels: list[str]) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=["cluster", "broker"])
+    family.add_metric(labels, histogram.cumulative(), histogram.sum)
+    return family
 
 
 def _timer_metrics(timers: TimerMessageStore) -> Iterator[Metric]:
@@ -180,6 +250,8 @@ class HttpServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self._collector = BrokerCollector(broker)
         self.registry.register(self._collector)
+        # CPU, memory, file descriptors of this process (read from /proc at scrape time)
+        ProcessCollector(registry=self.registry)
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
 

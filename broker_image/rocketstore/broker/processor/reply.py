@@ -161,9 +161,9 @@ class ReplyMessageProcessor(SendMessageProcessor):
         """Put the reply in the reply topic; its response-header fields when stored, else none (logged)."""
         result = self.broker.store.put_message(msg, wait_flush=False)
         if self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            stored = await self._answer_when_durable(request, result, msg.queue_id, batch=False)
+            stored = await self._answer_when_durable(request, result, msg.topic, msg.queue_id, batch=False)
         else:
-            stored = self._answer(request, result, msg.queue_id, batch=False)
+            stored = self._answer(request, result, msg.topic, msg.queue_id, batch=False)
         if not result.ok:
             log.warning("reply message to %s not stored: %s %s", msg.topic, result.status.value, stored.remark or "")
             return {}

@@ -186,6 +186,7 @@ class SendMessageProcessor:
 
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+        self.stats = broker.broker_stats_manager
 
     def handlers(self) -> Mapping[int, Handler]:
         return {code: self.handle for code in
@@ -298,7 +299,22 @@ class SendMessageProcessor:
             within.clear()
 
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
-        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
+        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH);
+        its latency, waits included, goes to the send histogram when the response is ready."""
+        start = time.perf_counter()
+        reply = self._handle(conn, request)
+        if isinstance(reply, RemotingCommand):
+            self.stats.send_latency.observe(time.perf_counter() - start)
+            return reply
+        return self._timed(reply, start)
+
+    async def _timed(self, waiting: Coroutine[Any, Any, RemotingCommand], start: float) -> RemotingCommand:
+        response = await waiting
+        self.stats.send_latency.observe(time.perf_counter() - start)
+        return response
+
+    def _handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | Coroutine[
+            Any, Any, RemotingCommand]:
         header = decode_send_header(request)
         store = self.broker.store
         if store.is_os_page_cache_busy():
@@ -318,11 +334,11 @@ class SendMessageProcessor:
         reply = self._put(conn, request, header)
         return reply if isinstance(reply, RemotingCommand) else await reply
 
-    async def _answer_when_durable(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
-                                   batch: bool) -> RemotingCommand:
+    async def _answer_when_durable(self, request: RemotingCommand, result: PutMessageResult, topic: str,
+                                   queue_id: int, *, batch: bool) -> RemotingCommand:
         """SYNC_FLUSH: the response once the group commit has made the put durable, or
         FLUSH_DISK_TIMEOUT after syncFlushTimeout (the put itself stays, as in RocketMQ)."""
-        return self._answer(request, await wait_until_durable(self.broker, result), queue_id, batch=batch)
+        return self._answer(request, await wait_until_durable(self.broker, result), topic, queue_id, batch=batch)
 
     def _put(self, conn: Connection, request: RemotingCommand,
              header: SendMessageRequestHeader) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
@@ -355,9 +371,9 @@ class SendMessageProcessor:
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
             if self._wants_sync_wait(batch_props):
-                return self._answer_when_durable(request, store.put_messages(batch, wait_flush=False), queue_id,
-                                                 batch=True)
-            return self._answer(request, store.put_messages(batch), queue_id, batch=True)
+                return self._answer_when_durable(request, store.put_messages(batch, wait_flush=False), header.topic,
+                                                 queue_id, batch=True)
+            return self._answer(request, store.put_messages(batch), header.topic, queue_id, batch=True)
 
         routed = self._retry_or_dlq(request, header, topic_config, queue_id)
         if isinstance(routed, RemotingCommand):
@@ -388,15 +404,18 @@ class SendMessageProcessor:
         if prepared and result.ok:
             self.broker.transactional_message_service.metrics.half_messages += 1
         if sync:
-            return self._answer_when_durable(request, result, queue_id, batch=False)
-        return self._answer(request, result, queue_id, batch=False)
+            return self._answer_when_durable(request, result, topic, queue_id, batch=False)
+        return self._answer(request, result, topic, queue_id, batch=False)
 
-    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
+    def _answer(self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int, *,
                 batch: bool) -> RemotingCommand:
         code, remark = put_status_response(self.broker, result.status)
         fields = self._response_fields()
         append = result.append
         if result.ok and append is not None:
+            # RocketMQ counts a stored put (flush or slave timeouts included) under the topic it
+            # was stored in: the DLQ topic for a retry message past its maximum
+            self.stats.inc_topic_put(topic, append.msg_num, append.wrote_bytes)
             msg_id = self._batch_msg_ids(result) if batch else append.msg_id
             fields.update(SendMessageResponseHeader(
                 msg_id=msg_id, queue_id=queue_id, queue_offset=append.logics_offset).to_ext_fields())

@@ -1,0 +1,160 @@
+"""BrokerStatsManager: what the send and pull paths add up per topic and per consumer group.
+
+RocketMQ's BrokerStatsManager (store/stats) keeps, among others, TOPIC_PUT_NUMS / TOPIC_PUT_SIZE
+by topic, GROUP_GET_NUMS / GROUP_GET_SIZE by ``topic@group`` and BROKER_PUT_NUMS /
+BROKER_GET_NUMS for the whole broker, each a running total sampled every ten seconds so that
+``tps`` over the last minute can be read (StatsItem's minute snapshots). apache/rocketmq-exporter
+publishes those per-minute rates (``rocketmq_producer_tps``, ``rocketmq_consumer_tps``, ...), and
+Prometheus-native dashboards want the running totals themselves (``rate()`` of a counter): this
+module keeps both from the same counters.
+
+Cost on the hot path: per request (a batch counts its messages at once) one dict lookup and a few
+integer additions (about 0.3 µs); :class:`LatencyHistogram.observe` is one bisect
+over a dozen bounds. Everything here is touched on the broker's event loop only (the processors,
+the ten-second sampler and /metrics all run there), so nothing takes a lock.
+
+Items are never dropped while the broker runs (RocketMQ's StatsItemSet drops items idle for
+a while); a topic or group that stops being used keeps its last totals, at a constant rate of 0.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from typing import Final
+
+#: seconds between two snapshots (StatsItem samples every 10 s)
+SAMPLE_INTERVAL_S: Final = 10.0
+#: the per-minute rate's window (StatsItem's ``getStatsMinute``)
+MINUTE_S: Final = 60.0
+#: the broker-wide totals also answer for 10 s and 10 min windows (runtime info's ``putTps``: 10, 60, 600 s)
+LONGEST_WINDOW_S: Final = 600.0
+
+#: upper bounds (seconds) of the latency histograms' buckets: 100 µs to 10 s
+LATENCY_BOUNDS_S: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                           1.0, 2.5, 5.0, 10.0)
+
+
+class StatsItem:
+    """A running total (``value``) and how many times it was added to (``times``), with snapshots
+    taken by :meth:`sample` from which :meth:`per_second` computes a recent rate."""
+
+    __slots__ = ("_snapshots", "times", "value")
+
+    def __init__(self, now: float, keep_s: float = MINUTE_S) -> None:
+        self.value = 0
+        self.times = 0
+        # (time, value): the item starts at 0 now, so its first rate counts from its creation
+        self._snapshots: deque[tuple[float, int]] = deque(
+            [(now, 0)], maxlen=int(keep_s / SAMPLE_INTERVAL_S) + 2)
+
+    def sample(self, now: float) -> None:
+        self._snapshots.append((now, self.value))
+
+    def per_second(self, now: float, window_s: float = MINUTE_S) -> float:
+        """The increase per second since the newest snapshot at least ``window_s`` old (the oldest
+        one while the item is younger than that), live value included.
+
+        The divisor is at least one sampling interval, so a total that appeared a moment ago
+        reads as a modest rate rather than a spike of ``value / few ms``.
+        """
+        start_t, start_v = self._snapshots[0]
+        for t, v in reversed(self._snapshots):
+            if now - t >= window_s:
+                start_t, start_v = t, v
+                break
+        return (self.value - start_v) / max(now - start_t, SAMPLE_INTERVAL_S)
+
+
+class LatencyHistogram:
+    """Counts of observations per bucket of :data:`LATENCY_BOUNDS_S` and their sum (a Prometheus
+    histogram without prometheus_client's per-observation lock and label lookup)."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BOUNDS_S) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+        self.sum += seconds
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """(``le`` bound, observations at or below it) for every bucket, +Inf last."""
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*LATENCY_BOUNDS_S, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        return out
+
+
+class BrokerStatsManager:
+    """The broker's per-topic and per-group totals, its put/get totals and request latencies."""
+
+    def __init__(self, now: float) -> None:
+        self.topic_put_nums: dict[str, StatsItem] = {}
+        self.topic_put_size: dict[str, StatsItem] = {}
+        #: keyed (topic, group): RocketMQ's ``topic@group`` stats key
+        self.group_get_nums: dict[tuple[str, str], StatsItem] = {}
+        self.group_get_size: dict[tuple[str, str], StatsItem] = {}
+        # the same items, paired for the hot path's single lookup
+        self._topic_put: dict[str, tuple[StatsItem, StatsItem]] = {}
+        self._group_get: dict[tuple[str, str], tuple[StatsItem, StatsItem]] = {}
+        self.broker_put_nums = StatsItem(now, LONGEST_WINDOW_S)
+        self.broker_get_nums = StatsItem(now, LONGEST_WINDOW_S)
+        #: SEND_MESSAGE/V2/batch: request read to response ready, waits for flush or dispatch included
+        self.send_latency = LatencyHistogram()
+        #: PULL_MESSAGE: the broker's work on a pull, a long-polling hold left out
+        self.pull_latency = LatencyHistogram()
+        self._now = now
+
+    def inc_topic_put(self, topic: str, msg_num: int, size: int) -> None:
+        """One successful send request of ``msg_num`` messages, ``size`` bytes stored.
+
+        Once per send on the loop: one dict lookup, the additions written out (a method call
+        per item would cost as much again).
+        """
+        items = self._topic_put.get(topic)
+        if items is None:
+            items = self._topic_put[topic] = (StatsItem(self._now), StatsItem(self._now))
+            self.topic_put_nums[topic], self.topic_put_size[topic] = items
+        nums, sizes = items
+        nums.value += msg_num
+        nums.times += 1
+        sizes.value += size
+        sizes.times += 1
+        broker = self.broker_put_nums
+        broker.value += msg_num
+        broker.times += 1
+
+    def inc_group_get(self, topic: str, group: str, msg_num: int, size: int) -> None:
+        """One pull that returned ``msg_num`` messages, ``size`` bytes, to ``group`` (written out
+        as :meth:`inc_topic_put` is)."""
+        key = (topic, group)
+        items = self._group_get.get(key)
+        if items is None:
+            items = self._group_get[key] = (StatsItem(self._now), StatsItem(self._now))
+            self.group_get_nums[key], self.group_get_size[key] = items
+        nums, sizes = items
+        nums.value += msg_num
+        nums.times += 1
+        sizes.value += size
+        sizes.times += 1
+        broker = self.broker_get_nums
+        broker.value += msg_num
+        broker.times += 1
+
+    def sample(self, now: float) -> None:
+        """Snapshot every total (every :data:`SAMPLE_INTERVAL_S`, by the broker's sampling task).
+
+        ``now`` is also the creation time of items made until the next sample: the hot path does
+        not read the clock for them.
+        """
+        self._now = now
+        for table in (self.topic_put_nums, self.topic_put_size, self.group_get_nums, self.group_get_size):
+            for item in table.values():
+                item.sample(now)
+        self.broker_put_nums.sample(now)
+        self.broker_get_nums.sample(now)

@@ -1,0 +1,287 @@
+"""/metrics after real sends and pulls over real sockets: per-topic and per-group totals, latency
+histograms, the broker's identity, the process collector and the apache/rocketmq-exporter families.
+
+Every scrape is parsed with prometheus_client's own text parser, as Prometheus would read it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from conftest import BrokerHandle, RawClient, decode_records
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from rocketstore.broker.exporter_metrics import EXPORTER_FAMILIES
+from rocketstore.common.message import BatchItem, encode_batch
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import (
+    ConsumerData,
+    HeartbeatData,
+    ProducerData,
+    PullSysFlag,
+    SendMessageRequestHeader,
+    SubscriptionData,
+)
+from rocketstore.store.config import FlushDiskType
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "MetricsCluster"
+BROKER = "broker-m"
+
+#: The label names apache/rocketmq-exporter gives each family (RMQMetricsCollector.java: the
+#: *_LABEL_NAMES lists passed to each GaugeMetricFamily), written down here from its source, not
+#: from our code, so that a family we publish under an exporter name with other labels fails.
+EXPORTER_LABELS: dict[str, tuple[str, ...]] = {
+    "rocketmq_broker_tps": ("cluster", "brokerIP", "broker"),
+    "rocketmq_broker_qps": ("cluster", "brokerIP", "broker"),
+    "rocketmq_broker_commitlog_diff": ("cluster", "brokerIP", "broker"),
+    "rocketmq_producer_tps": ("cluster", "broker", "topic"),
+    "rocketmq_producer_message_size": ("cluster", "broker", "topic"),
+    "rocketmq_producer_offset": ("cluster", "broker", "topic"),
+    "rocketmq_topic_retry_offset": ("cluster", "broker", "topic"),
+    "rocketmq_topic_dlq_offset": ("cluster", "broker", "group"),
+    "rocketmq_producer_count": ("cluster", "broker", "group"),
+    "rocketmq_consumer_tps": ("cluster", "broker", "topic", "group"),
+    "rocketmq_consumer_message_size": ("cluster", "broker", "topic", "group"),
+    "rocketmq_consumer_offset": ("cluster", "broker", "topic", "group"),
+    "rocketmq_group_consume_tps": ("cluster", "broker", "topic", "group"),
+    "rocketmq_send_back_nums": ("cluster", "broker", "topic", "group"),
+    "rocketmq_group_get_latency_by_storetime": ("cluster", "broker", "topic", "group"),
+    "rocketmq_group_diff": ("group", "topic", "countOfOnlineConsumers", "msgModel"),
+    "rocketmq_group_retrydiff": ("group", "topic", "countOfOnlineConsumers", "msgModel"),
+    "rocketmq_group_dlqdiff": ("group", "topic", "countOfOnlineConsumers", "msgModel"),
+    "rocketmq_group_count": ("caddr", "localaddr", "group"),
+    **{f"rocketmq_brokeruntime_{name}": ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
+       for name in ("msg_put_total_today_now", "msg_gettotal_today_now", "putmessage_times_total",
+                    "put_message_size_total", "put_message_average_size", "putmessage_entire_time_max",
+                    "commitlog_maxoffset", "commitlog_minoffset", "commitlog_disk_ratio", "dispatch_behind_bytes",
+                    "remain_howmanydata_toflush", "start_accept_sendrequest_time", "put_tps10", "put_tps60",
+                    "put_tps600", "earliest_message_timestamp", "consumequeue_disk_ratio",
+                    "commitlogdir_capacity_total", "commitlogdir_capacity_free")},
+}
+
+
+def scrape(broker: BrokerHandle) -> list[Sample]:
+    return [sample for family in text_string_to_metric_families(broker.metrics()) for sample in family.samples]
+
+
+def value(samples: list[Sample], name: str, **labels: str) -> float:
+    """The one sample called ``name`` whose labels include ``labels``."""
+    found = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+    assert len(found) == 1, f"{name}{labels}: {len(found)} samples"
+    return found[0]
+
+
+def heartbeat(client: RawClient, client_id: str, group: str, topic: str, producer: str) -> None:
+    data = HeartbeatData(
+        client_id=client_id,
+        consumer_data_set=[ConsumerData(
+            group_name=group, consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+            consume_from_where="CONSUME_FROM_LAST_OFFSET",
+            subscription_data_set=[SubscriptionData(topic=topic, sub_string="*", sub_version=1)])],
+        producer_data_set=[ProducerData(group_name=producer)])
+    assert client.call(RequestCode.HEART_BEAT, body=data.encode()).code == ResponseCode.SUCCESS
+
+
+@pytest.fixture
+def metered(broker_factory: Callable[..., BrokerHandle]) -> BrokerHandle:
+    return broker_factory(broker_cluster_name=CLUSTER, broker_name=BROKER)
+
+
+def test_send_and_pull_totals_and_histograms(metered: BrokerHandle) -> None:
+    client = metered.client()
+    for i in range(5):
+        assert client.send_message("MetA", b"a" * (10 + i)).code == ResponseCode.SUCCESS
+    for _ in range(3):
+        assert client.send_message("MetB", b"b" * 100, queue_id=1).code == ResponseCode.SUCCESS
+    refused = client.send_message("%DLQ%bad topic", b"x")  # an invalid name: refused, still a send handled
+    assert refused.code != ResponseCode.SUCCESS
+    client.wait_dispatched("MetA", 0, 5)
+    client.wait_dispatched("MetB", 1, 3)
+
+    everything = client.pull("MetA", 0, 0, group="CG1")
+    part = client.pull("MetA", 0, 0, group="CG2", max_msgs=2)
+    other = client.pull("MetB", 1, 0, group="CG1")
+    miss = client.pull("MetA", 0, 5, group="CG1", sys_flag=0)  # nothing there: answered, no messages
+    assert [r.code for r in (everything, part, other, miss)] == [ResponseCode.SUCCESS] * 3 + [
+        ResponseCode.PULL_NOT_FOUND]
+    assert len(decode_records(everything.body)) == 5 and len(decode_records(part.body)) == 2
+
+    samples = scrape(metered)
+    ours = {"cluster": CLUSTER, "broker": BROKER}
+    assert value(samples, "rocketstore_topic_put_messages_total", topic="MetA", **ours) == 5
+    assert value(samples, "rocketstore_topic_put_messages_total", topic="MetB", **ours) == 3
+    # bytes are the stored records: what a pull of all of them returns, and the CommitLog's end
+    assert value(samples, "rocketstore_topic_put_bytes_total", topic="MetA", **ours) == len(everything.body)
+    assert value(samples, "rocketstore_topic_put_bytes_total", topic="MetB", **ours) == len(other.body)
+    assert len(everything.body) + len(other.body) == value(samples, "rocketstore_commitlog_max_offset_bytes")
+
+    assert value(samples, "rocketstore_group_get_messages_total", topic="MetA", group="CG1", **ours) == 5
+    assert value(samples, "rocketstore_group_get_messages_total", topic="MetA", group="CG2", **ours) == 2
+    assert value(samples, "rocketstore_group_get_messages_total", topic="MetB", group="CG1", **ours) == 3
+    assert value(samples, "rocketstore_group_get_bytes_total", topic="MetA", group="CG2", **ours) == len(part.body)
+
+    # every send and every answered pull is one observation; buckets are cumulative up to +Inf
+    for name, count in (("rocketstore_send_latency_seconds", 9), ("rocketstore_pull_latency_seconds", 4)):
+        assert value(samples, f"{name}_count", **ours) == count
+        buckets = [s for s in samples if s.name == f"{name}_bucket"]
+        assert [s.labels["le"] for s in buckets][-1] == "+Inf"
+        counts = [s.value for s in buckets]
+        assert counts == sorted(counts) and counts[-1] == count
+        assert 0 < value(samples, f"{name}_sum", **ours) < 10
+
+    info = [s for s in samples if s.name == "rocketstore_broker_info"]
+    assert len(info) == 1 and info[0].value == 1
+    assert info[0].labels == {"cluster": CLUSTER, "broker": BROKER, "broker_id": "0",
+                              "broker_addr": metered.controller.broker_addr, "version": "V4_9_8"}
+
+    # exporter families: per-second rates of what was just sent and pulled, offsets as sums
+    exporter = {"cluster": CLUSTER, "broker": BROKER}
+    assert 0 < value(samples, "rocketmq_producer_tps", topic="MetA", **exporter) <= 5
+    assert value(samples, "rocketmq_producer_message_size", topic="MetA", **exporter) > 0
+    assert 0 < value(samples, "rocketmq_consumer_tps", topic="MetA", group="CG2", **exporter) <= 2
+    assert 0 < value(samples, "rocketmq_broker_tps", brokerIP=metered.controller.broker_addr, **exporter) <= 8
+    assert 0 < value(samples, "rocketmq_broker_qps", **exporter) <= 10
+    assert value(samples, "rocketmq_producer_offset", topic="MetA", **exporter) == 5
+    assert value(samples, "rocketmq_producer_offset", topic="MetB", **exporter) == 3
+    assert value(samples, "rocketmq_brokeruntime_msg_put_total_today_now", cluster=CLUSTER) == 8
+    assert value(samples, "rocketmq_brokeruntime_msg_gettotal_today_now", cluster=CLUSTER) == 10
+    total = value(samples, "rocketmq_brokeruntime_commitlogdir_capacity_total", cluster=CLUSTER)
+    assert total > value(samples, "rocketmq_brokeruntime_commitlogdir_capacity_free", cluster=CLUSTER) > 0
+    assert 0 < value(samples, "rocketmq_brokeruntime_consumequeue_disk_ratio", cluster=CLUSTER) < 1
+
+
+def test_process_collector(metered: BrokerHandle) -> None:
+    samples = scrape(metered)
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_resident_memory_bytes") > 1_000_000
+    # the broker's own sockets and store files are open in this process
+    assert value(samples, "process_open_fds") > 3
+    assert value(samples, "process_max_fds") > 0
+    assert value(samples, "process_start_time_seconds") <= time.time()
+
+
+def test_group_diff_offsets_and_latency_by_store_time(metered: BrokerHandle) -> None:
+    client = metered.client()
+    first_sent = time.time() * 1000
+    for _ in range(5):
+        assert client.send_message("Lagging", b"m", queue_id=0).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Lagging", 0, 5)
+    offsets = metered.controller.consumer_offset_manager
+    metered.call_soon(lambda: offsets.commit_offset("Slow", "Lagging", 0, 2))
+    metered.call_soon(lambda: offsets.commit_offset("Done", "Lagging", 0, 5))
+    time.sleep(0.05)  # so that the oldest unconsumed message is measurably old
+    samples = scrape(metered)
+    at = {"cluster": CLUSTER, "broker": BROKER, "topic": "Lagging"}
+    assert value(samples, "rocketmq_consumer_offset", group="Slow", **at) == 2
+    assert value(samples, "rocketmq_group_diff", group="Slow", topic="Lagging") == 3
+    assert value(samples, "rocketmq_group_diff", group="Done", topic="Lagging") == 0
+    slow = next(s for s in samples if s.name == "rocketmq_group_diff" and s.labels["group"] == "Slow")
+    assert slow.labels["countOfOnlineConsumers"] == "0" and slow.labels["msgModel"] == "1"
+    lag_ms = value(samples, "rocketmq_group_get_latency_by_storetime", group="Slow", **at)
+    assert 50 <= lag_ms <= time.time() * 1000 - first_sent + 1
+    assert value(samples, "rocketmq_group_get_latency_by_storetime", group="Done", **at) == 0
+
+
+def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -> None:
+    """Drive the broker so that every exporter family we publish has samples, then compare each
+    sample's label names with the exporter's."""
+    client = metered.client()
+    heartbeat(client, "10.1.1.1@7", "LabelGroup", "Labelled", "LabelProducer")
+    assert client.send_message("Labelled", b"x").code == ResponseCode.SUCCESS
+    assert client.send_message("%RETRY%LabelGroup", b"r").code == ResponseCode.SUCCESS
+    dlq = client.send_message("%RETRY%LabelGroup", b"d", reconsume_times=16)  # past retryMaxTimes: to the DLQ
+    assert dlq.code == ResponseCode.SUCCESS
+    client.wait_dispatched("Labelled", 0, 1)
+    client.wait_dispatched("%RETRY%LabelGroup", 0, 1)
+    client.wait_dispatched("%DLQ%LabelGroup", 0, 1)
+    assert client.pull("Labelled", 0, 0, group="LabelGroup").code == ResponseCode.SUCCESS
+    offsets = metered.controller.consumer_offset_manager
+    metered.call_soon(lambda: offsets.commit_offset("LabelGroup", "Labelled", 0, 0))
+    metered.call_soon(lambda: offsets.commit_offset("LabelGroup", "%RETRY%LabelGroup", 0, 0))
+
+    families = {f.name: f for f in text_string_to_metric_families(metered.metrics())}
+    published = {name for name in families if name.startswith("rocketmq_")}
+    assert published == set(EXPORTER_FAMILIES)
+    for name in sorted(published):
+        assert name in EXPORTER_LABELS, f"{name} is not a rocketmq-exporter family"
+        samples = families[name].samples
+        assert samples, f"{name} has no sample to check"
+        for sample in samples:
+            assert sorted(sample.labels) == sorted(EXPORTER_LABELS[name]), name
+        assert families[name].type == "gauge", name  # the exporter publishes gauges only
+
+    group_count = families["rocketmq_group_count"].samples
+    assert [(s.labels["group"], s.labels["localaddr"], s.value) for s in group_count] == [
+        ("LabelGroup", "10.1.1.1@7", 1.0)]
+    dlq_offset = families["rocketmq_topic_dlq_offset"].samples
+    assert [(s.labels["group"], s.value) for s in dlq_offset] == [("LabelGroup", 1.0)]
+    producers = {s.labels["group"]: s.value for s in families["rocketmq_producer_count"].samples}
+    assert producers["LabelProducer"] == 1
+    # the exporter leaves retry and DLQ topics out of its rates (collectBrokerStatsTopic)
+    assert client.pull("%RETRY%LabelGroup", 0, 0, group="LabelGroup").code == ResponseCode.SUCCESS
+    families = {f.name: f for f in text_string_to_metric_families(metered.metrics())}
+    assert {s.labels["topic"] for s in families["rocketmq_consumer_tps"].samples} == {"Labelled"}
+    assert {s.labels["topic"] for s in families["rocketmq_producer_tps"].samples} == {"Labelled"}
+    retry_diff = families["rocketmq_group_retrydiff"].samples
+    assert [(s.labels["topic"], s.labels["countOfOnlineConsumers"], s.value) for s in retry_diff] == [
+        ("%RETRY%LabelGroup", "1", 1.0)]
+
+
+def test_sync_flush_and_batch_sends_are_counted_once_per_request(broker_factory: Callable[..., BrokerHandle]) -> None:
+    """SYNC_FLUSH sends answer from a coroutine (after the group commit): still one observation
+    each; a batch counts all its messages in one request."""
+    broker = broker_factory(broker_cluster_name=CLUSTER, broker_name=BROKER, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    client = broker.client()
+    for _ in range(2):
+        assert client.send_message("Durable", b"d").code == ResponseCode.SUCCESS
+    header = SendMessageRequestHeader(producer_group="PG", topic="Durable", default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="", batch=True)
+    batch = encode_batch([BatchItem(b"b%d" % i, 0, {}) for i in range(3)])
+    assert client.call(RequestCode.SEND_BATCH_MESSAGE, header.to_v2_ext_fields(), batch).code == ResponseCode.SUCCESS
+    samples = scrape(broker)
+    ours = {"cluster": CLUSTER, "broker": BROKER}
+    assert value(samples, "rocketstore_topic_put_messages_total", topic="Durable", **ours) == 5
+    assert value(samples, "rocketstore_send_latency_seconds_count", **ours) == 3
+    assert value(samples, "rocketstore_topic_put_bytes_total", topic="Durable", **ours) == value(
+        samples, "rocketstore_commitlog_max_offset_bytes")
+
+
+def test_held_pull_latency_leaves_the_hold_out(metered: BrokerHandle) -> None:
+    client = metered.client()
+    assert client.send_message("Held", b"other queue", queue_id=1).code == ResponseCode.SUCCESS
+    pull = RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
+        "consumerGroup": "Waiter", "topic": "Held", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+        "sysFlag": str(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION), "commitOffset": "0",
+        "suspendTimeoutMillis": "5000", "subscription": "*", "subVersion": "0", "expressionType": "TAG"})
+    opaque = client.send(pull)
+    metered.wait_held_pulls(1)
+    time.sleep(0.6)
+    assert metered.client().send_message("Held", b"wake", queue_id=0).code == ResponseCode.SUCCESS
+    answer = client.receive(opaque)
+    assert answer.code == ResponseCode.SUCCESS and len(decode_records(answer.body)) == 1
+    samples = scrape(metered)
+    ours = {"cluster": CLUSTER, "broker": BROKER}
+    assert value(samples, "rocketstore_pull_latency_seconds_count", **ours) == 1
+    assert value(samples, "rocketstore_pull_latency_seconds_sum", **ours) < 0.3  # the 0.6 s hold is not in it
+    assert value(samples, "rocketstore_group_get_messages_total", topic="Held", group="Waiter", **ours) == 1
+
+
+def test_online_group_without_offsets_counts_every_message_as_behind(metered: BrokerHandle) -> None:
+    """RocketMQ's ConsumeStats takes an uncommitted queue's consumer offset as 0."""
+    client = metered.client()
+    for _ in range(2):
+        assert client.send_message("Waiting", b"w", queue_id=0).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Waiting", 0, 2)
+    heartbeat(client, "10.2.2.2@1", "Fresh", "Waiting", "FreshProducer")
+    samples = scrape(metered)
+    assert value(samples, "rocketmq_group_diff", group="Fresh", topic="Waiting", countOfOnlineConsumers="1",
+                 msgModel="1") == 2
+    assert value(samples, "rocketmq_consumer_offset", group="Fresh", topic="Waiting") == 0
+    assert value(samples, "rocketmq_group_get_latency_by_storetime", group="Fresh", topic="Waiting") > 0
