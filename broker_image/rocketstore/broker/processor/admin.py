@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.broker.server import Connection, Handler
+from rocketstore.common.clock import now_ms
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
@@ -74,6 +75,15 @@ def _human_bytes(n: int) -> str:
         value /= 1024
         exp += 1
     return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def format_runtime(elapsed_ms: int) -> str:
+    """StoreStatsService.getFormatRuntime: ``[ D days, H hours, M minutes, S seconds ]``."""
+    seconds = max(elapsed_ms, 0) // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
 class AdminBrokerProcessor:
@@ -131,15 +141,30 @@ class AdminBrokerProcessor:
         store = broker.store
         info = store.runtime_info()
         stats = store.stats
+        cfg = broker.broker_config
+        info.update(broker.broker_stats.runtime_info(stats.put_message_times_total,
+                                                     stats.get_message_transferred_msg_count))
         info.update({
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerVersion": str(BROKER_VERSION),
-            # RocketMQ counts these per day; RocketStore keeps totals since start.
-            "msgPutTotalTodayNow": str(stats.put_message_times_total),
-            "msgGetTotalTodayNow": str(stats.get_message_transferred_msg_count),
-            "startAcceptSendRequestTimeStamp": str(broker.broker_config.start_accept_send_request_time_stamp),
+            "startAcceptSendRequestTimeStamp": str(cfg.start_accept_send_request_time_stamp),
             "bootTimestamp": str(broker.start_time_ms),
+            "runtime": format_runtime(now_ms() - broker.start_time_ms),
+            "remainTransientStoreBufferNumbs": str(2**31 - 1),  # no transient store pool: Integer.MAX_VALUE
         })
+        # RocketMQ hands sends, pulls, queries and transaction ends to thread pools whose queues
+        # it reports; here they run on the event loop as they arrive, so nothing waits in a queue.
+        for name, capacity_key, capacity in (
+            ("sendThreadPoolQueue", "sendThreadPoolQueueCapacity", cfg.send_thread_pool_queue_capacity),
+            ("pullThreadPoolQueue", "pullThreadPoolQueueCapacity", cfg.pull_thread_pool_queue_capacity),
+            ("queryThreadPoolQueue", "queryThreadPoolQueueCapacity", cfg.query_thread_pool_queue_capacity),
+            ("EndTransactionQueue", "EndTransactionThreadPoolQueueCapacity", cfg.end_transaction_pool_queue_capacity),
+        ):
+            info[f"{name}Size"] = "0"
+            info[capacity_key] = str(capacity)
+        for name in ("sendThreadPoolQueue", "pullThreadPoolQueue", "queryThreadPoolQueue"):
+            info[f"{name}HeadWaitTimeMills"] = "0"
+        info["remainHowManyDataToFlush"] = _human_bytes(int(info["remainHowManyDataToFlush"]))
         root = broker.store_config.root_dir()
         if root.exists():
             usage = shutil.disk_usage(root)
