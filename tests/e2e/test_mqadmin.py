@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_support import RocketStoreBroker, java_driver
-from java_rocketmq import BuildError, ToolMissing, find_tools
+from java_rocketmq import BackgroundRun, BuildError, DriverResult, ToolMissing, find_tools
 from mqadmin import MQAdminResult, build_mqadmin, run_mqadmin
 from tool_support import require_tool
+
+from rocketstore.client.remoting_client import RemotingClient
+from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.headers import HeartbeatData, ProducerData
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +81,135 @@ def test_broker_status_prints_runtime_keys(rocketstore_broker: RocketStoreBroker
     assert table["brokerVersionDesc"] == "V4_9_8"
     assert table["sendThreadPoolQueueCapacity"] == "10000"
     assert re.fullmatch(r"\[ \d+ days, \d+ hours, \d+ minutes, \d+ seconds \]", table["runtime"])
+
+
+#: (topic, group, the consumer's run, the producer's result, a time just before producing)
+LiveConsumer = tuple[str, str, BackgroundRun, DriverResult, int]
+
+
+def _received(run: BackgroundRun) -> list[dict[str, Any]]:
+    return [line for line in run.lines_so_far() if line.get("kind") == "received"]
+
+
+def _wait_until(what: str, done: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def live_consumer(rocketstore_broker: RocketStoreBroker, mqadmin_built: None, java_client_built: None,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsumer]:
+    """A topic (2 queues) with 6 messages and a Java push consumer of a group that consumed them
+    and stays up (a LiveConsumer)."""
+    workdir = tmp_path_factory.mktemp("live-consumer")
+    topic, group = f"TLive_{time.monotonic_ns()}", f"GroupLive_{time.monotonic_ns()}"
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic, "-r", "2", "-w", "2")
+    before = int(time.time() * 1000) - 1000
+    driver = java_driver(rocketstore_broker, workdir)
+    produced = driver.produce(topic, 6)
+    run = driver.start_push_consume(topic, group, 6, linger_ms=120_000, timeout_s=240, check=False)
+    try:
+        _wait_until("the consumer to take all 6 messages", lambda: len(_received(run)) >= 6)
+        yield topic, group, run, produced, before
+    finally:
+        run.kill()
+
+
+def _client_id(broker: RocketStoreBroker, group: str) -> str:
+    out = mqadmin(broker, "consumerConnection", "-g", group).lines()
+    assert out[0].split() == ["#ClientId", "#ClientAddr", "#Language", "#Version"], out
+    return out[1].split()[0]
+
+
+def test_consumer_status_gets_running_info_through_broker(rocketstore_broker: RocketStoreBroker,
+                                                          live_consumer: LiveConsumer) -> None:
+    """consumerStatus: GET_CONSUMER_RUNNING_INFO (307) forwarded to the consumer, its answer back."""
+    topic, group, _, _, _ = live_consumer
+    client_id = _client_id(rocketstore_broker, group)
+    out = mqadmin(rocketstore_broker, "consumerStatus", "-g", group).stdout
+    assert re.search(rf"^1\s+{re.escape(client_id)}\s+V4_9_8\s+\S+", out, re.MULTILINE), out
+    assert "Same subscription in the same group of consumer" in out
+    assert "Rebalance OK" in out
+    detail = mqadmin(rocketstore_broker, "consumerStatus", "-g", group, "-i", client_id).stdout
+    # the client's own ConsumerRunningInfo: its properties and its subscription of the topic
+    assert "#Consumer Subscription#" in detail and topic in detail, detail
+    assert "CONSUME_PASSIVELY" in detail
+
+
+def test_broker_consume_stats_lists_group_queues(rocketstore_broker: RocketStoreBroker,
+                                                 live_consumer: LiveConsumer) -> None:
+    topic, group, _, _, _ = live_consumer
+    def caught_up() -> bool:
+        rows = _broker_consume_rows(rocketstore_broker, topic)
+        return bool(rows) and all(row[6] == "0" for row in rows if row[1] == group)
+
+    _wait_until("the consumer to commit its offsets", caught_up)
+    rows = _broker_consume_rows(rocketstore_broker, topic)
+    # #Topic #Group #Broker Name #QID #Broker Offset #Consumer Offset #Diff #LastTime(date time)
+    assert sorted(row[3] for row in rows) == ["0", "1"]
+    assert all(row[1] == group and row[2] == "e2e-broker" for row in rows)
+    assert sum(int(row[4]) for row in rows) == 6
+    assert [row[4] for row in rows] == [row[5] for row in rows]
+
+
+def _broker_consume_rows(broker: RocketStoreBroker, topic: str) -> list[list[str]]:
+    out = mqadmin(broker, "brokerConsumeStats", "-b", broker.addr).lines()
+    assert out[0].split()[:2] == ["#Topic", "#Group"], out
+    assert out[-1].startswith("Diff Total:"), out
+    return [line.split() for line in out[1:-1] if line.split()[0] == topic]
+
+
+def test_reset_offset_by_time_pushes_to_live_consumer(rocketstore_broker: RocketStoreBroker,
+                                                      live_consumer: LiveConsumer) -> None:
+    """resetOffsetByTime: INVOKE_BROKER_TO_RESET_OFFSET (222); the broker pushes
+    RESET_CONSUMER_CLIENT_OFFSET (220) to the consumer, which consumes the 6 messages again."""
+    topic, group, run, _, before = live_consumer
+    had = len(_received(run))
+    out = mqadmin(rocketstore_broker, "resetOffsetByTime", "-g", group, "-t", topic, "-s", str(before),
+                  "-f", "true").lines()
+    assert out[0].startswith(f"rollback consumer offset by specified group[{group}], topic[{topic}], force[true]")
+    assert out[1].split() == ["#brokerName", "#queueId", "#offset"]
+    assert sorted(tuple(line.split()) for line in out[2:]) == [("e2e-broker", "0", "0"), ("e2e-broker", "1", "0")]
+    _wait_until("the consumer to consume the 6 messages again", lambda: len(_received(run)) >= had + 6)
+    again = _received(run)[had:]
+    assert {line["delivery"] for line in again} == {2}
+
+
+def test_clone_group_offset(rocketstore_broker: RocketStoreBroker,
+                            live_consumer: LiveConsumer) -> None:
+    topic, group, _, _, _ = live_consumer
+    dest = f"{group}_clone"
+    mqadmin(rocketstore_broker, "updateSubGroup", "-c", "E2ECluster", "-g", dest)
+    out = mqadmin(rocketstore_broker, "cloneGroupOffset", "-s", group, "-d", dest, "-t", topic).stdout
+    assert f"clone group offset success. srcGroup[{group}], destGroup=[{dest}], topic[{topic}]" in out
+    rows = {(row[1], row[3]): row[5] for row in _broker_consume_rows(rocketstore_broker, topic)}
+    assert rows[(dest, "0")] == rows[(group, "0")] and rows[(dest, "1")] == rows[(group, "1")]
+
+
+def test_query_msg_by_id_consumes_directly(rocketstore_broker: RocketStoreBroker,
+                                           live_consumer: LiveConsumer) -> None:
+    """queryMsgById -g -d: CONSUME_MESSAGE_DIRECTLY (309) with the message read from the CommitLog,
+    forwarded to the consumer, whose listener consumes it once more."""
+    _, group, run, produced, _ = live_consumer
+    client_id = _client_id(rocketstore_broker, group)
+    sent = produced.of("sent")[0]
+    had = len(_received(run))
+    out = mqadmin(rocketstore_broker, "queryMsgById", "-i", sent["offsetMsgId"], "-g", group, "-d",
+                  client_id).stdout
+    assert "consumeResult=CR_SUCCESS" in out, out
+    _wait_until("the direct delivery", lambda: any(line["msgId"] == sent["msgId"] for line in _received(run)[had:]))
+
+
+def test_producer_connection(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
+    """producerConnection: GET_PRODUCER_CONNECTION_LIST (204) lists a producer's heartbeat connection."""
+    group = f"PG_{time.monotonic_ns()}"
+    with RemotingClient() as client:
+        beat = HeartbeatData(client_id="127.0.0.1@admin-test", producer_data_set=[ProducerData(group_name=group)])
+        client.call(rocketstore_broker.addr, RequestCode.HEART_BEAT, None, beat.encode())
+        out = mqadmin(rocketstore_broker, "producerConnection", "-g", group, "-t", "TBW102").lines()
+    assert len(out) == 1, out
+    assert re.fullmatch(r"0001\s+127\.0\.0\.1@admin-test\s+127\.0\.0\.1:\d+\s+PYTHON\s+V\S+", out[0].strip()), out
+    missing = run_mqadmin(rocketstore_broker.namesrv, "producerConnection", "-g", "NoSuchGroup", "-t", "TBW102")
+    assert "the producer group[NoSuchGroup] not exist" in missing.stdout + missing.stderr
