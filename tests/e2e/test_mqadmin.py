@@ -213,3 +213,63 @@ def test_producer_connection(rocketstore_broker: RocketStoreBroker, mqadmin_buil
     assert re.fullmatch(r"0001\s+127\.0\.0\.1@admin-test\s+127\.0\.0\.1:\d+\s+PYTHON\s+V\S+", out[0].strip()), out
     missing = run_mqadmin(rocketstore_broker.namesrv, "producerConnection", "-g", "NoSuchGroup", "-t", "TBW102")
     assert "the producer group[NoSuchGroup] not exist" in missing.stdout + missing.stderr
+
+
+# -- name server verbs ----------------------------------------------------------------------------
+
+
+def test_kv_config_verbs_persist_kv_config_json(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
+    """updateKvConfig / deleteKvConfig: PUT_KV_CONFIG (100) / DELETE_KV_CONFIG (102), written to
+    kvConfig.json in RocketMQ's form; updateOrderConf reads an item back with GET_KV_CONFIG (101)."""
+    namespace = f"NS_{time.monotonic_ns()}"
+    out = mqadmin(rocketstore_broker, "updateKvConfig", "-s", namespace, "-k", "k1", "-v", "v1").stdout
+    assert "create or update kv config to namespace success." in out, out
+    kv_file = rocketstore_broker.store / "config" / "kvConfig.json"
+    assert f'"{namespace}":{{"k1":"v1"}}' in kv_file.read_text()
+    mqadmin(rocketstore_broker, "deleteKvConfig", "-s", namespace, "-k", "k1")
+    assert f'"{namespace}":{{}}' in kv_file.read_text()
+
+    topic = f"TOrder_{time.monotonic_ns()}"
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic)
+    mqadmin(rocketstore_broker, "updateOrderConf", "-t", topic, "-v", "e2e-broker:4", "-m", "put")
+    got = mqadmin(rocketstore_broker, "updateOrderConf", "-t", topic, "-m", "get").stdout
+    assert f"get orderConf success. topic=[{topic}], orderConf=[e2e-broker:4]" in got, got
+    missing = run_mqadmin(rocketstore_broker.namesrv, "updateOrderConf", "-t", f"{topic}_none", "-m", "get")
+    assert f"No config item, Namespace: ORDER_TOPIC_CONFIG Key: {topic}_none" in missing.stdout + missing.stderr
+
+
+def test_namesrv_config_verbs(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
+    """getNamesrvConfig / updateNamesrvConfig (319 / 318); orderMessageEnable puts the topic's
+    ORDER_TOPIC_CONFIG item into its route, as RocketMQ's name server does."""
+    def config() -> dict[str, str]:
+        out = mqadmin(rocketstore_broker, "getNamesrvConfig").stdout
+        assert f"============{rocketstore_broker.namesrv}============" in out, out
+        return dict(re.findall(r"^(\S+)\s+=\s+(.*?)\s*$", out, re.MULTILINE))
+
+    assert config()["orderMessageEnable"] == "false"
+    topic = f"TOrderRoute_{time.monotonic_ns()}"
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic)
+    mqadmin(rocketstore_broker, "updateOrderConf", "-t", topic, "-v", "e2e-broker:8", "-m", "put")
+    assert "orderTopicConf" not in mqadmin(rocketstore_broker, "topicRoute", "-t", topic).stdout
+    mqadmin(rocketstore_broker, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    try:
+        assert config()["orderMessageEnable"] == "true"
+        assert '"orderTopicConf":"e2e-broker:8"' in mqadmin(rocketstore_broker, "topicRoute", "-t", topic).stdout
+    finally:
+        mqadmin(rocketstore_broker, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+    refused = run_mqadmin(rocketstore_broker.namesrv, "updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x")
+    assert "CODE: 16  DESC: Can not update config in black list." in refused.stdout + refused.stderr
+    assert config()["kvConfigPath"] == str(rocketstore_broker.store / "config" / "kvConfig.json")
+
+
+def test_delete_topic_from_broker_and_name_server(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
+    """deleteTopic: DELETE_TOPIC_IN_BROKER (215), then DELETE_TOPIC_IN_NAMESRV (216); the route is gone."""
+    topic = f"TDel_{time.monotonic_ns()}"
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic)
+    assert topic in mqadmin(rocketstore_broker, "topicList").lines()
+    out = mqadmin(rocketstore_broker, "deleteTopic", "-c", "E2ECluster", "-t", topic).lines()
+    assert out == [f"delete topic [{topic}] from cluster [E2ECluster] success.",
+                   f"delete topic [{topic}] from NameServer success."]
+    assert topic not in mqadmin(rocketstore_broker, "topicList").lines()
+    gone = run_mqadmin(rocketstore_broker.namesrv, "topicRoute", "-t", topic)
+    assert f"No topic route info in name server for the topic: {topic}" in gone.stdout + gone.stderr
