@@ -131,6 +131,7 @@ def test_reset_offset_pushes_offsets_to_each_consumer(broker: BrokerHandle) -> N
     pushed = _next_request(consumer, RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
     as_c = ResetOffsetBodyForC.decode(pushed.body)
     assert sorted((q.queue_id, q.offset) for q in as_c.offset_table) == [(0, 4), (1, 2)]
+    assert "rocketstore_admin_offset_resets_total 2" in broker.metrics()
 
 
 def test_reset_offset_errors(broker: BrokerHandle) -> None:
@@ -192,6 +193,7 @@ def test_running_info_forwarded_or_not_online(broker: BrokerHandle) -> None:
     resp = admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
     helper.join(10)
     assert (resp.code, resp.body) == (ResponseCode.SUCCESS, b'{"properties":{"x":"1"}}')
+    assert "rocketstore_admin_client_call_requests_total 2" in broker.metrics()  # answered or not
 
 
 def test_time_span_correction_and_delay_offsets(broker: BrokerHandle) -> None:

@@ -118,6 +118,14 @@ def _connection_data(channel: ClientChannelInfo) -> ConnectionData:
 class AdminBrokerProcessor:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+        #: admin requests answered by calling consumers (reset pushes, status, running info, ...)
+        self.offset_resets = 0
+        self.client_calls = 0
+        broker.add_counter("rocketstore_admin_offset_resets", "INVOKE_BROKER_TO_RESET_OFFSET requests that "
+                           "pushed offsets to a group's consumers", lambda: self.offset_resets)
+        broker.add_counter("rocketstore_admin_client_call_requests", "Admin requests to be answered by consumers "
+                           "(consumer status, running info, consume message directly), whether or not one was "
+                           "online", lambda: self.client_calls)
 
     def handlers(self) -> Mapping[int, Handler]:
         return {
@@ -422,14 +430,19 @@ class AdminBrokerProcessor:
         header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
         log.info("INVOKE_BROKER_TO_RESET_OFFSET from %s: topic=%s group=%s timestamp=%s force=%s", conn.peer,
                  header.topic, header.group, header.timestamp, header.is_force)
-        return broker2client.reset_offset(self.broker, request, header, request.language == LanguageCode.CPP)
+        response = broker2client.reset_offset(self.broker, request, header, request.language == LanguageCode.CPP)
+        if response.code == ResponseCode.SUCCESS:
+            self.offset_resets += 1
+        return response
 
     async def get_consumer_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
+        self.client_calls += 1
         return await broker2client.consumer_status(self.broker, request, header)
 
     async def get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        self.client_calls += 1
         return await broker2client.call_consumer(self.broker, request, request.ext_fields, request.body,
                                                  header.consumer_group, header.client_id)
 
@@ -446,6 +459,7 @@ class AdminBrokerProcessor:
             msg = self.broker.store.look_message_by_offset(offset)
             if msg is not None:
                 body = self.broker.store.select_one_message_by_offset(offset, msg.total_size) or b""
+        self.client_calls += 1
         return await broker2client.call_consumer(self.broker, request, fields, body, header.consumer_group,
                                                  header.client_id or "")
 
