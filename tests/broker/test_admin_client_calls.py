@@ -3,8 +3,8 @@ calling its consumers (INVOKE_BROKER_TO_RESET_OFFSET 222 -> RESET_CONSUMER_CLIEN
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS 223 -> GET_CONSUMER_STATUS_FROM_CLIENT 221,
 GET_CONSUMER_RUNNING_INFO 307 forwarded) and the offset/time queries (GET_ALL_DELAY_OFFSET 45,
 QUERY_CONSUME_TIME_SPAN 303, QUERY_CORRECTION_OFFSET 305, GET_BROKER_CONSUME_STATS 317,
-CLONE_GROUP_OFFSET 314). A "consumer" here is a raw connection that sent a consumer heartbeat and
-answers what the broker asks it."""
+CLONE_GROUP_OFFSET 314, VIEW_BROKER_STATS_DATA 315). A "consumer" here is a raw connection
+that sent a consumer heartbeat and answers what the broker asks it."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import time
 
 from conftest import BrokerHandle, RawClient
 
+from rocketstore.broker.broker_stats_manager import BrokerStatsManager, StatsSnapshot
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import Message
 from rocketstore.remoting.body import (
+    BrokerStatsData,
     ConsumeStatsList,
     GetConsumerStatusBody,
     QueryConsumeTimeSpanBody,
@@ -248,3 +250,44 @@ def test_broker_consume_stats_and_clone(broker: BrokerHandle) -> None:
     assert stats.total_diff == 2
     ordered = ConsumeStatsList.decode(admin.call(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "true"}).body)
     assert all(not topics for entry in ordered.consume_stats_list for topics in entry.values())
+
+
+def test_broker_stats_windows() -> None:
+    """StatsItem's windows: a zero base one period back, then last minus first."""
+    manager = BrokerStatsManager()
+    key = ("TOPIC_PUT_NUMS", "T")
+    manager.tick(100_000, {key: (2, 10)})
+    minute, hour, day = manager.stats(*key) or ()
+    # base (90 s, 0, 0) -> (100 s, 2 calls, 10 messages): 10 messages in 10 s, 5 per call
+    assert (minute.sum, minute.tps, minute.avgpt) == (10, 1.0, 5.0)
+    assert (hour.sum, hour.tps) == (10, 10 / 600)
+    assert (day.sum, day.tps) == (10, 10 / 3600)
+    manager.tick(105_000, {key: (3, 30)})  # within the 10 s period: no new snapshot
+    assert manager.stats(*key)[0].sum == 10  # type: ignore[index]
+    manager.tick(110_000, {key: (4, 40)})
+    assert manager.stats(*key)[0] == StatsSnapshot(sum=40, tps=2.0, avgpt=10.0)  # type: ignore[index]
+    for second in range(120, 200, 10):  # only the last 7 snapshots are kept: a minute
+        manager.tick(second * 1000, {key: (4, 40 + second)})
+    assert manager.stats(*key)[0].sum == 190 - 130  # type: ignore[index]
+    assert manager.stats("TOPIC_PUT_NUMS", "other") is None
+
+
+def test_view_broker_stats_data(broker: BrokerHandle) -> None:
+    admin = broker.client()
+    _create_topic(admin)
+    _put(broker, TOPIC, 0, 5)
+    assert admin.pull(TOPIC, 0, 0, group=GROUP).code == ResponseCode.SUCCESS
+    # the next snapshot of every window (the broker's own tick takes it within 10 s)
+    broker.call_soon(lambda: broker.controller.broker_stats_manager.tick(
+        int(time.time() * 1000) + 3_600_000, broker.controller._stats_readings()))
+    fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
+    data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
+    assert (data.stats_minute.sum, data.stats_hour.sum, data.stats_day.sum) == (5, 5, 5)
+    assert data.stats_minute.avgpt == 1.0
+    fields = {"statsName": "GROUP_GET_NUMS", "statsKey": f"{TOPIC}@{GROUP}"}
+    data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
+    assert data.stats_minute.sum == 5
+    fields = {"statsName": "BROKER_PUT_NUMS", "statsKey": "DefaultCluster"}
+    assert BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body).stats_minute.sum >= 5
+    missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "x"})
+    assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <SNDBCK_PUT_NUMS> <x> not exist")

@@ -273,3 +273,25 @@ def test_delete_topic_from_broker_and_name_server(rocketstore_broker: RocketStor
     assert topic not in mqadmin(rocketstore_broker, "topicList").lines()
     gone = run_mqadmin(rocketstore_broker.namesrv, "topicRoute", "-t", topic)
     assert f"No topic route info in name server for the topic: {topic}" in gone.stdout + gone.stderr
+
+
+def test_stats_all_shows_put_and_get_rates(rocketstore_broker: RocketStoreBroker, mqadmin_built: None,
+                                           java_client_built: None, tmp_path: Path) -> None:
+    """statsAll: VIEW_BROKER_STATS_DATA (315) for TOPIC_PUT_NUMS and GROUP_GET_NUMS, whose minute
+    window (snapshots every 10 s) gives the TPS and, before the hour and day windows have a
+    snapshot, the 24-hour counts."""
+    topic, group = f"TStats_{time.monotonic_ns()}", f"GStats_{time.monotonic_ns()}"
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic, "-r", "1", "-w", "1")
+    driver = java_driver(rocketstore_broker, tmp_path)
+    driver.produce(topic, 4)
+    driver.pull_consume(topic, group, 4)
+    time.sleep(11)  # a minute-window snapshot after the puts and gets
+    out = mqadmin(rocketstore_broker, "statsAll", "-t", topic).lines()
+    assert out[0].split() == ["#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS",
+                              "#InMsg24Hour", "#OutMsg24Hour"]
+    (row,) = [line.split() for line in out[1:]]
+    assert row[:2] == [topic, group]
+    in_tps, out_tps = float(row[3]), float(row[4])
+    assert in_tps > 0 and out_tps > 0
+    # 4 put; at least 4 served (the lite pull consumer may fetch a message more than once)
+    assert row[5] == "4" and int(row[6]) >= 4

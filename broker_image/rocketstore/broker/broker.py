@@ -33,6 +33,15 @@ from typing import Final
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.broker_stats import BrokerStats
+from rocketstore.broker.broker_stats_manager import (
+    BROKER_GET_NUMS,
+    BROKER_PUT_NUMS,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+    BrokerStatsManager,
+)
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
@@ -169,6 +178,7 @@ class BrokerController:
         self._persist_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.broker_stats = BrokerStats()
+        self.broker_stats_manager = BrokerStatsManager()
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -479,7 +489,22 @@ class BrokerController:
             stats.sample(now_ms())
             self.broker_stats.maybe_record(datetime.date.today(), stats.put_message_times_total,
                                            stats.get_message_transferred_msg_count)
+            self.broker_stats_manager.tick(now_ms(), self._stats_readings())
             await asyncio.sleep(SAMPLING_INTERVAL_S)
+
+    def _stats_readings(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """The running totals BrokerStatsManager keeps windows of, as (times, value)."""
+        stats = self.store.stats
+        cluster = self.broker_config.broker_cluster_name
+        readings = {(BROKER_PUT_NUMS, cluster): (0, stats.put_message_times_total),
+                    (BROKER_GET_NUMS, cluster): (0, stats.get_message_transferred_msg_count)}
+        for topic, (calls, count, size) in stats.per_topic_puts().items():
+            readings[(TOPIC_PUT_NUMS, topic)] = (calls, count)
+            readings[(TOPIC_PUT_SIZE, topic)] = (calls, size)
+        for (topic, group), (calls, count, size) in stats.per_group_gets().items():
+            readings[(GROUP_GET_NUMS, f"{topic}@{group}")] = (calls, count)
+            readings[(GROUP_GET_SIZE, f"{topic}@{group}")] = (calls, size)
+        return readings
 
     async def _housekeeping_loop(self) -> None:
         while True:

@@ -13,6 +13,7 @@
     ConsumeStatsList      GET_BROKER_CONSUME_STATS      ConsumeStats of every group, by group
     QueryConsumeTimeSpanBody QUERY_CONSUME_TIME_SPAN    per queue: first, last, consumed message times
     QueryCorrectionOffsetBody QUERY_CORRECTION_OFFSET   queue id -> offset
+    BrokerStatsData       VIEW_BROKER_STATS_DATA        sum, tps, avgpt over a minute, an hour, a day
 
 The broker encodes them and the client decodes them, so both sides share one schema; the
 codec is :class:`~rocketstore.remoting.headers.JsonBody`'s (fields sorted by name, nulls left out).
@@ -33,6 +34,8 @@ from rocketstore.common.fastjson import parse_fastjson_object_keys
 from rocketstore.remoting.headers import JsonBody, MessageQueueData, SubscriptionData
 
 __all__ = [
+    "BrokerStatsData",
+    "BrokerStatsItem",
     "ConnectionData",
     "ConsumeStatsBody",
     "ConsumeStatsList",
@@ -201,3 +204,17 @@ class QueryConsumeTimeSpanBody(JsonBody):
 @dataclasses.dataclass(kw_only=True, slots=True)
 class QueryCorrectionOffsetBody(JsonBody):
     correction_offsets: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerStatsItem(JsonBody):
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerStatsData(JsonBody):
+    stats_minute: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)

@@ -101,6 +101,7 @@ __all__ = [
     "UnlockBatchRequestBody",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
+    "ViewBrokerStatsDataRequestHeader",
     "ViewMessageRequestHeader",
     "wire",
 ]
@@ -719,6 +720,13 @@ class QueryCorrectionOffsetHeader(Header):
     filter_groups: str | None = None  # comma-separated groups left out of the minimum
     compare_group: str
     topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    LABEL: ClassVar[str] = "VIEW_BROKER_STATS_DATA"
+    stats_name: str
+    stats_key: str
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)

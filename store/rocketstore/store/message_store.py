@@ -513,7 +513,10 @@ class DefaultMessageStore:
         else:
             result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
             result.min_offset, result.max_offset = min_offset, max_offset
-            self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count)
+            found = result.status is GetMessageStatus.FOUND
+            self.stats.record_get(found, result.message_count)
+            if found:
+                self.stats.record_group_get(topic, group, result.message_count, result.buffer_total_size)
             return result
         self.stats.record_get(False, 0)
         return GetMessageResult(status, next_offset, min_offset, max_offset)

@@ -56,6 +56,10 @@ class StoreStatsService:
         self.put_message_failed_times = 0
         self.put_max_ms = 0
         self.put_by_topic: Counter[str] = Counter()
+        self.put_size_by_topic: Counter[str] = Counter()
+        self.put_calls_by_topic: Counter[str] = Counter()
+        #: (topic, group) -> [found gets, messages, bytes]: BrokerStatsManager's GROUP_GET_* totals
+        self.gets_by_group: dict[tuple[str, str], list[int]] = {}
         self.put_failed_by_status: Counter[str] = Counter()
         self.get_message_times_total_found = 0
         self.get_message_times_total_miss = 0
@@ -74,6 +78,12 @@ class StoreStatsService:
             self._miss_samples.append((now_ms, self.get_message_times_total_miss))
             self._transferred_samples.append((now_ms, self.get_message_transferred_msg_count))
 
+    def per_topic_puts(self) -> dict[str, tuple[int, int, int]]:
+        """topic -> (put calls, messages, bytes) since start: BrokerStatsManager's topic totals."""
+        with self._lock:
+            return {topic: (self.put_calls_by_topic[topic], count, self.put_size_by_topic[topic])
+                    for topic, count in self.put_by_topic.items()}
+
     def _total_tps(self) -> str:
         """getGetTotalTps: found + miss per window, 0 for a window not yet covered."""
         return " ".join(
@@ -86,6 +96,8 @@ class StoreStatsService:
                 self.put_message_times_total += result.append.msg_num
                 self.put_message_size_total += result.append.wrote_bytes
                 self.put_by_topic[topic] += result.append.msg_num
+                self.put_size_by_topic[topic] += result.append.wrote_bytes
+                self.put_calls_by_topic[topic] += 1
             else:
                 self.put_message_failed_times += 1
                 self.put_failed_by_status[result.status.value] += 1
@@ -98,6 +110,21 @@ class StoreStatsService:
                 self.get_message_transferred_msg_count += count
             else:
                 self.get_message_times_total_miss += 1
+
+    def record_group_get(self, topic: str, group: str, count: int, size: int) -> None:
+        """A get that found messages, by the group that asked."""
+        with self._lock:
+            totals = self.gets_by_group.get((topic, group))
+            if totals is None:
+                totals = self.gets_by_group[(topic, group)] = [0, 0, 0]
+            totals[0] += 1
+            totals[1] += count
+            totals[2] += size
+
+    def per_group_gets(self) -> dict[tuple[str, str], tuple[int, int, int]]:
+        """(topic, group) -> (found gets, messages, bytes) since start."""
+        with self._lock:
+            return {key: (calls, count, size) for key, (calls, count, size) in self.gets_by_group.items()}
 
     def record_deleted(self, cause: str, files: int) -> None:
         if files > 0:

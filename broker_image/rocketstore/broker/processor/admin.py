@@ -41,6 +41,8 @@ from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.common.topic_validator import validate_topic
 from rocketstore.remoting.body import (
+    BrokerStatsData,
+    BrokerStatsItem,
     ConnectionData,
     ConsumerConnectionBody,
     ConsumeStatsBody,
@@ -76,6 +78,7 @@ from rocketstore.remoting.headers import (
     QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from rocketstore.store.config import ConfigError
 
@@ -153,6 +156,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
             RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
         }
 
     # -- configuration -------------------------------------------------------------------------
@@ -424,6 +428,17 @@ class AdminBrokerProcessor:
             correction[queue_id] = JAVA_LONG_MAX if lowest > offset else lowest
         return request.response(ResponseCode.SUCCESS,
                                 body=QueryCorrectionOffsetBody(correction_offsets=correction).encode())
+
+    def view_broker_stats_data(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """One statistic's minute, hour and day windows (see broker_stats_manager for which exist)."""
+        header = ViewBrokerStatsDataRequestHeader.from_ext_fields(request.ext_fields)
+        windows = self.broker.broker_stats_manager.stats(header.stats_name, header.stats_key)
+        if windows is None:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The stats <{header.stats_name}> <{header.stats_key}> not exist")
+        minute, hour, day = (BrokerStatsItem(sum=w.sum, tps=w.tps, avgpt=w.avgpt) for w in windows)
+        body = BrokerStatsData(stats_minute=minute, stats_hour=hour, stats_day=day)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     # -- calls to clients ----------------------------------------------------------------------
     def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
