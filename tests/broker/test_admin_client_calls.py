@@ -19,6 +19,7 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import Message
 from rocketstore.remoting.body import (
     BrokerStatsData,
+    ConsumeStatsBody,
     ConsumeStatsList,
     GetConsumerStatusBody,
     QueryConsumeTimeSpanBody,
@@ -287,7 +288,11 @@ def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     fields = {"statsName": "GROUP_GET_NUMS", "statsKey": f"{TOPIC}@{GROUP}"}
     data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
     assert data.stats_minute.sum == 5
+    _commit(admin, GROUP, 0, 5)
     fields = {"statsName": "BROKER_PUT_NUMS", "statsKey": "DefaultCluster"}
     assert BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body).stats_minute.sum >= 5
+    # consume stats carry the group's get rate over the minute window (tpsGroupGetNums)
+    consume = ConsumeStatsBody.decode(admin.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}).body)
+    assert consume.consume_tps == data.stats_minute.tps > 0
     missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "x"})
     assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <SNDBCK_PUT_NUMS> <x> not exist")

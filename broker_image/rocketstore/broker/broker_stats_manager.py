@@ -100,6 +100,11 @@ class BrokerStatsManager:
                 for key, (times, value) in readings.items():
                     self._items[key].sample(window, period_ms, now_ms, times, value)
 
+    def group_get_tps(self, group: str, topic: str) -> float:
+        """tpsGroupGetNums: the group's messages per second on the topic over the minute window."""
+        windows = self.stats(GROUP_GET_NUMS, f"{topic}@{group}")
+        return windows[0].tps if windows is not None else 0.0
+
     def stats(self, name: str, key: str) -> tuple[StatsSnapshot, StatsSnapshot, StatsSnapshot] | None:
         """(minute, hour, day) of one statistic, None when it was never counted."""
         with self._lock:

@@ -14,8 +14,19 @@
     GET_TOPIC_STATS_INFO (202)        TopicStatsTable: per write queue min/max offset and the
                                       store time of the last message
     GET_CONSUME_STATS (208)           ConsumeStats: per read queue brokerOffset, consumerOffset,
-                                      lastTimestamp; consumeTps (always 0: no per-group TPS kept)
+                                      lastTimestamp; consumeTps: the group's get rate over the
+                                      last minute (broker_stats_manager's GROUP_GET_NUMS)
     GET_CONSUMER_CONNECTION_LIST (203), QUERY_TOPIC_CONSUME_BY_WHO (300)
+    GET_PRODUCER_CONNECTION_LIST (204) ProducerConnection of a producer group
+    GET_BROKER_CONSUME_STATS (317)    ConsumeStatsList: every subscription group's ConsumeStats
+    CLONE_GROUP_OFFSET (314)          copies a group's committed offsets to another group
+    GET_ALL_DELAY_OFFSET (45)         delayOffset.json's text
+    QUERY_CONSUME_TIME_SPAN (303)     per write queue: first, last and consumed store times
+    QUERY_CORRECTION_OFFSET (305)     the lowest offset of the other groups per queue
+    VIEW_BROKER_STATS_DATA (315)      BrokerStatsData of broker_stats_manager's windows
+    INVOKE_BROKER_TO_RESET_OFFSET (222), INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
+    GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309)
+                                      answered by asking consumers (see broker2client)
 
 Headers and bodies are the protocol package's (:mod:`rocketstore.remoting.headers`,
 :mod:`rocketstore.remoting.body`), which the admin client decodes with.
@@ -319,6 +330,7 @@ class AdminBrokerProcessor:
             if config is None or not self._group_may_consume(group, t):
                 continue
             stats.offset_table.update(self._queue_offsets(group, t, config.read_queue_nums))
+            stats.consume_tps += broker.broker_stats_manager.group_get_tps(group, t)
         return request.response(ResponseCode.SUCCESS, body=stats.encode())
 
     def _group_may_consume(self, group: str, topic: str) -> bool:
@@ -357,7 +369,8 @@ class AdminBrokerProcessor:
                 config = broker.topic_config_manager.get(topic)
                 if config is None or (is_order and not config.order) or not self._group_may_consume(group, topic):
                     continue
-                stats = ConsumeStatsBody(offset_table=self._queue_offsets(group, topic, config.write_queue_nums))
+                stats = ConsumeStatsBody(offset_table=self._queue_offsets(group, topic, config.write_queue_nums),
+                                         consume_tps=broker.broker_stats_manager.group_get_tps(group, topic))
                 total_diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
                 per_topic.append(stats)
             stats_list.append({group: per_topic})
