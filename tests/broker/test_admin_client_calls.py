@@ -11,17 +11,19 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 
 from conftest import BrokerHandle, RawClient
 
 from rocketstore.broker.broker_stats_manager import BrokerStatsManager, StatsSnapshot
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.common.message import Message
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message
 from rocketstore.remoting.body import (
     BrokerStatsData,
     ConsumeStatsBody,
     ConsumeStatsList,
     GetConsumerStatusBody,
+    KVTable,
     QueryConsumeTimeSpanBody,
     QueryCorrectionOffsetBody,
     ResetOffsetBody,
@@ -35,6 +37,7 @@ from rocketstore.remoting.headers import (
     MessageQueueData,
     SubscriptionData,
 )
+from rocketstore.store.stats import StoreStatsService, tps_triple
 
 TOPIC = "TAdmin"
 GROUP = "GAdmin"
@@ -296,3 +299,47 @@ def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     assert consume.consume_tps == data.stats_minute.tps > 0
     missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "x"})
     assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <SNDBCK_PUT_NUMS> <x> not exist")
+
+
+def test_tps_triples_follow_store_stats_service() -> None:
+    """"10s 60s 600s" rates from one-second snapshots; "" for a window not yet covered, except
+    getTotalTps, which RocketMQ prints as 0.0 then."""
+    stats = StoreStatsService()
+    for second in range(12):
+        stats.put_message_times_total = 5 * second  # 5 puts a second
+        stats.get_message_times_total_found = second
+        stats.sample(second * 1000)
+    info = stats.runtime_info()
+    assert info["putTps"] == "5.0  "
+    assert info["getFoundTps"] == "1.0  "
+    assert info["getTotalTps"] == "1.0 0.0 0.0"
+    assert tps_triple(deque([(0, 0)])) == "  "
+
+
+def test_runtime_info_has_every_key_mqadmin_reads(broker: BrokerHandle) -> None:
+    admin = broker.client()
+    _create_topic(admin)
+    stamps = _put(broker, TOPIC, 0, 2)
+    table = KVTable.decode(admin.call(RequestCode.GET_BROKER_RUNTIME_INFO).body).table
+    for key in ("putTps", "getFoundTps", "getMissTps", "getTransferedTps", "getTotalTps", "sendThreadPoolQueueSize",
+                "pullThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
+                "pullThreadPoolQueueHeadWaitTimeMills", "queryThreadPoolQueueSize", "EndTransactionQueueSize",
+                "pageCacheLockTimeMills", "commitLogDiskRatio", "consumeQueueDiskRatio", "dispatchBehindBytes",
+                "msgPutTotalYesterdayMorning", "msgPutTotalTodayMorning", "msgGetTotalYesterdayMorning",
+                "msgGetTotalTodayMorning", "putMessageAverageSize", "remainTransientStoreBufferNumbs", "runtime"):
+        assert key in table, key
+    assert table["earliestMessageTimeStamp"] == str(stamps[0])
+    assert table["msgPutTotalTodayNow"] == "2"
+    assert float(table["putMessageAverageSize"]) > 0
+    assert [k for k in table if k.startswith("commitLogDiskRatio_")]
+    assert not [k for k in table if k.startswith("scheduleMessageOffset_")]  # nothing delayed yet
+    delayed = Message(topic=TOPIC, body=b"later", queue_id=0, born_timestamp=int(time.time() * 1000),
+                      properties={PROPERTY_DELAY_TIME_LEVEL: "1"})
+    assert broker.store.put_message(delayed).ok
+    deadline = time.monotonic() + 10
+    while True:  # "delivered offset,queue max offset" of delay level 1, once the 1 s delay passed
+        table = KVTable.decode(admin.call(RequestCode.GET_BROKER_RUNTIME_INFO).body).table
+        if table.get("scheduleMessageOffset_1") == "1,1":
+            break
+        assert time.monotonic() < deadline, table.get("scheduleMessageOffset_1")
+        time.sleep(0.2)

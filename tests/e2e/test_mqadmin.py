@@ -76,7 +76,8 @@ def test_broker_status_prints_runtime_keys(rocketstore_broker: RocketStoreBroker
     for key in ("putTps", "getFoundTps", "getMissTps", "getTransferedTps", "getTotalTps", "sendThreadPoolQueueSize",
                 "pullThreadPoolQueueSize", "earliestMessageTimeStamp", "commitLogDiskRatio",
                 "pageCacheLockTimeMills", "dispatchBehindBytes", "msgPutTotalTodayMorning", "runtime",
-                "consumeQueueDiskRatio", "commitLogDirCapacity", "brokerVersionDesc", "bootTimestamp"):
+                "consumeQueueDiskRatio", "commitLogDirCapacity", "brokerVersionDesc", "bootTimestamp",
+                "putMessageAverageSize"):
         assert key in table, f"{key} missing from brokerStatus:\n{out}"
     assert table["brokerVersionDesc"] == "V4_9_8"
     assert table["sendThreadPoolQueueCapacity"] == "10000"

@@ -734,6 +734,9 @@ class DefaultMessageStore:
             "pageCacheLockTimeMills": str(int(self.commit_log.lock_held_ms())),
             "earliestMessageTimeStamp": str(self.get_earliest_message_time_in_store()),
         })
+        for path in self.config.commit_log_dirs():  # one ratio per CommitLog directory (-1 while absent)
+            ratio = disk_partition_used_ratio(str(path)) if path.is_dir() else -1.0
+            info[f"commitLogDiskRatio_{path}"] = f"{ratio:.4f}"
         # ScheduleMessageService.buildRunningStats: "delivered offset,queue max offset" per level
         for level, offset in sorted(self.schedule_message_service.offsets.offsets().items()):
             queue_max = self.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level))

@@ -142,6 +142,8 @@ class StoreStatsService:
             }
         return {
             **rates,
+            # RocketMQ divides by at least 1 call
+            "putMessageAverageSize": repr(self.put_message_size_total / max(self.put_message_times_total, 1)),
             "putMessageTimesTotal": str(self.put_message_times_total),
             "putMessageSizeTotal": str(self.put_message_size_total),
             "putMessageFailedTimes": str(self.put_message_failed_times),
