@@ -64,5 +64,7 @@ def run_mqadmin(namesrv: str, verb: str, *args: str, timeout: float = RUN_TIMEOU
                "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{MQADMIN_LIB}/*", MQADMIN_MAIN,
                verb, "-n", namesrv, *args]
         env = {**os.environ, "ROCKETMQ_HOME": home}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        # cwd: consumerStatus writes each client's running info to a directory in the working one
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=home,
+                              check=False)
     return MQAdminResult(cmd, proc.returncode, proc.stdout, proc.stderr)
