@@ -1,6 +1,6 @@
 """The embedded name server's KV config over real sockets: PUT_KV_CONFIG (100), GET_KV_CONFIG
 (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), kept in kvConfig.json across a
-restart; UPDATE_NAMESRV_CONFIG (318) refusing bad input."""
+restart; UPDATE_NAMESRV_CONFIG (318) refusing bad input; the unit topic lists (311-313)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import BrokerHandle, RawClient
 
-from rocketstore.remoting.body import KVTable
+from rocketstore.remoting.body import KVTable, TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 
@@ -62,3 +62,21 @@ def test_update_namesrv_config_checks_input(broker_factory: Callable[..., Broker
     text = ns.call(RequestCode.GET_NAMESRV_CONFIG).body.decode()
     assert "productEnvName=test\n" in text and "orderMessageEnable=false\n" in text
     assert "unknownKey" not in text
+
+
+def test_unit_topic_lists(broker_factory: Callable[..., BrokerHandle], tmp_path: Path) -> None:
+    """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312),
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313): topics by TopicSysFlag's unit bits."""
+    broker, ns = _start(broker_factory, tmp_path / "b")
+    admin = broker.client()
+    for topic, sys_flag in (("TUnit", 1), ("TUnitSub", 2), ("TBoth", 3), ("TPlain", 0)):
+        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+                  "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": str(sys_flag), "order": "false"}
+        assert admin.call(RequestCode.UPDATE_AND_CREATE_TOPIC, fields).code == ResponseCode.SUCCESS
+
+    def topics(code: int) -> list[str]:
+        return TopicList.decode(ns.call(code).body).topic_list
+
+    assert topics(RequestCode.GET_UNIT_TOPIC_LIST) == ["TBoth", "TUnit"]
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST) == ["TBoth", "TUnitSub"]
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST) == ["TUnitSub"]
