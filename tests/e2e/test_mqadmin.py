@@ -110,9 +110,10 @@ def live_consumer(rocketstore_broker: RocketStoreBroker, mqadmin_built: None, ja
     before = int(time.time() * 1000) - 1000
     driver = java_driver(rocketstore_broker, workdir)
     produced = driver.produce(topic, 6)
-    run = driver.start_push_consume(topic, group, 6, linger_ms=120_000, timeout_s=240, check=False)
+    run = driver.start_push_consume(topic, group, 6, linger_ms=900_000, timeout_s=960, check=False)
     try:
         _wait_until("the consumer to take all 6 messages", lambda: len(_received(run)) >= 6)
+        _wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
         yield topic, group, run, produced, before
     finally:
         run.kill()
@@ -142,17 +143,18 @@ def test_consumer_status_gets_running_info_through_broker(rocketstore_broker: Ro
 def test_broker_consume_stats_lists_group_queues(rocketstore_broker: RocketStoreBroker,
                                                  live_consumer: LiveConsumer) -> None:
     topic, group, _, _, _ = live_consumer
-    def caught_up() -> bool:
-        rows = _broker_consume_rows(rocketstore_broker, topic)
-        return bool(rows) and all(row[6] == "0" for row in rows if row[1] == group)
-
-    _wait_until("the consumer to commit its offsets", caught_up)
     rows = _broker_consume_rows(rocketstore_broker, topic)
     # #Topic #Group #Broker Name #QID #Broker Offset #Consumer Offset #Diff #LastTime(date time)
     assert sorted(row[3] for row in rows) == ["0", "1"]
     assert all(row[1] == group and row[2] == "e2e-broker" for row in rows)
     assert sum(int(row[4]) for row in rows) == 6
     assert [row[4] for row in rows] == [row[5] for row in rows]
+
+
+def _caught_up(broker: RocketStoreBroker, topic: str, group: str) -> bool:
+    """Whether the group's committed offsets on the topic reached the queues' ends."""
+    rows = [row for row in _broker_consume_rows(broker, topic) if row[1] == group]
+    return bool(rows) and all(row[6] == "0" for row in rows)
 
 
 def _broker_consume_rows(broker: RocketStoreBroker, topic: str) -> list[list[str]]:
@@ -296,3 +298,17 @@ def test_stats_all_shows_put_and_get_rates(rocketstore_broker: RocketStoreBroker
     assert in_tps > 0 and out_tps > 0
     # 4 put; at least 4 served (the lite pull consumer may fetch a message more than once)
     assert row[5] == "4" and int(row[6]) >= 4
+
+
+def test_consumer_progress_shows_client_per_queue(rocketstore_broker: RocketStoreBroker,
+                                                  live_consumer: LiveConsumer) -> None:
+    """consumerProgress -s true: GET_CONSUME_STATS (208), then each consumer's running info (307,
+    forwarded by the broker) to show which client holds each queue; Consume TPS from the group's
+    minute get rate."""
+    topic, group, _, _, _ = live_consumer
+    out = mqadmin(rocketstore_broker, "consumerProgress", "-g", group, "-s", "true").stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+    assert sorted(row[2] for row in rows) == ["0", "1"], out
+    # #Topic #Broker Name #QID #Broker Offset #Consumer Offset #Client IP #Diff #LastTime
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+\.\d+", row[5]) for row in rows), out
+    assert re.search(r"^Consume TPS: \d+\.\d\d$", out, re.MULTILINE)
