@@ -292,6 +292,10 @@ class BackgroundRun:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise DriverError(f"driver {self.args} printed no started line", self.wait(0))
 
+    def lines_so_far(self) -> list[dict[str, Any]]:
+        """The JSON lines printed until now, while the mode still runs."""
+        return _parse_lines("".join(list(self._stdout)))
+
     def wait(self, timeout: float = 180.0) -> DriverResult:
         try:
             self.proc.wait(timeout=timeout)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import logging
 import socket
 import threading
@@ -42,6 +43,7 @@ from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.http_server import HttpServer
@@ -91,6 +93,7 @@ from rocketstore.store.config_manager import (
     TopicConfigManager,
 )
 from rocketstore.store.message_store import DefaultMessageStore
+from rocketstore.store.stats import SAMPLING_INTERVAL_S
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +175,7 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()
-        self.broker_stats_manager = BrokerStatsManager(time.monotonic())
+        self.broker_stats_manager = BrokerStatsManager(time.monotonic(), broker_config.broker_cluster_name)
         bridge = TransactionalMessageBridge(self.store, self.consumer_offset_manager, self.create_topic_in_send_back,
                                             lambda: self.store_host)
         self.transactional_message_service = TransactionalMessageService(
@@ -203,6 +206,7 @@ class BrokerController:
         self._dirty_lock = threading.Lock()
         self._persist_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.broker_stats = BrokerStats()
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -231,6 +235,7 @@ class BrokerController:
             raise
         self._tasks.append(self.loop.create_task(self._flush_offsets_loop(), name="flush-consumer-offsets"))
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
+        self._tasks.append(self.loop.create_task(self._stats_sampling_loop(), name="stats-sampling"))
         if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
             self._tasks.append(self.loop.create_task(
                 run_check_service(self.broker_config, self.transactional_message_service,
@@ -561,6 +566,16 @@ class BrokerController:
                 await asyncio.to_thread(self.consumer_offset_manager.persist)
             except OSError:
                 log.exception("writing consumer offsets failed; retrying at the next interval")
+
+    async def _stats_sampling_loop(self) -> None:
+        """StoreStatsService's one-second snapshots (the TPS of runtime info) and BrokerStats'
+        record at local midnight."""
+        stats = self.store.stats
+        while True:
+            stats.sample(now_ms())
+            self.broker_stats.maybe_record(datetime.date.today(), stats.put_message_times_total,
+                                           stats.get_message_transferred_msg_count)
+            await asyncio.sleep(SAMPLING_INTERVAL_S)
 
     async def _housekeeping_loop(self) -> None:
         while True:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.server import Handler, RemotingServer
@@ -55,6 +56,7 @@ class BrokerContext(Protocol):
     shutdown_listeners: list[Callable[[], None]]
     config_version: DataVersion
     start_time_ms: int
+    broker_stats: BrokerStats
     ready: bool
     stopping: bool
 

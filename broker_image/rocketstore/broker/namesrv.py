@@ -15,8 +15,23 @@ register, each RocketStore broker answers those questions itself on a second rem
 * ``GET_BROKER_CLUSTER_INFO`` (106): ClusterInfo of this broker and its peers.
 * ``GET_ALL_TOPIC_LIST_FROM_NAMESERVER`` (206), ``GET_TOPICS_BY_CLUSTER`` (224),
   ``GET_SYSTEM_TOPIC_LIST_FROM_NS`` (304): TopicList bodies.
-* ``GET_KV_CONFIG`` (101) / ``GET_KVLIST_BY_NAMESPACE`` (219): there is no KV store, so
-  QUERY_NOT_FOUND with RocketMQ's remarks (clients treat that as "not configured").
+* ``PUT_KV_CONFIG`` (100), ``GET_KV_CONFIG`` (101), ``DELETE_KV_CONFIG`` (102),
+  ``GET_KVLIST_BY_NAMESPACE`` (219): the KV config of :mod:`rocketstore.broker.kv_config_manager`
+  (kvConfig.json in the store's config directory); a missing item or namespace is QUERY_NOT_FOUND
+  with RocketMQ's remarks.
+* ``DELETE_TOPIC_IN_NAMESRV`` (216): routes here are the broker's own topic table, so there is no
+  separate route to drop; after DELETE_TOPIC_IN_BROKER (what ``mqadmin deleteTopic`` sends first)
+  the topic has no route. Answered SUCCESS, as RocketMQ does (whose brokers would re-register a
+  topic they still hold within 30 s anyway).
+* ``GET_NAMESRV_CONFIG`` (319) / ``UPDATE_NAMESRV_CONFIG`` (318): the NamesrvConfig keys that
+  mean something here, as properties text. ``orderMessageEnable`` puts the ``ORDER_TOPIC_CONFIG``
+  KV item of a topic into its route (``orderTopicConf``), as RocketMQ's name server does;
+  ``productEnvName`` and ``clusterTest`` are kept and reported only. Keys of ``configBlackList``
+  are refused with NO_PERMISSION; other unknown keys are ignored, as RocketMQ's
+  Configuration.update ignores them. Updates are not written to a file (RocketMQ writes
+  namesrv.properties when started with one).
+* ``GET_UNIT_TOPIC_LIST`` (311), ``GET_HAS_UNIT_SUB_TOPIC_LIST`` (312),
+  ``GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST`` (313): topics by their unit flags (TopicSysFlag).
 
 A broker whose ``brokerPermission`` lacks read or write publishes that permission for every
 topic, as RocketMQ's registerBrokerAll does.
@@ -42,29 +57,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketstore.broker.route_info_manager import RouteInfoManager
-from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.broker.server import Connection, Handler, RemotingServer
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.fastjson import parse_fastjson
+from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import body_crc
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
-from rocketstore.remoting.body import TopicList
+from rocketstore.remoting.body import KVTable, TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import MalformedRequestError, RemotingCommand
 from rocketstore.remoting.headers import (
     BrokerData,
     ClusterInfo,
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
     GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     QueueData,
@@ -82,6 +104,37 @@ APPLY_TOPIC_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further detai
 #: NamesrvController's scanNotActiveBroker schedule: first after 5 s, then every 10 s.
 SCAN_NOT_ACTIVE_DELAY_S = 5.0
 SCAN_NOT_ACTIVE_INTERVAL_S = 10.0
+#: TopicSysFlag's unit bits
+FLAG_UNIT = 0x1
+FLAG_UNIT_SUB = 0x2
+
+
+@dataclasses.dataclass(slots=True)
+class NamesrvConfig:
+    """The NamesrvConfig keys an operator can read and set on the embedded name server."""
+
+    order_message_enable: bool = False
+    product_env_name: str = "center"
+    cluster_test: bool = False
+    config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
+
+    def black_list(self) -> set[str]:
+        return {key.strip() for key in self.config_black_list.split(";") if key.strip()}
+
+    def update(self, props: dict[str, str]) -> dict[str, str]:
+        """Apply the known keys (all or nothing); returns what changed. ValueError for a bad value."""
+        values: dict[str, object] = {}
+        for key, raw in props.items():
+            if key in ("orderMessageEnable", "clusterTest"):
+                if raw.strip().lower() not in ("true", "false"):
+                    raise ValueError(f"{key} must be true or false, got {raw!r}")
+                values[key] = raw.strip().lower() == "true"
+            elif key == "productEnvName":
+                values[key] = raw
+        for key, value in values.items():
+            setattr(self, {"orderMessageEnable": "order_message_enable", "clusterTest": "cluster_test",
+                           "productEnvName": "product_env_name"}[key], value)
+        return {key: props[key] for key in values}
 
 
 class NameServer:
@@ -89,6 +142,8 @@ class NameServer:
 
     def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
+        self.kv_config = KVConfigManager(broker.store_config.config_dir())
+        self.config = NamesrvConfig()
         self.server = RemotingServer(host, port, tls=broker.remoting.tls)  # RocketMQ's name server: same TLS
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
@@ -110,12 +165,24 @@ class NameServer:
         broker.add_counter("rocketstore_namesrv_register_requests",
                            "REGISTER_BROKER requests the embedded name server accepted",
                            lambda: self.register_requests)
+        self.server.register(RequestCode.PUT_KV_CONFIG, self._put_kv_config)
+        self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv_config)
+        self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+        self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
+        self.server.register(RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config)
+        self.server.register(RequestCode.GET_UNIT_TOPIC_LIST, self._unit_topics(
+            lambda flag: bool(flag & FLAG_UNIT)))
+        self.server.register(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, self._unit_topics(
+            lambda flag: bool(flag & FLAG_UNIT_SUB)))
+        self.server.register(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, self._unit_topics(
+            lambda flag: bool(flag & FLAG_UNIT_SUB) and not flag & FLAG_UNIT))
 
     @property
     def port(self) -> int:
         return self.server.port
 
     async def start(self) -> None:
+        await asyncio.to_thread(self.kv_config.load)
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
 
@@ -178,7 +245,11 @@ class NameServer:
             route.queue_datas += [q for q in queues if q.broker_name not in ours]
             route.broker_datas += [b for b in brokers if b.broker_name not in ours]
             route.filter_server_table = filter_servers
-        return route if route.queue_datas else None
+        if not route.queue_datas:
+            return None
+        if self.config.order_message_enable:
+            route.order_topic_conf = self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        return route
 
     def cluster_info(self) -> ClusterInfo:
         own = self.own_broker_datas()
@@ -222,12 +293,80 @@ class NameServer:
 
     async def _kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = GetKVConfigRequestHeader.from_ext_fields(request.ext_fields)
-        return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                f"No config item, Namespace: {header.namespace} Key: {header.key}")
+        value = self.kv_config.get(header.namespace, header.key)
+        if value is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    f"No config item, Namespace: {header.namespace} Key: {header.key}")
+        return request.response(ResponseCode.SUCCESS, ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
 
     async def _kv_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         namespace = GetKVListByNamespaceRequestHeader.from_ext_fields(request.ext_fields).namespace
-        return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+        items = self.kv_config.namespace(namespace)
+        if items is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table=items).encode())
+
+    async def _put_kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = PutKVConfigRequestHeader.from_ext_fields(request.ext_fields)
+        log.info("PUT_KV_CONFIG from %s: %s %s=%s", conn.peer, header.namespace, header.key, header.value)
+        self.kv_config.put(header.namespace, header.key, header.value)
+        await asyncio.to_thread(self.kv_config.persist)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _delete_kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteKVConfigRequestHeader.from_ext_fields(request.ext_fields)
+        log.info("DELETE_KV_CONFIG from %s: %s %s", conn.peer, header.namespace, header.key)
+        self.kv_config.delete(header.namespace, header.key)
+        await asyncio.to_thread(self.kv_config.persist)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        topic = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields).topic
+        log.info("DELETE_TOPIC_IN_NAMESRV from %s: %s (routes follow the broker's topic table)", conn.peer, topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    def config_properties(self) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG's keys and values."""
+        cfg = self.config
+        return {
+            "clusterTest": str(cfg.cluster_test).lower(),
+            "configBlackList": cfg.config_black_list,
+            "kvConfigPath": str(self.kv_config.path),
+            "listenPort": str(self.port),
+            "orderMessageEnable": str(cfg.order_message_enable).lower(),
+            "productEnvName": cfg.product_env_name,
+        }
+
+    async def _get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        body = "".join(f"{key}={value}\n" for key, value in self.config_properties().items())
+        return request.response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
+
+    async def _update_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if not request.body:
+            return request.response(ResponseCode.SUCCESS)
+        try:
+            props = parse_properties(request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        if set(props) & self.config.black_list():
+            return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            changed = self.config.update(props)
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        ignored = sorted(set(props) - set(changed))
+        log.info("UPDATE_NAMESRV_CONFIG from %s: %s%s", conn.peer, changed,
+                 f" (unknown keys ignored: {ignored})" if ignored else "")
+        return request.response(ResponseCode.SUCCESS)
+
+    def _unit_topics(self, wanted: Callable[[int], bool]) -> Handler:
+        """A handler answering the TopicList of the topics whose sys flag ``wanted`` accepts."""
+
+        def handler(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+            topics = [c.topic_name for c in self.broker.topic_config_manager.table().values()
+                      if wanted(c.topic_sys_flag)]
+            return request.response(ResponseCode.SUCCESS, body=_topic_list(topics))
+        return handler
 
 
     # -- brokers registering here ------------------------------------------------------------------

@@ -14,6 +14,15 @@
     deleteExpiredCommitLog (-b BROKER_ADDR | -c CLUSTER)
     brokerStatus           -b BROKER_ADDR
     clusterList
+    topicRoute             -t TOPIC
+    deleteTopic            -t TOPIC -c CLUSTER
+    updateSubGroup         -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-s true] [-m true] [-d true]
+                           [-q 1] [-r 16] [-i 0] [-w 1] [-a true]
+    deleteSubGroup         -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-r false]   (-r: remove its offsets)
+    consumerConnection     -g GROUP
+    producerConnection     -g GROUP -t TOPIC
+    resetOffsetByTime      -g GROUP -t TOPIC -s (now | MILLIS | yyyy-MM-dd#HH:mm:ss:SSS) [-f true]
+    brokerConsumeStats     -b BROKER_ADDR [-o false]   (-o: order topics only)
 
 ``-n`` defaults to ``$NAMESRV_ADDR`` (as mqadmin's does); verbs given ``-b BROKER_ADDR`` need no
 name server. ``--json`` prints one JSON document. Exit codes: 0 success; 1 the broker answered
@@ -24,9 +33,11 @@ error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +51,10 @@ from rocketstore.client import (
     RemotingError,
     RemotingTimeout,
 )
+from rocketstore.client.admin import ClientConnection
+from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import StoredMessage
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 
 TIMEOUT_S = 5.0
 
@@ -100,6 +114,21 @@ def java_boolean(text: str) -> bool:
     if value not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return value == "true"
+
+
+def reset_timestamp(text: str) -> int:
+    """resetOffsetByTime's -s: ``now``, epoch milliseconds, or ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time."""
+    value = text.strip()
+    if value == "now":
+        return int(time.time() * 1000)
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        when = datetime.datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS, got {text!r}") from None
+    return int(when.timestamp() * 1000)
 
 
 def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,6 +207,54 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, metavar="HOST:PORT")
 
     verb("clusterList", _cluster_list, "clusters, brokers and their addresses")
+
+    p = verb("topicRoute", _topic_route, "a topic's route as the name server gives it")
+    p.add_argument("-t", "--topic", required=True)
+
+    p = verb("deleteTopic", _delete_topic, "delete a topic from a cluster's brokers and the name server")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True)
+
+    p = verb("updateSubGroup", _update_sub_group, "create or update a subscription group")
+    p.add_argument("-g", "--groupName", dest="group", required=True)
+    broker_or_cluster(p)
+    for short, long_name, dest in (("-s", "--consumeEnable", "consume_enable"),
+                                   ("-m", "--consumeFromMinEnable", "consume_from_min_enable"),
+                                   ("-d", "--consumeBroadcastEnable", "consume_broadcast_enable"),
+                                   ("-a", "--notifyConsumerIdsChanged", "notify_consumer_ids_changed_enable")):
+        p.add_argument(short, long_name, dest=dest, type=java_boolean, default=True, metavar="true|false")
+    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=int, default=1)
+    p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16)
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0)
+    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="which_broker_when_consume_slowly", type=int,
+                   default=1)
+
+    p = verb("deleteSubGroup", _delete_sub_group, "delete a subscription group (and, with -r true, its offsets)")
+    p.add_argument("-g", "--groupName", dest="group", required=True)
+    broker_or_cluster(p)
+    p.add_argument("-r", "--removeOffset", dest="remove_offset", type=java_boolean, default=False,
+                   metavar="true|false")
+
+    p = verb("consumerConnection", _consumer_connection, "a consumer group's clients and subscriptions")
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True)
+
+    p = verb("producerConnection", _producer_connection, "a producer group's clients")
+    p.add_argument("-g", "--producerGroup", dest="group", required=True)
+    p.add_argument("-t", "--topic", required=True, help="a topic the producers send to (decides the brokers)")
+
+    p = verb("resetOffsetByTime", _reset_offset_by_time,
+             "move a group's offsets to a time; live consumers are told by the broker")
+    p.add_argument("-g", "--group", dest="group", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-s", "--timestamp", required=True, type=reset_timestamp,
+                   help="now, milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS (local time)")
+    p.add_argument("-f", "--force", type=java_boolean, default=True, metavar="true|false",
+                   help="also move offsets forward (default true)")
+
+    p = verb("brokerConsumeStats", _broker_consume_stats, "every group's progress on one broker")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, metavar="HOST:PORT")
+    p.add_argument("-o", "--order", type=java_boolean, default=False, metavar="true|false",
+                   help="order topics only")
 
 
 def _handler(action: Action) -> Callable[[argparse.Namespace], int]:
@@ -359,3 +436,102 @@ def _cluster_list(args: argparse.Namespace, ctx: Context) -> Any:
         _table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
                [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]) for r in rows])
     return {"brokers": rows}
+
+
+def _topic_route(args: argparse.Namespace, ctx: Context) -> Any:
+    # fastjson's text (bare integer keys of brokerAddrs) as plain JSON
+    route = parse_fastjson(ctx.admin.route(args.topic).to_json())
+    if not args.json:
+        print(json.dumps(route, indent=2, ensure_ascii=False))
+    return route
+
+
+def _delete_topic(args: argparse.Namespace, ctx: Context) -> Any:
+    addrs = ctx.admin.delete_topic(args.topic, args.cluster)
+    if not args.json:
+        print(f"delete topic [{args.topic}] from cluster [{args.cluster}] success.")
+        print(f"delete topic [{args.topic}] from NameServer success.")
+    return {"topic": args.topic, "cluster": args.cluster, "brokers": addrs}
+
+
+def _update_sub_group(args: argparse.Namespace, ctx: Context) -> Any:
+    config = SubscriptionGroupConfig(
+        group_name=args.group, consume_enable=args.consume_enable, consume_from_min_enable=args.consume_from_min_enable,
+        consume_broadcast_enable=args.consume_broadcast_enable, retry_queue_nums=args.retry_queue_nums,
+        retry_max_times=args.retry_max_times, broker_id=args.broker_id,
+        which_broker_when_consume_slowly=args.which_broker_when_consume_slowly,
+        notify_consumer_ids_changed_enable=args.notify_consumer_ids_changed_enable)
+    addrs = ctx.brokers()
+    for addr in addrs:
+        ctx.broker(addr).create_subscription_group(config)
+        if not args.json:
+            print(f"create subscription group to {addr} success.")
+    return {"brokers": addrs, "subscriptionGroupConfig": config.to_dict()}
+
+
+def _delete_sub_group(args: argparse.Namespace, ctx: Context) -> Any:
+    addrs = ctx.brokers()
+    for addr in addrs:
+        ctx.broker(addr).delete_subscription_group(args.group, args.remove_offset)
+        if not args.json:
+            print(f"delete subscription group [{args.group}] from broker [{addr}] success.")
+    return {"group": args.group, "brokers": addrs, "removeOffset": args.remove_offset}
+
+
+def _connection_rows(connections: Sequence[ClientConnection]) -> list[dict[str, Any]]:
+    return [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version}
+            for c in connections]
+
+
+def _consumer_connection(args: argparse.Namespace, ctx: Context) -> Any:
+    found = ctx.admin.consumer_connection(args.group)
+    rows = _connection_rows(found.connections)
+    if not args.json:
+        _table(["#ClientId", "#ClientAddr", "#Language", "#Version"],
+               [(r["clientId"], r["clientAddr"], r["language"], r["version"]) for r in rows])
+        print()
+        print("Below is subscription:")
+        _table(["#Topic", "#SubExpression"], sorted(found.subscriptions.items()))
+        print()
+        print(f"ConsumeType: {found.consume_type}")
+        print(f"MessageModel: {found.message_model}")
+        print(f"ConsumeFromWhere: {found.consume_from_where}")
+    return {"group": args.group, "connections": rows, "subscriptions": found.subscriptions,
+            "consumeType": found.consume_type, "messageModel": found.message_model,
+            "consumeFromWhere": found.consume_from_where}
+
+
+def _producer_connection(args: argparse.Namespace, ctx: Context) -> Any:
+    rows = _connection_rows(ctx.admin.producer_connection(args.group, args.topic))
+    if not args.json:
+        _table(["#ClientId", "#ClientAddr", "#Language", "#Version"],
+               [(r["clientId"], r["clientAddr"], r["language"], r["version"]) for r in rows])
+    return {"group": args.group, "connections": rows}
+
+
+def _reset_offset_by_time(args: argparse.Namespace, ctx: Context) -> Any:
+    offsets = ctx.admin.reset_offset_by_time(args.group, args.topic, args.timestamp, args.force)
+    rows = [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset} for mq, offset in offsets.items()]
+    if not args.json:
+        print(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
+              f"force[{str(args.force).lower()}], timestamp[{args.timestamp}]")
+        _table(["#brokerName", "#queueId", "#offset"], [(r["brokerName"], r["queueId"], r["offset"]) for r in rows])
+    return {"group": args.group, "topic": args.topic, "timestamp": args.timestamp, "force": args.force,
+            "queues": rows}
+
+
+def _broker_consume_stats(args: argparse.Namespace, ctx: Context) -> Any:
+    stats, total_diff = ctx.broker(args.broker_addr).broker_consume_stats(args.order)
+    rows: list[dict[str, Any]] = [
+        {"topic": o.queue.topic, "group": g.group, "brokerName": o.queue.broker_name, "queueId": o.queue.queue_id,
+         "brokerOffset": o.broker_offset, "consumerOffset": o.consumer_offset, "diff": o.diff,
+         "lastTimestamp": o.last_timestamp}
+        for g in stats for o in g.stats.offsets]
+    if not args.json:
+        _table(["#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
+                "#LastTime"],
+               [(r["topic"], r["group"], r["brokerName"], r["queueId"], r["brokerOffset"], r["consumerOffset"],
+                 r["diff"], format_ms(r["lastTimestamp"]) if r["lastTimestamp"] else "N/A") for r in rows])
+        print()
+        print(f"Diff Total: {total_diff}")
+    return {"brokerAddr": args.broker_addr, "diffTotal": total_diff, "queues": rows}

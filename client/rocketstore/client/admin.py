@@ -29,31 +29,53 @@ from rocketstore.client.remoting_client import (
     master_addr,
     route_source_for,
 )
+from rocketstore.common.fastjson import to_json
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import KEY_SEPARATOR, StoredMessage, decode_message_id
 from rocketstore.common.mix_all import retry_topic
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
-from rocketstore.remoting.body import ConsumeStatsBody, KVTable, TopicStatsTable
+from rocketstore.remoting.body import (
+    ConnectionData,
+    ConsumerConnectionBody,
+    ConsumeStatsBody,
+    ConsumeStatsList,
+    KVTable,
+    ProducerConnection,
+    ResetOffsetBody,
+    TopicStatsTable,
+)
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.headers import (
     ClusterInfo,
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     Header,
     JsonBody,
     MessageQueueData,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     TopicRouteData,
+    UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 
 __all__ = [
     "BrokerAdmin",
+    "ClientConnection",
     "ConsumeStats",
+    "ConsumerConnection",
+    "GroupConsumeStats",
     "MQAdmin",
     "OffsetWrapper",
     "TopicOffset",
@@ -113,6 +135,40 @@ class ConsumeStats:
     @property
     def diff_total(self) -> int:
         return sum(o.diff for o in self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """One client of a group (RocketMQ's Connection): what consumerConnection/producerConnection list."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(slots=True)
+class ConsumerConnection:
+    """A consumer group's connections and subscriptions (RocketMQ's ConsumerConnection)."""
+
+    connections: list[ClientConnection]
+    subscriptions: dict[str, str]  # topic -> sub expression
+    consume_type: str | None
+    message_model: str | None
+    consume_from_where: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConsumeStats:
+    """One group's progress on one topic of GET_BROKER_CONSUME_STATS."""
+
+    group: str
+    stats: ConsumeStats
+
+
+def _connections(data: Iterable[ConnectionData]) -> list[ClientConnection]:
+    return sorted((ClientConnection(c.client_id, c.client_addr, c.language, c.version) for c in data),
+                  key=lambda c: c.client_id)
 
 
 # -- one broker --------------------------------------------------------------------------------
@@ -186,6 +242,60 @@ class BrokerAdmin:
         offsets = [OffsetWrapper(_mq(mq), v.broker_offset, v.consumer_offset, v.last_timestamp)
                    for mq, v in stats.offset_table.items()]
         return ConsumeStats(sorted(offsets, key=lambda o: o.queue), stats.consume_tps)
+
+    def delete_topic(self, topic: str) -> None:
+        """DELETE_TOPIC_IN_BROKER (215)."""
+        self._call(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic))
+
+    def create_subscription_group(self, config: SubscriptionGroupConfig) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) with the SubscriptionGroupConfig as its body."""
+        self._call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=to_json(config.to_dict(), False).encode())
+
+    def delete_subscription_group(self, group: str, remove_offset: bool = False) -> None:
+        """DELETE_SUBSCRIPTIONGROUP (207); with ``remove_offset`` the group's offsets go too."""
+        self._call(RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                   DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset))
+
+    def consumer_connection(self, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST (203); CONSUMER_NOT_ONLINE raises RemotingError."""
+        body = self._call(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                          GetConsumerConnectionListRequestHeader(consumer_group=group)).body
+        data = _decode(ConsumerConnectionBody, body)
+        return ConsumerConnection(_connections(data.connection_set),
+                                  {t: sub.sub_string for t, sub in sorted(data.subscription_table.items())},
+                                  data.consume_type, data.message_model, data.consume_from_where)
+
+    def producer_connection(self, group: str) -> list[ClientConnection]:
+        """GET_PRODUCER_CONNECTION_LIST (204)."""
+        body = self._call(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                          GetProducerConnectionListRequestHeader(producer_group=group)).body
+        return _connections(_decode(ProducerConnection, body).connection_set)
+
+    def reset_offset(self, topic: str, group: str, timestamp_ms: int, force: bool) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222): the broker pushes the offsets to the group's live
+        consumers and answers them; CONSUMER_NOT_ONLINE raises RemotingError."""
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
+        body = self._call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header).body
+        return {_mq(mq): offset for mq, offset in _decode(ResetOffsetBody, body).offset_table.items()}
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET (15), as a tool commits a group's offset."""
+        self._call(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset))
+
+    def broker_consume_stats(self, order_only: bool = False) -> tuple[list[GroupConsumeStats], int]:
+        """GET_BROKER_CONSUME_STATS (317): every group's progress per topic, and the total lag."""
+        body = self._call(RequestCode.GET_BROKER_CONSUME_STATS, GetConsumeStatsInBrokerHeader(is_order=order_only)).body
+        data = _decode(ConsumeStatsList, body)
+        out = []
+        for entry in data.consume_stats_list:
+            for group, per_topic in entry.items():
+                for stats in per_topic:
+                    offsets = [OffsetWrapper(_mq(mq), v.broker_offset, v.consumer_offset, v.last_timestamp)
+                               for mq, v in stats.offset_table.items()]
+                    out.append(GroupConsumeStats(group, ConsumeStats(sorted(offsets, key=lambda o: o.queue),
+                                                                     stats.consume_tps)))
+        return out, data.total_diff
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the broker's queue offset for store time ``timestamp_ms``.
@@ -345,6 +455,70 @@ class MQAdmin:
             merged.consume_tps += stats.consume_tps
         merged.offsets.sort(key=lambda o: o.queue)
         return merged
+
+    def consumer_connection(self, group: str) -> ConsumerConnection:
+        """consumerConnection: GET_CONSUMER_CONNECTION_LIST at the masters of the group's retry
+        topic (as mqadmin asks), merged; RemotingError when no broker has the group online."""
+        merged: ConsumerConnection | None = None
+        errors: list[RemotingError] = []
+        for _, addr in self._route_masters(self.route(retry_topic(group))):
+            try:
+                found = self.broker(addr).consumer_connection(group)
+            except RemotingError as exc:
+                errors.append(exc)
+                continue
+            if merged is None:
+                merged = found
+            else:
+                merged.connections = sorted({*merged.connections, *found.connections}, key=lambda c: c.client_id)
+                merged.subscriptions.update(found.subscriptions)
+        if merged is None:
+            raise errors[0] if errors else RemotingError(ResponseCode.CONSUMER_NOT_ONLINE,
+                                                         f"the consumer group[{group}] not online")
+        return merged
+
+    def producer_connection(self, group: str, topic: str) -> list[ClientConnection]:
+        """producerConnection: GET_PRODUCER_CONNECTION_LIST at the masters of ``topic``'s route."""
+        found: set[ClientConnection] = set()
+        for _, addr in self._route_masters(self.route(topic)):
+            found.update(self.broker(addr).producer_connection(group))
+        return sorted(found, key=lambda c: c.client_id)
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, force: bool = True
+                             ) -> dict[MessageQueue, int]:
+        """resetOffsetByTime: INVOKE_BROKER_TO_RESET_OFFSET at each master of the topic, which
+        pushes the offsets to the live consumers. A broker answering CONSUMER_NOT_ONLINE gets the
+        offsets committed directly instead, as mqadmin's fallback (resetOffsetByTimestampOld)
+        does: each queue's offset at ``timestamp_ms``, where ``force`` or where it is behind."""
+        out: dict[MessageQueue, int] = {}
+        for _, addr in self._route_masters(self.route(topic)):
+            broker = self.broker(addr)
+            try:
+                out.update(broker.reset_offset(topic, group, timestamp_ms, force))
+                continue
+            except RemotingError as exc:
+                if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+            for wrapper in broker.consume_stats(group, topic).offsets:
+                offset = broker.search_offset(wrapper.queue, timestamp_ms)
+                if force or offset <= wrapper.consumer_offset:
+                    broker.update_consumer_offset(group, wrapper.queue, offset)
+                    out[wrapper.queue] = offset
+                else:
+                    out[wrapper.queue] = wrapper.consumer_offset
+        return dict(sorted(out.items()))
+
+    def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        """deleteTopic: DELETE_TOPIC_IN_BROKER at every master of ``cluster``, then
+        DELETE_TOPIC_IN_NAMESRV at the name server; returns the broker addresses."""
+        addrs = self.master_addrs(cluster)
+        if not addrs:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"no master broker found for cluster {cluster}")
+        for addr in addrs:
+            self.broker(addr).delete_topic(topic)
+        self._name_server("delete_topic").call(RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                                               DeleteTopicFromNamesrvRequestHeader(topic=topic))
+        return addrs
 
     # -- messages ------------------------------------------------------------------------------
     def _each_master(self, topic: str, fn: Callable[[BrokerAdmin], list[T]]) -> list[T]:

@@ -6,6 +6,14 @@
     ConsumerConnectionBody GET_CONSUMER_CONNECTION_LIST a group's connections and subscriptions
     GroupList             QUERY_TOPIC_CONSUME_BY_WHO    ``{"groupList":[...]}``
     TopicList             the name server's topic lists ``{"brokerAddr":...,"topicList":[...]}``
+    ProducerConnection    GET_PRODUCER_CONNECTION_LIST  a producer group's connections
+    ResetOffsetBody       INVOKE_BROKER_TO_RESET_OFFSET / RESET_CONSUMER_CLIENT_OFFSET: offset per queue
+    ResetOffsetBodyForC   the same for C++ clients: a list of MessageQueueForC
+    GetConsumerStatusBody INVOKE_BROKER_TO_GET_CONSUMER_STATUS: offsets per client id
+    ConsumeStatsList      GET_BROKER_CONSUME_STATS      ConsumeStats of every group, by group
+    QueryConsumeTimeSpanBody QUERY_CONSUME_TIME_SPAN    per queue: first, last, consumed message times
+    QueryCorrectionOffsetBody QUERY_CORRECTION_OFFSET   queue id -> offset
+    BrokerStatsData       VIEW_BROKER_STATS_DATA        sum, tps, avgpt over a minute, an hour, a day
 
 The broker encodes them and the client decodes them, so both sides share one schema; the
 codec is :class:`~rocketstore.remoting.headers.JsonBody`'s (fields sorted by name, nulls left out).
@@ -26,12 +34,23 @@ from rocketstore.common.fastjson import parse_fastjson_object_keys
 from rocketstore.remoting.headers import JsonBody, MessageQueueData, SubscriptionData
 
 __all__ = [
+    "BrokerStatsData",
+    "BrokerStatsItem",
     "ConnectionData",
     "ConsumeStatsBody",
+    "ConsumeStatsList",
     "ConsumerConnectionBody",
+    "GetConsumerStatusBody",
     "GroupList",
     "KVTable",
+    "MessageQueueForC",
     "OffsetWrapperData",
+    "ProducerConnection",
+    "QueryConsumeTimeSpanBody",
+    "QueryCorrectionOffsetBody",
+    "QueueTimeSpan",
+    "ResetOffsetBody",
+    "ResetOffsetBodyForC",
     "TopicList",
     "TopicOffsetData",
     "TopicStatsTable",
@@ -111,3 +130,91 @@ class GroupList(JsonBody):
 class TopicList(JsonBody):
     topic_list: list[str] = dataclasses.field(default_factory=list)
     broker_addr: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ProducerConnection(JsonBody):
+    connection_set: list[ConnectionData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ResetOffsetBody(JsonBody):
+    offset_table: dict[MessageQueueData, int] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        return parse_fastjson_object_keys(text)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class MessageQueueForC(JsonBody):
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ResetOffsetBodyForC(JsonBody):
+    """What C++ clients are sent instead of ResetOffsetBody (they cannot parse object keys)."""
+
+    offset_table: list[MessageQueueForC] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumerStatusBody(JsonBody):
+    """A client's answer (``messageQueueTable``) and the broker's collection of them by client
+    id (``consumerTable``)."""
+
+    message_queue_table: dict[MessageQueueData, int] = dataclasses.field(default_factory=dict)
+    consumer_table: dict[str, dict[MessageQueueData, int]] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        return parse_fastjson_object_keys(text)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConsumeStatsList(JsonBody):
+    """GET_BROKER_CONSUME_STATS: ``[{group: [ConsumeStats per topic]}, ...]`` and their total lag."""
+
+    consume_stats_list: list[dict[str, list[ConsumeStatsBody]]] = dataclasses.field(default_factory=list)
+    broker_addr: str | None = None
+    total_diff: int = 0
+
+    @classmethod
+    def parse_text(cls, text: str) -> Any:
+        return parse_fastjson_object_keys(text)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueueTimeSpan(JsonBody):
+    message_queue: MessageQueueData
+    min_time_stamp: int = 0
+    max_time_stamp: int = 0
+    consume_time_stamp: int = 0
+    delay_time: int = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryConsumeTimeSpanBody(JsonBody):
+    consume_time_span_set: list[QueueTimeSpan] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryCorrectionOffsetBody(JsonBody):
+    correction_offsets: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerStatsItem(JsonBody):
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerStatsData(JsonBody):
+    stats_minute: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)

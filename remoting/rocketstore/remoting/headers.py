@@ -38,25 +38,34 @@ from rocketstore.remoting.command import MalformedRequestError
 
 __all__ = [
     "BrokerData",
+    "CloneGroupOffsetRequestHeader",
     "ClusterInfo",
+    "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerData",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteKVConfigRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
     "GetBrokerConfigResponseHeader",
+    "GetConsumeStatsInBrokerHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetConsumerListByGroupResponseBody",
+    "GetConsumerRunningInfoRequestHeader",
+    "GetConsumerStatusRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetEarliestMsgStoretimeResponseHeader",
     "GetKVConfigRequestHeader",
+    "GetKVConfigResponseHeader",
     "GetKVListByNamespaceRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMaxOffsetResponseHeader",
     "GetMinOffsetRequestHeader",
     "GetMinOffsetResponseHeader",
+    "GetProducerConnectionListRequestHeader",
     "GetRouteInfoRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
@@ -73,8 +82,11 @@ __all__ = [
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "PullSysFlag",
+    "PutKVConfigRequestHeader",
+    "QueryConsumeTimeSpanRequestHeader",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
+    "QueryCorrectionOffsetHeader",
     "QueryDataVersionRequestHeader",
     "QueryDataVersionResponseHeader",
     "QueryMessageRequestHeader",
@@ -83,6 +95,7 @@ __all__ = [
     "QueueData",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
@@ -93,6 +106,7 @@ __all__ = [
     "UnlockBatchRequestBody",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
+    "ViewBrokerStatsDataRequestHeader",
     "ViewMessageRequestHeader",
     "wire",
 ]
@@ -687,6 +701,115 @@ class QueryDataVersionRequestHeader(Header):
 class QueryDataVersionResponseHeader(Header):
     LABEL: ClassVar[str] = "QUERY_DATA_VERSION response"
     changed: bool
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) from a tool, and RESET_CONSUMER_CLIENT_OFFSET (220)
+    from the broker to each consumer of the group; ``timestamp`` -1 means the queues' ends."""
+
+    LABEL: ClassVar[str] = "INVOKE_BROKER_TO_RESET_OFFSET"
+    topic: str
+    group: str
+    timestamp: Int64
+    is_force: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumerStatusRequestHeader(Header):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) and GET_CONSUMER_STATUS_FROM_CLIENT (221)."""
+
+    LABEL: ClassVar[str] = "INVOKE_BROKER_TO_GET_CONSUMER_STATUS"
+    topic: str
+    group: str
+    client_addr: str | None = None  # a client id: only that consumer is asked
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetProducerConnectionListRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_PRODUCER_CONNECTION_LIST"
+    producer_group: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    LABEL: ClassVar[str] = "GET_CONSUMER_RUNNING_INFO"
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    LABEL: ClassVar[str] = "CONSUME_MESSAGE_DIRECTLY"
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    LABEL: ClassVar[str] = "GET_BROKER_CONSUME_STATS"
+    is_order: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class CloneGroupOffsetRequestHeader(Header):
+    LABEL: ClassVar[str] = "CLONE_GROUP_OFFSET"
+    src_group: str
+    dest_group: str
+    topic: str | None = None  # None or blank: every topic the source group has offsets for
+    offline: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryConsumeTimeSpanRequestHeader(Header):
+    LABEL: ClassVar[str] = "QUERY_CONSUME_TIME_SPAN"
+    topic: str
+    group: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueryCorrectionOffsetHeader(Header):
+    LABEL: ClassVar[str] = "QUERY_CORRECTION_OFFSET"
+    filter_groups: str | None = None  # comma-separated groups left out of the minimum
+    compare_group: str
+    topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    LABEL: ClassVar[str] = "VIEW_BROKER_STATS_DATA"
+    stats_name: str
+    stats_key: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    LABEL: ClassVar[str] = "DELETE_TOPIC_IN_NAMESRV"
+    topic: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class PutKVConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "PUT_KV_CONFIG"
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetKVConfigResponseHeader(Header):
+    LABEL: ClassVar[str] = "GET_KV_CONFIG response"
+    value: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class DeleteKVConfigRequestHeader(Header):
+    LABEL: ClassVar[str] = "DELETE_KV_CONFIG"
+    namespace: str
+    key: str
 
 
 # -- JSON bodies -------------------------------------------------------------------------------

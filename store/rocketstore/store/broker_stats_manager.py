@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 #: seconds between two snapshots (StatsItem samples every 10 s)
@@ -30,26 +32,75 @@ MINUTE_S: Final = 60.0
 #: the broker-wide totals also answer for 10 s and 10 min windows (runtime info's ``putTps``: 10, 60, 600 s)
 LONGEST_WINDOW_S: Final = 600.0
 
+#: RocketMQ's StatsItem windows: snapshots of the last minute (every 10 s), of the last hour
+#: (every 10 min) and of the last day (every hour), first and last included
+MINUTE_SNAPSHOTS: Final = 7
+HOUR_PERIOD_S: Final = 600.0
+HOUR_SNAPSHOTS: Final = 7
+DAY_PERIOD_S: Final = 3600.0
+DAY_SNAPSHOTS: Final = 25
+
+#: the statistics VIEW_BROKER_STATS_DATA names (BrokerStatsManager's constants); GROUP_GET_* keys
+#: are ``topic@group``, BROKER_* keys the cluster name
+TOPIC_PUT_NUMS: Final = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE: Final = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
+GROUP_GET_SIZE: Final = "GROUP_GET_SIZE"
+BROKER_PUT_NUMS: Final = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS: Final = "BROKER_GET_NUMS"
+
 #: upper bounds (seconds) of the latency histograms' buckets: 100 µs to 10 s
 LATENCY_BOUNDS_S: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                            1.0, 2.5, 5.0, 10.0)
 
 
+@dataclass(frozen=True, slots=True)
+class StatsSnapshot:
+    """One window of a statistic as VIEW_BROKER_STATS_DATA (315) reports it (RocketMQ's StatsSnapshot)."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+def _window_stats(snapshots: Sequence[tuple[float, int, int]]) -> StatsSnapshot:
+    """StatsItem.computeStatsData: the increase between a window's first and last snapshot, per
+    second between them, and per addition (``times``)."""
+    if len(snapshots) < 2:
+        return StatsSnapshot()
+    first_t, first_times, first_value = snapshots[0]
+    last_t, last_times, last_value = snapshots[-1]
+    total = last_value - first_value
+    elapsed = last_t - first_t
+    times = last_times - first_times
+    return StatsSnapshot(sum=total, tps=total / elapsed if elapsed > 0 else 0.0,
+                         avgpt=total / times if times > 0 else 0.0)
+
+
 class StatsItem:
     """A running total (``value``) and how many times it was added to (``times``), with snapshots
-    taken by :meth:`sample` from which :meth:`per_second` computes a recent rate."""
+    taken by :meth:`sample`: every sample for the last minute (from which :meth:`per_second`
+    computes a recent rate), and, as RocketMQ's StatsItem keeps them, one per 10 minutes for an
+    hour and one per hour for a day (:meth:`windows`)."""
 
-    __slots__ = ("_snapshots", "times", "value")
+    __slots__ = ("_day", "_hour", "_snapshots", "times", "value")
 
     def __init__(self, now: float, keep_s: float = MINUTE_S) -> None:
         self.value = 0
         self.times = 0
-        # (time, value): the item starts at 0 now, so its first rate counts from its creation
-        self._snapshots: deque[tuple[float, int]] = deque(
-            [(now, 0)], maxlen=int(keep_s / SAMPLE_INTERVAL_S) + 2)
+        # (time, times, value): the item starts at 0 now, so its first rate counts from its creation
+        self._snapshots: deque[tuple[float, int, int]] = deque(
+            [(now, 0, 0)], maxlen=int(keep_s / SAMPLE_INTERVAL_S) + 2)
+        self._hour: deque[tuple[float, int, int]] = deque([(now, 0, 0)], maxlen=HOUR_SNAPSHOTS)
+        self._day: deque[tuple[float, int, int]] = deque([(now, 0, 0)], maxlen=DAY_SNAPSHOTS)
 
     def sample(self, now: float) -> None:
-        self._snapshots.append((now, self.value))
+        snapshot = (now, self.times, self.value)
+        self._snapshots.append(snapshot)
+        if now - self._hour[-1][0] >= HOUR_PERIOD_S:
+            self._hour.append(snapshot)
+        if now - self._day[-1][0] >= DAY_PERIOD_S:
+            self._day.append(snapshot)
 
     def per_second(self, now: float, window_s: float = MINUTE_S) -> float:
         """The increase per second since the newest snapshot at least ``window_s`` old (the oldest
@@ -58,12 +109,17 @@ class StatsItem:
         The divisor is at least one sampling interval, so a total that appeared a moment ago
         reads as a modest rate rather than a spike of ``value / few ms``.
         """
-        start_t, start_v = self._snapshots[0]
-        for t, v in reversed(self._snapshots):
+        start_t, _, start_v = self._snapshots[0]
+        for t, _, v in reversed(self._snapshots):
             if now - t >= window_s:
                 start_t, start_v = t, v
                 break
         return (self.value - start_v) / max(now - start_t, SAMPLE_INTERVAL_S)
+
+    def windows(self) -> tuple[StatsSnapshot, StatsSnapshot, StatsSnapshot]:
+        """(minute, hour, day), each over its snapshots only, as RocketMQ computes them."""
+        minute = list(self._snapshots)[-MINUTE_SNAPSHOTS:]
+        return _window_stats(minute), _window_stats(self._hour), _window_stats(self._day)
 
 
 class LatencyHistogram:
@@ -93,7 +149,9 @@ class LatencyHistogram:
 class BrokerStatsManager:
     """The broker's per-topic and per-group totals, its put/get totals and request latencies."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, cluster: str = "") -> None:
+        #: the key of the BROKER_* statistics (RocketMQ counts them under the cluster's name)
+        self.cluster = cluster
         self.topic_put_nums: dict[str, StatsItem] = {}
         self.topic_put_size: dict[str, StatsItem] = {}
         #: keyed (topic, group): RocketMQ's ``topic@group`` stats key
@@ -158,3 +216,24 @@ class BrokerStatsManager:
                 item.sample(now)
         self.broker_put_nums.sample(now)
         self.broker_get_nums.sample(now)
+
+    def stats(self, name: str, key: str) -> tuple[StatsSnapshot, StatsSnapshot, StatsSnapshot] | None:
+        """(minute, hour, day) of one statistic, as VIEW_BROKER_STATS_DATA names it; None when it
+        was never counted (or is one this broker does not keep)."""
+        item: StatsItem | None = None
+        if name == TOPIC_PUT_NUMS:
+            item = self.topic_put_nums.get(key)
+        elif name == TOPIC_PUT_SIZE:
+            item = self.topic_put_size.get(key)
+        elif name in (GROUP_GET_NUMS, GROUP_GET_SIZE):
+            topic, at, group = key.partition("@")
+            table = self.group_get_nums if name == GROUP_GET_NUMS else self.group_get_size
+            item = table.get((topic, group)) if at else None
+        elif name in (BROKER_PUT_NUMS, BROKER_GET_NUMS) and key == self.cluster:
+            item = self.broker_put_nums if name == BROKER_PUT_NUMS else self.broker_get_nums
+        return None if item is None else item.windows()
+
+    def group_get_tps(self, group: str, topic: str) -> float:
+        """tpsGroupGetNums: the group's messages per second on the topic over the minute window."""
+        windows = self.stats(GROUP_GET_NUMS, f"{topic}@{group}")
+        return windows[0].tps if windows is not None else 0.0

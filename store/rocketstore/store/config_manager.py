@@ -235,6 +235,32 @@ class ConsumerOffsetManager(ConfigManager):
     def groups_of_topic(self, topic: str) -> set[str]:
         return {g for t, g in self._pairs() if t == topic}
 
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Give ``dest_group`` a copy of ``src_group``'s offsets on ``topic`` (CLONE_GROUP_OFFSET);
+        False when the source has none."""
+        src, dest = self._key(src_group, topic), self._key(dest_group, topic)
+        with self._lock:
+            offsets = self._table.get(src)
+            if offsets is None:
+                return False
+            self._table[dest] = dict(offsets)
+            return True
+
+    def min_offsets_of_topic(self, topic: str, exclude_groups: set[str],
+                             queue_min_offset: Callable[[int], int]) -> dict[int, int]:
+        """Queue id -> the smallest offset any group (but ``exclude_groups``) committed on ``topic``,
+        among offsets not below the queue's min offset (queryMinOffsetInAllGroup, without its
+        side effect of dropping the excluded groups' offsets)."""
+        lowest: dict[int, int] = {}
+        for key, offsets in self.offset_table().items():
+            topic_of, _, group = key.partition(_TOPIC_GROUP_SEPARATOR)
+            if topic_of != topic or group in exclude_groups:
+                continue
+            for queue_id, offset in offsets.items():
+                if offset >= queue_min_offset(queue_id):
+                    lowest[queue_id] = min(offset, lowest.get(queue_id, offset))
+        return lowest
+
     def remove_group(self, group: str) -> None:
         """Drop every offset of ``group``, on all topics."""
         with self._lock:

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage, tags_code
+from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clean import CleanCommitLogService, CleanConsumeQueueService, disk_partition_used_ratio
 from rocketstore.store.commit_log import (
@@ -41,6 +42,7 @@ from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.schedule_message_service import (
     ScheduleMessageService,
     delay_level_of,
+    delay_level_to_queue_id,
     parse_delay_levels,
     schedule,
 )
@@ -702,16 +704,38 @@ class DefaultMessageStore:
         return disk_partition_used_ratio(str(self.config.commit_log_dir())
                                          if os.path.isdir(self.config.commit_log_dir()) else self.root_dir)
 
+    def get_earliest_message_time_in_store(self) -> int:
+        """RocketMQ's getEarliestMessageTime(): the store time of the CommitLog's first record,
+        -1 when the log is empty (the age clusterList prints as "#Hour")."""
+        if self.commit_log.max_offset <= self.commit_log.min_offset:
+            return -1
+        msg = self.look_message_by_offset(self.commit_log.min_offset)
+        return msg.store_timestamp if msg is not None else -1
+
     def runtime_info(self) -> dict[str, str]:
-        """Broker runtime info the way RocketMQ's getRuntimeInfo names it."""
+        """Broker runtime info the way RocketMQ's getRuntimeInfo names it (and the store-side
+        keys AdminBrokerProcessor.prepareRuntimeInfo adds: pageCacheLockTimeMills,
+        earliestMessageTimeStamp, dispatchBehindBytes)."""
         info = self.stats.runtime_info()
+        cq_dir = self.config.consume_queue_dir()
+        cq_ratio = disk_partition_used_ratio(str(cq_dir) if cq_dir.is_dir() else self.root_dir)
         info.update({
             "commitLogMinOffset": str(self.commit_log.min_offset),
             "commitLogMaxOffset": str(self.commit_log.max_offset),
             "commitLogDiskRatio": f"{self.disk_usage_ratio():.4f}",
+            "consumeQueueDiskRatio": f"{cq_ratio:.4f}",
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
             "putMessageEntireTimeMax": str(self.stats.put_max_ms),
             "diskFull": str(self.running_flags.disk_full).lower(),
             "remainHowManyDataToFlush": str(self.commit_log.remain_to_flush()),
+            "pageCacheLockTimeMills": str(int(self.commit_log.lock_held_ms())),
+            "earliestMessageTimeStamp": str(self.get_earliest_message_time_in_store()),
         })
+        for path in self.config.commit_log_dirs():  # one ratio per CommitLog directory (-1 while absent)
+            ratio = disk_partition_used_ratio(str(path)) if path.is_dir() else -1.0
+            info[f"commitLogDiskRatio_{path}"] = f"{ratio:.4f}"
+        # ScheduleMessageService.buildRunningStats: "delivered offset,queue max offset" per level
+        for level, offset in sorted(self.schedule_message_service.offsets.offsets().items()):
+            queue_max = self.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            info[f"scheduleMessageOffset_{level}"] = f"{offset},{queue_max}"
         return info

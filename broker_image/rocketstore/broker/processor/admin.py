@@ -14,8 +14,19 @@
     GET_TOPIC_STATS_INFO (202)        TopicStatsTable: per write queue min/max offset and the
                                       store time of the last message
     GET_CONSUME_STATS (208)           ConsumeStats: per read queue brokerOffset, consumerOffset,
-                                      lastTimestamp; consumeTps (always 0: no per-group TPS kept)
+                                      lastTimestamp; consumeTps: the group's get rate over the
+                                      last minute (broker_stats_manager's GROUP_GET_NUMS)
     GET_CONSUMER_CONNECTION_LIST (203), QUERY_TOPIC_CONSUME_BY_WHO (300)
+    GET_PRODUCER_CONNECTION_LIST (204) ProducerConnection of a producer group
+    GET_BROKER_CONSUME_STATS (317)    ConsumeStatsList: every subscription group's ConsumeStats
+    CLONE_GROUP_OFFSET (314)          copies a group's committed offsets to another group
+    GET_ALL_DELAY_OFFSET (45)         delayOffset.json's text
+    QUERY_CONSUME_TIME_SPAN (303)     per write queue: first, last and consumed store times
+    QUERY_CORRECTION_OFFSET (305)     the lowest offset of the other groups per queue
+    VIEW_BROKER_STATS_DATA (315)      BrokerStatsData of broker_stats_manager's windows
+    INVOKE_BROKER_TO_RESET_OFFSET (222), INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
+    GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309)
+                                      answered by asking consumers (see broker2client)
 
 Headers and bodies are the protocol package's (:mod:`rocketstore.remoting.headers`,
 :mod:`rocketstore.remoting.body`), which the admin client decodes with.
@@ -28,40 +39,63 @@ import logging
 import shutil
 from collections.abc import Mapping
 
+from rocketstore.broker import broker2client
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.broker.server import Connection, Handler
+from rocketstore.common.clock import now_ms
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.message import decode_message_id
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.common.topic_validator import validate_topic
 from rocketstore.remoting.body import (
+    BrokerStatsData,
+    BrokerStatsItem,
     ConnectionData,
     ConsumerConnectionBody,
     ConsumeStatsBody,
+    ConsumeStatsList,
     GroupList,
     KVTable,
     OffsetWrapperData,
+    ProducerConnection,
+    QueryConsumeTimeSpanBody,
+    QueryCorrectionOffsetBody,
+    QueueTimeSpan,
     TopicOffsetData,
     TopicStatsTable,
 )
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     MessageQueueData,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from rocketstore.store.config import ConfigError
 
 log = logging.getLogger(__name__)
+
+JAVA_LONG_MAX = 2**63 - 1
 
 
 def _human_bytes(n: int) -> str:
@@ -76,9 +110,36 @@ def _human_bytes(n: int) -> str:
     return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
+def format_runtime(elapsed_ms: int) -> str:
+    """StoreStatsService.getFormatRuntime: ``[ D days, H hours, M minutes, S seconds ]``."""
+    seconds = max(elapsed_ms, 0) // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+def _connection_data(channel: ClientChannelInfo) -> ConnectionData:
+    """RocketMQ's Connection of one client channel (the language by name)."""
+    try:
+        language = LanguageCode(channel.language).name
+    except ValueError:
+        language = LanguageCode.OTHER.name
+    return ConnectionData(client_id=channel.client_id, client_addr=channel.connection.peer, language=language,
+                          version=channel.version)
+
+
 class AdminBrokerProcessor:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
+        #: admin requests answered by calling consumers (reset pushes, status, running info, ...)
+        self.offset_resets = 0
+        self.client_calls = 0
+        broker.add_counter("rocketstore_admin_offset_resets", "INVOKE_BROKER_TO_RESET_OFFSET requests that "
+                           "pushed offsets to a group's consumers", lambda: self.offset_resets)
+        broker.add_counter("rocketstore_admin_client_call_requests", "Admin requests to be answered by consumers "
+                           "(consumer status, running info, consume message directly), whether or not one was "
+                           "online", lambda: self.client_calls)
 
     def handlers(self) -> Mapping[int, Handler]:
         return {
@@ -96,6 +157,17 @@ class AdminBrokerProcessor:
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
+            RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
         }
 
     # -- configuration -------------------------------------------------------------------------
@@ -131,15 +203,30 @@ class AdminBrokerProcessor:
         store = broker.store
         info = store.runtime_info()
         stats = store.stats
+        cfg = broker.broker_config
+        info.update(broker.broker_stats.runtime_info(stats.put_message_times_total,
+                                                     stats.get_message_transferred_msg_count))
         info.update({
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerVersion": str(BROKER_VERSION),
-            # RocketMQ counts these per day; RocketStore keeps totals since start.
-            "msgPutTotalTodayNow": str(stats.put_message_times_total),
-            "msgGetTotalTodayNow": str(stats.get_message_transferred_msg_count),
-            "startAcceptSendRequestTimeStamp": str(broker.broker_config.start_accept_send_request_time_stamp),
+            "startAcceptSendRequestTimeStamp": str(cfg.start_accept_send_request_time_stamp),
             "bootTimestamp": str(broker.start_time_ms),
+            "runtime": format_runtime(now_ms() - broker.start_time_ms),
+            "remainTransientStoreBufferNumbs": str(2**31 - 1),  # no transient store pool: Integer.MAX_VALUE
         })
+        # RocketMQ hands sends, pulls, queries and transaction ends to thread pools whose queues
+        # it reports; here they run on the event loop as they arrive, so nothing waits in a queue.
+        for name, capacity_key, capacity in (
+            ("sendThreadPoolQueue", "sendThreadPoolQueueCapacity", cfg.send_thread_pool_queue_capacity),
+            ("pullThreadPoolQueue", "pullThreadPoolQueueCapacity", cfg.pull_thread_pool_queue_capacity),
+            ("queryThreadPoolQueue", "queryThreadPoolQueueCapacity", cfg.query_thread_pool_queue_capacity),
+            ("EndTransactionQueue", "EndTransactionThreadPoolQueueCapacity", cfg.end_transaction_pool_queue_capacity),
+        ):
+            info[f"{name}Size"] = "0"
+            info[capacity_key] = str(capacity)
+        for name in ("sendThreadPoolQueue", "pullThreadPoolQueue", "queryThreadPoolQueue"):
+            info[f"{name}HeadWaitTimeMills"] = "0"
+        info["remainHowManyDataToFlush"] = _human_bytes(int(info["remainHowManyDataToFlush"]))
         root = broker.store_config.root_dir()
         if root.exists():
             usage = shutil.disk_usage(root)
@@ -237,41 +324,187 @@ class AdminBrokerProcessor:
         topic = header.topic or ""
         broker = self.broker
         topics = sorted(broker.consumer_offset_manager.topics_of_group(group)) if not topic.strip() else [topic]
-        store = broker.store
-        name = broker.broker_config.broker_name
         stats = ConsumeStatsBody()
         for t in topics:
             config = broker.topic_config_manager.get(t)
-            if config is None:
+            if config is None or not self._group_may_consume(group, t):
                 continue
-            online = broker.consumer_manager.find_subscription_data(group, t)
-            if online is None and broker.consumer_manager.subscription_count(group) > 0:
-                continue  # the online group does not subscribe to this topic
-            for queue_id in range(config.read_queue_nums):
-                broker_offset = max(store.get_max_offset_in_queue(t, queue_id), 0)
-                consumer_offset = max(broker.consumer_offset_manager.query_offset(group, t, queue_id), 0)
-                last = 0
-                if consumer_offset - 1 >= 0:
-                    stamp = store.get_message_store_timestamp(t, queue_id, consumer_offset - 1)
-                    last = stamp if stamp > 0 else 0
-                mq = MessageQueueData(topic=t, broker_name=name, queue_id=queue_id)
-                stats.offset_table[mq] = OffsetWrapperData(broker_offset=broker_offset,
-                                                           consumer_offset=consumer_offset, last_timestamp=last)
+            stats.offset_table.update(self._queue_offsets(group, t, config.read_queue_nums))
+            stats.consume_tps += broker.broker_stats_manager.group_get_tps(group, t)
         return request.response(ResponseCode.SUCCESS, body=stats.encode())
+
+    def _group_may_consume(self, group: str, topic: str) -> bool:
+        """False when the group is online without a subscription to ``topic`` (its stats skip it)."""
+        consumers = self.broker.consumer_manager
+        return consumers.find_subscription_data(group, topic) is not None or consumers.subscription_count(group) == 0
+
+    def _queue_offsets(self, group: str, topic: str, queue_nums: int) -> dict[MessageQueueData, OffsetWrapperData]:
+        """OffsetWrapper of each of the topic's first ``queue_nums`` queues for ``group``."""
+        broker = self.broker
+        store = broker.store
+        name = broker.broker_config.broker_name
+        table = {}
+        for queue_id in range(queue_nums):
+            broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
+            consumer_offset = max(broker.consumer_offset_manager.query_offset(group, topic, queue_id), 0)
+            last = 0
+            if consumer_offset - 1 >= 0:
+                stamp = store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                last = stamp if stamp > 0 else 0
+            mq = MessageQueueData(topic=topic, broker_name=name, queue_id=queue_id)
+            table[mq] = OffsetWrapperData(broker_offset=broker_offset, consumer_offset=consumer_offset,
+                                          last_timestamp=last)
+        return table
+
+    def get_broker_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """ConsumeStats of every subscription group on every topic it has offsets for (over write
+        queues, as RocketMQ's fetchAllConsumeStatsInBroker); ``isOrder`` keeps only order topics."""
+        is_order = GetConsumeStatsInBrokerHeader.from_ext_fields(request.ext_fields).is_order
+        broker = self.broker
+        stats_list: list[dict[str, list[ConsumeStatsBody]]] = []
+        total_diff = 0
+        for group in sorted(broker.subscription_group_manager.table()):
+            per_topic = []
+            for topic in sorted(broker.consumer_offset_manager.topics_of_group(group)):
+                config = broker.topic_config_manager.get(topic)
+                if config is None or (is_order and not config.order) or not self._group_may_consume(group, topic):
+                    continue
+                stats = ConsumeStatsBody(offset_table=self._queue_offsets(group, topic, config.write_queue_nums),
+                                         consume_tps=broker.broker_stats_manager.group_get_tps(group, topic))
+                total_diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+                per_topic.append(stats)
+            stats_list.append({group: per_topic})
+        body = ConsumeStatsList(consume_stats_list=stats_list, broker_addr=broker.broker_addr, total_diff=total_diff)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    def clone_group_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = CloneGroupOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        offsets = broker.consumer_offset_manager
+        topic = (header.topic or "").strip()
+        topics = [topic] if topic else sorted(offsets.topics_of_group(header.src_group))
+        log.info("CLONE_GROUP_OFFSET from %s: %s -> %s on %s", conn.peer, header.src_group, header.dest_group, topics)
+        cloned = False
+        for t in topics:
+            if broker.topic_config_manager.get(t) is None:
+                continue
+            if not header.offline and not self._group_may_consume(header.src_group, t):
+                continue
+            cloned = offsets.clone_offset(header.src_group, header.dest_group, t) or cloned
+        if cloned:
+            broker.tables_changed(offsets)
+        return request.response(ResponseCode.SUCCESS)
+
+    def get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """delayOffset.json's content: the delivered offset of each delay level."""
+        text = self.broker.store.schedule_message_service.offsets.encode()
+        return request.response(ResponseCode.SUCCESS, body=text.encode())
+
+    def query_consume_time_span(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumeTimeSpanRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        topic, group = header.topic, header.group
+        config = broker.topic_config_manager.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = broker.store
+        spans = []
+        for queue_id in range(config.write_queue_nums):
+            min_time = store.get_earliest_message_time(topic, queue_id)
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            consumer_offset = broker.consumer_offset_manager.query_offset(group, topic, queue_id)
+            consume_time = (store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                            if consumer_offset > 0 else min_time)
+            delay = 0
+            if consumer_offset < max_offset:
+                delay = now_ms() - store.get_message_store_timestamp(topic, queue_id, consumer_offset)
+            spans.append(QueueTimeSpan(
+                message_queue=MessageQueueData(topic=topic, broker_name=broker.broker_config.broker_name,
+                                               queue_id=queue_id),
+                min_time_stamp=min_time,
+                max_time_stamp=store.get_message_store_timestamp(topic, queue_id, max_offset - 1),
+                consume_time_stamp=consume_time, delay_time=delay))
+        body = QueryConsumeTimeSpanBody(consume_time_span_set=spans)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    def query_correction_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Per queue, the lowest offset of the other groups, or Long.MAX_VALUE where the compare
+        group is behind it (nothing to correct)."""
+        header = QueryCorrectionOffsetHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        topic = header.topic
+        exclude = {g for g in (header.filter_groups or "").split(",") if g.strip()}
+        correction = broker.consumer_offset_manager.min_offsets_of_topic(
+            topic, exclude, lambda q: broker.store.get_min_offset_in_queue(topic, q))
+        for queue_id, offset in broker.consumer_offset_manager.query_offsets(header.compare_group, topic).items():
+            lowest = correction.get(queue_id, JAVA_LONG_MAX)
+            correction[queue_id] = JAVA_LONG_MAX if lowest > offset else lowest
+        return request.response(ResponseCode.SUCCESS,
+                                body=QueryCorrectionOffsetBody(correction_offsets=correction).encode())
+
+    def view_broker_stats_data(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """One statistic's minute, hour and day windows (see broker_stats_manager for which exist)."""
+        header = ViewBrokerStatsDataRequestHeader.from_ext_fields(request.ext_fields)
+        windows = self.broker.broker_stats_manager.stats(header.stats_name, header.stats_key)
+        if windows is None:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The stats <{header.stats_name}> <{header.stats_key}> not exist")
+        minute, hour, day = (BrokerStatsItem(sum=w.sum, tps=w.tps, avgpt=w.avgpt) for w in windows)
+        body = BrokerStatsData(stats_minute=minute, stats_hour=hour, stats_day=day)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    # -- calls to clients ----------------------------------------------------------------------
+    def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        log.info("INVOKE_BROKER_TO_RESET_OFFSET from %s: topic=%s group=%s timestamp=%s force=%s", conn.peer,
+                 header.topic, header.group, header.timestamp, header.is_force)
+        response = broker2client.reset_offset(self.broker, request, header, request.language == LanguageCode.CPP)
+        if response.code == ResponseCode.SUCCESS:
+            self.offset_resets += 1
+        return response
+
+    async def get_consumer_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
+        self.client_calls += 1
+        return await broker2client.consumer_status(self.broker, request, header)
+
+    async def get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        self.client_calls += 1
+        return await broker2client.call_consumer(self.broker, request, request.ext_fields, request.body,
+                                                 header.consumer_group, header.client_id)
+
+    async def consume_message_directly(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """The message the id names, read from the CommitLog, handed to one consumer to consume."""
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        fields = {**request.ext_fields, "brokerName": self.broker.broker_config.broker_name}
+        body = b""
+        if header.msg_id:
+            try:
+                _, offset = decode_message_id(header.msg_id)
+            except ValueError as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"bad msgId {header.msg_id!r}: {exc}")
+            msg = self.broker.store.look_message_by_offset(offset)
+            if msg is not None:
+                body = self.broker.store.select_one_message_by_offset(offset, msg.total_size) or b""
+        self.client_calls += 1
+        return await broker2client.call_consumer(self.broker, request, fields, body, header.consumer_group,
+                                                 header.client_id or "")
+
+    def get_producer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields).producer_group
+        channels = self.broker.producer_manager.groups.get(group)
+        if channels is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = ProducerConnection(connection_set=[_connection_data(c) for c in channels.values()])
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         group = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields).consumer_group
         info = self.broker.consumer_manager.get(group)
         if info is None:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        connections = []
-        for channel in info.channels.values():
-            try:
-                language = LanguageCode(channel.language).name
-            except ValueError:
-                language = LanguageCode.OTHER.name
-            connections.append(ConnectionData(client_id=channel.client_id, client_addr=channel.connection.peer,
-                                              language=language, version=channel.version))
+        connections = [_connection_data(channel) for channel in info.channels.values()]
         body = ConsumerConnectionBody(
             connection_set=connections, subscription_table=dict(info.subscriptions), consume_type=info.consume_type,
             message_model=info.message_model, consume_from_where=info.consume_from_where)
