@@ -15,7 +15,6 @@ from collections import deque
 
 from conftest import BrokerHandle, RawClient
 
-from rocketstore.broker.broker_stats_manager import BrokerStatsManager, StatsSnapshot
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message
 from rocketstore.remoting.body import (
@@ -36,6 +35,14 @@ from rocketstore.remoting.headers import (
     HeartbeatData,
     MessageQueueData,
     SubscriptionData,
+)
+from rocketstore.store.broker_stats_manager import (
+    BROKER_PUT_NUMS,
+    GROUP_GET_NUMS,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+    BrokerStatsManager,
+    StatsSnapshot,
 )
 from rocketstore.store.stats import StoreStatsService, tps_triple
 
@@ -257,33 +264,40 @@ def test_broker_consume_stats_and_clone(broker: BrokerHandle) -> None:
 
 
 def test_broker_stats_windows() -> None:
-    """StatsItem's windows: a zero base one period back, then last minus first."""
-    manager = BrokerStatsManager()
-    key = ("TOPIC_PUT_NUMS", "T")
-    manager.tick(100_000, {key: (2, 10)})
-    minute, hour, day = manager.stats(*key) or ()
-    # base (90 s, 0, 0) -> (100 s, 2 calls, 10 messages): 10 messages in 10 s, 5 per call
-    assert (minute.sum, minute.tps, minute.avgpt) == (10, 1.0, 5.0)
-    assert (hour.sum, hour.tps) == (10, 10 / 600)
-    assert (day.sum, day.tps) == (10, 10 / 3600)
-    manager.tick(105_000, {key: (3, 30)})  # within the 10 s period: no new snapshot
-    assert manager.stats(*key)[0].sum == 10  # type: ignore[index]
-    manager.tick(110_000, {key: (4, 40)})
-    assert manager.stats(*key)[0] == StatsSnapshot(sum=40, tps=2.0, avgpt=10.0)  # type: ignore[index]
-    for second in range(120, 200, 10):  # only the last 7 snapshots are kept: a minute
-        manager.tick(second * 1000, {key: (4, 40 + second)})
-    assert manager.stats(*key)[0].sum == 190 - 130  # type: ignore[index]
-    assert manager.stats("TOPIC_PUT_NUMS", "other") is None
+    """StatsItem's windows: last minus first snapshot of the last minute (every 10 s), hour (every
+    10 min) and day (every hour); the BROKER_* statistics are keyed by the cluster."""
+    manager = BrokerStatsManager(0.0, "C")
+    manager.inc_topic_put("T", 10, 100)  # one send of 10 messages
+    manager.sample(10.0)
+    minute, hour, day = manager.stats(TOPIC_PUT_NUMS, "T") or ()
+    # (0 s, 0, 0) -> (10 s, 1 call, 10 messages): 10 messages in 10 s, 10 per call
+    assert (minute.sum, minute.tps, minute.avgpt) == (10, 1.0, 10.0)
+    assert (hour.sum, day.sum) == (0, 0)  # no 10-minute or hourly snapshot yet
+    manager.inc_topic_put("T", 30, 300)
+    manager.sample(600.0)
+    assert manager.stats(TOPIC_PUT_NUMS, "T")[1] == StatsSnapshot(sum=40, tps=40 / 600, avgpt=20.0)  # type: ignore[index]
+    for second in range(610, 700, 10):  # the minute window keeps its last 7 snapshots
+        manager.inc_topic_put("T", 1, 10)
+        manager.sample(float(second))
+    assert manager.stats(TOPIC_PUT_NUMS, "T")[0].sum == 6  # type: ignore[index]
+    assert manager.stats(TOPIC_PUT_SIZE, "T")[0].sum == 60  # type: ignore[index]
+    assert manager.stats(TOPIC_PUT_NUMS, "other") is None
+    assert manager.stats(BROKER_PUT_NUMS, "C") is not None and manager.stats(BROKER_PUT_NUMS, "D") is None
+    manager.inc_group_get("T", "G", 4, 40)
+    manager.sample(710.0)
+    assert manager.stats(GROUP_GET_NUMS, "T@G")[0].sum == 4  # type: ignore[index]
+    assert manager.stats(GROUP_GET_NUMS, "TG") is None
 
 
 def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     admin = broker.client()
     _create_topic(admin)
-    _put(broker, TOPIC, 0, 5)
+    for i in range(5):
+        assert admin.send_message(TOPIC, f"m{i}".encode(), queue_id=0).code == ResponseCode.SUCCESS
+    broker.wait_dispatched()
     assert admin.pull(TOPIC, 0, 0, group=GROUP).code == ResponseCode.SUCCESS
-    # the next snapshot of every window (the broker's own tick takes it within 10 s)
-    broker.call_soon(lambda: broker.controller.broker_stats_manager.tick(
-        int(time.time() * 1000) + 3_600_000, broker.controller._stats_readings()))
+    # the next snapshot of every window (the broker's own sampler takes the minute's within 10 s)
+    broker.call_soon(lambda: broker.controller.broker_stats_manager.sample(time.monotonic() + 3601))
     fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
     data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
     assert (data.stats_minute.sum, data.stats_hour.sum, data.stats_day.sum) == (5, 5, 5)
@@ -292,7 +306,7 @@ def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
     assert data.stats_minute.sum == 5
     _commit(admin, GROUP, 0, 5)
-    fields = {"statsName": "BROKER_PUT_NUMS", "statsKey": "DefaultCluster"}
+    fields = {"statsName": "BROKER_PUT_NUMS", "statsKey": broker.controller.broker_config.broker_cluster_name}
     assert BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body).stats_minute.sum >= 5
     # consume stats carry the group's get rate over the minute window (tpsGroupGetNums)
     consume = ConsumeStatsBody.decode(admin.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}).body)
