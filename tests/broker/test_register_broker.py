@@ -21,6 +21,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import body_crc
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.body import KVTable, TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import ClusterInfo, RegisterBrokerRequestHeader, TopicRouteData
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -306,3 +307,74 @@ def test_a_dead_name_server_does_not_keep_the_others_from_hearing(broker_factory
     assert api is not None
     assert (api.registrations, api.registration_failures) == (1, 1)
     assert "rocketstore_broker_registration_failures_total 1.0" in b.metrics()
+
+
+def _register_raw(ns: RawClient, broker_name: str, addr: str, cluster: str,
+                  table: dict[str, TopicConfig]) -> bytes:
+    """Registers a broker by hand; the answer's body (the ORDER_TOPIC_CONFIG KVTable, if any)."""
+    body = RegisterBrokerBody(TopicConfigSerializeWrapper(table, DataVersion(1, 1))).encode()
+    header = RegisterBrokerRequestHeader(broker_name=broker_name, broker_addr=addr, cluster_name=cluster,
+                                         ha_server_addr="", broker_id=0, body_crc32=body_crc(body))
+    resp = ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return bytes(resp.body)
+
+
+def test_register_answer_carries_the_order_topic_config(broker_factory: Factory) -> None:
+    """DefaultRequestProcessor.registerBrokerWithFilterServer answers the KV namespace ORDER_TOPIC_CONFIG;
+    a registering broker checking its order config marks those topics ordered."""
+    _, b, ns = _pair(broker_factory)
+    assert _register_raw(ns, "x", "127.0.0.1:7", "X", {}) == b""  # no such namespace yet
+    put = {"namespace": "ORDER_TOPIC_CONFIG", "key": "Ordered", "value": "broker-b:4"}
+    assert ns.call(RequestCode.PUT_KV_CONFIG, put).code == ResponseCode.SUCCESS
+    answer = _register_raw(ns, "x", "127.0.0.1:7", "X", {})
+    assert KVTable.decode(answer).table == {"Ordered": "broker-b:4"}
+
+    _create_topic(b, "Ordered", 4)
+    _create_topic(b, "Unordered", 4)
+    b.run(b.controller.register_broker_all(check_order_config=True, oneway=False, force=True))
+    table = b.controller.topic_config_manager.table()
+    assert (table["Ordered"].order, table["Unordered"].order) == (True, False)
+
+
+def test_delete_topic_in_namesrv_drops_registered_routes(broker_factory: Factory) -> None:
+    """RouteInfoManager.deleteTopic: with a clusterName only that cluster's brokers lose the topic."""
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1")
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    _register_raw(ns, "x", "127.0.0.1:7", "X", {"Gone": TopicConfig("Gone"), "Kept": TopicConfig("Kept")})
+    _register_raw(ns, "y", "127.0.0.1:8", "Y", {"Gone": TopicConfig("Gone")})
+
+    resp = ns.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "Gone", "clusterName": "X"})
+    assert resp.code == ResponseCode.SUCCESS
+    route = _route(ns, "Gone")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["y"]
+    assert ns.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "Gone"}).code == ResponseCode.SUCCESS
+    assert _route(ns, "Gone") is None
+    assert _route(ns, "Kept") is not None
+    topics = json.loads(ns.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body)["topicList"]
+    assert "Gone" not in topics and "Kept" in topics
+
+
+def test_topic_lists_include_registered_brokers_topics(broker_factory: Factory) -> None:
+    """GET_UNIT_TOPIC_LIST family (311-313), GET_ALL_TOPIC_LIST_FROM_NAMESERVER and
+    GET_TOPICS_BY_CLUSTER: the registered brokers' topics beside this broker's."""
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1")
+    assert a.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    table = {name: TopicConfig(name, topic_sys_flag=flag)
+             for name, flag in (("RUnit", 1), ("RUnitSub", 2), ("RBoth", 3), ("RPlain", 0))}
+    _register_raw(ns, "x", "127.0.0.1:7", "X", table)
+
+    def topics(code: int, fields: dict[str, str] | None = None) -> set[str]:
+        return set(TopicList.decode(ns.call(code, fields).body).topic_list)
+
+    assert topics(RequestCode.GET_UNIT_TOPIC_LIST) == {"RBoth", "RUnit"}
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST) == {"RBoth", "RUnitSub"}
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST) == {"RUnitSub"}
+    assert set(table) <= topics(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    assert topics(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "X"}) == set(table)
+    own = topics(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C1"})
+    assert "TBW102" in own and not own & set(table)

@@ -19,10 +19,11 @@ register, each RocketStore broker answers those questions itself on a second rem
   ``GET_KVLIST_BY_NAMESPACE`` (219): the KV config of :mod:`rocketstore.broker.kv_config_manager`
   (kvConfig.json in the store's config directory); a missing item or namespace is QUERY_NOT_FOUND
   with RocketMQ's remarks.
-* ``DELETE_TOPIC_IN_NAMESRV`` (216): routes here are the broker's own topic table, so there is no
-  separate route to drop; after DELETE_TOPIC_IN_BROKER (what ``mqadmin deleteTopic`` sends first)
-  the topic has no route. Answered SUCCESS, as RocketMQ does (whose brokers would re-register a
-  topic they still hold within 30 s anyway).
+* ``DELETE_TOPIC_IN_NAMESRV`` (216): drops the topic from the routes of the registered brokers (of
+  the header's ``clusterName`` when given, of all otherwise), as RouteInfoManager.deleteTopic does;
+  a registered broker that still holds the topic brings it back with its next changed table. This
+  broker's own routes are its topic table, so there is no separate route to drop: after
+  DELETE_TOPIC_IN_BROKER (what ``mqadmin deleteTopic`` sends first) the topic has no route here.
 * ``GET_NAMESRV_CONFIG`` (319) / ``UPDATE_NAMESRV_CONFIG`` (318): the NamesrvConfig keys that
   mean something here, as properties text. ``orderMessageEnable`` puts the ``ORDER_TOPIC_CONFIG``
   KV item of a topic into its route (``orderTopicConf``), as RocketMQ's name server does;
@@ -31,7 +32,8 @@ register, each RocketStore broker answers those questions itself on a second rem
   Configuration.update ignores them. Updates are not written to a file (RocketMQ writes
   namesrv.properties when started with one).
 * ``GET_UNIT_TOPIC_LIST`` (311), ``GET_HAS_UNIT_SUB_TOPIC_LIST`` (312),
-  ``GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST`` (313): topics by their unit flags (TopicSysFlag).
+  ``GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST`` (313): topics by their unit flags (TopicSysFlag), this
+  broker's and the registered brokers'.
 
 A broker whose ``brokerPermission`` lacks read or write publishes that permission for every
 topic, as RocketMQ's registerBrokerAll does.
@@ -41,8 +43,9 @@ started with ``namesrvAddr`` pointing at this port, or another RocketStore broke
 
 * ``REGISTER_BROKER`` (103): RegisterBrokerBody, JSON or compressed, checked against the
   header's ``bodyCrc32`` ("crc32 not match" otherwise); kept in a RouteInfoManager
-  (route_info_manager.py) and answered with RegisterBrokerResponseHeader (no KV body: there
-  is no KV store, so no order-topic config to hand out);
+  (route_info_manager.py) and answered with RegisterBrokerResponseHeader and, when the KV
+  namespace ``ORDER_TOPIC_CONFIG`` exists, that namespace as a KVTable body (the broker takes its
+  order-topic settings from it, as from RocketMQ's name server);
 * ``UNREGISTER_BROKER`` (104) and ``QUERY_DATA_VERSION`` (322, brokers with forceRegister=false);
 * a registered broker is dropped when its connection closes or after two minutes without a
   registration (scanned every 10 s, as NamesrvController schedules scanNotActiveBroker).
@@ -321,8 +324,9 @@ class NameServer:
         return request.response(ResponseCode.SUCCESS)
 
     async def _delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        topic = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields).topic
-        log.info("DELETE_TOPIC_IN_NAMESRV from %s: %s (routes follow the broker's topic table)", conn.peer, topic)
+        header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields)
+        log.info("DELETE_TOPIC_IN_NAMESRV from %s: %s (cluster %s)", conn.peer, header.topic, header.cluster_name)
+        self.routes.delete_topic(header.topic, header.cluster_name)
         return request.response(ResponseCode.SUCCESS)
 
     def config_properties(self) -> dict[str, str]:
@@ -365,7 +369,8 @@ class NameServer:
         def handler(conn: Connection, request: RemotingCommand) -> RemotingCommand:
             topics = [c.topic_name for c in self.broker.topic_config_manager.table().values()
                       if wanted(c.topic_sys_flag)]
-            return request.response(ResponseCode.SUCCESS, body=_topic_list(topics))
+            return request.response(ResponseCode.SUCCESS,
+                                    body=_topic_list([*topics, *self.routes.topics_with_sys_flag(wanted)]))
         return handler
 
 
@@ -384,7 +389,9 @@ class NameServer:
             header.cluster_name, header.broker_addr, header.broker_name, header.broker_id, header.ha_server_addr,
             body.topic_config_serialize_wrapper, body.filter_server_list, conn, now_ms())
         self.register_requests += 1
-        return request.response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields())
+        order_topics = self.kv_config.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        return request.response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields(),
+                                body=KVTable(table=order_topics).encode() if order_topics is not None else b"")
 
     async def _unregister_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)

@@ -27,6 +27,7 @@ are inline), so no lock is needed. Connections are opaque keys (the handler's Co
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -134,6 +135,21 @@ class RouteInfoManager:
                 del self.cluster_addr_table[cluster_name]
         self._remove_topics_of(broker_name)
 
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
+        """RouteInfoManager.deleteTopic: drop the topic's queue data of the brokers of ``cluster_name``
+        (the topic goes when none is left), or of every broker when no cluster is named."""
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return
+        if cluster_name:
+            for broker_name in self.cluster_addr_table.get(cluster_name, set()):
+                if queues.pop(broker_name, None) is not None:
+                    log.info("deleteTopic: topic %s removed from broker %s", topic, broker_name)
+            if queues:
+                return
+        del self.topic_queue_table[topic]
+        log.info("deleteTopic: topic %s has no queue data left", topic)
+
     def scan_not_active_broker(self, now_ms: int) -> list[object]:
         """Forget brokers that have not registered for two minutes; their connections, to close."""
         expired = [(addr, live) for addr, live in self.broker_live_table.items()
@@ -199,6 +215,12 @@ class RouteInfoManager:
         if not brokers:
             return None
         return list(queues.values()), brokers, filter_servers
+
+    def topics_with_sys_flag(self, wanted: Callable[[int], bool]) -> set[str]:
+        """Topics whose (first) queue data has a TopicSysFlag ``wanted`` accepts, as
+        RouteInfoManager.topicQueueTableIter looks at one queue data per topic."""
+        return {topic for topic, queues in self.topic_queue_table.items()
+                if queues and wanted(next(iter(queues.values())).topic_sys_flag)}
 
     def topics_of_cluster(self, cluster: str) -> set[str]:
         names = self.cluster_addr_table.get(cluster, set())

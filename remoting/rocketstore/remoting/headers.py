@@ -789,6 +789,7 @@ class ViewBrokerStatsDataRequestHeader(Header):
 class DeleteTopicFromNamesrvRequestHeader(Header):
     LABEL: ClassVar[str] = "DELETE_TOPIC_IN_NAMESRV"
     topic: str
+    cluster_name: str | None = None
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
