@@ -67,6 +67,8 @@ class RawClient:
         self.sock = socket.create_connection((host, port), timeout=10)
         self.decoder = FrameDecoder()
         self.pending: dict[int, RemotingCommand] = {}
+        #: requests the broker pushed (kept apart: their opaques may equal one of ours)
+        self.requests: list[RemotingCommand] = []
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -89,7 +91,10 @@ class RawClient:
             if not data:
                 raise ConnectionError("broker closed the connection")
             for resp in self.decoder.feed(data):
-                self.pending[resp.opaque] = resp
+                if resp.is_response:
+                    self.pending[resp.opaque] = resp
+                else:  # pushed by the broker (NOTIFY_CONSUMER_IDS_CHANGED, ...): its opaque is the broker's
+                    self.requests.append(resp)
         return self.pending.pop(opaque)
 
     def call(self, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"",
