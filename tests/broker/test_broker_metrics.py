@@ -16,6 +16,7 @@ from prometheus_client.samples import Sample
 
 from rocketstore.broker.exporter_metrics import EXPORTER_FAMILIES
 from rocketstore.common.message import BatchItem, encode_batch
+from rocketstore.remoting.body import KVTable
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
@@ -62,7 +63,22 @@ EXPORTER_LABELS: dict[str, tuple[str, ...]] = {
                     "commitlog_maxoffset", "commitlog_minoffset", "commitlog_disk_ratio", "dispatch_behind_bytes",
                     "remain_howmanydata_toflush", "start_accept_sendrequest_time", "put_tps10", "put_tps60",
                     "put_tps600", "earliest_message_timestamp", "consumequeue_disk_ratio",
-                    "commitlogdir_capacity_total", "commitlogdir_capacity_free")},
+                    "commitlogdir_capacity_total", "commitlogdir_capacity_free", "getfound_tps10",
+                    "getfound_tps60", "getfound_tps600", "getmiss_tps10", "getmiss_tps60", "getmiss_tps600",
+                    "gettotal_tps10", "gettotal_tps60", "gettotal_tps600", "gettransfered_tps10",
+                    "gettransfered_tps60", "gettransfered_tps600", "msg_puttotal_todaymorning",
+                    "msg_puttotal_yesterdaymorning", "msg_gettotal_todaymorning",
+                    "msg_gettotal_yesterdaymorning")},
+}
+
+#: runtime info's "10s 60s 600s" keys and the exporter family each window goes to (BrokerRuntimeStats'
+#: loadTps and RMQMetricsCollector's brokerRuntime*Tps* families)
+TPS_KEYS: dict[str, str] = {
+    "putTps": "rocketmq_brokeruntime_put_tps",
+    "getFoundTps": "rocketmq_brokeruntime_getfound_tps",
+    "getMissTps": "rocketmq_brokeruntime_getmiss_tps",
+    "getTotalTps": "rocketmq_brokeruntime_gettotal_tps",
+    "getTransferedTps": "rocketmq_brokeruntime_gettransfered_tps",
 }
 
 
@@ -211,6 +227,8 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     for name in sorted(published):
         assert name in EXPORTER_LABELS, f"{name} is not a rocketmq-exporter family"
         samples = families[name].samples
+        if "_tps" in name:
+            continue  # no sample until the window is covered: test_runtime_tps_and_day_snapshots
         assert samples, f"{name} has no sample to check"
         for sample in samples:
             assert sorted(sample.labels) == sorted(EXPORTER_LABELS[name]), name
@@ -285,3 +303,70 @@ def test_online_group_without_offsets_counts_every_message_as_behind(metered: Br
                  msgModel="1") == 2
     assert value(samples, "rocketmq_consumer_offset", group="Fresh", topic="Waiting") == 0
     assert value(samples, "rocketmq_group_get_latency_by_storetime", group="Fresh", topic="Waiting") > 0
+
+
+def runtime_info(client: RawClient) -> dict[str, str]:
+    resp = client.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert resp.code == ResponseCode.SUCCESS
+    return KVTable.decode(resp.body).table
+
+
+def test_runtime_tps_and_day_snapshots_match_runtime_info(broker_factory: Callable[..., BrokerHandle],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exporter's brokeruntime TPS families (one per window of the "10s 60s 600s" texts), the
+    morning snapshots and earliest_message_timestamp say what GET_BROKER_RUNTIME_INFO says."""
+    # StoreStatsService samples once a second; 20 a second here, so the 10- and 60-sample windows
+    # fill within seconds (the 600-sample one does not: it must stay without a sample)
+    monkeypatch.setattr("rocketstore.broker.broker.SAMPLING_INTERVAL_S", 0.05)
+    broker = broker_factory(broker_cluster_name=CLUSTER, broker_name=BROKER)
+    client = broker.client()
+    deadline = time.monotonic() + 30
+    while runtime_info(client)["putTps"].split(" ")[1] == "":
+        assert time.monotonic() < deadline, "the 60-sample window never filled"
+        time.sleep(0.1)
+    first = client.send_message("Rates", b"r")
+    assert first.code == ResponseCode.SUCCESS
+    for _ in range(19):
+        assert client.send_message("Rates", b"r").code == ResponseCode.SUCCESS
+    client.wait_dispatched("Rates", 0, 20)
+    assert client.pull("Rates", 0, 0, group="RG").code == ResponseCode.SUCCESS
+    assert client.pull("Rates", 0, 20, group="RG", sys_flag=0).code == ResponseCode.PULL_NOT_FOUND
+    days = broker.controller.broker_stats
+
+    def set_mornings() -> None:  # as if two midnights had passed (values told apart on purpose)
+        days.put_total_today_morning, days.put_total_yesterday_morning = 11, 7
+        days.get_total_today_morning, days.get_total_yesterday_morning = 13, 5
+    broker.call_soon(set_mornings)
+
+    # a scrape between two runtime infos that agree (samples move on every 50 ms) must agree with them
+    for _ in range(50):
+        before = runtime_info(client)
+        families = {f.name: f for f in text_string_to_metric_families(broker.metrics())}
+        after = runtime_info(client)
+        # ... once a sample has taken in the sends and both pulls (each 60-sample rate then above 0)
+        if all(before[key] == after[key] and float(before[key].split(" ")[1]) > 0 for key in TPS_KEYS):
+            break
+    else:
+        pytest.fail("runtime info's rates never held still around a scrape")
+    labelled = 0
+    for key, prefix in TPS_KEYS.items():
+        for window, text in zip((10, 60, 600), before[key].split(" "), strict=True):
+            samples = families[f"{prefix}{window}"].samples
+            if text == "":
+                assert samples == [], f"{prefix}{window} published before its window was covered"
+                continue
+            assert [s.value for s in samples] == [pytest.approx(float(text))], f"{prefix}{window}"
+            assert sorted(samples[0].labels) == sorted(EXPORTER_LABELS[samples[0].name])
+            labelled += 1
+    assert labelled >= 10  # the 10 and 60 windows of all five keys
+    assert before["putTps"].split(" ")[2] == "" and before["getTotalTps"].split(" ")[2] == "0.0"
+
+    def gauge(name: str) -> float:
+        return float(families[f"rocketmq_brokeruntime_{name}"].samples[0].value)
+    assert (gauge("msg_puttotal_todaymorning"), gauge("msg_puttotal_yesterdaymorning"),
+            gauge("msg_gettotal_todaymorning"), gauge("msg_gettotal_yesterdaymorning")) == (
+        float(before["msgPutTotalTodayMorning"]), float(before["msgPutTotalYesterdayMorning"]),
+        float(before["msgGetTotalTodayMorning"]), float(before["msgGetTotalYesterdayMorning"])) == (11, 7, 13, 5)
+    earliest = gauge("earliest_message_timestamp")
+    assert earliest == float(before["earliestMessageTimeStamp"]) > 0
+    assert abs(earliest - int(time.time() * 1000)) < 120_000  # the first send's store time

@@ -31,14 +31,18 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
   joined by commas; ``rocketmq_producer_count``: a producer group's online producers;
 * ``rocketmq_brokeruntime_*``: broker runtime values (GET_BROKER_RUNTIME_INFO's keys) that this
   broker keeps, labelled as the exporter labels them (``des`` the version name, ``boottime`` the
-  boot timestamp in ms, ``brokerHost`` empty as the exporter leaves it).
+  boot timestamp in ms, ``brokerHost`` empty as the exporter leaves it). Among them the runtime
+  TPS triples, which the exporter splits into one family per window (``putTps`` "10s 60s 600s" into
+  ``put_tps10`` / ``put_tps60`` / ``put_tps600``; likewise ``getfound_``, ``getmiss_``,
+  ``gettotal_``, ``gettransfered_tps*``), from StoreStatsService's one-second samples; a window
+  the samples do not cover yet (RocketMQ prints an empty field) has no sample here. Also the
+  ``msg_puttotal_*`` / ``msg_gettotal_*`` ``todaymorning`` / ``yesterdaymorning`` day snapshots
+  (BrokerStats) and ``earliest_message_timestamp`` (-1 while the CommitLog is empty).
 
 Not published (no same-meaning value here): the client-side families (``rocketmq_client_*``,
 which the exporter asks each consumer for), the store's per-minute put-time distribution
 ``rocketmq_brokeruntime_pmdt_*`` (the send latency histogram measures the whole request instead),
-thread-pool queue figures (there are no thread pools in front of the processors), the runtime
-TPS triples (``put_tps10/60/600``, ``get*_tps*``: StoreStatsService's one-second samples), the
-``*_todaymorning`` / ``*_yesterdaymorning`` day snapshots, ``earliest_message_timestamp`` and
+thread-pool queue figures (there are no thread pools in front of the processors) and
 ``rocketmq_group_dlqdiff`` (which the exporter never fills: it skips DLQ topics).
 ``rocketmq_message_accumulation`` is no metric: it is the title of the exporter dashboard's panel
 computing producer offset minus consumer offset.
@@ -59,6 +63,7 @@ from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.store.broker_stats_manager import StatsItem
 from rocketstore.store.clean import disk_partition_used_ratio
+from rocketstore.store.stats import TPS_WINDOWS
 
 _BROKER: Final = ("cluster", "brokerIP", "broker")
 _TOPIC: Final = ("cluster", "broker", "topic")
@@ -101,7 +106,22 @@ EXPORTER_FAMILIES: Final[dict[str, tuple[str, ...]]] = {
     "rocketmq_brokeruntime_dispatch_behind_bytes": _RUNTIME,
     "rocketmq_brokeruntime_remain_howmanydata_toflush": _RUNTIME,
     "rocketmq_brokeruntime_start_accept_sendrequest_time": _RUNTIME,
+    "rocketmq_brokeruntime_msg_puttotal_todaymorning": _RUNTIME,
+    "rocketmq_brokeruntime_msg_puttotal_yesterdaymorning": _RUNTIME,
+    "rocketmq_brokeruntime_msg_gettotal_todaymorning": _RUNTIME,
+    "rocketmq_brokeruntime_msg_gettotal_yesterdaymorning": _RUNTIME,
+    "rocketmq_brokeruntime_earliest_message_timestamp": _RUNTIME,
 }
+
+#: runtime info's TPS keys -> the exporter's family prefix; one family per window of TPS_WINDOWS
+TPS_FAMILIES: Final = {
+    "putTps": "rocketmq_brokeruntime_put_tps",
+    "getFoundTps": "rocketmq_brokeruntime_getfound_tps",
+    "getMissTps": "rocketmq_brokeruntime_getmiss_tps",
+    "getTotalTps": "rocketmq_brokeruntime_gettotal_tps",
+    "getTransferedTps": "rocketmq_brokeruntime_gettransfered_tps",
+}
+EXPORTER_FAMILIES.update({f"{prefix}{window}": _RUNTIME for prefix in TPS_FAMILIES.values() for window in TPS_WINDOWS})
 
 
 def _gauge(name: str, doc: str) -> GaugeMetricFamily:
@@ -241,6 +261,7 @@ def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
     labels = [cfg.broker_cluster_name, broker.broker_addr, "", BROKER_VERSION_DESC, str(broker.start_time_ms),
               str(BROKER_VERSION)]
     puts = stats.put_message_times_total
+    days = broker.broker_stats
     for family, value in (
         ("rocketmq_brokeruntime_msg_put_total_today_now", puts),  # BrokerStats: the store's put total
         ("rocketmq_brokeruntime_msg_gettotal_today_now", stats.get_message_transferred_msg_count),
@@ -259,10 +280,22 @@ def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
         ("rocketmq_brokeruntime_dispatch_behind_bytes", store.dispatch_behind_bytes),
         ("rocketmq_brokeruntime_remain_howmanydata_toflush", store.commit_log.remain_to_flush()),
         ("rocketmq_brokeruntime_start_accept_sendrequest_time", cfg.start_accept_send_request_time_stamp),
+        ("rocketmq_brokeruntime_msg_puttotal_todaymorning", days.put_total_today_morning),
+        ("rocketmq_brokeruntime_msg_puttotal_yesterdaymorning", days.put_total_yesterday_morning),
+        ("rocketmq_brokeruntime_msg_gettotal_todaymorning", days.get_total_today_morning),
+        ("rocketmq_brokeruntime_msg_gettotal_yesterdaymorning", days.get_total_yesterday_morning),
+        ("rocketmq_brokeruntime_earliest_message_timestamp", store.get_earliest_message_time_in_store()),
     ):
         gauge = _gauge(family, family.removeprefix("rocketmq_brokeruntime_"))
         gauge.add_metric(labels, value)
         yield gauge
+    for key, windows in stats.tps_windows().items():
+        for window, rate in zip(TPS_WINDOWS, windows, strict=True):
+            family = f"{TPS_FAMILIES[key]}{window}"
+            gauge = _gauge(family, f"{key} over the last {window} s (messages or requests per second)")
+            if rate is not None:
+                gauge.add_metric(labels, rate)
+            yield gauge
 
 
 def _client_metrics(broker: BrokerContext) -> Iterator[Metric]:

@@ -36,11 +36,11 @@ def _java_double(value: float) -> str:
 
 def tps_triple(samples: deque[tuple[int, int]]) -> str:
     """The ``"10s 60s 600s"`` text of StoreStatsService.getPutTps() and its siblings."""
-    parts = []
-    for window in TPS_WINDOWS:
-        rate = tps(samples, window)
-        parts.append("" if rate is None else _java_double(rate))
-    return " ".join(parts)
+    return _triple_text(tuple(tps(samples, window) for window in TPS_WINDOWS))
+
+
+def _triple_text(rates: tuple[float | None, ...]) -> str:
+    return " ".join("" if rate is None else _java_double(rate) for rate in rates)
 
 
 class StoreStatsService:
@@ -74,11 +74,24 @@ class StoreStatsService:
             self._miss_samples.append((now_ms, self.get_message_times_total_miss))
             self._transferred_samples.append((now_ms, self.get_message_transferred_msg_count))
 
-    def _total_tps(self) -> str:
-        """getGetTotalTps: found + miss per window, 0 for a window not yet covered."""
-        return " ".join(
-            _java_double((tps(self._found_samples, w) or 0.0) + (tps(self._miss_samples, w) or 0.0))
-            for w in TPS_WINDOWS)
+    def tps_windows(self) -> dict[str, tuple[float | None, ...]]:
+        """The rates behind runtime info's ``putTps``, ``getFoundTps``, ``getMissTps``,
+        ``getTotalTps`` and ``getTransferedTps`` (keyed so), one per window of :data:`TPS_WINDOWS`:
+        None for a window the samples do not cover yet, except in getTotalTps, which (as
+        getGetTotalTps) counts such a window of found or miss as 0. One source for the runtime
+        info text and the rocketmq-exporter gauges, so the two cannot disagree."""
+        with self._lock:
+            def rates(samples: deque[tuple[int, int]]) -> tuple[float | None, ...]:
+                return tuple(tps(samples, window) for window in TPS_WINDOWS)
+
+            found, miss = rates(self._found_samples), rates(self._miss_samples)
+            return {
+                "putTps": rates(self._put_samples),
+                "getFoundTps": found,
+                "getMissTps": miss,
+                "getTotalTps": tuple((f or 0.0) + (m or 0.0) for f, m in zip(found, miss, strict=True)),
+                "getTransferedTps": rates(self._transferred_samples),
+            }
 
     def record_put(self, result: PutMessageResult, elapsed_s: float, topic: str) -> None:
         with self._lock:
@@ -105,14 +118,7 @@ class StoreStatsService:
                 self.deleted_files_by_cause[cause] += files
 
     def runtime_info(self) -> dict[str, str]:
-        with self._lock:
-            rates = {
-                "putTps": tps_triple(self._put_samples),
-                "getFoundTps": tps_triple(self._found_samples),
-                "getMissTps": tps_triple(self._miss_samples),
-                "getTotalTps": self._total_tps(),
-                "getTransferedTps": tps_triple(self._transferred_samples),
-            }
+        rates = {key: _triple_text(windows) for key, windows in self.tps_windows().items()}
         return {
             **rates,
             # RocketMQ divides by at least 1 call
