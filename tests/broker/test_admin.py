@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import Message
 from rocketstore.remoting.body import ConsumeStatsBody, OffsetWrapperData, TopicOffsetData, TopicStatsTable
 from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData, MessageQueueData
 
 
@@ -185,3 +187,55 @@ def test_consume_stats_connection_list_and_consumers_by_topic(broker: BrokerHand
     assert conn["subscriptionTable"]["Work"]["subString"] == "*"
     who = json.loads(client.call(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Work"}).body)
     assert who == {"groupList": ["CG"]}
+
+
+@pytest.mark.integration
+def test_deleted_topic_created_again_starts_empty(broker: BrokerHandle, client: RawClient) -> None:
+    """DELETE_TOPIC_IN_BROKER destroys the topic's consume queues and drops its consumer offsets
+    (cleanUnusedTopic for that topic): created again, the topic has no old messages and its queue
+    offsets start at 0, while another topic keeps its messages and offsets."""
+    for topic in ("Reborn", "Bystander"):
+        assert _create_topic(client, topic, 2) == ResponseCode.SUCCESS
+    for queue_id in (0, 1):
+        for i in range(3):
+            assert client.send_message("Reborn", f"old{i}".encode(), queue_id=queue_id).code == ResponseCode.SUCCESS
+        client.wait_dispatched("Reborn", queue_id, 3)
+    for i in range(2):
+        assert client.send_message("Bystander", f"kept{i}".encode()).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Bystander", 0, 2)
+
+    def commit(topic: str, offset: int) -> None:
+        fields = {"consumerGroup": "G", "topic": topic, "queueId": "0", "commitOffset": str(offset)}
+        assert client.call(RequestCode.UPDATE_CONSUMER_OFFSET, fields).code == ResponseCode.SUCCESS
+
+    def committed(topic: str) -> RemotingCommand:
+        resp: RemotingCommand = client.call(RequestCode.QUERY_CONSUMER_OFFSET,
+                                            {"consumerGroup": "G", "topic": topic, "queueId": "0"})
+        return resp
+
+    commit("Reborn", 2)
+    commit("Bystander", 1)
+    queue_dir = Path(broker.store.consume_queue_dir)
+    assert (queue_dir / "Reborn" / "0").is_dir()
+
+    assert client.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Reborn"}).code == ResponseCode.SUCCESS
+    assert not (queue_dir / "Reborn").exists()  # gone from disk: a restart does not load it back
+    gone = committed("Reborn")  # no committed offset: 0 for a queue starting at 0 (RocketMQ's answer)
+    assert gone.code == ResponseCode.QUERY_NOT_FOUND or gone.ext_fields["offset"] == "0"
+    assert "Reborn@G" not in broker.controller.consumer_offset_manager.encode()
+
+    assert _create_topic(client, "Reborn", 2) == ResponseCode.SUCCESS
+    for queue_id in (0, 1):
+        max_offset = client.call(RequestCode.GET_MAX_OFFSET, {"topic": "Reborn", "queueId": str(queue_id)})
+        assert max_offset.ext_fields["offset"] == "0"
+        assert client.pull("Reborn", queue_id, 0, group="G", sys_flag=0).code != ResponseCode.SUCCESS
+    sent = client.send_message("Reborn", b"new", queue_id=1)
+    assert sent.code == ResponseCode.SUCCESS and sent.ext_fields["queueOffset"] == "0"
+    client.wait_dispatched("Reborn", 1, 1)
+    pulled = client.pull("Reborn", 1, 0, group="G")
+    assert [r.body for r in decode_records(pulled.body)] == [b"new"]
+
+    # the other topic: messages and offsets untouched
+    kept = client.pull("Bystander", 0, 0, group="G")
+    assert [r.body for r in decode_records(kept.body)] == [b"kept0", b"kept1"]
+    assert committed("Bystander").ext_fields["offset"] == "1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -515,3 +516,45 @@ def test_query_message_by_keys_and_uniq_key(open_store: OpenStore) -> None:
     assert store.query_message("Q", "order-1", 32, after + 60_000, after + 120_000).messages == []
     assert store.query_message("Q", "order-1", 32, 0, before - 60_000).messages == []
     assert store.query_message("Q", "order-9", 32, before, after).messages == []
+
+
+def test_delete_topic_while_dispatch_runs(open_store: OpenStore, root: Path) -> None:
+    """delete_topic (cleanUnusedTopic for one topic) with a writer putting to another topic the
+    whole time: the deleted topic's queues and files go, its next put starts at queue offset 0,
+    the other topic loses nothing, and a restart brings nothing of the deleted topic back."""
+    store = open_store()
+    for i in range(60):
+        put_ok(store, build(topic="Doomed", queue_id=i % 2))
+    stop = threading.Event()
+    others: list[int] = []
+
+    def writer() -> None:
+        while not stop.is_set():
+            others.append(put_ok(store, build(topic="Busy"))[2])
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert store.delete_topic("Doomed") == [0, 1]
+    finally:
+        stop.set()
+        thread.join()
+    caught_up(store)
+    assert store.get_consume_queue("Doomed", 0) is None
+    assert not (root / "consumequeue" / "Doomed").exists()
+    assert store.get_max_offset_in_queue("Doomed", 0) == 0
+    assert put_ok(store, build(topic="Doomed", queue_id=1))[2] == 0  # queue offsets start again
+    caught_up(store)
+    got = store.get_message("G", "Doomed", 1, 0, 32)
+    assert got.status is GetMessageStatus.FOUND and got.message_count == 1
+    assert others == list(range(len(others))) and others
+    assert store.get_max_offset_in_queue("Busy", 0) == len(others)
+    busy = store.get_message("G", "Busy", 0, 0, len(others))
+    assert busy.status is GetMessageStatus.FOUND
+    assert store.delete_topic("NeverThere") == []
+    store.shutdown()
+
+    again = open_store()
+    assert again.get_max_offset_in_queue("Doomed", 0) == 0
+    assert again.get_max_offset_in_queue("Doomed", 1) == 1
+    assert again.get_max_offset_in_queue("Busy", 0) == len(others)

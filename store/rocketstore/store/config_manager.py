@@ -267,6 +267,14 @@ class ConsumerOffsetManager(ConfigManager):
             for key in [k for k in self._table if k.split(_TOPIC_GROUP_SEPARATOR)[1:] == [group]]:
                 del self._table[key]
 
+    def remove_topic(self, topic: str) -> set[str]:
+        """Drop every group's offsets on ``topic`` (the topic was deleted); the groups that had some."""
+        with self._lock:
+            keys = [k for k in self._table if k.split(_TOPIC_GROUP_SEPARATOR)[0] == topic]
+            for key in keys:
+                del self._table[key]
+        return {key.split(_TOPIC_GROUP_SEPARATOR)[1] for key in keys}
+
     def offset_table(self) -> dict[str, dict[int, int]]:
         """A copy of the whole table, keyed ``topic@group``."""
         with self._lock:

@@ -135,7 +135,9 @@ class DefaultMessageStore:
         )
         self.consume_queue_dir = str(config.consume_queue_dir())
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
-        self._cq_lock = threading.Lock()
+        #: guards consume_queue_table's shape: creating a queue, a dispatch pass (which may create
+        #: and appends), deleting a topic's queues. Reentrant: a pass creates queues under it.
+        self._cq_lock = threading.RLock()
         self.index_service = IndexService(
             str(config.index_dir()), config.max_hash_slot_num, config.max_index_num, self.checkpoint,
             message_index_enable=config.message_index_enable, max_msgs_num_batch=config.max_msgs_num_batch,
@@ -351,12 +353,13 @@ class DefaultMessageStore:
     def _build_consume_queues(self, found: ScanResult) -> None:
         if not self.running_flags.is_cq_writeable:
             return
-        for run in found.runs:
-            cq = self.find_consume_queue(run.topic, run.queue_id)
-            if not cq.put_message_position_infos(run.first_queue_offset, run.count, run.entries):
-                log.error("consume queue %s-%d write failed", run.topic, run.queue_id)
-                self.running_flags.make_logics_queue_error()
-                return
+        with self._cq_lock:  # one acquisition a pass: delete_topic never destroys a queue mid-append
+            for run in found.runs:
+                cq = self.find_consume_queue(run.topic, run.queue_id)
+                if not cq.put_message_position_infos(run.first_queue_offset, run.count, run.entries):
+                    log.error("consume queue %s-%d write failed", run.topic, run.queue_id)
+                    self.running_flags.make_logics_queue_error()
+                    return
         if found.last_queue_timestamp:
             self.checkpoint.logics_msg_timestamp = found.last_queue_timestamp
 
@@ -381,6 +384,32 @@ class DefaultMessageStore:
 
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.consume_queue_table.get(topic, {}).get(queue_id)
+
+    def delete_topic(self, topic: str, dispatch_timeout_s: float = 3.0) -> list[int]:
+        """Destroy one topic's consume queues and forget its next queue offsets, so that a topic
+        created again under this name starts empty at offset 0: DefaultMessageStore.cleanUnusedTopic
+        (with CommitLog.removeQueueFromTopicQueueTable) for the topic DELETE_TOPIC_IN_BROKER names.
+        Its records stay in the CommitLog until they expire, as in RocketMQ. Returns the queue ids
+        destroyed.
+
+        Dispatch is let catch up first: records of the topic still ahead of it would rebuild a
+        queue right after the deletion. The queues then go under the lock each dispatch pass
+        holds, so no pass appends to a queue being destroyed; a reader holding a queue keeps its
+        mapping (the files are unlinked, which Linux allows while mapped)."""
+        if not self.reput_service.wait_caught_up(dispatch_timeout_s):
+            log.warning("delete topic %s: dispatch still %d bytes behind after %g s; deleting anyway", topic,
+                        self.reput_service.behind_bytes, dispatch_timeout_s)
+        with self._cq_lock:
+            queues = self.consume_queue_table.pop(topic, {})
+            for cq in queues.values():
+                cq.destroy()
+            shutil.rmtree(os.path.join(self.consume_queue_dir, topic), ignore_errors=True)
+        with self.commit_log.put_lock:
+            table = self.commit_log.topic_queue_table
+            for key in [k for k in table if k.rpartition("-")[0] == topic]:
+                del table[key]
+        log.info("delete topic %s: consume queues %s destroyed", topic, sorted(queues))
+        return sorted(queues)
 
     def _all_consume_queues(self) -> Iterator[ConsumeQueue]:
         for queues in list(self.consume_queue_table.values()):

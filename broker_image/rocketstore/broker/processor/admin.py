@@ -34,6 +34,7 @@ Headers and bodies are the protocol package's (:mod:`rocketstore.remoting.header
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -258,8 +259,10 @@ class AdminBrokerProcessor:
         self.broker.tables_changed(self.broker.topic_config_manager)
         return request.response(ResponseCode.SUCCESS)
 
-    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """Forgets the topic's config; its consume queue files stay until their CommitLog expires."""
+    async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """AdminBrokerProcessor.deleteTopic: forgets the topic's config, destroys its consume queues
+        (cleanUnusedTopic, for this topic) and drops every group's offsets on it, so a topic created
+        again under the name starts empty; its records stay in the CommitLog until they expire."""
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         problem = validate_topic(header.topic)
         if problem is not None:
@@ -268,8 +271,13 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     f"The topic[{header.topic}] is conflict with system topic.")
         log.info("DELETE_TOPIC_IN_BROKER from %s: %s", conn.peer, header.topic)
-        if self.broker.topic_config_manager.remove(header.topic) is not None:
-            self.broker.tables_changed(self.broker.topic_config_manager)
+        broker = self.broker
+        if broker.topic_config_manager.remove(header.topic) is not None:
+            broker.tables_changed(broker.topic_config_manager)
+        # waits for dispatch and deletes files: off the event loop
+        await asyncio.to_thread(broker.store.delete_topic, header.topic)
+        if broker.consumer_offset_manager.remove_topic(header.topic):
+            broker.tables_changed(broker.consumer_offset_manager)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
