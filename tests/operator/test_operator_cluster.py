@@ -80,6 +80,16 @@ def reconciled(kube: Any, ns: str, name: str) -> dict[str, Any] | None:
     ({"storage": {"size": "10GB"}}, "storage.size must be a whole binary quantity"),
     ({"flushDiskType": "SOMETIMES"}, 'spec.flushDiskType: Unsupported value: "SOMETIMES"'),
     ({"brokers": "three"}, "spec.brokers: Invalid value"),
+    ({"acl": {"key": "plain_acl.yml"}}, "spec.acl.secretName: Required value"),
+    ({"acl": {"secretName": "Bad_Name"}}, "spec.acl.secretName in body should match"),
+    ({"acl": {"secretName": "a", "key": "..data"}}, "spec.acl.key in body should match"),
+    ({"tls": {"secretName": "t", "mode": "strict"}}, 'spec.tls.mode: Unsupported value: "strict"'),
+    ({"tls": {"secretName": "t", "clientAuth": "always"}}, 'spec.tls.clientAuth: Unsupported value: "always"'),
+    ({"tls": {"secretName": "t", "clientAuth": "require"}}, "clientAuth optional or require needs trustCertKey"),
+    ({"tls": {"secretName": "t", "certKey": "pem", "keyKey": "pem"}},
+     "certKey, keyKey and trustCertKey must name different Secret keys"),
+    ({"tls": {"secretName": "t", "trustCertKey": "tls.key"}},
+     "certKey, keyKey and trustCertKey must name different Secret keys"),
 ])
 def test_invalid_rocketstores_are_rejected_by_the_api_server(kube: Any, crd: Any, spec: dict[str, Any],
                                                              expected: str) -> None:
@@ -100,6 +110,25 @@ def test_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:
                                  "diskSpaceCleanForciblyRatio": 0.85, "diskSpaceWarningLevelRatio": 0.9,
                                  "policy": "fixed", "minFileReservedTime": 6, "adaptiveMargin": 0.05}
     assert parse_spec(spec) == parse_spec({})
+
+
+def test_secret_reference_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:
+    def defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "secured"}, "spec": spec}
+        obj: Any = client.CustomObjectsApi(kube).create_namespaced_custom_object(
+            G, V, "default", P, body, dry_run="All")
+        return dict(obj["spec"])
+
+    asked = {"acl": {"secretName": "rs-acl"}, "tls": {"secretName": "rs-tls"}}
+    spec = defaulted(asked)
+    assert spec["acl"] == {"secretName": "rs-acl", "key": "plain_acl.yml"}
+    assert spec["tls"] == {"secretName": "rs-tls", "certKey": "tls.crt", "keyKey": "tls.key", "mode": "permissive",
+                           "clientAuth": "none"}
+    assert parse_spec(spec) == parse_spec(asked)
+    # what the schema accepts, the operator accepts: client auth with a CA key
+    client_auth = {"secretName": "rs-tls", "trustCertKey": "ca.crt", "clientAuth": "require"}
+    tls = parse_spec(defaulted({"tls": client_auth})).tls
+    assert tls is not None and tls.trust_cert_key == "ca.crt" and tls.client_auth == "require"
 
 
 # -- reconciliation ----------------------------------------------------------------------------------
