@@ -244,6 +244,31 @@ def test_invalid_spec_becomes_a_condition_not_a_crash(kube: Any, operator_proces
                (condition(get(kube, ns, "rs"), "Degraded") or {}).get("reason") != "InvalidSpec", 60)
 
 
+def test_missing_secret_or_key_is_reported_and_clears_when_fixed(kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-secret")
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    create(kube, ns, store("rs", brokers=1, tls={"secretName": "rs-tls", "trustCertKey": "ca.crt"}))
+
+    def degraded_reason(reason: str) -> dict[str, Any] | None:
+        obj = get(kube, ns, "rs")
+        c = condition(obj, "Degraded") or {}
+        return c if c.get("reason") == reason else None
+
+    c = wait_until("SecretNotFound", lambda: degraded_reason("SecretNotFound"), 60)
+    assert "spec.tls.secretName: Secret rs-tls not found in t-secret" in c["message"], c
+    # the objects are applied all the same: the pods start once the Secret exists
+    volumes = apps.read_namespaced_stateful_set("rs", ns).spec.template.spec.volumes
+    assert [v.secret.secret_name for v in volumes if v.secret is not None] == ["rs-tls"]
+
+    core.create_namespaced_secret(ns, {"metadata": {"name": "rs-tls"}, "type": "Opaque",
+                                       "stringData": {"tls.crt": "c", "tls.key": "k"}})
+    c = wait_until("SecretKeyMissing", lambda: degraded_reason("SecretKeyMissing"), 30)
+    assert "Secret rs-tls has no key ca.crt" in c["message"], c
+    core.patch_namespaced_secret("rs-tls", ns, {"stringData": {"ca.crt": "a"}})
+    # kwok pods run no broker: Degraded stays, for the brokers only
+    wait_until("the Secret problem cleared", lambda: degraded_reason("BrokerUnreachable"), 30)
+
+
 def test_storage_grows_in_place_and_never_shrinks(kube: Any, operator_process: Any) -> None:
     ns = make_ns(kube, "t-grow")
     create(kube, ns, store("rs", brokers=1))

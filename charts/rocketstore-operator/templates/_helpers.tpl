@@ -40,6 +40,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list]
+# the ACL / TLS Secrets a RocketStore references: read to report a missing Secret or key
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]
