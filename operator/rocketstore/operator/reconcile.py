@@ -160,6 +160,8 @@ async def secret_problems(kube: Kube, owner: Owner, spec: Spec) -> list[dict[str
     Kubelet leaves a pod whose Secret volume cannot be set up in ContainerCreating, and a broker
     without its ACL file refuses every request: the RocketStore's status says why. Checked on every
     observation, so creating or fixing the Secret clears the problem without touching the spec.
+    Reading Secrets is a privilege the chart grants only on request (``rbac.readReferencedSecrets``):
+    without it (403) the check is skipped.
     """
     wanted: list[tuple[str, str, tuple[str, ...]]] = []
     if spec.acl is not None:
@@ -172,6 +174,8 @@ async def secret_problems(kube: Kube, owner: Owner, spec: Spec) -> list[dict[str
         try:
             secret = await kube.get("v1", "Secret", owner.namespace, name)
         except ApiError as e:
+            if e.status == 403:
+                continue  # no RBAC to read Secrets (the chart's default): the check is skipped
             problems.append({"reason": "SecretUnreadable", "message": f"spec.{section}.secretName {name}: {e}"})
             continue
         if secret is None:
