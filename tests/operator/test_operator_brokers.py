@@ -9,9 +9,11 @@ itself still runs on a kwok node (so its pod is 'Running' without a container).
 
 from __future__ import annotations
 
+import base64
 import datetime
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +27,10 @@ from conftest import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from kubernetes import client
 from tool_support import require_tool
 
+from rocketstore.broker.acl.acl_signer import cal_signature, request_content
 from rocketstore.client.admin import BrokerAdmin
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 
 pytestmark = pytest.mark.integration
 
@@ -230,3 +235,132 @@ def test_manual_delete_token_runs_once_and_deletes_expired_segments(
     events = [e for e in client.CoreV1Api(kube).list_namespaced_event(BROKER_NAMESPACE).items
               if e.reason == "ManualDeleteRequested"]
     assert len(events) == 1
+
+
+# -- an ACL Secret referenced by the RocketStore, enforced and hot-reloaded by its broker -------------
+
+ACL_NAMESPACE = "acl-secret"
+AK, SK = "operatorAcl", "operator-acl-secret"
+EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
+#: broker.conf keys that address the pod (its ports, DNS peers, volume) or size its store: the test's
+#: loopback broker takes its own values for these; every other generated key is used as generated
+POD_KEYS = {"listenPort", "namesrvListenPort", "httpListenPort", "storePathRootDir", "clusterPeers",
+            "mappedFileSizeCommitLog"}
+
+
+def acl_file(topic_perm: str) -> str:
+    return f"accounts:\n- accessKey: {AK}\n  secretKey: {SK}\n  defaultTopicPerm: {topic_perm}\n"
+
+
+def kubelet_sync(volume: Path, data: dict[str, bytes]) -> None:
+    """Write or update a Secret volume as kubelet's AtomicWriter does: the files in a fresh
+    ``..<timestamp>`` directory, a new ``..data`` symlink renamed over the old one (the switch is
+    atomic), one visible ``KEY -> ..data/KEY`` symlink per key, the previous directory removed."""
+    volume.mkdir(parents=True, exist_ok=True)
+    stamp = volume / f"..{datetime.datetime.now().strftime('%Y_%m_%d_%H_%M_%S.%f')}"
+    stamp.mkdir()
+    for key, value in data.items():
+        (stamp / key).write_bytes(value)
+    data_link = volume / "..data"
+    previous = os.readlink(data_link) if data_link.is_symlink() else None
+    os.symlink(stamp.name, volume / "..data_tmp")
+    os.rename(volume / "..data_tmp", data_link)
+    for key in data:
+        if not (volume / key).is_symlink():
+            os.symlink(f"..data/{key}", volume / key)
+    if previous is not None:
+        shutil.rmtree(volume / previous)
+
+
+def secret_data(kube: Any, name: str) -> dict[str, bytes]:
+    secret = client.CoreV1Api(kube).read_namespaced_secret(name, ACL_NAMESPACE)
+    return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+
+
+def signed_send(addr: str, topic: str) -> RemotingCommand:
+    """SEND_MESSAGE_V2 signed as RocketMQ's AclClientRPCHook signs it, over a fresh connection."""
+    fields = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": "",
+              "j": "0", "k": "false", "m": "false", "AccessKey": AK}
+    body = b"through the operator's ACL Secret"
+    fields["Signature"] = cal_signature(request_content(fields, body), SK)
+    return remoting_call(addr, RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=fields, body=body))
+
+
+def remoting_call(addr: str, cmd: RemotingCommand) -> RemotingCommand:
+    host, port = addr.rsplit(":", 1)
+    decoder = FrameDecoder()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(cmd.encode())
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            for reply in decoder.feed(data):
+                if reply.opaque == cmd.opaque:
+                    return reply
+
+
+def test_acl_secret_of_a_rocketstore_is_enforced_and_reloaded_without_a_restart(
+        kube: Any, operator_process: Any, tmp_path: Path) -> None:
+    """The RocketStore names an ACL Secret; the operator's ConfigMap and StatefulSet are read back from
+    the API server, the Secret's volume is laid out from the API's Secret as kubelet lays it out, and a
+    broker runs that broker.conf: the ACL is enforced, and editing the Secret (kubelet's ..data swap)
+    changes what the broker allows while the pod template and the pod stay the same."""
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    core.create_namespace({"metadata": {"name": ACL_NAMESPACE}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", ACL_NAMESPACE), 60)
+    core.create_namespaced_secret(ACL_NAMESPACE, {"metadata": {"name": "rs-acl"},
+                                                  "stringData": {"plain_acl.yml": acl_file("PUB")}})
+    client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, ACL_NAMESPACE, P, {
+        "apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "secured"},
+        "spec": {"brokers": 1, "scheduling": KWOK, "commitLog": {"segmentSize": "64Mi"},
+                 "storage": {"segments": 2, "storageClassName": STORAGE_CLASS},
+                 "acl": {"secretName": "rs-acl"}}})
+    sts = wait_until("StatefulSet", lambda: apps.read_namespaced_stateful_set("secured", ACL_NAMESPACE), 60)
+    conf_text = core.read_namespaced_config_map("secured-config", ACL_NAMESPACE).data["broker.conf"]
+    pod = sts.spec.template.spec
+    secret_volumes = {v.name: v.secret.secret_name for v in pod.volumes if v.secret is not None}
+    mounts = {m.mount_path: secret_volumes[m.name] for m in pod.containers[0].volume_mounts
+              if m.name in secret_volumes}
+    assert secret_volumes == {"acl": "rs-acl"} and all(
+        m.sub_path is None for m in pod.containers[0].volume_mounts if m.name in secret_volumes)
+
+    # the pod's filesystem, rooted at tmp_path/pod: each Secret volume as kubelet writes it
+    root = tmp_path / "pod"
+    for mount_path, secret in mounts.items():
+        kubelet_sync(root / mount_path.lstrip("/"), secret_data(kube, secret))
+
+    def in_pod(value: str) -> str:
+        hit = next((m for m in mounts if value == m or value.startswith(m + "/")), None)
+        return value if hit is None else str(root / value.lstrip("/"))
+
+    generated = dict(line.split("=", 1) for line in conf_text.splitlines() if line and not line.startswith("#"))
+    assert generated["aclEnable"] == "true"
+    conf = "".join(f"{k}={in_pod(v)}\n" for k, v in generated.items() if k not in POD_KEYS)
+    (tmp_path / "broker").mkdir()
+    broker = Broker(tmp_path / "broker", conf + "brokerName=secured-0\n")
+    broker.start()
+    try:
+        ok = signed_send(broker.addr, "AclTopic")
+        assert ok.code == ResponseCode.SUCCESS, ok.remark
+        unsigned = remoting_call(broker.addr, RemotingCommand(code=RequestCode.GET_BROKER_CONFIG))
+        assert unsigned.remark == EXCEPTION + "No accessKey is configured"
+
+        wait_until("pod Running", lambda: [p for p in core.list_namespaced_pod(ACL_NAMESPACE).items
+                                           if p.status.phase == "Running"], 60)
+        pod_uid = core.read_namespaced_pod("secured-0", ACL_NAMESPACE).metadata.uid
+        template = apps.read_namespaced_stateful_set("secured", ACL_NAMESPACE).spec.template.to_dict()
+        core.patch_namespaced_secret("rs-acl", ACL_NAMESPACE, {"stringData": {"plain_acl.yml": acl_file("SUB")}})
+        for mount_path, secret in mounts.items():
+            kubelet_sync(root / mount_path.lstrip("/"), secret_data(kube, secret))
+
+        denied = wait_until("the edited Secret in force", lambda: (r := signed_send(broker.addr, "AclTopic")) and
+                            r.code != ResponseCode.SUCCESS and r, 15)
+        assert denied.remark == EXCEPTION + "No default permission for topic:AclTopic"
+        assert "rocketstore_acl_reloads_total 1.0" in broker.metrics()
+        assert broker.proc.poll() is None
+        # nothing the operator wrote depends on the Secret's contents: no rollout, the same pod
+        assert apps.read_namespaced_stateful_set("secured", ACL_NAMESPACE).spec.template.to_dict() == template
+        assert core.read_namespaced_pod("secured-0", ACL_NAMESPACE).metadata.uid == pod_uid
+    finally:
+        broker.stop()

@@ -127,3 +127,18 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert not allowed("delete", "rocketstores", "rocketstore.io")
     assert not allowed("create", "clusterroles", "rbac.authorization.k8s.io")
     run_helm(helm, "uninstall", "rso", "-n", "rso-system", "--wait", kubeconfig=control_plane.kubeconfig)
+
+
+@pytest.mark.integration
+def test_reading_referenced_secrets_is_opt_in(helm: Path) -> None:
+    def secret_rules(*values: str) -> list[dict[str, Any]]:
+        docs = [d for d in yaml.safe_load_all(run_helm(helm, "template", "rso", str(CHART), "--kube-version", "1.34.10",
+                                                                  *values)) if d]
+        return [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d.get("rules", [])
+                if "secrets" in r["resources"]]
+
+    assert secret_rules() == []
+    assert secret_rules("--set", "rbac.readReferencedSecrets=true") == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    namespaced = secret_rules("--set", "rbac.readReferencedSecrets=true", "--set", "watch.namespaces={a,b}")
+    assert len(namespaced) == 2

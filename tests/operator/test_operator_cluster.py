@@ -80,6 +80,16 @@ def reconciled(kube: Any, ns: str, name: str) -> dict[str, Any] | None:
     ({"storage": {"size": "10GB"}}, "storage.size must be a whole binary quantity"),
     ({"flushDiskType": "SOMETIMES"}, 'spec.flushDiskType: Unsupported value: "SOMETIMES"'),
     ({"brokers": "three"}, "spec.brokers: Invalid value"),
+    ({"acl": {"key": "plain_acl.yml"}}, "spec.acl.secretName: Required value"),
+    ({"acl": {"secretName": "Bad_Name"}}, "spec.acl.secretName in body should match"),
+    ({"acl": {"secretName": "a", "key": "..data"}}, "spec.acl.key in body should match"),
+    ({"tls": {"secretName": "t", "mode": "strict"}}, 'spec.tls.mode: Unsupported value: "strict"'),
+    ({"tls": {"secretName": "t", "clientAuth": "always"}}, 'spec.tls.clientAuth: Unsupported value: "always"'),
+    ({"tls": {"secretName": "t", "clientAuth": "require"}}, "clientAuth optional or require needs trustCertKey"),
+    ({"tls": {"secretName": "t", "certKey": "pem", "keyKey": "pem"}},
+     "certKey, keyKey and trustCertKey must name different Secret keys"),
+    ({"tls": {"secretName": "t", "trustCertKey": "tls.key"}},
+     "certKey, keyKey and trustCertKey must name different Secret keys"),
 ])
 def test_invalid_rocketstores_are_rejected_by_the_api_server(kube: Any, crd: Any, spec: dict[str, Any],
                                                              expected: str) -> None:
@@ -100,6 +110,25 @@ def test_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:
                                  "diskSpaceCleanForciblyRatio": 0.85, "diskSpaceWarningLevelRatio": 0.9,
                                  "policy": "fixed", "minFileReservedTime": 6, "adaptiveMargin": 0.05}
     assert parse_spec(spec) == parse_spec({})
+
+
+def test_secret_reference_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:
+    def defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "secured"}, "spec": spec}
+        obj: Any = client.CustomObjectsApi(kube).create_namespaced_custom_object(
+            G, V, "default", P, body, dry_run="All")
+        return dict(obj["spec"])
+
+    asked = {"acl": {"secretName": "rs-acl"}, "tls": {"secretName": "rs-tls"}}
+    spec = defaulted(asked)
+    assert spec["acl"] == {"secretName": "rs-acl", "key": "plain_acl.yml"}
+    assert spec["tls"] == {"secretName": "rs-tls", "certKey": "tls.crt", "keyKey": "tls.key", "mode": "permissive",
+                           "clientAuth": "none"}
+    assert parse_spec(spec) == parse_spec(asked)
+    # what the schema accepts, the operator accepts: client auth with a CA key
+    client_auth = {"secretName": "rs-tls", "trustCertKey": "ca.crt", "clientAuth": "require"}
+    tls = parse_spec(defaulted({"tls": client_auth})).tls
+    assert tls is not None and tls.trust_cert_key == "ca.crt" and tls.client_auth == "require"
 
 
 # -- reconciliation ----------------------------------------------------------------------------------
@@ -213,6 +242,31 @@ def test_invalid_spec_becomes_a_condition_not_a_crash(kube: Any, operator_proces
     patch_spec(kube, ns, "rs", {"brokerConfig": None})
     wait_until("recovered", lambda: reconciled(kube, ns, "rs") and
                (condition(get(kube, ns, "rs"), "Degraded") or {}).get("reason") != "InvalidSpec", 60)
+
+
+def test_missing_secret_or_key_is_reported_and_clears_when_fixed(kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-secret")
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    create(kube, ns, store("rs", brokers=1, tls={"secretName": "rs-tls", "trustCertKey": "ca.crt"}))
+
+    def degraded_reason(reason: str) -> dict[str, Any] | None:
+        obj = get(kube, ns, "rs")
+        c = condition(obj, "Degraded") or {}
+        return c if c.get("reason") == reason else None
+
+    c = wait_until("SecretNotFound", lambda: degraded_reason("SecretNotFound"), 60)
+    assert "spec.tls.secretName: Secret rs-tls not found in t-secret" in c["message"], c
+    # the objects are applied all the same: the pods start once the Secret exists
+    volumes = apps.read_namespaced_stateful_set("rs", ns).spec.template.spec.volumes
+    assert [v.secret.secret_name for v in volumes if v.secret is not None] == ["rs-tls"]
+
+    core.create_namespaced_secret(ns, {"metadata": {"name": "rs-tls"}, "type": "Opaque",
+                                       "stringData": {"tls.crt": "c", "tls.key": "k"}})
+    c = wait_until("SecretKeyMissing", lambda: degraded_reason("SecretKeyMissing"), 30)
+    assert "Secret rs-tls has no key ca.crt" in c["message"], c
+    core.patch_namespaced_secret("rs-tls", ns, {"stringData": {"ca.crt": "a"}})
+    # kwok pods run no broker: Degraded stays, for the brokers only
+    wait_until("the Secret problem cleared", lambda: degraded_reason("BrokerUnreachable"), 30)
 
 
 def test_storage_grows_in_place_and_never_shrinks(kube: Any, operator_process: Any) -> None:

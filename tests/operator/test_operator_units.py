@@ -3,6 +3,8 @@ conditions, broker addressing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rocketstore.broker.broker_config import load_config
@@ -23,7 +25,7 @@ from rocketstore.operator.sizing import (
 OWNER = Owner(name="rs", namespace="ns", uid="1234")
 
 
-def plan(spec: dict | None = None, replicas: int | None = None) -> Plan:
+def plan(spec: dict[str, Any] | None = None, replicas: int | None = None) -> Plan:
     s = parse_spec(spec or {})
     return Plan(OWNER, s, s.brokers if replicas is None else replicas, volume_size(s))
 
@@ -62,7 +64,7 @@ def test_defaults_match_rocketmq() -> None:
     ({"brokerConfig": {"fileReservedTime": "1"}}, "brokerConfig.fileReservedTime"),
     ({"storage": {"size": "lots"}}, "storage.size"),
 ])
-def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
+def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as e:
         parse_spec(spec)
     assert e.value.field == field
@@ -251,3 +253,93 @@ def test_broker_addressing() -> None:
     pinned = BrokerAddressing.from_text("ns/rs-0=127.0.0.1:1234")
     assert pinned.address("rs", "ns", 0) == "127.0.0.1:1234"
     assert pinned.address("rs", "ns", 1) == "rs-1.rs-headless.ns.svc:10911"
+
+
+# -- ACL and TLS Secrets ---------------------------------------------------------------------------
+
+SECURED = {"acl": {"secretName": "rs-acl"},
+           "tls": {"secretName": "rs-tls", "trustCertKey": "ca.crt", "clientAuth": "require", "mode": "enforcing"}}
+
+
+def _secret_mounts(sts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = sts["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"] if "secret" in v}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"] if m["name"] in volumes}
+    return volumes, mounts
+
+
+def test_acl_and_tls_secrets_are_mounted_whole_and_named_in_broker_conf() -> None:
+    p = plan(SECURED)
+    volumes, mounts = _secret_mounts(statefulset(p))
+    assert volumes == {
+        "acl": {"name": "acl", "secret": {"secretName": "rs-acl", "defaultMode": 0o440}},
+        "tls": {"name": "tls", "secret": {"secretName": "rs-tls", "defaultMode": 0o440}},
+    }
+    # whole-Secret mounts: kubelet swaps ..data when the Secret changes (subPath files never change)
+    assert all("subPath" not in m and "subPathExpr" not in m and m["readOnly"] for m in mounts.values())
+    assert "items" not in volumes["acl"]["secret"]
+    conf = broker_conf(p)
+    assert conf["aclEnable"] == "true"
+    assert conf["rocketmq.acl.plain.file"] == mounts["acl"]["mountPath"] + "/plain_acl.yml"
+    tls_dir = mounts["tls"]["mountPath"]
+    assert (conf["tls.server.certPath"], conf["tls.server.keyPath"], conf["tls.server.trustCertPath"]) == (
+        f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key", f"{tls_dir}/ca.crt")
+    assert conf["tls.server.mode"] == "enforcing" and conf["tls.server.need.client.auth"] == "require"
+    # neither mount sits inside another volume's mount (the ConfigMap's is read-only)
+    paths = [m["mountPath"] for m in statefulset(p)["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]]
+    assert not any(a != b and a.startswith(b + "/") for a in paths for b in paths)
+
+
+def test_secured_broker_conf_parses_with_the_brokers_own_loader() -> None:
+    bcfg, _ = load_config({**broker_conf(plan(SECURED)), "brokerName": "rs-0"})
+    assert bcfg.acl_enable is True and bcfg.acl_plain_file == "/etc/rocketstore-acl/plain_acl.yml"
+    assert (bcfg.tls_server_mode, bcfg.tls_server_need_client_auth) == ("enforcing", "require")
+    assert bcfg.tls_server_key_path == "/etc/rocketstore-tls/tls.key"
+
+
+def test_no_secrets_means_no_acl_or_tls_keys() -> None:
+    conf = broker_conf(plan())
+    assert not {k for k in conf if k.startswith("tls.") or k.startswith("rocketmq.acl") or k == "aclEnable"}
+    assert _secret_mounts(statefulset(plan())) == ({}, {})
+    tls = broker_conf(plan({"tls": {"secretName": "t"}}))
+    assert tls["tls.server.mode"] == "permissive" and "tls.server.trustCertPath" not in tls
+    assert tls["tls.server.need.client.auth"] == "none"
+
+
+def test_secret_contents_never_roll_pods_but_another_secret_or_key_does() -> None:
+    """The template names Secrets, never their data: kubelet refreshes the files in place.
+    Only the reference (Secret name, key, mode) is in the template or broker.conf's hash."""
+    base = statefulset(plan(SECURED))["spec"]["template"]
+    assert base == statefulset(plan(SECURED))["spec"]["template"]
+    other_secret = statefulset(plan({**SECURED, "acl": {"secretName": "rs-acl-2"}}))["spec"]["template"]
+    other_key = statefulset(plan({**SECURED, "acl": {"secretName": "rs-acl", "key": "acl.yml"}}))["spec"]["template"]
+    other_mode = statefulset(plan({**SECURED, "tls": {**SECURED["tls"], "mode": "permissive"}}))["spec"]["template"]
+    assert base["spec"] != other_secret["spec"]  # volume source changes: pods roll
+    assert base["metadata"]["annotations"] != other_key["metadata"]["annotations"]  # broker.conf path: roll
+    assert base["metadata"]["annotations"] != other_mode["metadata"]["annotations"]
+    assert statefulset(plan())["spec"]["template"] != base  # turning ACL/TLS on rolls too
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"acl": {}}, "acl.secretName"),
+    ({"acl": {"secretName": "Bad_Name"}}, "acl.secretName"),
+    ({"acl": {"secretName": "a", "key": ".."}}, "acl.key"),
+    ({"acl": {"secretName": "a", "key": "..data"}}, "acl.key"),
+    ({"acl": {"secretName": "a", "key": "conf/plain_acl.yml"}}, "acl.key"),
+    ({"tls": {"secretName": "t", "mode": "strict"}}, "tls.mode"),
+    ({"tls": {"secretName": "t", "clientAuth": "always"}}, "tls.clientAuth"),
+    ({"tls": {"secretName": "t", "clientAuth": "require"}}, "tls.trustCertKey"),
+    ({"tls": {"secretName": "t", "certKey": "pem", "keyKey": "pem"}}, "tls.keyKey"),
+    ({"tls": {"secretName": "t", "trustCertKey": "tls.crt"}}, "tls.trustCertKey"),
+    ({"acl": {"secretName": "a"}, "brokerConfig": {"aclEnable": "false"}}, "brokerConfig.aclEnable"),
+    ({"tls": {"secretName": "t"}, "brokerConfig": {"tls.server.mode": "disabled"}}, "brokerConfig.tls.server.mode"),
+])
+def test_invalid_secret_references_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec)
+    assert e.value.field == field
+
+
+def test_acl_keys_stay_free_in_broker_config_without_spec_acl() -> None:
+    conf = broker_conf(plan({"brokerConfig": {"aclEnable": "true"}}))
+    assert conf["aclEnable"] == "true" and "rocketmq.acl.plain.file" not in conf

@@ -40,6 +40,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list]
+{{- if .Values.rbac.readReferencedSecrets }}
+# the ACL / TLS Secrets a RocketStore references: read to report a missing Secret or key
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]

@@ -3,7 +3,8 @@
 
 Types: ``Ready`` (every broker pod ready), ``Progressing`` (objects being rolled out or a broker
 not yet converged), ``Degraded`` (a spec that cannot be applied, a refused change, unreachable
-brokers), ``DiskPressure`` (a broker's disk usage near ``diskSpaceCleanForciblyRatio``).
+brokers, a missing ACL or TLS Secret or key), ``DiskPressure`` (a broker's disk usage near
+``diskSpaceCleanForciblyRatio``).
 """
 
 from __future__ import annotations

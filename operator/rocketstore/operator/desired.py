@@ -17,6 +17,13 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 
 Every broker reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
 appended by the container's start command, so a pod's identity follows its ordinal.
+
+``spec.acl`` / ``spec.tls`` Secrets are mounted whole (never with ``subPath``, whose files kubelet
+never updates) at :data:`ACL_DIR` / :data:`TLS_DIR`, and broker.conf points ``rocketmq.acl.plain.file``
+and the ``tls.server.*`` paths into them. Kubelet swaps a Secret volume's ``..data`` symlink when
+the Secret changes, and the broker reloads those files itself, so a new ACL or a renewed
+certificate needs no restart: nothing in the pod template depends on the Secret's contents.
+Referencing another Secret or key changes the template (volume or broker.conf) and rolls the pods.
 """
 
 from __future__ import annotations
@@ -27,13 +34,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketstore.operator import FIELD_MANAGER, GROUP, KIND, VERSION
-from rocketstore.operator.model import LIVE_KEYS, Spec, format_quantity
+from rocketstore.operator.model import LIVE_KEYS, Acl, Spec, Tls, format_quantity
 
 __all__ = [
+    "ACL_DIR",
     "HTTP_PORT_NAME",
     "LISTEN_PORT",
     "NAMESRV_PORT",
     "STORE_DIR",
+    "TLS_DIR",
     "Owner",
     "Plan",
     "all_objects",
@@ -59,6 +68,12 @@ STORE_DIR: Final = "/home/rocketmq/store"
 CONF_DIR: Final = "/etc/rocketstore"
 RUN_DIR: Final = "/var/run/rocketstore"
 VOLUME_NAME: Final = "store"
+#: Secret mounts: beside CONF_DIR, not inside it (a mount point inside the read-only ConfigMap
+#: volume could not be created)
+ACL_DIR: Final = "/etc/rocketstore-acl"
+TLS_DIR: Final = "/etc/rocketstore-tls"
+#: Secret files readable by the broker's group (fsGroup) only: the TLS key is private
+SECRET_MODE: Final = 0o440
 CONFIG_HASH_ANNOTATION: Final = f"{GROUP}/config-hash"
 
 
@@ -157,9 +172,43 @@ def broker_conf(plan: Plan) -> dict[str, str]:
         **spec.retention.broker_properties(),
         "clusterPeers": peers,
     }
+    if spec.acl is not None:
+        conf.update(acl_properties(spec.acl))
+    if spec.tls is not None:
+        conf.update(tls_properties(spec.tls))
     for key in sorted(spec.broker_config):
         conf[key] = spec.broker_config[key]
     return conf
+
+
+def acl_properties(acl: Acl) -> dict[str, str]:
+    """broker.conf keys that make the broker enforce the mounted plain_acl.yml (and follow its changes)."""
+    return {"aclEnable": "true", "rocketmq.acl.plain.file": f"{ACL_DIR}/{acl.key}"}
+
+
+def tls_properties(tls: Tls) -> dict[str, str]:
+    """RocketMQ's ``tls.server.*`` settings, pointing at the mounted Secret's files."""
+    props = {
+        "tls.server.mode": tls.mode,
+        "tls.server.certPath": f"{TLS_DIR}/{tls.cert_key}",
+        "tls.server.keyPath": f"{TLS_DIR}/{tls.key_key}",
+    }
+    if tls.trust_cert_key is not None:
+        props["tls.server.trustCertPath"] = f"{TLS_DIR}/{tls.trust_cert_key}"
+    props["tls.server.need.client.auth"] = tls.client_auth
+    return props
+
+
+def _secret_volumes(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) of the ACL and TLS Secrets: whole-Secret mounts, so kubelet updates them."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for name, secret, path in (("acl", spec.acl, ACL_DIR), ("tls", spec.tls, TLS_DIR)):
+        if secret is None:
+            continue
+        volumes.append({"name": name, "secret": {"secretName": secret.secret_name, "defaultMode": SECRET_MODE}})
+        mounts.append({"name": name, "mountPath": path, "readOnly": True})
+    return volumes, mounts
 
 
 def broker_conf_text(conf: Mapping[str, str]) -> str:
@@ -317,6 +366,8 @@ def statefulset(plan: Plan) -> dict[str, Any]:
     }
     if spec.resources:
         container["resources"] = dict(spec.resources)
+    secret_volumes, secret_mounts = _secret_volumes(spec)
+    container["volumeMounts"].extend(secret_mounts)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": f"{owner.name}-broker",
         "automountServiceAccountToken": False,
@@ -327,6 +378,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         "volumes": [
             {"name": "config", "configMap": {"name": f"{owner.name}-config"}},
             {"name": "run", "emptyDir": {}},
+            *secret_volumes,
         ],
     }
     if spec.scheduling.tolerations:

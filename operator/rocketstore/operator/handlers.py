@@ -93,7 +93,8 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
     _post(body, observed)
     new_status = {**applied.status, **observed.status}
-    conditions = [*observed.conditions, degraded(applied.status["problems"], observed.status["brokers"])]
+    problems = [*applied.status["problems"], *observed.problems]
+    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status.update(new_status)
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation)
     patch.status["observedGeneration"] = generation
@@ -134,6 +135,7 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
         observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
     _post(body, observed)
     patch.status.update(observed.status)
-    conditions = [*observed.conditions, degraded(status.get("problems") or [], observed.status["brokers"])]
+    problems = [*(status.get("problems") or []), *observed.problems]
+    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
                                                   int(status.get("observedGeneration") or 0))

@@ -26,6 +26,7 @@ __all__ = ["ApiError", "Kube", "resource_path"]
 # kind -> (api prefix, plural, namespaced)
 _RESOURCES: Final[dict[tuple[str, str], tuple[str, bool]]] = {
     ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
     ("v1", "Service"): ("services", True),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),

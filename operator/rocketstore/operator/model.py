@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
+    "Acl",
     "CommitLog",
     "Maintenance",
     "Metrics",
@@ -23,6 +24,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "Storage",
+    "Tls",
     "format_quantity",
     "parse_quantity",
     "parse_spec",
@@ -38,6 +40,10 @@ _FACTORS: Final = {
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
 }
 _DELETE_WHEN = re.compile(r"^([01]?[0-9]|2[0-3])(;([01]?[0-9]|2[0-3]))*$")
+# a Secret's name (DNS-1123 subdomain) and a Secret key (Kubernetes' IsConfigMapKey: no ".", no
+# leading "..", which kubelet reserves for a Secret volume's own ..data / ..<timestamp> entries)
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SECRET_KEY = re.compile(r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$")
 
 
 class SpecError(ValueError):
@@ -137,6 +143,27 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class Acl:
+    """RocketMQ plain ACL from a Secret: ``key`` holds the plain_acl.yml the brokers enforce."""
+
+    secret_name: str
+    key: str = "plain_acl.yml"
+
+
+@dataclass(frozen=True)
+class Tls:
+    """TLS material of the remoting port from a Secret (keys default to a kubernetes.io/tls Secret's)."""
+
+    secret_name: str
+    cert_key: str = "tls.crt"
+    key_key: str = "tls.key"
+    #: CA certificates client certificates are verified against (needed unless client_auth is none)
+    trust_cert_key: str | None = None
+    mode: str = "permissive"  # disabled | permissive | enforcing (tls.server.mode)
+    client_auth: str = "none"  # none | optional | require (tls.server.need.client.auth)
+
+
+@dataclass(frozen=True)
 class Spec:
     brokers: int = 1
     image: str = DEFAULT_IMAGE
@@ -151,6 +178,8 @@ class Spec:
     scheduling: Scheduling = field(default_factory=Scheduling)
     metrics: Metrics = field(default_factory=Metrics)
     allow_scale_down: bool = False
+    acl: Acl | None = None
+    tls: Tls | None = None
 
 
 # broker.conf keys the operator owns; brokerConfig may not override them (they would break the
@@ -159,6 +188,15 @@ RESERVED_BROKER_KEYS: Final = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenPort", "storePathRootDir",
     "storePathCommitLog", "mappedFileSizeCommitLog", "flushDiskType", "namesrvListenPort",
     "httpListenPort", "clusterPeers", "listenHost", *LIVE_KEYS,
+})
+
+
+# broker.conf keys the operator sets when spec.acl / spec.tls is given (brokerConfig may set them
+# otherwise, e.g. aclEnable with a file the broker keeps on its own volume)
+ACL_BROKER_KEYS: Final = frozenset({"aclEnable", "rocketmq.acl.plain.file"})
+TLS_BROKER_KEYS: Final = frozenset({
+    "tls.server.mode", "tls.server.certPath", "tls.server.keyPath", "tls.server.trustCertPath",
+    "tls.server.need.client.auth", "tls.config.file",
 })
 
 
@@ -190,6 +228,51 @@ def _choice(d: Mapping[str, Any], key: str, default: str, path: str, choices: tu
     if value not in choices:
         raise SpecError(path, f"{value!r} is not one of {', '.join(choices)}")
     return str(value)
+
+
+def _secret_key(d: Mapping[str, Any], key: str, default: str, path: str) -> str:
+    value = _get(d, key, default)
+    if not isinstance(value, str) or len(value) > 253 or not _SECRET_KEY.match(value):
+        raise SpecError(path, f"{value!r} is not a Secret key (letters, digits, '-', '_', '.'; not '.' or '..*')")
+    return value
+
+
+def _secret_name(d: Mapping[str, Any], path: str) -> str:
+    value = d.get("secretName")
+    if not isinstance(value, str) or len(value) > 253 or not _SECRET_NAME.match(value):
+        raise SpecError(path, f"{value!r} is not a Secret name (a lowercase DNS subdomain)")
+    return value
+
+
+def _parse_acl(spec: Mapping[str, Any]) -> Acl | None:
+    d = spec.get("acl")
+    if d is None:
+        return None
+    return Acl(secret_name=_secret_name(d, "acl.secretName"), key=_secret_key(d, "key", "plain_acl.yml", "acl.key"))
+
+
+def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
+    d = spec.get("tls")
+    if d is None:
+        return None
+    cert = _secret_key(d, "certKey", "tls.crt", "tls.certKey")
+    key = _secret_key(d, "keyKey", "tls.key", "tls.keyKey")
+    trust = None if d.get("trustCertKey") is None else _secret_key(d, "trustCertKey", "", "tls.trustCertKey")
+    tls = Tls(
+        secret_name=_secret_name(d, "tls.secretName"),
+        cert_key=cert,
+        key_key=key,
+        trust_cert_key=trust,
+        mode=_choice(d, "mode", "permissive", "tls.mode", ("disabled", "permissive", "enforcing")),
+        client_auth=_choice(d, "clientAuth", "none", "tls.clientAuth", ("none", "optional", "require")),
+    )
+    if cert == key or trust in (cert, key):
+        raise SpecError("tls.trustCertKey" if trust in (cert, key) else "tls.keyKey",
+                        "certKey, keyKey and trustCertKey must name different Secret keys")
+    if tls.client_auth != "none" and tls.trust_cert_key is None:
+        # the broker verifies client certificates against tls.server.trustCertPath only
+        raise SpecError("tls.trustCertKey", f"clientAuth {tls.client_auth} needs the CA to verify clients against")
+    return tls
 
 
 def parse_spec(spec: Mapping[str, Any]) -> Spec:
@@ -233,6 +316,13 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     reserved = sorted(RESERVED_BROKER_KEYS & broker_config.keys())
     if reserved:
         raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
+    acl, tls = _parse_acl(spec), _parse_tls(spec)
+    owned = (ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+    taken = sorted(owned & broker_config.keys())
+    if taken:
+        section = "acl" if taken[0] in ACL_BROKER_KEYS else "tls"
+        raise SpecError(f"brokerConfig.{taken[0]}", f"conflicts with spec.{section}, from which the operator "
+                        f"sets the broker's {section} keys")
     sc = _get(spec, "scheduling", {})
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
@@ -258,6 +348,8 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
             port=_int(mt, "port", 10925, "metrics.port", 1024, 65535),
         ),
         allow_scale_down=bool(_get(_get(spec, "scaling", {}), "allowScaleDown", False)),
+        acl=acl,
+        tls=tls,
     )
 
 

@@ -2,7 +2,7 @@
 
 ``apply_objects``  desired objects -> server-side apply; storage growth; refused changes
 ``observe``        pods and brokers -> per-broker status, retention push, manual deletes,
-                   adaptive retention, conditions
+                   adaptive retention, conditions; the ACL / TLS Secrets the spec references
 
 Both return plain dicts for ``status`` and a list of events; the handlers write them with kopf's
 ``patch`` (so the operator patches its own object, never updates it).
@@ -26,7 +26,7 @@ from rocketstore.operator.model import Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 
-__all__ = ["Event", "Outcome", "apply_objects", "observe"]
+__all__ = ["Event", "Outcome", "apply_objects", "observe", "secret_problems"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class Outcome:
     status: dict[str, Any] = field(default_factory=dict)
     conditions: list[Condition] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    #: problems found while observing (reason, message), for the Degraded condition
+    problems: list[dict[str, str]] = field(default_factory=list)
 
 
 def _claim_size(sts: Mapping[str, Any]) -> int | None:
@@ -152,11 +154,47 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+async def secret_problems(kube: Kube, owner: Owner, spec: Spec) -> list[dict[str, str]]:
+    """Referenced ACL / TLS Secrets that are missing or lack a key.
+
+    Kubelet leaves a pod whose Secret volume cannot be set up in ContainerCreating, and a broker
+    without its ACL file refuses every request: the RocketStore's status says why. Checked on every
+    observation, so creating or fixing the Secret clears the problem without touching the spec.
+    Reading Secrets is a privilege the chart grants only on request (``rbac.readReferencedSecrets``):
+    without it (403) the check is skipped.
+    """
+    wanted: list[tuple[str, str, tuple[str, ...]]] = []
+    if spec.acl is not None:
+        wanted.append(("acl", spec.acl.secret_name, (spec.acl.key,)))
+    if spec.tls is not None:
+        tls_keys = (spec.tls.cert_key, spec.tls.key_key, spec.tls.trust_cert_key)
+        wanted.append(("tls", spec.tls.secret_name, tuple(k for k in tls_keys if k is not None)))
+    problems: list[dict[str, str]] = []
+    for section, name, keys in wanted:
+        try:
+            secret = await kube.get("v1", "Secret", owner.namespace, name)
+        except ApiError as e:
+            if e.status == 403:
+                continue  # no RBAC to read Secrets (the chart's default): the check is skipped
+            problems.append({"reason": "SecretUnreadable", "message": f"spec.{section}.secretName {name}: {e}"})
+            continue
+        if secret is None:
+            problems.append({"reason": "SecretNotFound", "message": (
+                f"spec.{section}.secretName: Secret {name} not found in {owner.namespace}; broker pods wait for it")})
+            continue
+        missing = [k for k in keys if k not in (secret.get("data") or {})]
+        if missing:
+            problems.append({"reason": "SecretKeyMissing", "message": (
+                f"spec.{section}: Secret {name} has no key {', '.join(missing)}")})
+    return problems
+
+
 async def observe(
     kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, status: Mapping[str, Any], generation: int
 ) -> Outcome:
     """Observe pods and brokers, converge each broker's retention, run a new manual delete token."""
     out = Outcome()
+    out.problems = await secret_problems(kube, owner, spec)
     replicas = int(status.get("replicas") or spec.brokers)
     pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
     old_brokers = {b.get("name"): b for b in status.get("brokers", []) or []}
@@ -310,7 +348,8 @@ async def _manual_delete(
 
 
 def degraded(problems: Sequence[Mapping[str, str]], brokers: Sequence[Mapping[str, Any]]) -> Condition:
-    """Degraded from refused changes (written by the apply step) and unreachable ready brokers."""
+    """Degraded from refused changes (written by the apply step), missing Secrets (observed) and
+    unreachable ready brokers."""
     if problems:
         return Condition("Degraded", True, problems[0]["reason"], "; ".join(p["message"] for p in problems))
     unreachable = [b["name"] for b in brokers if b.get("ready") and not b.get("reachable")]
