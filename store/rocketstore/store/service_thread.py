@@ -8,9 +8,10 @@ one) must get a fresh, non-signalled wake-up.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 
 
-class ServiceThread:
+class ServiceThread(ABC):
     """Runs :meth:`run` on a daemon thread named ``name``; :meth:`wait` is its interruptible sleep."""
 
     def __init__(self, name: str) -> None:
@@ -19,9 +20,9 @@ class ServiceThread:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abstractmethod
     def run(self) -> None:
         """The service's loop: runs until :attr:`stopping`."""
-        raise NotImplementedError
 
     def start(self) -> None:
         self.stopping = False

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -159,7 +160,7 @@ def java_compare(lv: object, rv: object) -> int:
     return int(lv > rv) - int(lv < rv)  # type: ignore[operator]
 
 
-class Expression:
+class Expression(ABC):
     """A node of a compiled selector. ``evaluate`` takes the message's properties."""
 
     __slots__ = ()
@@ -167,8 +168,8 @@ class Expression:
     #: RocketMQ's BooleanExpression marker: may stand as a condition (AND/OR/NOT operand, the selector)
     is_boolean = False
 
-    def evaluate(self, properties: Mapping[str, str]) -> Value:
-        raise NotImplementedError
+    @abstractmethod
+    def evaluate(self, properties: Mapping[str, str]) -> Value: ...
 
 
 @dataclass(frozen=True, slots=True)
