@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds a real Kubernetes control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) plus kwok/kwokctl from Go modules,
-# for the operator's tests. No container registry is needed.
+# for the operator's tests, and what a real node adds to it (node.py): kubelet and
+# kube-proxy from the same Kubernetes module, CoreDNS from its own. No container
+# registry is needed.
 #
 # Output: ${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/controlplane/<key>/bin
 # where <key> = <kube-version>-<etcd-version>-kwok<kwok-version>.
@@ -18,6 +20,10 @@ set -Eeuo pipefail
 KUBE_VERSION=v1.34.10
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+# CoreDNS is its own main module: `go install` at a fixed version verifies it
+# against the checksum database. Not part of KEY (a CoreDNS bump rebuilds CoreDNS
+# only: its binary reports its version, checked below).
+COREDNS_VERSION=v1.14.7
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 KEY="${KUBE_VERSION}-${ETCD_VERSION}-kwok${KWOK_VERSION}"
@@ -27,7 +33,7 @@ BIN="${ROOT}/bin"
 # assembled from the kwok module's own default stages (see below).
 STAGES="${ROOT}/kwok-stages.yaml"
 NICE="${CONTROLPLANE_NICE:-19}"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwokctl)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kwok kwokctl coredns)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() {
@@ -36,12 +42,16 @@ die() {
 }
 trap 'rc=$?; printf "[controlplane] ERROR: build failed (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2; exit "$rc"' ERR
 
+coredns_current() {
+	[[ -x "${BIN}/coredns" ]] && "${BIN}/coredns" -version 2>/dev/null | grep -q "CoreDNS-${COREDNS_VERSION#v}\$"
+}
+
 have_all() {
 	local b
 	for b in "${BINARIES[@]}"; do
 		[[ -x "${BIN}/${b}" ]] || return 1
 	done
-	[[ -s "${STAGES}" ]]
+	coredns_current && [[ -s "${STAGES}" ]]
 }
 
 if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
@@ -70,7 +80,10 @@ STAGE="$(mktemp -d "${ROOT}/.stage.XXXXXX")"
 cleanup() { rm -rf "${STAGE}"; }
 trap cleanup EXIT
 
-need() { [[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -x "${BIN}/$1" ]]; }
+need() {
+	[[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -x "${BIN}/$1" ]] && return 0
+	[[ "$1" == coredns ]] && ! coredns_current
+}
 
 # Moves freshly built binaries from the stage into bin/ (atomic rename).
 install_bins() {
@@ -119,6 +132,14 @@ if ((${#kwok_pkgs[@]})); then
 	install_bins "${kwok_bins[@]}"
 fi
 
+# --- CoreDNS (cluster DNS of the real node) -----------------------------------
+if need coredns; then
+	log "building coredns (${COREDNS_VERSION})"
+	(cd "${STAGE}" && GOBIN="${STAGE}" "${GO[@]}" install -trimpath \
+		-ldflags "-s -w" "github.com/coredns/coredns@${COREDNS_VERSION}")
+	install_bins coredns
+fi
+
 # --- kwok stages -------------------------------------------------------------
 # kwokctl injects "fast" node/pod stages for the clusters it creates; a bare
 # `kwok` process only gets what --config gives it. Assemble the same default
@@ -140,7 +161,7 @@ fi
 # --- Kubernetes control plane ---------------------------------------------
 kube_pkgs=()
 kube_bins=()
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
 	if need "${b}"; then
 		kube_pkgs+=("k8s.io/kubernetes/cmd/${b}")
 		kube_bins+=("${b}")
@@ -166,7 +187,7 @@ fi
 
 have_all || die "some outputs are still missing in ${ROOT}"
 {
-	echo "kube=${KUBE_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION}"
+	echo "kube=${KUBE_VERSION} etcd=${ETCD_VERSION} kwok=${KWOK_VERSION} coredns=${COREDNS_VERSION}"
 	echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) with $(go version)"
 	(cd "${BIN}" && sha256sum "${BINARIES[@]}")
 } >"${ROOT}/MANIFEST"

@@ -68,8 +68,12 @@ def free_ports(n: int) -> list[int]:
 class ControlPlane:
     """A running control plane; ``start()`` then ``stop()`` (or use it as a context manager)."""
 
-    def __init__(self, bin_dir: Path, work: Path | None = None, keep: bool = False) -> None:
+    def __init__(self, bin_dir: Path, work: Path | None = None, keep: bool = False,
+                 node_ip: str | None = None) -> None:
+        """``node_ip``: serve pods of a real node (node.py) too: the API server then listens on every
+        address and advertises ``node_ip``, so the ``kubernetes`` Service leads there."""
         self.bin = bin_dir
+        self.node_ip = node_ip
         self.stages = bin_dir.parent / "kwok-stages.yaml"
         self.work = work or Path(tempfile.mkdtemp(prefix="rs-controlplane."))
         self.keep = keep
@@ -161,15 +165,18 @@ class ControlPlane:
                 f"--initial-cluster=cp={peer_url}", f"--listen-metrics-urls=http://127.0.0.1:{self.p_metrics}",
                 "--unsafe-no-fsync", "--log-level=warn"])
             self.wait_for("etcd", 30, lambda: self._ok(f"{etcd_url}/health"))
+            if self.node_ip:
+                listen = ["--bind-address=0.0.0.0", f"--advertise-address={self.node_ip}"]
+            else:
+                listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
             self._spawn("apiserver", [
-                "kube-apiserver", f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.p_api}",
+                "kube-apiserver", f"--etcd-servers={etcd_url}", *listen, f"--secure-port={self.p_api}",
                 f"--cert-dir={w / 'apiserver'}", f"--token-auth-file={w / 'pki/tokens.csv'}",
                 "--authorization-mode=RBAC",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={w / 'pki/sa.pub'}",
                 f"--service-account-signing-key-file={w / 'pki/sa.key'}",
-                "--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none"])
+                "--service-cluster-ip-range=10.96.0.0/16"])
             self.wait_for("kube-apiserver", 90, lambda: self._ok(f"{self.server}/readyz", auth=True))
             auth = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
                     "--authentication-skip-lookup=true", "--bind-address=127.0.0.1", "--leader-elect=false"]
