@@ -26,7 +26,7 @@ import kopf
 from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
-from rocketstore.operator.desired import Owner
+from rocketstore.operator.desired import Owner, default_broker_image
 from rocketstore.operator.kube import Kube
 from rocketstore.operator.model import Spec, SpecError, parse_spec
 from rocketstore.operator.reconcile import Outcome, apply_objects, degraded, observe
@@ -51,8 +51,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
     settings.execution.max_workers = 4
     if getattr(memo, "brokers", None) is None:
         memo.brokers = Brokers()
+    if getattr(memo, "broker_image", None) is None:
+        memo.broker_image = default_broker_image()
     memo.kube = Kube.login(settings)
-    logger.info("%s started; brokers addressed as %s", FIELD_MANAGER, memo.brokers.addressing)
+    logger.info("%s started; brokers addressed as %s; default broker image %s", FIELD_MANAGER,
+                memo.brokers.addressing, memo.broker_image)
 
 
 @kopf.on.cleanup()
@@ -87,7 +90,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed)
+        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
