@@ -108,19 +108,22 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
 @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile-create")
 async def on_create(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("create", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="create").time():
+        await _reconcile("create", body, spec, status, patch, meta, memo)
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile-update", field="spec")
 async def on_update(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("update", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="update").time():
+        await _reconcile("update", body, spec, status, patch, meta, memo)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile-resume")
 async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("resume", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="resume").time():
+        await _reconcile("resume", body, spec, status, patch, meta, memo)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
@@ -135,7 +138,8 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     metrics.RECONCILES.labels(kind="timer").inc()
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
+        with metrics.RECONCILE_DURATION.labels(kind="timer").time():
+            observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
     _post(body, observed)
     patch.status.update(observed.status)
     problems = [*(status.get("problems") or []), *observed.problems]
