@@ -1,5 +1,5 @@
 """The Grafana dashboard shipped in charts/: valid JSON of the shape Grafana imports, and every
-metric it queries is one a real broker publishes on /metrics."""
+broker metric it queries is one a real broker publishes on /metrics."""
 
 from __future__ import annotations
 
@@ -65,6 +65,9 @@ def test_every_queried_metric_is_published(broker_factory: Callable[..., BrokerH
     broker.call_soon(lambda: offsets.commit_offset("DashGroup", "Dash", 0, 0))
 
     published = published_metric_names(broker.metrics())
-    used = {name for expr in queries(json.loads(DASHBOARD.read_text())) for name in METRIC.findall(expr)}
+    # the operator's series (rocketstore_operator_*) are checked against a real operator in
+    # tests/operator/test_operator_chart.py
+    used = {name for expr in queries(json.loads(DASHBOARD.read_text())) for name in METRIC.findall(expr)
+            if not name.startswith("rocketstore_operator_")}
     assert used, "the dashboard queries no metric"
     assert sorted(used - published) == []
