@@ -24,6 +24,11 @@ and the ``tls.server.*`` paths into them. Kubelet swaps a Secret volume's ``..da
 the Secret changes, and the broker reloads those files itself, so a new ACL or a renewed
 certificate needs no restart: nothing in the pod template depends on the Secret's contents.
 Referencing another Secret or key changes the template (volume or broker.conf) and rolls the pods.
+
+Broker pods meet the "restricted" Pod Security Standard (non-root as the image's user, seccomp
+RuntimeDefault, no capabilities, no privilege escalation, read-only root filesystem with emptyDirs
+where the broker writes besides its volume). ``spec.podTemplate`` and ``spec.scheduling`` add to
+the pod template; the operator's own labels, annotations and env are applied over them.
 """
 
 from __future__ import annotations
