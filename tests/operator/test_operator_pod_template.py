@@ -134,6 +134,15 @@ def test_the_operator_supplies_the_default_image() -> None:
     assert pinned["spec"]["containers"][0]["image"] == "mine:1"
 
 
+def test_operator_default_image_flag_then_env_then_version() -> None:
+    from rocketstore.operator.main import BROKER_IMAGE_ENV, OperatorOptions, broker_image
+
+    env = {BROKER_IMAGE_ENV: "env/rs:2"}
+    assert broker_image(OperatorOptions(broker_image="flag/rs:1"), env) == "flag/rs:1"
+    assert broker_image(OperatorOptions(), env) == "env/rs:2"
+    assert broker_image(OperatorOptions(), {}) == default_broker_image()
+
+
 # -- against the real API server -------------------------------------------------------------------
 
 def _store(name: str, **spec: Any) -> dict[str, Any]:
@@ -197,6 +206,8 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
      "app.kubernetes.io/* labels are set by the operator"),
     ({"podTemplate": {"metadata": {"annotations": {"rocketstore.io/config-hash": "x"}}}},
      "rocketstore.io/* annotations are set by the operator"),
+    ({"podTemplate": {"metadata": {"labels": {"team": "pay ments"}}}},
+     "spec.podTemplate.metadata.labels.team in body should match"),
     ({"podTemplate": {"env": [{"name": "RUN_DIR", "value": "/"}]}}, "are set by the operator"),
     ({"podTemplate": {"env": [{"value": "x"}]}}, "spec.podTemplate.env[0].name: Required value"),
     ({"podTemplate": {"env": [{"name": "1BAD", "value": "x"}]}}, "spec.podTemplate.env[0].name in body should match"),
