@@ -9,6 +9,11 @@
 # v3.x tags are not importable as Go module versions. go install of a module version builds with
 # that module's own go.mod/go.sum, verified against the checksum database as usual.
 #
+# Built with the build tag remove_all_sd: Prometheus' plugins/ package then leaves out every
+# service-discovery plugin (AWS, Azure, GCE, Kubernetes, ... SDKs), which `promtool check rules`
+# never uses. That takes a cold build (empty module and build caches, 2 busy cores) from about
+# 9 minutes to under 3.
+#
 # Env knobs: PROMTOOL_FORCE=1 rebuilds; CONTROLPLANE_NICE=N niceness (default 19).
 set -Eeuo pipefail
 
@@ -38,7 +43,8 @@ trap 'rm -rf "${STAGE}"' EXIT
 log "building promtool ${PROMTOOL_VERSION} (minutes cold)"
 T0=$(date +%s)
 GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0 GOBIN="${STAGE}" \
-	nice -n "${NICE}" go install -trimpath -ldflags "-s -w" \
+	nice -n "${NICE}" go install -trimpath -tags remove_all_sd \
+	-ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMTOOL_VERSION}" \
 	"github.com/prometheus/prometheus/cmd/promtool@${PROMTOOL_VERSION}"
 mv -f "${STAGE}/promtool" "${BIN}/promtool"
 log "built in $(($(date +%s) - T0)) s"
