@@ -51,6 +51,19 @@ def test_example_is_a_valid_spec() -> None:
     assert spec.brokers == 3 and volume_size(spec) == 17 * 1024**3
 
 
+def test_chart_app_version_is_the_package_version() -> None:
+    """The chart runs image rocketstore/rocketstore:<appVersion> as the operator, which defaults
+    brokers to rocketstore/rocketstore:<its package version>: one release, one image."""
+    import tomllib
+
+    from rocketstore.operator.desired import IMAGE_REPOSITORY
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    package = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["appVersion"] == package
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"] == IMAGE_REPOSITORY
+
+
 @pytest.fixture(scope="session")
 def helm() -> Path:
     return Path(controlplane.build_helm())
