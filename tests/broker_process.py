@@ -164,3 +164,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield b
     finally:
         b.stop()
+
+
+def published_metric_names(text: str) -> set[str]:
+    """Every series name a /metrics page's families can have, samples present or not (a counter
+    of nothing yet, e.g. deleted files, is still published): what dashboards and alert rules may
+    query."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        names.update(s.name for s in family.samples)
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "info": ("_info",)}
+        names.update(family.name + suffix for suffix in suffixes.get(family.type, ("",)))
+    return names

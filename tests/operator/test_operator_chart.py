@@ -6,14 +6,18 @@ helm is built from the Go module proxy by operator/controlplane/helm.sh (cached 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, controlplane, wait_until
+from conftest import ROOT, controlplane, free_port, wait_until
 
 CHART = ROOT / "charts" / "rocketstore-operator"
 
@@ -45,6 +49,19 @@ def test_example_is_a_valid_spec() -> None:
     example = yaml.safe_load((CHART / "examples" / "rocketstore.yaml").read_text())
     spec = parse_spec(example["spec"])
     assert spec.brokers == 3 and volume_size(spec) == 17 * 1024**3
+
+
+def test_chart_app_version_is_the_package_version() -> None:
+    """The chart runs image rocketstore/rocketstore:<appVersion> as the operator, which defaults
+    brokers to rocketstore/rocketstore:<its package version>: one release, one image."""
+    import tomllib
+
+    from rocketstore.operator.desired import IMAGE_REPOSITORY
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    package = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["appVersion"] == package
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"] == IMAGE_REPOSITORY
 
 
 @pytest.fixture(scope="session")
@@ -142,3 +159,214 @@ def test_reading_referenced_secrets_is_opt_in(helm: Path) -> None:
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
     namespaced = secret_rules("--set", "rbac.readReferencedSecrets=true", "--set", "watch.namespaces={a,b}")
     assert len(namespaced) == 2
+
+
+# -- values, overrides, packaging, helm test -------------------------------------------------------
+
+def render(helm: Path, *values: str, api_versions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    extra = [a for v in api_versions for a in ("--api-versions", v)]
+    out = run_helm(helm, "template", "rso", str(CHART), "-n", "rso-system", "--kube-version", "1.34.10",
+                   *extra, *values)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def helm_fails(helm: Path, *args: str) -> str:
+    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/rs-helm/cache", "HELM_CONFIG_HOME": "/tmp/rs-helm/config",
+           "HELM_DATA_HOME": "/tmp/rs-helm/data"}
+    out = subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0, out.stdout
+    return out.stdout + out.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("value", "error"), [
+    ("replicaCount=2", "at '/replicaCount': maximum: got 2, want 1"),
+    ("operator.livenessPort=70000", "at '/operator/livenessPort': maximum"),
+    ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+    ("watch.namespaces={Team_A}", "at '/watch/namespaces/0'"),
+    ("metrics.prometheusRule.for=soon", "at '/metrics/prometheusRule/for'"),
+    ("metrics.serviceMonitor.enabled=yes", "at '/metrics/serviceMonitor/enabled'"),
+    ("operatr.interval=5", "additional properties 'operatr' not allowed"),
+])
+def test_values_schema_rejects_bad_values(helm: Path, value: str, error: str) -> None:
+    for command in (["template", "rso", str(CHART), "--kube-version", "1.34.10"], ["lint", "--strict", str(CHART)]):
+        assert error in helm_fails(helm, *command, "--set", value)
+
+
+@pytest.mark.integration
+def test_name_overrides(helm: Path) -> None:
+    docs = render(helm, "--set", "fullnameOverride=rs-op")
+    assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "ServiceAccount")} == {"rs-op"}
+    named = render(helm, "--set", "nameOverride=rso-ctl")
+    deploy = next(d for d in named if d["kind"] == "Deployment")
+    assert deploy["metadata"]["name"] == "rso-rso-ctl"
+    assert deploy["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "rso-ctl"
+
+
+@pytest.mark.integration
+def test_operator_pod_options_and_probes(helm: Path) -> None:
+    docs = render(helm, "--set-string", "podAnnotations.example\\.com/a=1", "--set", "podLabels.team=ops",
+                  "--set", "extraArgs={--verbose}", "--set", "extraEnv[0].name=TZ", "--set", "extraEnv[0].value=UTC",
+                  "--set", "brokerImage=registry.local/rocketstore:7", "--set", "priorityClassName=ops")
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    tpl = deploy["spec"]["template"]
+    assert tpl["metadata"]["annotations"] == {"example.com/a": "1"}
+    assert tpl["metadata"]["labels"]["team"] == "ops"
+    assert tpl["metadata"]["labels"]["app.kubernetes.io/instance"] == "rso"
+    assert tpl["spec"]["priorityClassName"] == "ops"
+    c = tpl["spec"]["containers"][0]
+    assert c["args"][-2:] == ["--broker-image=registry.local/rocketstore:7", "--verbose"]
+    assert c["env"] == [{"name": "TZ", "value": "UTC"}]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    plain = next(d for d in render(helm) if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert not any(a.startswith("--broker-image") for a in plain["args"]) and "env" not in plain
+
+
+@pytest.mark.integration
+def test_packaged_chart_installs_in_a_restricted_namespace_with_notes(
+        helm: Path, control_plane: Any, kube: Any, crd: Any, tmp_path: Path) -> None:
+    """The .tgz carries everything the templates read (dashboards/ for the ConfigMap); its
+    NOTES render; the operator and `helm test` pods pass the restricted Pod Security Standard."""
+    from kubernetes import client
+
+    run_helm(helm, "package", str(CHART), "-d", str(tmp_path))
+    (tgz,) = tmp_path.glob("rocketstore-operator-*.tgz")
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"metadata": {"name": "rsp-system", "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    out = run_helm(helm, "install", "rsp", str(tgz), "-n", "rsp-system", "--set", "fullnameOverride=rsp-op",
+                   "--set", "tolerations[0].key=kwok.x-k8s.io/node", "--set", "tolerations[0].operator=Exists",
+                   "--set", "nodeSelector.type=kwok", "--set", "metrics.dashboard.enabled=true",
+                   "--wait", "--timeout", "120s", kubeconfig=control_plane.kubeconfig)
+    assert "STATUS: deployed" in out
+    assert "kind: RocketStore" in out and "helm test rsp -n rsp-system" in out  # NOTES
+    assert "charts/rocketstore-operator" not in out  # no path into a source tree
+    dashboard = core.read_namespaced_config_map("rsp-op-dashboard", "rsp-system")
+    assert dashboard.metadata.labels["grafana_dashboard"] == "1"
+    assert json.loads(dashboard.data["rocketstore.json"]) == json.loads(
+        (CHART / "dashboards" / "rocketstore.json").read_text())
+    # the helm test pod is admitted in the restricted namespace (kwok never runs its command, and
+    # completes only Job pods: test_helm_test_pod_checks_the_operator_health runs the command)
+    test_pod = next(d for d in yaml.safe_load_all(run_helm(
+        helm, "get", "hooks", "rsp", "-n", "rsp-system", kubeconfig=control_plane.kubeconfig)) if d)
+    core.create_namespaced_pod("rsp-system", test_pod, dry_run="All")
+    run_helm(helm, "uninstall", "rsp", "-n", "rsp-system", "--wait", kubeconfig=control_plane.kubeconfig)
+
+
+def _test_pod_command(helm: Path) -> list[str]:
+    pod = next(d for d in render(helm) if d["kind"] == "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["containers"][0]["image"] == next(
+        d for d in render(helm) if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    command: list[str] = pod["spec"]["containers"][0]["command"]
+    assert command[-1] == "http://rso-rocketstore-operator-metrics.rso-system.svc:8080/healthz"
+    return command
+
+
+@pytest.mark.integration
+def test_helm_test_pod_checks_the_operator_health(helm: Path, operator_process: dict[str, Any]) -> None:
+    """The hook pod's own command, run here against the real operator's /healthz (the pod would
+    reach the same endpoint through the metrics Service)."""
+    python, flag, script, _url = _test_pod_command(helm)
+    assert (python, flag) == ("python", "-c")
+    live = f"http://127.0.0.1:{operator_process['liveness']}"
+    ok = subprocess.run([sys.executable, "-c", script, f"{live}/healthz", "10"], capture_output=True, text=True,
+                        timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{live}/healthz 200" in ok.stdout
+    bad = subprocess.run([sys.executable, "-c", script, f"http://127.0.0.1:{free_port()}/healthz", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "Connection refused" in bad.stderr
+
+
+# -- metrics wiring --------------------------------------------------------------------------------
+
+MONITORING = ("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true",
+              "--set", "metrics.prometheusRule.enabled=true")
+
+
+@pytest.mark.integration
+def test_prometheus_operator_objects_need_the_flag_and_the_api(helm: Path) -> None:
+    kinds = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert not kinds & {d["kind"] for d in render(helm, *MONITORING)}, "rendered without monitoring.coreos.com/v1"
+    assert not kinds & {d["kind"] for d in render(helm, api_versions=("monitoring.coreos.com/v1",))}
+    docs = render(helm, *MONITORING, api_versions=("monitoring.coreos.com/v1",))
+    assert kinds <= {d["kind"] for d in docs}
+    pm = next(d for d in docs if d["kind"] == "PodMonitor")
+    assert pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "rocketstore",
+                                                     "app.kubernetes.io/component": "broker"}
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "http"  # desired.HTTP_PORT_NAME
+    assert pm["spec"]["namespaceSelector"] == {"any": True}
+    scoped = render(helm, *MONITORING, "--set", "watch.namespaces={a}", api_versions=("monitoring.coreos.com/v1",))
+    assert next(d for d in scoped if d["kind"] == "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["a"]}
+
+
+def _rules(helm: Path) -> dict[str, Any]:
+    docs = render(helm, *MONITORING, api_versions=("monitoring.coreos.com/v1",))
+    spec: dict[str, Any] = next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]
+    return spec
+
+
+@pytest.mark.integration
+def test_alert_rules_pass_promtool(helm: Path, tmp_path: Path) -> None:
+    from tool_support import require_executable, require_tool
+
+    require_executable("go", "promtool is built from the Go module proxy")
+    built = subprocess.run([str(ROOT / "operator" / "controlplane" / "promtool.sh")], capture_output=True, text=True,
+                           timeout=3600)
+    require_tool("promtool", built.returncode == 0, f"operator/controlplane/promtool.sh failed: {built.stderr[-2000:]}")
+    promtool = built.stdout.strip().splitlines()[-1]
+    rules = _rules(helm)
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert {"RocketStoreDiskPressure", "RocketStoreDispatchLag", "RocketStoreConsumerLag",
+            "RocketStoreBrokerNotReady", "RocketStoreReconcileErrors"} <= alerts
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(alerts)} rules found" in out.stdout
+    broken = {"groups": [{"name": "x", "rules": [{"alert": "X", "expr": "rate(rocketstore_ready[5m]"}]}]}
+    path.write_text(yaml.safe_dump(broken))
+    assert subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, timeout=60).returncode != 0
+
+
+#: metric names in PromQL: the brokers' own, the rocketmq-exporter families, the process collector's
+METRIC = re.compile(r"\b(?:rocketstore|rocketmq|process)_[a-z0-9_]+\b")
+
+
+@pytest.mark.integration
+def test_alerts_and_dashboard_query_published_metrics(helm: Path, operator_process: dict[str, Any], kube: Any,
+                                                      tmp_path: Path) -> None:
+    """Every metric an alert or the dashboard names is on a real broker's or the real operator's
+    /metrics; the operator's reconcile histogram has observations once it reconciled an object."""
+    from broker_process import Broker, published_metric_names
+    from kubernetes import client
+
+    broker = Broker(tmp_path)
+    broker.start()
+    try:
+        published = published_metric_names(broker.metrics())
+    finally:
+        broker.stop()
+    ns = "rso-metrics"
+    client.CoreV1Api(kube).create_namespace({"metadata": {"name": ns}})
+    wait_until("default SA", lambda: client.CoreV1Api(kube).read_namespaced_service_account("default", ns), 60)
+    client.CustomObjectsApi(kube).create_namespaced_custom_object("rocketstore.io", "v1alpha1", ns, "rocketstores", {
+        "apiVersion": "rocketstore.io/v1alpha1", "kind": "RocketStore", "metadata": {"name": "m"},
+        "spec": {"storage": {"segments": 2}, "commitLog": {"segmentSize": "64Mi"}}})
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{operator_process['metrics']}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    text = wait_until("a create reconcile timed", lambda: (t := scrape()) and re.search(
+        r'rocketstore_operator_reconcile_duration_seconds_count\{kind="create"\} [1-9]', t) and t, 60)
+    published |= published_metric_names(text)
+    exprs = [r["expr"] for g in _rules(helm)["groups"] for r in g["rules"]]
+    dashboard = json.loads((CHART / "dashboards" / "rocketstore.json").read_text())
+    exprs += [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {name for expr in exprs for name in METRIC.findall(expr)}
+    assert {"rocketstore_operator_errors_total", "rocketstore_operator_reconcile_duration_seconds_bucket",
+            "rocketstore_disk_usage_ratio"} <= used
+    assert sorted(used - published) == []

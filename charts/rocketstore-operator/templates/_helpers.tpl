@@ -1,10 +1,19 @@
+{{- define "rso.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* fullnameOverride wins; otherwise release-name, with the chart name unless the release name already holds it */}}
 {{- define "rso.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}
-{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- if .Values.fullnameOverride -}}{{ .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else -}}
+{{- $name := include "rso.name" . -}}
+{{- if contains $name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "rso.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "rso.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -12,7 +21,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "rso.selector" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "rso.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -52,4 +61,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- end -}}
+
+
+{{/* The image of the operator (and of its helm test pod) */}}
+{{- define "rso.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The labels every broker pod carries (operator/rocketstore/operator/desired.py: labels) */}}
+{{- define "rso.brokerSelector" -}}
+app.kubernetes.io/name: rocketstore
+app.kubernetes.io/component: broker
 {{- end -}}

@@ -1,7 +1,8 @@
 """``rocketstore operator``: the Kubernetes operator for RocketStore custom resources.
 
     rocketstore operator [--namespace NS ... | --all-namespaces] [--liveness-port 8080]
-                         [--metrics-port 8081] [--broker-address TEMPLATE] [--interval S]
+                         [--metrics-port 8081] [--broker-address TEMPLATE] [--broker-image IMAGE]
+                         [--interval S]
 
 The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator).
 """
@@ -27,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--broker-address", metavar="TEMPLATE",
                         help="how to reach brokers: a template with {pod} {name} {namespace} {ordinal} {port}, "
                              "or NS/POD=host:port;... (default: the pod's headless-service DNS name)")
+    parser.add_argument("--broker-image", metavar="IMAGE",
+                        help="image of brokers whose RocketStore sets no spec.image (default: "
+                             "$ROCKETSTORE_BROKER_IMAGE, else rocketstore/rocketstore:<this version>)")
     parser.add_argument("--interval", type=float, default=30.0,
                         help="seconds between observations of pods and brokers (adaptive retention timer)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -43,6 +47,7 @@ def _run(args: argparse.Namespace) -> int:
         liveness_port=args.liveness_port,
         metrics_port=args.metrics_port,
         broker_address=args.broker_address,
+        broker_image=args.broker_image,
         interval=args.interval,
         verbose=args.verbose,
     ))

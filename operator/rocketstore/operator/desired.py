@@ -24,13 +24,19 @@ and the ``tls.server.*`` paths into them. Kubelet swaps a Secret volume's ``..da
 the Secret changes, and the broker reloads those files itself, so a new ACL or a renewed
 certificate needs no restart: nothing in the pod template depends on the Secret's contents.
 Referencing another Secret or key changes the template (volume or broker.conf) and rolls the pods.
+
+Broker pods meet the "restricted" Pod Security Standard (non-root as the image's user, seccomp
+RuntimeDefault, no capabilities, no privilege escalation, read-only root filesystem with emptyDirs
+where the broker writes besides its volume). ``spec.podTemplate`` and ``spec.scheduling`` add to
+the pod template; the operator's own labels, annotations and env are applied over them.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any, Final
 
 from rocketstore.operator import FIELD_MANAGER, GROUP, KIND, VERSION
@@ -52,6 +58,7 @@ __all__ = [
     "cluster_peers",
     "config_hash",
     "configmap",
+    "default_broker_image",
     "headless_service",
     "labels",
     "pdb",
@@ -75,6 +82,29 @@ TLS_DIR: Final = "/etc/rocketstore-tls"
 #: Secret files readable by the broker's group (fsGroup) only: the TLS key is private
 SECRET_MODE: Final = 0o440
 CONFIG_HASH_ANNOTATION: Final = f"{GROUP}/config-hash"
+#: Scratch space for the broker and Python's tempfile: the root filesystem is read-only
+TMP_DIR: Final = "/tmp"
+#: The image's user (Dockerfile: useradd --uid 10001, whose user group gets the same id)
+BROKER_UID: Final = 10001
+IMAGE_REPOSITORY: Final = "rocketstore/rocketstore"
+
+#: Container resources when spec.resources is empty. The broker is one Python process: one core
+#: keeps up with a busy broker's remoting, dispatch and flush threads (the GIL lets it use about
+#: one), so the request is half a core and no CPU limit (a limit throttles latency, it protects
+#: nothing). Memory: the process itself stays in the low hundreds of MiB; the rest is page cache
+#: of the mapped CommitLog and ConsumeQueue files, charged to the pod's cgroup and reclaimable.
+#: 1Gi requested keeps the active segment cached; the 2Gi limit leaves room for a reader catching
+#: up on an older segment before the kernel has to evict.
+DEFAULT_RESOURCES: Final[Mapping[str, Mapping[str, str]]] = {
+    "requests": {"cpu": "500m", "memory": "1Gi"},
+    "limits": {"memory": "2Gi"},
+}
+
+
+def default_broker_image() -> str:
+    """The broker image of this operator's own release: upgrading the operator moves every
+    RocketStore that does not pin ``spec.image``."""
+    return f"{IMAGE_REPOSITORY}:{version('rocketstore')}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +139,8 @@ class Plan:
     spec: Spec
     replicas: int
     volume_bytes: int
+    #: the image of brokers whose spec names none (the operator's --broker-image)
+    default_image: str = field(default_factory=default_broker_image)
 
 
 def labels(name: str) -> dict[str, str]:
@@ -332,7 +364,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         claim_spec["storageClassName"] = spec.storage.storage_class_name
     container: dict[str, Any] = {
         "name": "broker",
-        "image": spec.image,
+        "image": spec.image or plan.default_image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["sh", "-c", _START],
         "env": [
@@ -340,6 +372,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "CONF_DIR", "value": CONF_DIR},
             {"name": "RUN_DIR", "value": RUN_DIR},
+            *(dict(var) for var in spec.pod_template.env),
         ],
         "ports": [
             {"name": "remoting", "containerPort": LISTEN_PORT, "protocol": "TCP"},
@@ -361,30 +394,52 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             {"name": VOLUME_NAME, "mountPath": STORE_DIR},
             {"name": "config", "mountPath": CONF_DIR, "readOnly": True},
             {"name": "run", "mountPath": RUN_DIR},
+            {"name": "tmp", "mountPath": TMP_DIR},
         ],
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+        "resources": {k: dict(v) for k, v in (spec.resources or DEFAULT_RESOURCES).items()},
+        # the "restricted" Pod Security Standard; the broker writes only to its volume, RUN_DIR
+        # (broker.conf with its brokerName) and TMP_DIR, all mounts
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
-    if spec.resources:
-        container["resources"] = dict(spec.resources)
     secret_volumes, secret_mounts = _secret_volumes(spec)
     container["volumeMounts"].extend(secret_mounts)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": f"{owner.name}-broker",
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
-        "securityContext": {"runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": BROKER_UID,
+            "runAsGroup": BROKER_UID,
+            "fsGroup": BROKER_UID,
+            # a volume already owned by fsGroup is not walked again at every start
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "affinity": _affinity(plan),
         "containers": [container],
         "volumes": [
             {"name": "config", "configMap": {"name": f"{owner.name}-config"}},
-            {"name": "run", "emptyDir": {}},
+            {"name": "run", "emptyDir": {"sizeLimit": "16Mi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
             *secret_volumes,
         ],
     }
-    if spec.scheduling.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
-    if spec.scheduling.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
+    sched = spec.scheduling
+    if sched.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
+    if sched.node_selector:
+        pod_spec["nodeSelector"] = dict(sched.node_selector)
+    if sched.priority_class_name is not None:
+        pod_spec["priorityClassName"] = sched.priority_class_name
+    if sched.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = [
+            {"labelSelector": {"matchLabels": selector(owner.name)}, **c} for c in sched.topology_spread_constraints]
     retention = "Delete" if spec.storage.delete_claim else "Retain"
     return {
         "apiVersion": "apps/v1",
@@ -399,8 +454,10 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             "selector": {"matchLabels": selector(owner.name)},
             "template": {
                 "metadata": {
-                    "labels": labels(owner.name),
-                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(conf)},
+                    # the operator's keys last: podTemplate may add, never replace (model rejects
+                    # its reserved prefixes too)
+                    "labels": {**spec.pod_template.labels, **labels(owner.name)},
+                    "annotations": {**spec.pod_template.annotations, CONFIG_HASH_ANNOTATION: config_hash(conf)},
                 },
                 "spec": pod_spec,
             },

@@ -26,7 +26,7 @@ import kopf
 from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
-from rocketstore.operator.desired import Owner
+from rocketstore.operator.desired import Owner, default_broker_image
 from rocketstore.operator.kube import Kube
 from rocketstore.operator.model import Spec, SpecError, parse_spec
 from rocketstore.operator.reconcile import Outcome, apply_objects, degraded, observe
@@ -51,8 +51,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
     settings.execution.max_workers = 4
     if getattr(memo, "brokers", None) is None:
         memo.brokers = Brokers()
+    if getattr(memo, "broker_image", None) is None:
+        memo.broker_image = default_broker_image()
     memo.kube = Kube.login(settings)
-    logger.info("%s started; brokers addressed as %s", FIELD_MANAGER, memo.brokers.addressing)
+    logger.info("%s started; brokers addressed as %s; default broker image %s", FIELD_MANAGER,
+                memo.brokers.addressing, memo.broker_image)
 
 
 @kopf.on.cleanup()
@@ -87,7 +90,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed)
+        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
@@ -105,19 +108,22 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
 @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile-create")
 async def on_create(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("create", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="create").time():
+        await _reconcile("create", body, spec, status, patch, meta, memo)
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile-update", field="spec")
 async def on_update(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("update", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="update").time():
+        await _reconcile("update", body, spec, status, patch, meta, memo)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile-resume")
 async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                     meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
-    await _reconcile("resume", body, spec, status, patch, meta, memo)
+    with metrics.RECONCILE_DURATION.labels(kind="resume").time():
+        await _reconcile("resume", body, spec, status, patch, meta, memo)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
@@ -132,7 +138,8 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     metrics.RECONCILES.labels(kind="timer").inc()
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
+        with metrics.RECONCILE_DURATION.labels(kind="timer").time():
+            observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
     _post(body, observed)
     patch.status.update(observed.status)
     problems = [*(status.get("problems") or []), *observed.problems]

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import kopf
 from prometheus_client import start_http_server
 
 from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
+from rocketstore.operator.desired import default_broker_image
 
-__all__ = ["OperatorOptions", "run"]
+__all__ = ["BROKER_IMAGE_ENV", "OperatorOptions", "broker_image", "run"]
+
+#: the default broker image when --broker-image is not given (the chart sets it)
+BROKER_IMAGE_ENV = "ROCKETSTORE_BROKER_IMAGE"
 
 
 @dataclass(frozen=True)
@@ -23,8 +27,16 @@ class OperatorOptions:
     liveness_port: int = 8080
     metrics_port: int = 8081
     broker_address: str | None = None
+    #: image of brokers whose RocketStore names none; None = env, then the operator's own version
+    broker_image: str | None = None
     interval: float = 30.0
     verbose: bool = False
+
+
+def broker_image(opts: OperatorOptions, environ: Mapping[str, str]) -> str:
+    """The image of brokers whose RocketStore names none: --broker-image, $ROCKETSTORE_BROKER_IMAGE,
+    else this operator's own release."""
+    return opts.broker_image or environ.get(BROKER_IMAGE_ENV) or default_broker_image()
 
 
 def run(opts: OperatorOptions) -> int:
@@ -36,7 +48,7 @@ def run(opts: OperatorOptions) -> int:
     from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
 
     addressing = BrokerAddressing.from_text(opts.broker_address or os.environ.get(ADDRESS_ENV))
-    memo = kopf.Memo(brokers=Brokers(addressing))
+    memo = kopf.Memo(brokers=Brokers(addressing), broker_image=broker_image(opts, os.environ))
     if opts.metrics_port > 0:
         start_http_server(opts.metrics_port, addr=opts.bind_address)
     liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None

@@ -19,6 +19,7 @@ __all__ = [
     "CommitLog",
     "Maintenance",
     "Metrics",
+    "PodTemplate",
     "Retention",
     "Scheduling",
     "Spec",
@@ -30,7 +31,6 @@ __all__ = [
     "parse_spec",
 ]
 
-DEFAULT_IMAGE: Final = "rocketstore/rocketstore:0.1.0"
 GIB: Final = 1024**3
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
@@ -134,6 +134,19 @@ class Scheduling:
     affinity: Mapping[str, Any] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    priority_class_name: str | None = None
+    #: a constraint without labelSelector gets the brokers' own selector (see desired.statefulset)
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """Additions to the broker pods: merged under what the operator sets, never over it."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: container env entries (Kubernetes EnvVar objects), after the operator's own
+    env: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,9 @@ class Tls:
 @dataclass(frozen=True)
 class Spec:
     brokers: int = 1
-    image: str = DEFAULT_IMAGE
+    #: None: the operator's default broker image (its own version), so upgrading the operator
+    #: moves the brokers that do not pin an image
+    image: str | None = None
     image_pull_policy: str = "IfNotPresent"
     resources: Mapping[str, Any] = field(default_factory=dict)
     storage: Storage = field(default_factory=Storage)
@@ -180,6 +195,14 @@ class Spec:
     allow_scale_down: bool = False
     acl: Acl | None = None
     tls: Tls | None = None
+    pod_template: PodTemplate = field(default_factory=PodTemplate)
+
+
+# pod template keys the operator sets itself; podTemplate may not override them (the selector
+# labels decide which pods the StatefulSet and Services own; the env feeds the start command)
+RESERVED_LABEL_PREFIX: Final = "app.kubernetes.io/"
+RESERVED_ANNOTATION_PREFIX: Final = "rocketstore.io/"
+RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_DIR"})
 
 
 # broker.conf keys the operator owns; brokerConfig may not override them (they would break the
@@ -328,7 +351,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
     return Spec(
         brokers=_int(spec, "brokers", 1, "brokers", 1, 64),
-        image=str(_get(spec, "image", DEFAULT_IMAGE)),
+        image=None if spec.get("image") is None else str(spec["image"]),
         image_pull_policy=_choice(spec, "imagePullPolicy", "IfNotPresent", "imagePullPolicy",
                                   ("Always", "IfNotPresent", "Never")),
         resources=dict(_get(spec, "resources", {})),
@@ -342,6 +365,8 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
             affinity=sc.get("affinity"),
             tolerations=tuple(sc.get("tolerations") or ()),
             node_selector={str(k): str(v) for k, v in (sc.get("nodeSelector") or {}).items()},
+            priority_class_name=sc.get("priorityClassName"),
+            topology_spread_constraints=tuple(sc.get("topologySpreadConstraints") or ()),
         ),
         metrics=Metrics(
             enabled=bool(_get(mt, "enabled", True)),
@@ -350,7 +375,29 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         allow_scale_down=bool(_get(_get(spec, "scaling", {}), "allowScaleDown", False)),
         acl=acl,
         tls=tls,
+        pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
     )
+
+
+def _parse_pod_template(d: Mapping[str, Any]) -> PodTemplate:
+    meta = _get(d, "metadata", {})
+    labels = {str(k): str(v) for k, v in _get(meta, "labels", {}).items()}
+    annotations = {str(k): str(v) for k, v in _get(meta, "annotations", {}).items()}
+    env = tuple(_get(d, "env", ()))
+    for key in sorted(labels):
+        if key.startswith(RESERVED_LABEL_PREFIX):
+            raise SpecError(f"podTemplate.metadata.labels.{key}", f"{RESERVED_LABEL_PREFIX}* labels are the operator's")
+    for key in sorted(annotations):
+        if key.startswith(RESERVED_ANNOTATION_PREFIX):
+            raise SpecError(f"podTemplate.metadata.annotations.{key}",
+                            f"{RESERVED_ANNOTATION_PREFIX}* annotations are the operator's")
+    for i, var in enumerate(env):
+        name = var.get("name") if isinstance(var, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"podTemplate.env[{i}].name", "every env entry needs a name")
+        if name in RESERVED_ENV:
+            raise SpecError(f"podTemplate.env[{i}].name", f"{name} is set by the operator")
+    return PodTemplate(labels=labels, annotations=annotations, env=env)
 
 
 def _replace_floor(r: Retention) -> Retention:

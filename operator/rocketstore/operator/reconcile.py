@@ -63,8 +63,11 @@ async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, na
     return False
 
 
-async def apply_objects(kube: Kube, owner: Owner, spec: Spec) -> Outcome:
-    """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down."""
+async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str) -> Outcome:
+    """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down.
+
+    ``default_image`` is the broker image when the spec names none (the operator's --broker-image).
+    """
     out = Outcome()
     problems: list[dict[str, str]] = []
     want_volume = volume_size(spec)
@@ -93,7 +96,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec) -> Outcome:
             if not grown:
                 volume = current_volume
                 problems.append({"reason": "StorageExpansionFailed", "message": out.events[-1].message})
-    plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume)
+    plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image)
     for obj in all_objects(plan):
         try:
             await kube.apply(obj)
