@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
+from rocketstore.operator.kube import ConfigException, Kube, discover
 
 __all__ = ["OperatorOptions", "run"]
 
@@ -25,6 +27,8 @@ class OperatorOptions:
     broker_address: str | None = None
     interval: float = 30.0
     verbose: bool = False
+    #: a kubeconfig context; None: in a pod its service account, else the current context
+    context: str | None = None
 
 
 def run(opts: OperatorOptions) -> int:
@@ -36,7 +40,13 @@ def run(opts: OperatorOptions) -> int:
     from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
 
     addressing = BrokerAddressing.from_text(opts.broker_address or os.environ.get(ADDRESS_ENV))
-    memo = kopf.Memo(brokers=Brokers(addressing))
+    credentials = discover(opts.context)
+    try:
+        kube = Kube(credentials)
+    except ConfigException as e:
+        print(f"rocketstore operator: cannot use the {credentials.source}: {e}", file=sys.stderr)
+        return 2
+    memo = kopf.Memo(brokers=Brokers(addressing), kube=kube)
     if opts.metrics_port > 0:
         start_http_server(opts.metrics_port, addr=opts.bind_address)
     liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None
