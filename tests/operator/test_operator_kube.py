@@ -371,3 +371,17 @@ def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(exec_operat
     assert "context ci" in text, text[-3000:]
     assert runs(exec_operator["plugin_log"]) >= 1
     assert "InsecureRequestWarning" not in text  # said once by the layer, not per request
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], "no API server to use: not in a pod with a service account, and the kubeconfig"),
+    (["--context", "elsewhere"], "context elsewhere: Invalid kube-config file"),
+])
+def test_no_usable_credentials_is_a_message_not_a_traceback(tmp_path: Path, args: list[str], expected: str) -> None:
+    config = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", {"only": {"token": "t"}}, "only")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_SERVICE_", "ROCKETSTORE_OPERATOR_"))}
+    env["KUBECONFIG"] = str(config) if args else str(tmp_path / "absent")
+    out = subprocess.run([sys.executable, "-m", "rocketstore.cli", "operator", "--liveness-port", "0",
+                          "--metrics-port", "0", *args], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert expected in out.stderr and "Traceback" not in out.stderr, out.stderr

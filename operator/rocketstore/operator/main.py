@@ -44,7 +44,8 @@ def run(opts: OperatorOptions) -> int:
     try:
         kube = Kube(credentials)
     except ConfigException as e:
-        print(f"rocketstore operator: cannot use the {credentials.source}: {e}", file=sys.stderr)
+        tried = "the " if opts.context else "not in a pod with a service account, and the "
+        print(f"rocketstore operator: no API server to use: {tried}{credentials.source}: {e}", file=sys.stderr)
         return 2
     memo = kopf.Memo(brokers=Brokers(addressing), kube=kube)
     if opts.metrics_port > 0:
