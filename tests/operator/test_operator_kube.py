@@ -178,12 +178,15 @@ def test_calls_answer_as_the_operator_expects(control_plane: Any, kube: Any, nam
             assert await k.list("v1", "ConfigMap", NS, {"app": "other"}) == []
 
             # someone else takes the field: a plain apply conflicts (409), a forced one takes it back
-            patched = await k.merge_patch("v1", "ConfigMap", NS, "layer", {"data": {"k": "theirs"}})
-            assert patched["data"] == {"k": "theirs"}
+            client.CoreV1Api(kube).patch_namespaced_config_map("layer", NS, {"data": {"k": "theirs"}})
             with pytest.raises(ApiError) as conflict:
                 await k.apply(cm, force=False)
             assert conflict.value.status == 409 and conflict.value.retriable
             assert (await k.apply(cm))["data"] == {"k": "v"}
+            merged = await k.merge_patch("v1", "ConfigMap", NS, "layer", {"metadata": {"labels": {"extra": "1"}}})
+            assert merged["metadata"]["labels"] == {"app": "layer", "extra": "1"}
+            assert {(f["manager"], f["operation"]) for f in merged["metadata"]["managedFields"]} >= {
+                (FIELD_MANAGER, "Apply"), (FIELD_MANAGER, "Update")}
 
             assert await k.delete("v1", "ConfigMap", NS, "layer") is True
             assert await k.get("v1", "ConfigMap", NS, "layer") is None
@@ -319,7 +322,7 @@ def exec_operator(control_plane: Any, kube: Any, crd: Any, namespace: str, tmp_p
     plugin and the current context's token is refused."""
     sa = service_account(kube, "operator-exec", admin=True)
     token_file, log = tmp_path / "token", tmp_path / "plugin.log"
-    token_file.write_text(token(kube, sa))
+    token_file.write_text(token(kube, sa, bound_secret="operator-exec-bound"))
     config = write_kubeconfig(tmp_path / "kubeconfig", control_plane.server, {
         "stale": {"token": "not-a-token-the-server-knows"},
         "ci": exec_user(tmp_path, token_file, log, ttl=0),
@@ -342,7 +345,7 @@ def exec_operator(control_plane: Any, kube: Any, crd: Any, namespace: str, tmp_p
              "--liveness-port", "0", "--metrics-port", "0", "--interval", "1", "--broker-address", broker],
             env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
     try:
-        yield {"proc": proc, "log": output, "plugin_log": log}
+        yield {"proc": proc, "log": output, "plugin_log": log, "sa": sa, "token_file": token_file}
     finally:
         proc.terminate()
         try:
@@ -353,7 +356,10 @@ def exec_operator(control_plane: Any, kube: Any, crd: Any, namespace: str, tmp_p
         client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, NS, P, "ctx")
 
 
-def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(exec_operator: dict[str, Any]) -> None:
+def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(
+        control_plane: Any, kube: Any, exec_operator: dict[str, Any]) -> None:
+    """Then its token is revoked: kopf (whose status patches now answer 401) logs in again and our
+    calls reload, both through the plugin, which now prints a new token; the operator carries on."""
     proc, output = exec_operator["proc"], exec_operator["log"]
 
     def reconciled() -> bool:
@@ -369,8 +375,23 @@ def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(exec_operat
         raise AssertionError(f"{e}; the operator's log:\n{output.read_text()[-4000:]}") from None
     text = output.read_text()
     assert "context ci" in text, text[-3000:]
-    assert runs(exec_operator["plugin_log"]) >= 1
+    assert runs(exec_operator["plugin_log"]) >= 2  # the layer's start, kopf's login
     assert "InsecureRequestWarning" not in text  # said once by the layer, not per request
+
+    old = exec_operator["token_file"].read_text()
+    exec_operator["token_file"].write_text(token(kube, exec_operator["sa"]))
+    client.CoreV1Api(kube).delete_namespaced_secret("operator-exec-bound", NS)
+    wait_for("the old token refused", lambda: rejected(control_plane, old))
+    revoked_at = len(output.read_text())
+    try:
+        wait_for("kopf to log in again", lambda: "Re-authentication has finished" in output.read_text()[revoked_at:])
+        renewed_at = len(output.read_text())
+        wait_for("observations after the new login",
+                 lambda: output.read_text()[renewed_at:].count("Timer 'observe' succeeded") >= 3)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the operator's log:\n{output.read_text()[-4000:]}") from None
+    # with the old token still in use each status patch would answer 401 and log in again
+    assert "Re-authentication" not in output.read_text()[renewed_at:], output.read_text()[-4000:]
 
 
 @pytest.mark.parametrize(("args", "expected"), [

@@ -16,8 +16,8 @@ kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not
 ``login_via_client``: that one loads the library's process-wide default configuration, always from
 the kubeconfig's current context, so it could not follow ``--context``. kopf runs the login
 handler again when an API call answers 401 (its ``authenticated`` wrapper invalidates the
-credentials and waits for new ones), which is when a rotated token or an expired exec credential
-is read again.
+credentials and waits for new ones), and each login loads the credentials afresh: a rotated token
+file is read again, an exec plugin run again.
 """
 
 from __future__ import annotations

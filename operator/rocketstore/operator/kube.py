@@ -152,6 +152,7 @@ class Kube:
             log.warning("the API server's certificate is not verified (%s)", credentials.source)
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         self._api = ApiClient(self._configuration)
+        self._api.user_agent = FIELD_MANAGER
         # discovery answers are cached in a file; a private one, so no other process or cluster
         # that happened to use the same address shares it
         self._cache = tempfile.TemporaryDirectory(prefix="rocketstore-operator-")
@@ -246,8 +247,8 @@ class Kube:
         def call() -> dict[str, Any]:
             res = self._resource(api_version, kind)
             return self._dict(self._client().patch(
-                res, body=dict(patch), name=name, namespace=namespace,
-                content_type="application/merge-patch+json", _request_timeout=self._timeout))
+                res, body=dict(patch), name=name, namespace=namespace, content_type="application/merge-patch+json",
+                field_manager=FIELD_MANAGER, _request_timeout=self._timeout))
 
         return await self._run(call)
 
@@ -273,9 +274,11 @@ class Kube:
 
     def kopf_credentials(self) -> kopf.ConnectionInfo:
         """kopf's login from this client's configuration, so kopf and the calls above use one
-        source: the same server, context and credentials, refreshed the same way (asking for the
-        token runs the library's refresh hook: a token file read again, an expired exec credential
-        renewed). Blocking (an exec plugin may run): call it in a thread."""
+        source: the same server, context and credentials. kopf logs in again after a 401, so the
+        credentials are loaded afresh each time (the token file read, the exec plugin run), not
+        taken from what the library holds. Blocking (an exec plugin may run): call it in a thread."""
+        with self._lock:
+            self.credentials.load(self._configuration)
         cfg = self._configuration
         header = cfg.auth_settings().get("BearerToken", {}).get("value") or ""
         scheme, _, token = header.partition(" ") if " " in header else ("", "", header)
