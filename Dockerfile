@@ -77,9 +77,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 COPY --from=build /wheels /tmp/wheels
+# With the `operator` extra (kopf, kubernetes): the same image runs `rocketstore operator`.
 # The last command fails the build if the image would run the pure-Python hot path (the
 # extension does not load here, say).
-RUN python -m pip install --no-compile /tmp/wheels/rocketstore-*.whl \
+RUN set -- /tmp/wheels/rocketstore-*.whl \
+    && python -m pip install --no-compile "$1[operator]" \
     && rm -rf /tmp/wheels \
     && useradd --system --uid 10001 --home-dir /home/rocketmq --create-home rocketmq \
     && python -c "from rocketstore.common import native; \

@@ -175,3 +175,42 @@ def test_installing_claims_no_generic_top_level_name(tmp_path: Path) -> None:
     rocketstore = subprocess.run([sys.executable, "-c", "import rocketstore.store.commit_log"], cwd=tmp_path,
                                  capture_output=True, text=True)
     assert rocketstore.returncode == 0, rocketstore.stderr
+
+
+#: the operator's libraries, which only the ``operator`` extra installs
+OPERATOR_LIBRARIES = ("kopf", "kubernetes", "aiohttp")
+
+#: a subprocess prologue that makes the operator's libraries unimportable, as in a broker-only install
+WITHOUT_OPERATOR_LIBRARIES = f"""
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {OPERATOR_LIBRARIES!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def test_everything_but_the_operator_works_without_its_libraries() -> None:
+    """kopf, kubernetes and aiohttp are the ``operator`` extra: every other module imports without
+    them, ``rocketstore broker`` runs, and ``rocketstore operator`` names the extra to install."""
+    names = [name for name, _ in modules() if part_of(name) != "operator" and not name.endswith(".__main__")]
+    code = WITHOUT_OPERATOR_LIBRARIES + f"""
+import importlib
+for name in {names!r}:
+    importlib.import_module(name)
+from rocketstore.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+    def rocketstore(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+
+    broker = rocketstore("broker", "--help")
+    assert broker.returncode == 0 and "--listen-port" in broker.stdout, broker.stderr
+    operator = rocketstore("operator")
+    assert operator.returncode == 2, operator.stderr
+    assert "pip install 'rocketstore[operator]'" in operator.stderr, operator.stderr
+    assert "Traceback" not in operator.stderr

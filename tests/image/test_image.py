@@ -279,6 +279,15 @@ def test_image_installs_every_package(engine: Engine, image: str) -> None:
         assert group in help_out.stdout
 
 
+def test_image_runs_the_operator_too(engine: Engine, image: str) -> None:
+    """The image holds the `operator` extra: `rocketstore operator` gets past its libraries to the
+    API server lookup, which fails here (no pod, no kubeconfig) with a message, not an install hint."""
+    out = engine.run("run", "--rm", image, "operator", check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "no API server to use" in out.stderr, out.stderr
+    assert "pip install" not in out.stderr
+
+
 def test_image_runs_the_native_hot_path(engine: Engine, image: str) -> None:
     """The extension the build stage compiled is in the wheel the runtime installed, and loads there:
     not the pure-Python fallback (which a failed cargo build would silently leave)."""

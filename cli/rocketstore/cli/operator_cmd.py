@@ -1,15 +1,23 @@
 """``rocketstore operator``: the Kubernetes operator for RocketStore custom resources.
 
-    rocketstore operator [--namespace NS ... | --all-namespaces] [--liveness-port 8080]
+    rocketstore operator [--namespace NS ... | --all-namespaces] [--context NAME] [--liveness-port 8080]
                          [--metrics-port 8081] [--broker-address TEMPLATE] [--broker-image IMAGE]
                          [--interval S]
 
-The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator).
+The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator). Its
+libraries (kopf, kubernetes) come with the ``operator`` extra, so broker-only and Spark installs do
+without them; this module imports none of them until the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+#: the extra that brings the operator's libraries, and the modules it provides
+EXTRA_INSTALL = "pip install 'rocketstore[operator]'"
+EXTRA_MODULES = ("kopf", "kubernetes")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     scope.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
                        help="watch this namespace (repeatable)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    parser.add_argument("--context", default=os.environ.get("ROCKETSTORE_OPERATOR_CONTEXT"), metavar="NAME",
+                        help="kubeconfig context to use (env ROCKETSTORE_OPERATOR_CONTEXT; default: in a pod its "
+                             "service account, else the kubeconfig's current context)")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address of the liveness and metrics listeners")
     parser.add_argument("--liveness-port", type=int, default=8080, help="port of /healthz (0 disables)")
     parser.add_argument("--metrics-port", type=int, default=8081, help="port of Prometheus /metrics (0 disables)")
@@ -38,7 +49,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rocketstore.operator.main import OperatorOptions, run
+    try:
+        from rocketstore.operator.main import OperatorOptions, run
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in EXTRA_MODULES:
+            raise
+        print(f"rocketstore operator: the operator needs {e.name}, which is not installed: {EXTRA_INSTALL}",
+              file=sys.stderr)
+        return 2
 
     return run(OperatorOptions(
         namespaces=tuple(args.namespace),
@@ -50,4 +68,5 @@ def _run(args: argparse.Namespace) -> int:
         broker_image=args.broker_image,
         interval=args.interval,
         verbose=args.verbose,
+        context=args.context,
     ))

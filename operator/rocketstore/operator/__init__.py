@@ -7,7 +7,7 @@ Modules, from pure to effectful:
 ``desired``    pure builders: spec -> StatefulSet, Services, ConfigMap, PDB, ServiceAccount
 ``conditions`` status conditions (Ready, Progressing, Degraded, DiskPressure)
 ``retention``  the adaptive retention policy (a pure decision function)
-``kube``       a small async Kubernetes client (server-side apply, get, patch, delete)
+``kube``       the operator's API calls through the official client (server-side apply, get, patch, delete)
 ``brokers``    the one seam that talks to brokers (BrokerAdmin over RocketMQ remoting)
 ``reconcile``  the async reconciliation steps that call the two above
 ``handlers``   thin kopf handlers

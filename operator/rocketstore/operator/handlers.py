@@ -11,6 +11,13 @@ hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 There is no delete handler (and so no finalizer): owner references let the garbage collector
 remove the objects, and the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs
 unless ``storage.deleteClaim`` is true.
+
+kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
+``login_via_client``: that one loads the library's process-wide default configuration, always from
+the kubeconfig's current context, so it could not follow ``--context``. kopf runs the login
+handler again when an API call answers 401 (its ``authenticated`` wrapper invalidates the
+credentials and waits for new ones), and each login loads the credentials afresh: a rotated token
+file is read again, an exec plugin run again.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
-from rocketstore.operator.kube import Kube
+from rocketstore.operator.kube import Kube, discover
 from rocketstore.operator.model import Spec, SpecError, parse_spec
 from rocketstore.operator.reconcile import Outcome, apply_objects, degraded, observe
 
@@ -53,9 +60,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         memo.brokers = Brokers()
     if getattr(memo, "broker_image", None) is None:
         memo.broker_image = default_broker_image()
-    memo.kube = Kube.login(settings)
-    logger.info("%s started; brokers addressed as %s; default broker image %s", FIELD_MANAGER,
-                memo.brokers.addressing, memo.broker_image)
+    if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
+        memo.kube = await asyncio.to_thread(Kube, discover())
+    logger.info("%s started; API server from the %s; brokers addressed as %s; default broker image %s",
+                FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing, memo.broker_image)
+
+
+@kopf.on.login()
+async def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    kube: Kube = memo.kube
+    return await asyncio.to_thread(kube.kopf_credentials)
 
 
 @kopf.on.cleanup()

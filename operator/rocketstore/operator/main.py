@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from prometheus_client import start_http_server
 
 from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
 from rocketstore.operator.desired import default_broker_image
+from rocketstore.operator.kube import ConfigException, Kube, discover
 
 __all__ = ["BROKER_IMAGE_ENV", "OperatorOptions", "broker_image", "run"]
 
@@ -31,6 +33,8 @@ class OperatorOptions:
     broker_image: str | None = None
     interval: float = 30.0
     verbose: bool = False
+    #: a kubeconfig context; None: in a pod its service account, else the current context
+    context: str | None = None
 
 
 def broker_image(opts: OperatorOptions, environ: Mapping[str, str]) -> str:
@@ -48,7 +52,14 @@ def run(opts: OperatorOptions) -> int:
     from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
 
     addressing = BrokerAddressing.from_text(opts.broker_address or os.environ.get(ADDRESS_ENV))
-    memo = kopf.Memo(brokers=Brokers(addressing), broker_image=broker_image(opts, os.environ))
+    credentials = discover(opts.context)
+    try:
+        kube = Kube(credentials)
+    except ConfigException as e:
+        tried = "the " if opts.context else "not in a pod with a service account, and the "
+        print(f"rocketstore operator: no API server to use: {tried}{credentials.source}: {e}", file=sys.stderr)
+        return 2
+    memo = kopf.Memo(brokers=Brokers(addressing), kube=kube, broker_image=broker_image(opts, os.environ))
     if opts.metrics_port > 0:
         start_http_server(opts.metrics_port, addr=opts.bind_address)
     liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None
