@@ -168,7 +168,8 @@ class ControlPlane:
             if self.node_ip:
                 listen = ["--bind-address=0.0.0.0", f"--advertise-address={self.node_ip}"]
             else:
-                listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
+                listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                          "--endpoint-reconciler-type=none"]
             self._spawn("apiserver", [
                 "kube-apiserver", f"--etcd-servers={etcd_url}", *listen, f"--secure-port={self.p_api}",
                 f"--cert-dir={w / 'apiserver'}", f"--token-auth-file={w / 'pki/tokens.csv'}",

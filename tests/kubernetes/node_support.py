@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import time
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+
+from polling import wait_until
+
+__all__ = ["IMAGE", "IMAGE_DIR", "ROOT", "STORAGE_CLASS", "controlplane", "node_module", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = ROOT / "operator" / "controlplane"
@@ -35,19 +36,3 @@ def _load(name: str) -> ModuleType:
 
 controlplane = _load("controlplane")
 node_module = _load("node")
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 120, interval: float = 0.5) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_exc: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:
-            last_exc = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                         + (f" (last error: {last_exc!r})" if last_exc else ""))

@@ -8,53 +8,16 @@ operator`` subprocess against the test kubeconfig, with broker addressing pinned
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from types import ModuleType
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-STORAGE_CLASS = "rs-test"
-BROKER_NAMESPACE = "brokers"
-BROKER_STORE = "rsb"
-
-
-def _load_controlplane() -> ModuleType:
-    path = ROOT / "operator" / "controlplane" / "controlplane.py"
-    spec = importlib.util.spec_from_file_location("rocketstore_controlplane", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-controlplane = _load_controlplane()
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 60, interval: float = 0.25) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_exc: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:
-            last_exc = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})"
-                                                                             if last_exc else ""))
+from operator_support import BROKER_NAMESPACE, BROKER_STORE, ROOT, STORAGE_CLASS, controlplane, free_port, wait_until
 
 
 @pytest.fixture(scope="session")
@@ -95,12 +58,6 @@ def crd(kube: Any) -> dict[str, Any]:
 
     wait_until("CRD Established", established, 30)
     return body
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

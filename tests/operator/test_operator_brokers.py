@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 from broker_process import Broker
-from conftest import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from kubernetes import client
+from operator_support import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from tool_support import require_tool
 
 from rocketstore.broker.acl.acl_signer import cal_signature, request_content

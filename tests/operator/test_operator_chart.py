@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, controlplane, free_port, wait_until
+from operator_support import ROOT, controlplane, free_port, wait_until
 
 CHART = ROOT / "charts" / "rocketstore-operator"
 

@@ -9,9 +9,9 @@ import urllib.request
 from typing import Any
 
 import pytest
-from conftest import STORAGE_CLASS, wait_until
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from operator_support import STORAGE_CLASS, wait_until
 
 from rocketstore.operator.model import format_quantity, parse_spec
 from rocketstore.operator.sizing import volume_size

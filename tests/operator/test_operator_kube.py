@@ -19,7 +19,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from polling import wait_until
 
 from rocketstore.operator import FIELD_MANAGER
 from rocketstore.operator.kube import ApiError, Kube, in_cluster, kubeconfig
@@ -54,16 +54,6 @@ print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "Exec
 """
 
 
-def wait_for(what: str, check: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
@@ -72,7 +62,7 @@ def run(coro: Any) -> Any:
 def namespace(kube: Any) -> str:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS}})
-    wait_for(f"default SA in {NS}", lambda: _exists(lambda: core.read_namespaced_service_account("default", NS)), 60)
+    wait_until(f"default SA in {NS}", lambda: _exists(lambda: core.read_namespaced_service_account("default", NS)), 60)
     return NS
 
 
@@ -304,7 +294,7 @@ def test_a_revoked_token_is_read_again_from_its_source(control_plane: Any, kube:
             assert await k.get("v1", "ServiceAccount", NS, sa) is not None
             token_file.write_text(token(kube, sa))
             client.CoreV1Api(kube).delete_namespaced_secret(f"bound-{tag}", NS)
-            await asyncio.to_thread(wait_for, "the old token refused", lambda: rejected(control_plane, old))
+            await asyncio.to_thread(wait_until, "the old token refused", lambda: rejected(control_plane, old))
             assert await k.get("v1", "ServiceAccount", NS, sa) is not None
         finally:
             await k.close()
@@ -370,7 +360,7 @@ def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(
 
     # kopf's watch found the RocketStore (kopf's login) and the handler applied its objects (our calls)
     try:
-        wait_for("the reconcile handler to succeed", reconciled, 60)
+        wait_until("the reconcile handler to succeed", reconciled, 60)
     except AssertionError as e:
         raise AssertionError(f"{e}; the operator's log:\n{output.read_text()[-4000:]}") from None
     text = output.read_text()
@@ -381,12 +371,12 @@ def test_the_operator_runs_on_the_chosen_context_with_an_exec_plugin(
     old = exec_operator["token_file"].read_text()
     exec_operator["token_file"].write_text(token(kube, exec_operator["sa"]))
     client.CoreV1Api(kube).delete_namespaced_secret("operator-exec-bound", NS)
-    wait_for("the old token refused", lambda: rejected(control_plane, old))
+    wait_until("the old token refused", lambda: rejected(control_plane, old))
     revoked_at = len(output.read_text())
     try:
-        wait_for("kopf to log in again", lambda: "Re-authentication has finished" in output.read_text()[revoked_at:])
+        wait_until("kopf to log in again", lambda: "Re-authentication has finished" in output.read_text()[revoked_at:])
         renewed_at = len(output.read_text())
-        wait_for("observations after the new login",
+        wait_until("observations after the new login",
                  lambda: output.read_text()[renewed_at:].count("Timer 'observe' succeeded") >= 3)
     except AssertionError as e:
         raise AssertionError(f"{e}; the operator's log:\n{output.read_text()[-4000:]}") from None

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import STORAGE_CLASS, wait_until
+from operator_support import STORAGE_CLASS, wait_until
 
 from rocketstore.operator.desired import (
     DEFAULT_RESOURCES,
@@ -59,7 +59,7 @@ def test_broker_pod_meets_the_restricted_standard() -> None:
 
 
 def test_image_user_is_the_pods_user() -> None:
-    from conftest import ROOT
+    from operator_support import ROOT
 
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--uid 10001" in dockerfile and "USER 10001" in dockerfile
