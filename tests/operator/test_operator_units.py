@@ -331,6 +331,13 @@ def test_secret_contents_never_roll_pods_but_another_secret_or_key_does() -> Non
     ({"tls": {"secretName": "t", "clientAuth": "require"}}, "tls.trustCertKey"),
     ({"tls": {"secretName": "t", "certKey": "pem", "keyKey": "pem"}}, "tls.keyKey"),
     ({"tls": {"secretName": "t", "trustCertKey": "tls.crt"}}, "tls.trustCertKey"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {}}}, "acl.operatorCredentials.secretName"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "c", "accessKeyKey": "k",
+                                                         "secretKeyKey": "k"}}},
+     "acl.operatorCredentials.secretKeyKey"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "c", "accessKeyKey": "a/b"}}},
+     "acl.operatorCredentials.accessKeyKey"),
+    ({"tls": {"secretName": "t", "caKey": "../ca"}}, "tls.caKey"),
     ({"acl": {"secretName": "a"}, "brokerConfig": {"aclEnable": "false"}}, "brokerConfig.aclEnable"),
     ({"tls": {"secretName": "t"}, "brokerConfig": {"tls.server.mode": "disabled"}}, "brokerConfig.tls.server.mode"),
 ])
@@ -338,6 +345,19 @@ def test_invalid_secret_references_name_the_field(spec: dict[str, Any], field: s
     with pytest.raises(SpecError) as e:
         parse_spec(spec)
     assert e.value.field == field
+
+
+def test_operator_credentials_and_ca_key_parse_with_defaults() -> None:
+    s = parse_spec({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "op"}},
+                    "tls": {"secretName": "t"}})
+    assert s.acl is not None and s.acl.operator_credentials is not None and s.tls is not None
+    creds = s.acl.operator_credentials
+    assert (creds.secret_name, creds.access_key_key, creds.secret_key_key) == ("op", "accessKey", "secretKey")
+    assert s.tls.ca_key == "ca.crt"
+    assert parse_spec({"acl": {"secretName": "a"}}).acl.operator_credentials is None  # type: ignore[union-attr]
+    # the operator's credentials are not mounted: naming them does not roll the pods
+    with_creds = statefulset(plan({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "op"}}}))
+    assert with_creds["spec"]["template"] == statefulset(plan({"acl": {"secretName": "a"}}))["spec"]["template"]
 
 
 def test_acl_keys_stay_free_in_broker_config_without_spec_acl() -> None:
