@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 
+import pytest
 from conftest import BrokerHandle, RawClient
 
 from rocketstore.common.fastjson import parse_fastjson
@@ -44,7 +45,7 @@ from rocketstore.store.broker_stats_manager import (
     BrokerStatsManager,
     StatsSnapshot,
 )
-from rocketstore.store.stats import StoreStatsService, tps_triple
+from rocketstore.store.stats import PUT_DISTRIBUTE_BUCKETS, StoreStatsService, put_distribute_bucket, tps_triple
 
 TOPIC = "TAdmin"
 GROUP = "GAdmin"
@@ -357,3 +358,13 @@ def test_runtime_info_has_every_key_mqadmin_reads(broker: BrokerHandle) -> None:
             break
         assert time.monotonic() < deadline, table.get("scheduleMessageOffset_1")
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize(("elapsed_ms", "label"), [
+    (0, "[<=0ms]"), (1, "[0~10ms]"), (9, "[0~10ms]"), (10, "[10~50ms]"), (499, "[200~500ms]"),
+    (500, "[500ms~1s]"), (999, "[500ms~1s]"), (1000, "[1~2s]"), (9999, "[5~10s]"), (10000, "[10s~]"),
+    (10**9, "[10s~]"),
+])
+def test_put_distribute_buckets_follow_store_stats_service(elapsed_ms: int, label: str) -> None:
+    """StoreStatsService.setPutMessageEntireTimeMax's bucket bounds (<=0, <10, <50, ... <10000, else)."""
+    assert PUT_DISTRIBUTE_BUCKETS[put_distribute_bucket(elapsed_ms)][1] == label

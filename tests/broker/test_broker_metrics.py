@@ -28,6 +28,7 @@ from rocketstore.remoting.headers import (
     SubscriptionData,
 )
 from rocketstore.store.config import FlushDiskType
+from rocketstore.store.stats import put_distribute_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -68,8 +69,18 @@ EXPORTER_LABELS: dict[str, tuple[str, ...]] = {
                     "gettotal_tps10", "gettotal_tps60", "gettotal_tps600", "gettransfered_tps10",
                     "gettransfered_tps60", "gettransfered_tps600", "msg_puttotal_todaymorning",
                     "msg_puttotal_yesterdaymorning", "msg_gettotal_todaymorning",
-                    "msg_gettotal_yesterdaymorning")},
+                    "msg_gettotal_yesterdaymorning", "pmdt_0ms", "pmdt_0to10ms", "pmdt_10to50ms",
+                    "pmdt_50to100ms", "pmdt_100to200ms", "pmdt_200to500ms", "pmdt_500to1s", "pmdt_1to2s",
+                    "pmdt_2to3s", "pmdt_3to4s", "pmdt_4to5s", "pmdt_5to10s", "pmdt_10stomore")},
 }
+
+#: putMessageDistributeTime's bucket names (StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC) and the
+#: exporter family each feeds (rocketmq-exporter's PutMessageDistributeTimeMap families), in order
+PMDT: list[tuple[str, str]] = [
+    ("[<=0ms]", "0ms"), ("[0~10ms]", "0to10ms"), ("[10~50ms]", "10to50ms"), ("[50~100ms]", "50to100ms"),
+    ("[100~200ms]", "100to200ms"), ("[200~500ms]", "200to500ms"), ("[500ms~1s]", "500to1s"), ("[1~2s]", "1to2s"),
+    ("[2~3s]", "2to3s"), ("[3~4s]", "3to4s"), ("[4~5s]", "4to5s"), ("[5~10s]", "5to10s"), ("[10s~]", "10stomore"),
+]
 
 #: runtime info's "10s 60s 600s" keys and the exporter family each window goes to (BrokerRuntimeStats'
 #: loadTps and RMQMetricsCollector's brokerRuntime*Tps* families)
@@ -370,3 +381,25 @@ def test_runtime_tps_and_day_snapshots_match_runtime_info(broker_factory: Callab
     earliest = gauge("earliest_message_timestamp")
     assert earliest == float(before["earliestMessageTimeStamp"]) > 0
     assert abs(earliest - int(time.time() * 1000)) < 120_000  # the first send's store time
+
+
+def test_put_distribute_time_in_runtime_info_and_exporter_families(metered: BrokerHandle) -> None:
+    """After real puts, runtime info's putMessageDistributeTime ("[<=0ms]:N [0~10ms]:N ... ") counts
+    every put once, getMessageEntireTimeMax and dispatchMaxBuffer are there, and the exporter's
+    rocketmq_brokeruntime_pmdt_* families carry the same counts."""
+    client = metered.client()
+    for i in range(25):
+        assert client.send_message("Timed", f"m{i}".encode()).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Timed", 0, 25)
+    assert client.pull("Timed", 0, 0, group="TimedGroup").code == ResponseCode.SUCCESS
+    info = runtime_info(client)
+    text = info["putMessageDistributeTime"]
+    assert text.endswith(" ") and [part.split(":")[0] for part in text.split()] == [label for label, _ in PMDT]
+    counts = [int(part.split(":")[1]) for part in text.split()]
+    assert sum(counts) == int(info["putMessageTimesTotal"]) == 25
+    assert int(info["getMessageEntireTimeMax"]) >= 0 and info["dispatchMaxBuffer"] == "0"
+    # the slowest put is in the highest bucket that counted one
+    assert put_distribute_bucket(int(info["putMessageEntireTimeMax"])) == max(i for i, n in enumerate(counts) if n)
+    samples = scrape(metered)
+    published = [value(samples, f"rocketmq_brokeruntime_pmdt_{suffix}") for _, suffix in PMDT]
+    assert published == counts and sum(published) > 0

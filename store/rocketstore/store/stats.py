@@ -15,6 +15,21 @@ SAMPLING_INTERVAL_S = 1.0
 MAX_RECORDS_OF_SAMPLING = 60 * 10
 #: The windows (in samples, i.e. seconds) of the ``putTps``-style "10s 60s 600s" triples.
 TPS_WINDOWS = (10, 60, 600)
+#: StoreStatsService's put time distribution: (upper bound in ms, exclusive, or None; its label in
+#: runtime info's ``putMessageDistributeTime``). A put of 0 ms counts in the first bucket only.
+PUT_DISTRIBUTE_BUCKETS: tuple[tuple[int | None, str], ...] = (
+    (1, "[<=0ms]"), (10, "[0~10ms]"), (50, "[10~50ms]"), (100, "[50~100ms]"), (200, "[100~200ms]"),
+    (500, "[200~500ms]"), (1000, "[500ms~1s]"), (2000, "[1~2s]"), (3000, "[2~3s]"), (4000, "[3~4s]"),
+    (5000, "[4~5s]"), (10000, "[5~10s]"), (None, "[10s~]"),
+)
+
+
+def put_distribute_bucket(elapsed_ms: int) -> int:
+    """The index in :data:`PUT_DISTRIBUTE_BUCKETS` a put taking ``elapsed_ms`` counts in."""
+    for index, (upper, _) in enumerate(PUT_DISTRIBUTE_BUCKETS):
+        if upper is None or elapsed_ms < upper:
+            return index
+    raise AssertionError("the last bucket has no upper bound")
 
 
 def tps(samples: deque[tuple[int, int]], window: int) -> float | None:
@@ -55,6 +70,10 @@ class StoreStatsService:
         self.put_message_size_total = 0
         self.put_message_failed_times = 0
         self.put_max_ms = 0
+        self.get_max_ms = 0
+        #: puts per bucket of PUT_DISTRIBUTE_BUCKETS, since the store started (as in RocketMQ 4.9.8,
+        #: which never resets them)
+        self.put_distribute_time = [0] * len(PUT_DISTRIBUTE_BUCKETS)
         self.put_by_topic: Counter[str] = Counter()
         self.put_failed_by_status: Counter[str] = Counter()
         self.get_message_times_total_found = 0
@@ -102,10 +121,13 @@ class StoreStatsService:
             else:
                 self.put_message_failed_times += 1
                 self.put_failed_by_status[result.status.value] += 1
-            self.put_max_ms = max(self.put_max_ms, int(elapsed_s * 1000))
+            elapsed_ms = int(elapsed_s * 1000)
+            self.put_max_ms = max(self.put_max_ms, elapsed_ms)
+            self.put_distribute_time[put_distribute_bucket(elapsed_ms)] += 1
 
-    def record_get(self, found: bool, count: int) -> None:
+    def record_get(self, found: bool, count: int, elapsed_s: float) -> None:
         with self._lock:
+            self.get_max_ms = max(self.get_max_ms, int(elapsed_s * 1000))
             if found:
                 self.get_message_times_total_found += 1
                 self.get_message_transferred_msg_count += count
@@ -126,6 +148,14 @@ class StoreStatsService:
             "putMessageTimesTotal": str(self.put_message_times_total),
             "putMessageSizeTotal": str(self.put_message_size_total),
             "putMessageFailedTimes": str(self.put_message_failed_times),
+            "putMessageEntireTimeMax": str(self.put_max_ms),
+            # "[<=0ms]:3 [0~10ms]:0 ... [10s~]:0 " (each bucket followed by a space, as 4.9.8 prints it)
+            "putMessageDistributeTime": "".join(f"{label}:{n} " for (_, label), n in zip(
+                PUT_DISTRIBUTE_BUCKETS, self.put_distribute_time, strict=True)),
+            "getMessageEntireTimeMax": str(self.get_max_ms),
+            # 4.9.8 reports the DispatchMessageService ring buffer's high water mark here; its
+            # reput thread has no such buffer and nothing sets the value, so it is always 0
+            "dispatchMaxBuffer": "0",
             "getMessageTimesTotalFound": str(self.get_message_times_total_found),
             "getMessageTimesTotalMiss": str(self.get_message_times_total_miss),
             "getMessageTransferedMsgCount": str(self.get_message_transferred_msg_count),
