@@ -17,7 +17,7 @@ import pytest
 from conftest import BrokerHandle, RawClient
 
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, decode_message_id
 from rocketstore.remoting.body import (
     BrokerStatsData,
     ConsumeStatsBody,
@@ -293,10 +293,17 @@ def test_broker_stats_windows() -> None:
 def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     admin = broker.client()
     _create_topic(admin)
+    offsets = []
     for i in range(5):
-        assert admin.send_message(TOPIC, f"m{i}".encode(), queue_id=0).code == ResponseCode.SUCCESS
+        sent = admin.send_message(TOPIC, f"m{i}".encode(), queue_id=0)
+        assert sent.code == ResponseCode.SUCCESS
+        offsets.append(decode_message_id(sent.ext_fields["msgId"])[1])
     broker.wait_dispatched()
     assert admin.pull(TOPIC, 0, 0, group=GROUP).code == ResponseCode.SUCCESS
+    for offset in offsets[:2]:  # the group hands two messages back (SNDBCK_PUT_NUMS by the original topic)
+        back = admin.call(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(offset), "group": GROUP,
+                                                               "delayLevel": "0", "originTopic": TOPIC})
+        assert back.code == ResponseCode.SUCCESS, back.remark
     # the next snapshot of every window (the broker's own sampler takes the minute's within 10 s)
     broker.call_soon(lambda: broker.controller.broker_stats_manager.sample(time.monotonic() + 3601))
     fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
@@ -312,8 +319,19 @@ def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     # consume stats carry the group's get rate over the minute window (tpsGroupGetNums)
     consume = ConsumeStatsBody.decode(admin.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}).body)
     assert consume.consume_tps == data.stats_minute.tps > 0
-    missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "x"})
-    assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <SNDBCK_PUT_NUMS> <x> not exist")
+    fields = {"statsName": "SNDBCK_PUT_NUMS", "statsKey": f"{TOPIC}@{GROUP}"}
+    data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
+    assert (data.stats_minute.sum, data.stats_day.sum) == (2, 2)
+    # GROUP_GET_LATENCY: one found pull on queue 0, its milliseconds (0 for a few small messages)
+    fields = {"statsName": "GROUP_GET_LATENCY", "statsKey": f"0@{TOPIC}@{GROUP}"}
+    latency = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields)
+    assert latency.code == ResponseCode.SUCCESS, latency.remark
+    assert BrokerStatsData.decode(latency.body).stats_minute.sum >= 0
+    assert broker.controller.broker_stats_manager.group_get_latency[(0, TOPIC, GROUP)].times == 1
+    for name, key in (("SNDBCK_PUT_NUMS", "x"), ("GROUP_GET_LATENCY", f"1@{TOPIC}@{GROUP}"),
+                      ("GROUP_GET_LATENCY", f"{TOPIC}@{GROUP}"), ("GROUP_GET_FROM_DISK_NUMS", f"0@{TOPIC}@{GROUP}")):
+        missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
 
 
 def test_tps_triples_follow_store_stats_service() -> None:
