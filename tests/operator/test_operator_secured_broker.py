@@ -11,6 +11,7 @@ delete reach the broker. The conftest points the operator at this broker for ``g
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from collections.abc import Iterator
@@ -21,9 +22,15 @@ import pytest
 from broker_process import Broker
 from conftest import SECURED_NAMESPACE, SECURED_STORE, STORAGE_CLASS, wait_until
 from kubernetes import client
-from tls_certs import Certs, make_certs
+from tls_certs import Certs, make_certs, sign
 
-from rocketstore.client import AclClientRPCHook, BrokerAdmin, SessionCredentials, client_ssl_context
+from rocketstore.client import (
+    AclClientRPCHook,
+    BrokerAdmin,
+    RemotingConnectError,
+    SessionCredentials,
+    client_ssl_context,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +56,13 @@ def _hour_far_away() -> str:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
+    """The test CA, and as the broker's certificate one good for clients too (the operator presents
+    the TLS Secret's certificate when the brokers require client certificates)."""
+    directory = tmp_path_factory.mktemp("certs")
+    made = make_certs(directory)
+    cert, key = sign(directory, "dual", "/CN=127.0.0.1",
+                     "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n", "ca")
+    return dataclasses.replace(made, server_cert=cert, server_key=key, client_cert=cert, client_key=key)
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +84,12 @@ def secured_broker(secured_broker_port: int, certs: Certs, tmp_path_factory: pyt
         broker.stop()
 
 
-def as_admin(broker: Broker, certs: Certs) -> BrokerAdmin:
-    """What the test itself reads the broker with: TLS verified, signed with the admin account."""
-    return BrokerAdmin(broker.addr, timeout=5, ssl_context=client_ssl_context(trust_cert=certs.ca),
+def as_admin(broker: Broker, certs: Certs, *, client_cert: bool = True) -> BrokerAdmin:
+    """What the test itself reads the broker with: TLS verified (presenting a client certificate,
+    for when the broker requires one), signed with the admin account."""
+    context = client_ssl_context(trust_cert=certs.ca, cert=certs.client_cert if client_cert else None,
+                                 key=certs.client_key if client_cert else None)
+    return BrokerAdmin(broker.addr, timeout=5, ssl_context=context,
                        rpc_hook=AclClientRPCHook(SessionCredentials(OPERATOR_AK, OPERATOR_SK)))
 
 
@@ -184,3 +200,26 @@ def test_missing_operator_credentials_secret_is_a_condition(
     obj = wait_until("the missing key named", lambda: (o := get(kube)) and condition(
         o, "Degraded").get("reason") == "SecretKeyMissing" and o, 60)
     assert "Secret guarded-operator has no key password" in condition(obj, "Degraded")["message"]
+
+
+def test_operator_presents_the_secrets_certificate_when_brokers_require_one(
+        kube: Any, operator_process: Any, secured_broker: Broker, certs: Certs) -> None:
+    """clientAuth require: the broker (restarted with tls.server.need.client.auth=require) refuses a
+    TLS client without a certificate; the operator, presenting the TLS Secret's certificate, still
+    observes it and corrects the retention the restart reset."""
+    custom = client.CustomObjectsApi(kube)
+    custom.patch_namespaced_custom_object(G, V, SECURED_NAMESPACE, P, SECURED_STORE, {"spec": {
+        "acl": {"operatorCredentials": {"secretName": "guarded-operator", "secretKeyKey": "secretKey"}},
+        "tls": {"clientAuth": "require", "trustCertKey": "ca.crt"}}})
+    secured_broker.stop()
+    with secured_broker.conf.open("a") as conf:
+        conf.write(f"tls.server.need.client.auth=require\ntls.server.trustCertPath={certs.ca}\n")
+    secured_broker.start()
+    with as_admin(secured_broker, certs, client_cert=False) as anonymous, pytest.raises(RemotingConnectError):
+        anonymous.get_broker_config()
+    # the restart put broker.conf's fileReservedTime=72 back (live updates are not written to the file)
+    wait_until("retention pushed again, with the operator's client certificate",
+               lambda: broker_conf(secured_broker, certs).get("fileReservedTime") == "1", 60)
+    obj = wait_until("observed and not degraded", lambda: (o := get(kube)) and o["status"]["brokers"][0].get(
+        "reachable") and condition(o, "Degraded").get("status") == "False" and o, 60)
+    assert obj["status"]["brokers"][0]["diskUsageRatio"] >= 0
