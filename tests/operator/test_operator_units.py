@@ -12,6 +12,7 @@ from rocketstore.operator.brokers import BrokerAddressing
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
 from rocketstore.operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
+from rocketstore.operator.reconcile import broker_access
 from rocketstore.operator.retention import decide
 from rocketstore.operator.sizing import (
     CONFIG_ALLOWANCE,
@@ -363,3 +364,33 @@ def test_operator_credentials_and_ca_key_parse_with_defaults() -> None:
 def test_acl_keys_stay_free_in_broker_config_without_spec_acl() -> None:
     conf = broker_conf(plan({"brokerConfig": {"aclEnable": "true"}}))
     assert conf["aclEnable"] == "true" and "rocketmq.acl.plain.file" not in conf
+
+
+SECURE_SPEC = {"acl": {"secretName": "acl", "operatorCredentials": {"secretName": "op"}},
+               "tls": {"secretName": "tls", "mode": "enforcing"}}
+
+
+def test_broker_access_from_the_spec_and_its_secrets() -> None:
+    spec = parse_spec(SECURE_SPEC)
+    secrets = {"op": {"accessKey": b"operatorAK\n", "secretKey": b" operator-secret\n"},
+               "tls": {"tls.crt": b"CERT", "tls.key": b"KEY", "ca.crt": b"-----CA-----"}}
+    access = broker_access(spec, secrets)
+    assert access.credentials is not None
+    assert (access.credentials.access_key, access.credentials.secret_key) == ("operatorAK", "operator-secret")
+    assert access.tls and access.trust_pem == "-----CA-----"
+    assert access.client_cert_pem is None  # clientAuth none: no certificate presented
+    # without ca.crt: TLS all the same, unverified; a half-filled credentials Secret: unsigned
+    unverified = broker_access(spec, {"op": {"accessKey": b"operatorAK"}, "tls": {"tls.crt": b"C", "tls.key": b"K"}})
+    assert unverified.tls and unverified.trust_pem is None and unverified.credentials is None
+    # Secrets the operator could not read at all: TLS unverified, nothing to sign with
+    empty = broker_access(spec, {})
+    assert empty.tls and empty.trust_pem is None and empty.credentials is None
+    # clientAuth require: the Secret's certificate and key are presented
+    required = parse_spec({**SECURE_SPEC, "tls": {"secretName": "tls", "clientAuth": "require",
+                                                  "trustCertKey": "ca.crt"}})
+    presented = broker_access(required, secrets)
+    assert (presented.client_cert_pem, presented.client_key_pem) == (b"CERT", b"KEY")
+    # mode disabled, or no spec.tls: plain TCP
+    assert not broker_access(parse_spec({**SECURE_SPEC, "tls": {"secretName": "tls", "mode": "disabled"}}),
+                             secrets).tls
+    assert not broker_access(parse_spec({}), secrets).tls

@@ -28,7 +28,7 @@ from rocketstore.operator.retention import decide
 from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 
-__all__ = ["Event", "Outcome", "apply_objects", "observe", "referenced_secrets"]
+__all__ = ["Event", "Outcome", "apply_objects", "broker_access", "observe", "referenced_secrets"]
 
 
 @dataclass(frozen=True)
@@ -156,21 +156,17 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[BrokerAccess, list[dict[str, str]]]:
-    """The ACL / TLS Secrets the spec references: how to reach the brokers, and what is wrong.
+async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[dict[str, dict[str, bytes]],
+                                                                           list[dict[str, str]]]:
+    """The ACL / TLS Secrets the spec references, by name, and what is wrong with them.
 
     Problems: a Secret missing or lacking a key. Kubelet leaves a pod whose Secret volume cannot be
     set up in ContainerCreating, and a broker without its ACL file refuses every request: the
     RocketStore's status says why. Checked on every observation, so creating or fixing the Secret
     clears the problem without touching the spec. Reading Secrets is a privilege the chart grants
     only on request (``rbac.readReferencedSecrets``): without it (403) the brokers' own Secrets are
-    not checked and TLS is spoken without verifying, but operator credentials that cannot be read
-    are a problem (the operator cannot sign without them).
-
-    Access: TLS unless ``spec.tls.mode`` is disabled, trusting the TLS Secret's ``caKey`` when it
-    has one, presenting its certificate when brokers ask for client certificates; ACL signing with
-    ``spec.acl.operatorCredentials`` (values stripped of surrounding whitespace, as a file-made
-    Secret often ends in a newline).
+    not checked (and TLS is spoken without verifying, see :func:`broker_access`), but operator
+    credentials that cannot be read are a problem: the operator cannot sign without them.
     """
     acl, tls = spec.acl, spec.tls
     creds = None if acl is None else acl.operator_credentials
@@ -202,23 +198,37 @@ async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[Brok
         if missing:
             problems.append({"reason": "SecretKeyMissing", "message": (
                 f"spec.{section}: Secret {name} has no key {', '.join(missing)}")})
+    return found, problems
+
+
+def broker_access(spec: Spec, secrets: Mapping[str, Mapping[str, bytes]]) -> BrokerAccess:
+    """How the operator speaks to the brokers, from the spec and the Secrets it could read.
+
+    TLS unless ``spec.tls`` is absent or its mode disabled, trusting the TLS Secret's ``caKey``
+    when it has one (otherwise unverified, as RocketMQ's clients by default), presenting the
+    Secret's certificate and key when brokers ask for client certificates; ACL signing with
+    ``spec.acl.operatorCredentials`` when both values are there (stripped of surrounding
+    whitespace: a Secret made from files often ends in a newline).
+    """
+    creds = None if spec.acl is None else spec.acl.operator_credentials
     credentials = None
-    if creds is not None and creds.secret_name in found:
-        data = found[creds.secret_name]
+    if creds is not None and creds.secret_name in secrets:
+        data = secrets[creds.secret_name]
         access_key = data.get(creds.access_key_key, b"").decode("utf-8", "replace").strip()
         secret_key = data.get(creds.secret_key_key, b"").decode("utf-8", "replace").strip()
         if access_key and secret_key:
             credentials = SessionCredentials(access_key, secret_key)
+    tls = spec.tls
     if tls is None or tls.mode == "disabled":
-        return BrokerAccess(credentials=credentials), problems
-    material = found.get(tls.secret_name, {})
+        return BrokerAccess(credentials=credentials)
+    material = secrets.get(tls.secret_name, {})
     ca = material.get(tls.ca_key)
     present = tls.client_auth != "none" and tls.cert_key in material and tls.key_key in material
     return BrokerAccess(
         credentials=credentials, tls=True, trust_pem=None if ca is None else ca.decode("ascii", "replace"),
         client_cert_pem=material[tls.cert_key] if present else None,
         client_key_pem=material[tls.key_key] if present else None,
-    ), problems
+    )
 
 
 def _denied(name: str, error: BrokerError, spec: Spec) -> dict[str, str]:
@@ -234,7 +244,8 @@ async def observe(
 ) -> Outcome:
     """Observe pods and brokers, converge each broker's retention, run a new manual delete token."""
     out = Outcome()
-    access, out.problems = await referenced_secrets(kube, owner, spec)
+    secrets, out.problems = await referenced_secrets(kube, owner, spec)
+    access = broker_access(spec, secrets)
     replicas = int(status.get("replicas") or spec.brokers)
     pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
     old_brokers = {b.get("name"): b for b in status.get("brokers", []) or []}
