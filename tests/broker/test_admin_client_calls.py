@@ -45,7 +45,14 @@ from rocketstore.store.broker_stats_manager import (
     BrokerStatsManager,
     StatsSnapshot,
 )
-from rocketstore.store.stats import PUT_DISTRIBUTE_BUCKETS, StoreStatsService, put_distribute_bucket, tps_triple
+from rocketstore.store.stats import (
+    PUT_DISTRIBUTE_BUCKETS,
+    StoreStatsService,
+    java_format_2f,
+    put_distribute_bucket,
+    put_latency_px,
+    tps_triple,
+)
 
 TOPIC = "TAdmin"
 GROUP = "GAdmin"
@@ -386,3 +393,15 @@ def test_runtime_info_has_every_key_mqadmin_reads(broker: BrokerHandle) -> None:
 def test_put_distribute_buckets_follow_store_stats_service(elapsed_ms: int, label: str) -> None:
     """StoreStatsService.setPutMessageEntireTimeMax's bucket bounds (<=0, <10, <50, ... <10000, else)."""
     assert PUT_DISTRIBUTE_BUCKETS[put_distribute_bucket(elapsed_ms)][1] == label
+
+
+def test_put_latency_quantiles_follow_find_put_message_entire_time_px() -> None:
+    """The interpolation of StoreStatsService.findPutMessageEntireTimePX over its buckets (1 ms wide
+    up to 20 ms, 2 ms up to 50, ...), and Java's "%.2f" (half up)."""
+    counts = [0] * 76
+    assert put_latency_px(counts, 0.99) == 0.0 and java_format_2f(0.0) == "0.00"
+    counts[0] = 8  # eight puts of at most 1 ms: index int(7.92) = 7 of 8 in (0, 1]
+    assert put_latency_px(counts, 0.99) == 0.875 and java_format_2f(0.875) == "0.88"
+    counts[0], counts[20] = 90, 10  # 90 within 1 ms, 10 in (20, 22]: the 99th is 9 of 10 into it
+    assert put_latency_px(counts, 0.99) == pytest.approx(21.8)
+    assert java_format_2f(0.125) == "0.13" and java_format_2f(2.675) == "2.68"

@@ -6,6 +6,8 @@ Every scrape is parsed with prometheus_client's own text parser, as Prometheus w
 
 from __future__ import annotations
 
+import bisect
+import re
 import time
 from collections.abc import Callable
 
@@ -28,7 +30,7 @@ from rocketstore.remoting.headers import (
     SubscriptionData,
 )
 from rocketstore.store.config import FlushDiskType
-from rocketstore.store.stats import put_distribute_bucket
+from rocketstore.store.stats import LATENCY_BOUNDS_MS, put_distribute_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -238,8 +240,10 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     for name in sorted(published):
         assert name in EXPORTER_LABELS, f"{name} is not a rocketmq-exporter family"
         samples = families[name].samples
-        if "_tps" in name:
-            continue  # no sample until the window is covered: test_runtime_tps_and_day_snapshots
+        if "_tps" in name or "_pmdt_" in name:
+            # no sample until the window is covered: test_runtime_tps_and_day_snapshots,
+            # test_put_distribute_time_in_runtime_info_and_exporter_families
+            continue
         assert samples, f"{name} has no sample to check"
         for sample in samples:
             assert sorted(sample.labels) == sorted(EXPORTER_LABELS[name]), name
@@ -384,14 +388,21 @@ def test_runtime_tps_and_day_snapshots_match_runtime_info(broker_factory: Callab
 
 
 def test_put_distribute_time_in_runtime_info_and_exporter_families(metered: BrokerHandle) -> None:
-    """After real puts, runtime info's putMessageDistributeTime ("[<=0ms]:N [0~10ms]:N ... ") counts
-    every put once, getMessageEntireTimeMax and dispatchMaxBuffer are there, and the exporter's
-    rocketmq_brokeruntime_pmdt_* families carry the same counts."""
+    """putMessageDistributeTime is the last full minute's ("null" and no pmdt samples before one has
+    passed, as on RocketMQ 4.9.8); after real puts and the minute's end, its counts ("[<=0ms]:N
+    [0~10ms]:N ... ") sum to the puts, the exporter's rocketmq_brokeruntime_pmdt_* carry them, and
+    putLatency99/putLatency999 are "%.2f" quantiles of the same minute."""
     client = metered.client()
+    fresh = runtime_info(client)
+    assert (fresh["putMessageDistributeTime"], fresh["putLatency99"], fresh["putLatency999"]) == (
+        "null", "0.00", "0.00")
+    assert [value for value in scrape(metered) if value.name.startswith("rocketmq_brokeruntime_pmdt_")] == []
     for i in range(25):
         assert client.send_message("Timed", f"m{i}".encode()).code == ResponseCode.SUCCESS
     client.wait_dispatched("Timed", 0, 25)
     assert client.pull("Timed", 0, 0, group="TimedGroup").code == ResponseCode.SUCCESS
+    # the minute ends (the store's sampler rotates at the first sample a minute after the last rotation)
+    metered.call_soon(lambda: metered.store.stats.sample(int(time.time() * 1000) + 61_000))
     info = runtime_info(client)
     text = info["putMessageDistributeTime"]
     assert text.endswith(" ") and [part.split(":")[0] for part in text.split()] == [label for label, _ in PMDT]
@@ -400,6 +411,11 @@ def test_put_distribute_time_in_runtime_info_and_exporter_families(metered: Brok
     assert int(info["getMessageEntireTimeMax"]) >= 0 and info["dispatchMaxBuffer"] == "0"
     # the slowest put is in the highest bucket that counted one
     assert put_distribute_bucket(int(info["putMessageEntireTimeMax"])) == max(i for i, n in enumerate(counts) if n)
+    p99, p999 = info["putLatency99"], info["putLatency999"]
+    assert re.fullmatch(r"\d+\.\d\d", p99) and re.fullmatch(r"\d+\.\d\d", p999)
+    # at most the upper bound of the latency bucket the slowest put fell in
+    slowest = int(info["putMessageEntireTimeMax"])
+    assert 0 < float(p99) <= float(p999) <= LATENCY_BOUNDS_MS[bisect.bisect_left(LATENCY_BOUNDS_MS, slowest)]
     samples = scrape(metered)
     published = [value(samples, f"rocketmq_brokeruntime_pmdt_{suffix}") for _, suffix in PMDT]
     assert published == counts and sum(published) > 0

@@ -38,9 +38,10 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
   the samples do not cover yet (RocketMQ prints an empty field) has no sample here. Also the
   ``msg_puttotal_*`` / ``msg_gettotal_*`` ``todaymorning`` / ``yesterdaymorning`` day snapshots
   (BrokerStats) and ``earliest_message_timestamp`` (-1 while the CommitLog is empty). The put time
-  distribution ``rocketmq_brokeruntime_pmdt_0ms`` ... ``_10stomore``: puts since the store started
+  distribution ``rocketmq_brokeruntime_pmdt_0ms`` ... ``_10stomore``: the last full minute's puts
   per bucket of runtime info's ``putMessageDistributeTime`` (the store's own put time, from the
-  CommitLog append to its result, as StoreStatsService measures it).
+  CommitLog append to its result, as StoreStatsService measures it); no sample during the first
+  minute, while runtime info says "null".
 
 Not published (no same-meaning value here): the client-side families (``rocketmq_client_*``,
 which the exporter asks each consumer for), thread-pool queue figures (there are no thread pools
@@ -297,10 +298,12 @@ def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
         gauge = _gauge(family, family.removeprefix("rocketmq_brokeruntime_"))
         gauge.add_metric(labels, value)
         yield gauge
-    for family, (_, label), count in zip(PMDT_FAMILIES, PUT_DISTRIBUTE_BUCKETS, list(stats.put_distribute_time),
-                                         strict=True):
-        gauge = _gauge(family, f"puts whose store time was {label.strip('[]')} (putMessageDistributeTime)")
-        gauge.add_metric(labels, count)
+    last_minute = stats.last_put_distribute_time
+    for index, (family, (_, label)) in enumerate(zip(PMDT_FAMILIES, PUT_DISTRIBUTE_BUCKETS, strict=True)):
+        gauge = _gauge(family, f"puts of the last minute whose store time was {label.strip('[]')} "
+                               "(putMessageDistributeTime)")
+        if last_minute is not None:
+            gauge.add_metric(labels, last_minute[index])
         yield gauge
     for key, windows in stats.tps_windows().items():
         for window, rate in zip(TPS_WINDOWS, windows, strict=True):
