@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import BrokerHandle
 
-from rocketstore.broker.acl.acl_signer import cal_signature, request_content
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, load_tls_settings, read_properties
+from rocketstore.remoting.acl_signer import cal_signature, request_content
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 

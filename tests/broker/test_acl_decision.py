@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore.broker.acl.acl_signer import cal_signature, request_content
 from rocketstore.broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 from rocketstore.broker.acl.plain_access_resource import NeededAccess, parse_request
 from rocketstore.broker.acl.plain_permission_manager import (
@@ -29,6 +28,7 @@ from rocketstore.broker.acl.plain_permission_manager import (
     with_next_version,
 )
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError, parse_strategy
+from rocketstore.remoting.acl_signer import cal_signature, request_content
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.command import RemotingCommand
 

@@ -13,10 +13,11 @@ import threading
 import time
 from collections import deque
 
+import pytest
 from conftest import BrokerHandle, RawClient
 
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message
+from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, decode_message_id
 from rocketstore.remoting.body import (
     BrokerStatsData,
     ConsumeStatsBody,
@@ -44,7 +45,14 @@ from rocketstore.store.broker_stats_manager import (
     BrokerStatsManager,
     StatsSnapshot,
 )
-from rocketstore.store.stats import StoreStatsService, tps_triple
+from rocketstore.store.stats import (
+    PUT_DISTRIBUTE_BUCKETS,
+    StoreStatsService,
+    java_format_2f,
+    put_distribute_bucket,
+    put_latency_px,
+    tps_triple,
+)
 
 TOPIC = "TAdmin"
 GROUP = "GAdmin"
@@ -292,10 +300,17 @@ def test_broker_stats_windows() -> None:
 def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     admin = broker.client()
     _create_topic(admin)
+    offsets = []
     for i in range(5):
-        assert admin.send_message(TOPIC, f"m{i}".encode(), queue_id=0).code == ResponseCode.SUCCESS
+        sent = admin.send_message(TOPIC, f"m{i}".encode(), queue_id=0)
+        assert sent.code == ResponseCode.SUCCESS
+        offsets.append(decode_message_id(sent.ext_fields["msgId"])[1])
     broker.wait_dispatched()
     assert admin.pull(TOPIC, 0, 0, group=GROUP).code == ResponseCode.SUCCESS
+    for offset in offsets[:2]:  # the group hands two messages back (SNDBCK_PUT_NUMS by the original topic)
+        back = admin.call(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(offset), "group": GROUP,
+                                                               "delayLevel": "0", "originTopic": TOPIC})
+        assert back.code == ResponseCode.SUCCESS, back.remark
     # the next snapshot of every window (the broker's own sampler takes the minute's within 10 s)
     broker.call_soon(lambda: broker.controller.broker_stats_manager.sample(time.monotonic() + 3601))
     fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
@@ -311,8 +326,19 @@ def test_view_broker_stats_data(broker: BrokerHandle) -> None:
     # consume stats carry the group's get rate over the minute window (tpsGroupGetNums)
     consume = ConsumeStatsBody.decode(admin.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}).body)
     assert consume.consume_tps == data.stats_minute.tps > 0
-    missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "x"})
-    assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <SNDBCK_PUT_NUMS> <x> not exist")
+    fields = {"statsName": "SNDBCK_PUT_NUMS", "statsKey": f"{TOPIC}@{GROUP}"}
+    data = BrokerStatsData.decode(admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields).body)
+    assert (data.stats_minute.sum, data.stats_day.sum) == (2, 2)
+    # GROUP_GET_LATENCY: one found pull on queue 0, its milliseconds (0 for a few small messages)
+    fields = {"statsName": "GROUP_GET_LATENCY", "statsKey": f"0@{TOPIC}@{GROUP}"}
+    latency = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, fields)
+    assert latency.code == ResponseCode.SUCCESS, latency.remark
+    assert BrokerStatsData.decode(latency.body).stats_minute.sum >= 0
+    assert broker.controller.broker_stats_manager.group_get_latency[(0, TOPIC, GROUP)].times == 1
+    for name, key in (("SNDBCK_PUT_NUMS", "x"), ("GROUP_GET_LATENCY", f"1@{TOPIC}@{GROUP}"),
+                      ("GROUP_GET_LATENCY", f"{TOPIC}@{GROUP}"), ("GROUP_GET_FROM_DISK_NUMS", f"0@{TOPIC}@{GROUP}")):
+        missing = admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
 
 
 def test_tps_triples_follow_store_stats_service() -> None:
@@ -357,3 +383,25 @@ def test_runtime_info_has_every_key_mqadmin_reads(broker: BrokerHandle) -> None:
             break
         assert time.monotonic() < deadline, table.get("scheduleMessageOffset_1")
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize(("elapsed_ms", "label"), [
+    (0, "[<=0ms]"), (1, "[0~10ms]"), (9, "[0~10ms]"), (10, "[10~50ms]"), (499, "[200~500ms]"),
+    (500, "[500ms~1s]"), (999, "[500ms~1s]"), (1000, "[1~2s]"), (9999, "[5~10s]"), (10000, "[10s~]"),
+    (10**9, "[10s~]"),
+])
+def test_put_distribute_buckets_follow_store_stats_service(elapsed_ms: int, label: str) -> None:
+    """StoreStatsService.setPutMessageEntireTimeMax's bucket bounds (<=0, <10, <50, ... <10000, else)."""
+    assert PUT_DISTRIBUTE_BUCKETS[put_distribute_bucket(elapsed_ms)][1] == label
+
+
+def test_put_latency_quantiles_follow_find_put_message_entire_time_px() -> None:
+    """The interpolation of StoreStatsService.findPutMessageEntireTimePX over its buckets (1 ms wide
+    up to 20 ms, 2 ms up to 50, ...), and Java's "%.2f" (half up)."""
+    counts = [0] * 76
+    assert put_latency_px(counts, 0.99) == 0.0 and java_format_2f(0.0) == "0.00"
+    counts[0] = 8  # eight puts of at most 1 ms: index int(7.92) = 7 of 8 in (0, 1]
+    assert put_latency_px(counts, 0.99) == 0.875 and java_format_2f(0.875) == "0.88"
+    counts[0], counts[20] = 90, 10  # 90 within 1 ms, 10 in (20, 22]: the 99th is 9 of 10 into it
+    assert put_latency_px(counts, 0.99) == pytest.approx(21.8)
+    assert java_format_2f(0.125) == "0.13" and java_format_2f(2.675) == "2.68"

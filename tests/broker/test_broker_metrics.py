@@ -6,6 +6,8 @@ Every scrape is parsed with prometheus_client's own text parser, as Prometheus w
 
 from __future__ import annotations
 
+import bisect
+import re
 import time
 from collections.abc import Callable
 
@@ -28,6 +30,7 @@ from rocketstore.remoting.headers import (
     SubscriptionData,
 )
 from rocketstore.store.config import FlushDiskType
+from rocketstore.store.stats import LATENCY_BOUNDS_MS, put_distribute_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -68,8 +71,18 @@ EXPORTER_LABELS: dict[str, tuple[str, ...]] = {
                     "gettotal_tps10", "gettotal_tps60", "gettotal_tps600", "gettransfered_tps10",
                     "gettransfered_tps60", "gettransfered_tps600", "msg_puttotal_todaymorning",
                     "msg_puttotal_yesterdaymorning", "msg_gettotal_todaymorning",
-                    "msg_gettotal_yesterdaymorning")},
+                    "msg_gettotal_yesterdaymorning", "pmdt_0ms", "pmdt_0to10ms", "pmdt_10to50ms",
+                    "pmdt_50to100ms", "pmdt_100to200ms", "pmdt_200to500ms", "pmdt_500to1s", "pmdt_1to2s",
+                    "pmdt_2to3s", "pmdt_3to4s", "pmdt_4to5s", "pmdt_5to10s", "pmdt_10stomore")},
 }
+
+#: putMessageDistributeTime's bucket names (StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC) and the
+#: exporter family each feeds (rocketmq-exporter's PutMessageDistributeTimeMap families), in order
+PMDT: list[tuple[str, str]] = [
+    ("[<=0ms]", "0ms"), ("[0~10ms]", "0to10ms"), ("[10~50ms]", "10to50ms"), ("[50~100ms]", "50to100ms"),
+    ("[100~200ms]", "100to200ms"), ("[200~500ms]", "200to500ms"), ("[500ms~1s]", "500to1s"), ("[1~2s]", "1to2s"),
+    ("[2~3s]", "2to3s"), ("[3~4s]", "3to4s"), ("[4~5s]", "4to5s"), ("[5~10s]", "5to10s"), ("[10s~]", "10stomore"),
+]
 
 #: runtime info's "10s 60s 600s" keys and the exporter family each window goes to (BrokerRuntimeStats'
 #: loadTps and RMQMetricsCollector's brokerRuntime*Tps* families)
@@ -227,8 +240,10 @@ def test_exporter_families_have_the_exporter_label_sets(metered: BrokerHandle) -
     for name in sorted(published):
         assert name in EXPORTER_LABELS, f"{name} is not a rocketmq-exporter family"
         samples = families[name].samples
-        if "_tps" in name:
-            continue  # no sample until the window is covered: test_runtime_tps_and_day_snapshots
+        if "_tps" in name or "_pmdt_" in name:
+            # no sample until the window is covered: test_runtime_tps_and_day_snapshots,
+            # test_put_distribute_time_in_runtime_info_and_exporter_families
+            continue
         assert samples, f"{name} has no sample to check"
         for sample in samples:
             assert sorted(sample.labels) == sorted(EXPORTER_LABELS[name]), name
@@ -370,3 +385,37 @@ def test_runtime_tps_and_day_snapshots_match_runtime_info(broker_factory: Callab
     earliest = gauge("earliest_message_timestamp")
     assert earliest == float(before["earliestMessageTimeStamp"]) > 0
     assert abs(earliest - int(time.time() * 1000)) < 120_000  # the first send's store time
+
+
+def test_put_distribute_time_in_runtime_info_and_exporter_families(metered: BrokerHandle) -> None:
+    """putMessageDistributeTime is the last full minute's ("null" and no pmdt samples before one has
+    passed, as on RocketMQ 4.9.8); after real puts and the minute's end, its counts ("[<=0ms]:N
+    [0~10ms]:N ... ") sum to the puts, the exporter's rocketmq_brokeruntime_pmdt_* carry them, and
+    putLatency99/putLatency999 are "%.2f" quantiles of the same minute."""
+    client = metered.client()
+    fresh = runtime_info(client)
+    assert (fresh["putMessageDistributeTime"], fresh["putLatency99"], fresh["putLatency999"]) == (
+        "null", "0.00", "0.00")
+    assert [value for value in scrape(metered) if value.name.startswith("rocketmq_brokeruntime_pmdt_")] == []
+    for i in range(25):
+        assert client.send_message("Timed", f"m{i}".encode()).code == ResponseCode.SUCCESS
+    client.wait_dispatched("Timed", 0, 25)
+    assert client.pull("Timed", 0, 0, group="TimedGroup").code == ResponseCode.SUCCESS
+    # the minute ends (the store's sampler rotates at the first sample a minute after the last rotation)
+    metered.call_soon(lambda: metered.store.stats.sample(int(time.time() * 1000) + 61_000))
+    info = runtime_info(client)
+    text = info["putMessageDistributeTime"]
+    assert text.endswith(" ") and [part.split(":")[0] for part in text.split()] == [label for label, _ in PMDT]
+    counts = [int(part.split(":")[1]) for part in text.split()]
+    assert sum(counts) == int(info["putMessageTimesTotal"]) == 25
+    assert int(info["getMessageEntireTimeMax"]) >= 0 and info["dispatchMaxBuffer"] == "0"
+    # the slowest put is in the highest bucket that counted one
+    assert put_distribute_bucket(int(info["putMessageEntireTimeMax"])) == max(i for i, n in enumerate(counts) if n)
+    p99, p999 = info["putLatency99"], info["putLatency999"]
+    assert re.fullmatch(r"\d+\.\d\d", p99) and re.fullmatch(r"\d+\.\d\d", p999)
+    # at most the upper bound of the latency bucket the slowest put fell in
+    slowest = int(info["putMessageEntireTimeMax"])
+    assert 0 < float(p99) <= float(p999) <= LATENCY_BOUNDS_MS[bisect.bisect_left(LATENCY_BOUNDS_MS, slowest)]
+    samples = scrape(metered)
+    published = [value(samples, f"rocketmq_brokeruntime_pmdt_{suffix}") for _, suffix in PMDT]
+    assert published == counts and sum(published) > 0

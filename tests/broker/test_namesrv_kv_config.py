@@ -1,6 +1,7 @@
 """The embedded name server's KV config over real sockets: PUT_KV_CONFIG (100), GET_KV_CONFIG
 (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), kept in kvConfig.json across a
-restart; UPDATE_NAMESRV_CONFIG (318) refusing bad input; the unit topic lists (311-313)."""
+restart; UPDATE_NAMESRV_CONFIG (318) refusing bad input and kept in namesrv.properties across a
+restart; the unit topic lists (311-313)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from conftest import BrokerHandle, RawClient
 
+from rocketstore.common.java_properties import parse_properties
 from rocketstore.remoting.body import KVTable, TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
@@ -62,6 +64,35 @@ def test_update_namesrv_config_checks_input(broker_factory: Callable[..., Broker
     text = ns.call(RequestCode.GET_NAMESRV_CONFIG).body.decode()
     assert "productEnvName=test\n" in text and "orderMessageEnable=false\n" in text
     assert "unknownKey" not in text
+
+
+def test_update_namesrv_config_survives_restart(broker_factory: Callable[..., BrokerHandle], tmp_path: Path) -> None:
+    broker, ns = _start(broker_factory, tmp_path / "b")
+    update = b"orderMessageEnable=true\nproductEnvName=blue env=1\n"
+    assert ns.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=update).code == ResponseCode.SUCCESS
+    stored = tmp_path / "b" / "config" / "namesrv.properties"
+    assert parse_properties(stored.read_text()) == {"clusterTest": "false", "orderMessageEnable": "true",
+                                                     "productEnvName": "blue env=1"}
+    assert ns.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"clusterTest=true\n").code == ResponseCode.SUCCESS
+    assert parse_properties((stored.parent / "namesrv.properties.bak").read_text())["clusterTest"] == "false"
+    broker.stop()
+
+    _, ns = _start(broker_factory, tmp_path / "b")
+    config = parse_properties(ns.call(RequestCode.GET_NAMESRV_CONFIG).body.decode())
+    assert (config["orderMessageEnable"], config["productEnvName"], config["clusterTest"]) == (
+        "true", "blue env=1", "true")
+    assert config["configStorePath"] == str(stored)
+
+
+def test_unusable_namesrv_config_file_falls_back_to_its_backup(broker_factory: Callable[..., BrokerHandle],
+                                                               tmp_path: Path) -> None:
+    config_dir = tmp_path / "b" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "namesrv.properties").write_text("orderMessageEnable=perhaps\n")
+    (config_dir / "namesrv.properties.bak").write_text("productEnvName=from-backup\n")
+    _, ns = _start(broker_factory, tmp_path / "b")
+    config = parse_properties(ns.call(RequestCode.GET_NAMESRV_CONFIG).body.decode())
+    assert config["productEnvName"] == "from-backup"
 
 
 def test_unit_topic_lists(broker_factory: Callable[..., BrokerHandle], tmp_path: Path) -> None:

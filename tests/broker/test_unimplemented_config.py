@@ -27,7 +27,6 @@ SET: dict[str, str] = {
     "haMasterAddress": "10.0.0.1:10912",
     "haListenPort": "10999",
     "brokerIP2": "10.0.0.2",
-    "fetchNamesrvAddrByAddressServer": "true",
     "enableDLegerCommitLog": "true",
     "transientStorePoolEnable": "true",
     "sendMessageThreadPoolNums": "64",

@@ -17,7 +17,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from operator_support import BROKER_NAMESPACE, BROKER_STORE, ROOT, STORAGE_CLASS, controlplane, free_port, wait_until
+from operator_support import (
+    BROKER_NAMESPACE,
+    BROKER_STORE,
+    ROOT,
+    SECURED_NAMESPACE,
+    SECURED_STORE,
+    STORAGE_CLASS,
+    controlplane,
+    free_port,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="session")
@@ -67,14 +77,21 @@ def broker_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int,
+def secured_broker_port() -> int:
+    """Remoting port of the ACL + TLS broker process; the operator is pointed at it for SECURED_STORE-0."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, secured_broker_port: int,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     live, metrics = free_port(), free_port()
     logfile = tmp_path_factory.mktemp("operator") / "operator.log"
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
     cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--all-namespaces", "--bind-address", "127.0.0.1",
            "--liveness-port", str(live), "--metrics-port", str(metrics), "--interval", "1",
-           "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port}"]
+           "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
+           f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port}"]
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 

@@ -12,12 +12,16 @@ from types import ModuleType
 
 from polling import wait_until
 
-__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "ROOT", "STORAGE_CLASS", "controlplane", "free_port", "wait_until"]
+__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "ROOT", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
+           "controlplane", "free_port", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
 BROKER_NAMESPACE = "brokers"
 BROKER_STORE = "rsb"
+#: the RocketStore of test_operator_secured_broker.py: its broker-0 runs with ACL and TLS enforcing
+SECURED_NAMESPACE = "secured-ops"
+SECURED_STORE = "guarded"
 
 
 def _load_controlplane() -> ModuleType:

@@ -27,8 +27,8 @@ from kubernetes import client
 from operator_support import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from tool_support import require_tool
 
-from rocketstore.broker.acl.acl_signer import cal_signature, request_content
 from rocketstore.client.admin import BrokerAdmin
+from rocketstore.remoting.acl_signer import cal_signature, request_content
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 

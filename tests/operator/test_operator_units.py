@@ -12,6 +12,7 @@ from rocketstore.operator.brokers import BrokerAddressing
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
 from rocketstore.operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
+from rocketstore.operator.reconcile import broker_access
 from rocketstore.operator.retention import decide
 from rocketstore.operator.sizing import (
     CONFIG_ALLOWANCE,
@@ -331,6 +332,13 @@ def test_secret_contents_never_roll_pods_but_another_secret_or_key_does() -> Non
     ({"tls": {"secretName": "t", "clientAuth": "require"}}, "tls.trustCertKey"),
     ({"tls": {"secretName": "t", "certKey": "pem", "keyKey": "pem"}}, "tls.keyKey"),
     ({"tls": {"secretName": "t", "trustCertKey": "tls.crt"}}, "tls.trustCertKey"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {}}}, "acl.operatorCredentials.secretName"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "c", "accessKeyKey": "k",
+                                                         "secretKeyKey": "k"}}},
+     "acl.operatorCredentials.secretKeyKey"),
+    ({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "c", "accessKeyKey": "a/b"}}},
+     "acl.operatorCredentials.accessKeyKey"),
+    ({"tls": {"secretName": "t", "caKey": "../ca"}}, "tls.caKey"),
     ({"acl": {"secretName": "a"}, "brokerConfig": {"aclEnable": "false"}}, "brokerConfig.aclEnable"),
     ({"tls": {"secretName": "t"}, "brokerConfig": {"tls.server.mode": "disabled"}}, "brokerConfig.tls.server.mode"),
 ])
@@ -340,6 +348,49 @@ def test_invalid_secret_references_name_the_field(spec: dict[str, Any], field: s
     assert e.value.field == field
 
 
+def test_operator_credentials_and_ca_key_parse_with_defaults() -> None:
+    s = parse_spec({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "op"}},
+                    "tls": {"secretName": "t"}})
+    assert s.acl is not None and s.acl.operator_credentials is not None and s.tls is not None
+    creds = s.acl.operator_credentials
+    assert (creds.secret_name, creds.access_key_key, creds.secret_key_key) == ("op", "accessKey", "secretKey")
+    assert s.tls.ca_key == "ca.crt"
+    assert parse_spec({"acl": {"secretName": "a"}}).acl.operator_credentials is None  # type: ignore[union-attr]
+    # the operator's credentials are not mounted: naming them does not roll the pods
+    with_creds = statefulset(plan({"acl": {"secretName": "a", "operatorCredentials": {"secretName": "op"}}}))
+    assert with_creds["spec"]["template"] == statefulset(plan({"acl": {"secretName": "a"}}))["spec"]["template"]
+
+
 def test_acl_keys_stay_free_in_broker_config_without_spec_acl() -> None:
     conf = broker_conf(plan({"brokerConfig": {"aclEnable": "true"}}))
     assert conf["aclEnable"] == "true" and "rocketmq.acl.plain.file" not in conf
+
+
+SECURE_SPEC = {"acl": {"secretName": "acl", "operatorCredentials": {"secretName": "op"}},
+               "tls": {"secretName": "tls", "mode": "enforcing"}}
+
+
+def test_broker_access_from_the_spec_and_its_secrets() -> None:
+    spec = parse_spec(SECURE_SPEC)
+    secrets = {"op": {"accessKey": b"operatorAK\n", "secretKey": b" operator-secret\n"},
+               "tls": {"tls.crt": b"CERT", "tls.key": b"KEY", "ca.crt": b"-----CA-----"}}
+    access = broker_access(spec, secrets)
+    assert access.credentials is not None
+    assert (access.credentials.access_key, access.credentials.secret_key) == ("operatorAK", "operator-secret")
+    assert access.tls and access.trust_pem == "-----CA-----"
+    assert access.client_cert_pem is None  # clientAuth none: no certificate presented
+    # without ca.crt: TLS all the same, unverified; a half-filled credentials Secret: unsigned
+    unverified = broker_access(spec, {"op": {"accessKey": b"operatorAK"}, "tls": {"tls.crt": b"C", "tls.key": b"K"}})
+    assert unverified.tls and unverified.trust_pem is None and unverified.credentials is None
+    # Secrets the operator could not read at all: TLS unverified, nothing to sign with
+    empty = broker_access(spec, {})
+    assert empty.tls and empty.trust_pem is None and empty.credentials is None
+    # clientAuth require: the Secret's certificate and key are presented
+    required = parse_spec({**SECURE_SPEC, "tls": {"secretName": "tls", "clientAuth": "require",
+                                                  "trustCertKey": "ca.crt"}})
+    presented = broker_access(required, secrets)
+    assert (presented.client_cert_pem, presented.client_key_pem) == (b"CERT", b"KEY")
+    # mode disabled, or no spec.tls: plain TCP
+    assert not broker_access(parse_spec({**SECURE_SPEC, "tls": {"secretName": "tls", "mode": "disabled"}}),
+                             secrets).tls
+    assert not broker_access(parse_spec({}), secrets).tls

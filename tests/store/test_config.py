@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.java_properties import format_properties, parse_properties
 from rocketstore.store.config import (
     ALIASES,
     FIELD_BY_KEY,
@@ -151,6 +151,15 @@ def test_separators_and_surrounding_blanks(line: str) -> None:
 def test_value_keeps_trailing_blanks_and_later_separators() -> None:
     props = parse_properties("a=b  \nurl=http://h:1/x=y\nk==v\nk2 = :v\nempty=\nbare\n")
     assert props == {"a": "b  ", "url": "http://h:1/x=y", "k": "=v", "k2": ":v", "empty": "", "bare": ""}
+
+
+@pytest.mark.parametrize("props", [
+    {"plain": "value", "empty": ""},
+    {"k y": " leading blank", "a=b": "x:y#z!w", "back\\slash": "c:\\dir\\", "lines": "one\ntwo\r\tthree\f"},
+    {"#not-a-comment": "!", "ünï": "cødé", " spaced key ": "  "},
+])
+def test_format_properties_reads_back(props: dict[str, str]) -> None:
+    assert parse_properties(format_properties(props)) == props
 
 
 def test_line_continuation_drops_backslash_and_next_leading_blanks() -> None:

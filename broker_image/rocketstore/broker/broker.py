@@ -61,11 +61,13 @@ from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
 from rocketstore.broker.tls_system_config import broker_tls_settings
+from rocketstore.broker.top_addressing import fetch_ns_addr, ws_addr
 from rocketstore.broker.transaction.bridge import TransactionalMessageBridge
 from rocketstore.broker.transaction.check_listener import TransactionalMessageCheckListener
 from rocketstore.broker.transaction.check_service import run_check_service
 from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.broker.unimplemented_config import unimplemented_settings
+from rocketstore.client.remoting_client import split_namesrv_addr
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
@@ -247,6 +249,8 @@ class BrokerController:
         self.ready = True
         if self.broker_config.namesrv_addr:
             await self._start_registration(self.broker_config.namesrv_addr)
+        elif self.broker_config.fetch_namesrv_addr_by_address_server:
+            self._tasks.append(self.loop.create_task(self._address_server_loop(), name="fetch-namesrv-addr"))
         log.info("broker %s of cluster %s serving on %s", self.broker_config.broker_name,
                  self.broker_config.broker_cluster_name, self.broker_addr)
 
@@ -599,15 +603,18 @@ class BrokerController:
         self.producer_manager.connection_closed(conn)
 
     # -- registration with the name servers of namesrvAddr -------------------------------------
-    async def _start_registration(self, namesrv_addr: str) -> None:
-        """First registration (forced, awaited: clients may find the broker once start returns),
-        then the registration task."""
+    async def _start_registration(self, namesrv_addr: str, *, guarded: bool = False) -> None:
+        """First registration (forced, awaited: clients may find the broker once start returns;
+        ``guarded``: a failure is logged, not raised), then the registration task."""
         api = self.broker_outer_api = BrokerOuterAPI(namesrv_addr)
         self.add_counter("rocketstore_broker_registrations", "REGISTER_BROKER requests sent to namesrvAddr that "
                          "succeeded", lambda: api.registrations)
         self.add_counter("rocketstore_broker_registration_failures", "REGISTER_BROKER requests to namesrvAddr that "
                          "failed or were not answered in time", lambda: api.registration_failures)
-        await self.register_broker_all(check_order_config=True, oneway=False, force=True)
+        if guarded:
+            await self._register_guarded(check_order_config=True, oneway=False, force=True)
+        else:
+            await self.register_broker_all(check_order_config=True, oneway=False, force=True)
         assert self.loop is not None
         self._tasks.append(self.loop.create_task(self._register_loop(), name="register-broker"))
         self._tasks.append(self.loop.create_task(self._refresh_namesrv_addr_loop(), name="update-namesrv-addr"))
@@ -622,6 +629,29 @@ class BrokerController:
                     api.update_name_server_address_list(addr)
                 except ValueError as exc:
                     log.warning("namesrvAddr=%s is not usable, keeping %s: %s", addr, ";".join(api.addrs), exc)
+            await asyncio.sleep(NAMESRV_ADDR_REFRESH_INTERVAL_S)
+
+    async def _address_server_loop(self) -> None:
+        """fetchNamesrvAddrByAddressServer: the address server's list, 10 s after start and every
+        2 min (BrokerOuterAPI.fetchNameServerAddr); registration starts with the first list."""
+        cfg = self.broker_config
+        url = ws_addr(cfg.namesrv_domain, cfg.namesrv_domain_subgroup)
+        log.info("name server addresses from the address server %s", url)
+        await asyncio.sleep(NAMESRV_ADDR_REFRESH_DELAY_S)
+        while True:
+            fetched = await asyncio.to_thread(fetch_ns_addr, url)
+            try:
+                if fetched:
+                    split_namesrv_addr(fetched)  # a malformed list is refused before anything uses it
+            except ValueError as exc:
+                log.warning("address server %s answered an unusable list %r: %s", url, fetched, exc)
+            else:
+                api = self.broker_outer_api
+                if fetched and api is None:
+                    log.info("name server address from %s: %s", url, fetched)
+                    await self._start_registration(fetched, guarded=True)
+                elif fetched and api is not None:
+                    api.update_name_server_address_list(fetched)
             await asyncio.sleep(NAMESRV_ADDR_REFRESH_INTERVAL_S)
 
     async def _register_loop(self) -> None:

@@ -50,6 +50,9 @@ RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes 
 ``tls.server.mode``, ``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
 ``tls.server.need.client.auth``, ``tls.config.file``  TLS on the remoting and name-server ports
                        (see ``rocketstore.broker.tls_system_config``)
+``rocketmq.namesrv.domain``, ``rocketmq.namesrv.domain.subgroup``  the address server asked for the
+                       name-server list when ``fetchNamesrvAddrByAddressServer=true`` and
+                       ``namesrvAddr`` is unset (see ``rocketstore.broker.top_addressing``)
 
 These, and ``aclEnable``, are read at start.
 
@@ -232,6 +235,9 @@ class BrokerConfig:
     tls_server_trust_cert_path: str | None = field(default=None, metadata=_key("tls.server.trustCertPath"))
     tls_server_need_client_auth: str = field(default="none", metadata=_key("tls.server.need.client.auth"))
     tls_config_file: str = field(default="/etc/rocketmq/tls.properties", metadata=_key("tls.config.file"))
+    # the address server of fetchNamesrvAddrByAddressServer (top_addressing.py)
+    namesrv_domain: str = field(default="jmenv.tbsite.net", metadata=_key("rocketmq.namesrv.domain"))
+    namesrv_domain_subgroup: str = field(default="nsaddr", metadata=_key("rocketmq.namesrv.domain.subgroup"))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:

@@ -37,12 +37,15 @@ What each one means (the exporter's MetricsCollectTask and RMQMetricsCollector, 
   ``gettotal_``, ``gettransfered_tps*``), from StoreStatsService's one-second samples; a window
   the samples do not cover yet (RocketMQ prints an empty field) has no sample here. Also the
   ``msg_puttotal_*`` / ``msg_gettotal_*`` ``todaymorning`` / ``yesterdaymorning`` day snapshots
-  (BrokerStats) and ``earliest_message_timestamp`` (-1 while the CommitLog is empty).
+  (BrokerStats) and ``earliest_message_timestamp`` (-1 while the CommitLog is empty). The put time
+  distribution ``rocketmq_brokeruntime_pmdt_0ms`` ... ``_10stomore``: the last full minute's puts
+  per bucket of runtime info's ``putMessageDistributeTime`` (the store's own put time, from the
+  CommitLog append to its result, as StoreStatsService measures it); no sample during the first
+  minute, while runtime info says "null".
 
 Not published (no same-meaning value here): the client-side families (``rocketmq_client_*``,
-which the exporter asks each consumer for), the store's per-minute put-time distribution
-``rocketmq_brokeruntime_pmdt_*`` (the send latency histogram measures the whole request instead),
-thread-pool queue figures (there are no thread pools in front of the processors) and
+which the exporter asks each consumer for), thread-pool queue figures (there are no thread pools
+in front of the processors) and
 ``rocketmq_group_dlqdiff`` (which the exporter never fills: it skips DLQ topics).
 ``rocketmq_message_accumulation`` is no metric: it is the title of the exporter dashboard's panel
 computing producer offset minus consumer offset.
@@ -63,7 +66,7 @@ from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.store.broker_stats_manager import StatsItem
 from rocketstore.store.clean import disk_partition_used_ratio
-from rocketstore.store.stats import TPS_WINDOWS
+from rocketstore.store.stats import PUT_DISTRIBUTE_BUCKETS, TPS_WINDOWS
 
 _BROKER: Final = ("cluster", "brokerIP", "broker")
 _TOPIC: Final = ("cluster", "broker", "topic")
@@ -122,6 +125,12 @@ TPS_FAMILIES: Final = {
     "getTransferedTps": "rocketmq_brokeruntime_gettransfered_tps",
 }
 EXPORTER_FAMILIES.update({f"{prefix}{window}": _RUNTIME for prefix in TPS_FAMILIES.values() for window in TPS_WINDOWS})
+#: the exporter's put time distribution families, in the order of PUT_DISTRIBUTE_BUCKETS
+PMDT_FAMILIES: Final = tuple(f"rocketmq_brokeruntime_pmdt_{suffix}" for suffix in (
+    "0ms", "0to10ms", "10to50ms", "50to100ms", "100to200ms", "200to500ms", "500to1s", "1to2s", "2to3s", "3to4s",
+    "4to5s", "5to10s", "10stomore"))
+assert len(PMDT_FAMILIES) == len(PUT_DISTRIBUTE_BUCKETS)
+EXPORTER_FAMILIES.update({family: _RUNTIME for family in PMDT_FAMILIES})
 
 
 def _gauge(name: str, doc: str) -> GaugeMetricFamily:
@@ -288,6 +297,13 @@ def _runtime_metrics(broker: BrokerContext) -> Iterator[Metric]:
     ):
         gauge = _gauge(family, family.removeprefix("rocketmq_brokeruntime_"))
         gauge.add_metric(labels, value)
+        yield gauge
+    last_minute = stats.last_put_distribute_time
+    for index, (family, (_, label)) in enumerate(zip(PMDT_FAMILIES, PUT_DISTRIBUTE_BUCKETS, strict=True)):
+        gauge = _gauge(family, f"puts of the last minute whose store time was {label.strip('[]')} "
+                               "(putMessageDistributeTime)")
+        if last_minute is not None:
+            gauge.add_metric(labels, last_minute[index])
         yield gauge
     for key, windows in stats.tps_windows().items():
         for window, rate in zip(TPS_WINDOWS, windows, strict=True):

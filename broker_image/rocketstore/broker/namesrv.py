@@ -29,8 +29,13 @@ register, each RocketStore broker answers those questions itself on a second rem
   KV item of a topic into its route (``orderTopicConf``), as RocketMQ's name server does;
   ``productEnvName`` and ``clusterTest`` are kept and reported only. Keys of ``configBlackList``
   are refused with NO_PERMISSION; other unknown keys are ignored, as RocketMQ's
-  Configuration.update ignores them. Updates are not written to a file (RocketMQ writes
-  namesrv.properties when started with one).
+  Configuration.update ignores them. An update that changes something is written, as RocketMQ's
+  Configuration.persist writes its ``configStorePath``, to ``namesrv.properties`` in the store's
+  config directory (replaced durably, the previous version kept as ``.bak``, as the other config
+  files), and read back when the name server starts, so updates survive a restart. RocketMQ keeps
+  that file in ``~/namesrv/`` and reads it only when started with ``-c``; here it sits with the
+  store, which is what a pod keeps, and is always read. A file that cannot be used (nor its
+  backup) stops the start with an error naming it.
 * ``GET_UNIT_TOPIC_LIST`` (311), ``GET_HAS_UNIT_SUB_TOPIC_LIST`` (312),
   ``GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST`` (313): topics by their unit flags (TopicSysFlag), this
   broker's and the registered brokers'.
@@ -72,7 +77,7 @@ from rocketstore.broker.server import Connection, Handler, RemotingServer
 from rocketstore.common.clock import now_ms
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.common.java_properties import parse_properties
+from rocketstore.common.java_properties import format_properties, parse_properties
 from rocketstore.common.message import body_crc
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
@@ -98,10 +103,13 @@ from rocketstore.remoting.headers import (
     UnRegisterBrokerRequestHeader,
 )
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketstore.store.config_manager import read_config_file, write_config_file
 
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
+#: where UPDATE_NAMESRV_CONFIG's changes are kept, in the store's config directory
+NAMESRV_CONFIG_FILE = "namesrv.properties"
 #: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), appended to RocketMQ's TOPIC_NOT_EXIST remark.
 APPLY_TOPIC_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 #: NamesrvController's scanNotActiveBroker schedule: first after 5 s, then every 10 s.
@@ -123,6 +131,12 @@ class NamesrvConfig:
 
     def black_list(self) -> set[str]:
         return {key.strip() for key in self.config_black_list.split(";") if key.strip()}
+
+    def persisted(self) -> dict[str, str]:
+        """The keys UPDATE_NAMESRV_CONFIG can change, as written to namesrv.properties."""
+        return {"clusterTest": str(self.cluster_test).lower(),
+                "orderMessageEnable": str(self.order_message_enable).lower(),
+                "productEnvName": self.product_env_name}
 
     def update(self, props: dict[str, str]) -> dict[str, str]:
         """Apply the known keys (all or nothing); returns what changed. ValueError for a bad value."""
@@ -147,6 +161,7 @@ class NameServer:
         self.broker = broker
         self.kv_config = KVConfigManager(broker.store_config.config_dir())
         self.config = NamesrvConfig()
+        self.config_path = broker.store_config.config_dir() / NAMESRV_CONFIG_FILE
         self.server = RemotingServer(host, port, tls=broker.remoting.tls)  # RocketMQ's name server: same TLS
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
@@ -186,6 +201,7 @@ class NameServer:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.kv_config.load)
+        await asyncio.to_thread(read_config_file, self.config_path, self._load_config)
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
 
@@ -335,6 +351,7 @@ class NameServer:
         return {
             "clusterTest": str(cfg.cluster_test).lower(),
             "configBlackList": cfg.config_black_list,
+            "configStorePath": str(self.config_path),
             "kvConfigPath": str(self.kv_config.path),
             "listenPort": str(self.port),
             "orderMessageEnable": str(cfg.order_message_enable).lower(),
@@ -361,7 +378,20 @@ class NameServer:
         ignored = sorted(set(props) - set(changed))
         log.info("UPDATE_NAMESRV_CONFIG from %s: %s%s", conn.peer, changed,
                  f" (unknown keys ignored: {ignored})" if ignored else "")
+        if changed:
+            try:
+                await asyncio.to_thread(write_config_file, self.config_path,
+                                        format_properties(self.config.persisted()), _parses)
+            except OSError as exc:
+                log.error("UPDATE_NAMESRV_CONFIG: applied but not written to %s: %s", self.config_path, exc)
+                return request.response(ResponseCode.SYSTEM_ERROR,
+                                        f"applied, but not persisted to {self.config_path}: {exc}")
         return request.response(ResponseCode.SUCCESS)
+
+    def _load_config(self, text: str) -> None:
+        """namesrv.properties at start (ValueError for a file that cannot be used)."""
+        changed = self.config.update(parse_properties(text))
+        log.info("name server config from %s: %s", self.config_path, changed)
 
     def _unit_topics(self, wanted: Callable[[int], bool]) -> Handler:
         """A handler answering the TopicList of the topics whose sys flag ``wanted`` accepts."""
@@ -411,6 +441,15 @@ class NameServer:
         body = json.dumps(held.to_dict(), separators=(",", ":")).encode() if held is not None else b""
         return request.response(ResponseCode.SUCCESS, body=body,
                                 ext_fields=QueryDataVersionResponseHeader(changed=changed).to_ext_fields())
+
+
+def _parses(data: bytes) -> bool:
+    """Whether a namesrv.properties found on disk is worth keeping as the backup."""
+    try:
+        parse_properties(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
 
 
 def _topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:

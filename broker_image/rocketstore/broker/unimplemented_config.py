@@ -26,7 +26,6 @@ _TRANSIENT_POOL: Final = "no transient store pool: messages are written straight
 _WARM: Final = "new CommitLog files are not pre-touched"
 _LMQ: Final = "no light message queues or multi-dispatch: a message goes to its own topic only"
 _NO_EFFECT: Final = "no effect in RocketStore"
-_NAMESRV: Final = "no address server is asked: the broker registers with the name servers of namesrvAddr only"
 _POOLS: Final = ("no request thread pools or queues: requests run on one event loop, bounded by "
                  "per-connection flow control")
 _COMMERCIAL: Final = "no commercial statistics are kept"
@@ -76,7 +75,6 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "enableMultiDispatch": _LMQ,
     "maxLmqConsumeQueueNum": _LMQ,
     # -- BrokerConfig --
-    "fetchNamesrvAddrByAddressServer": _NAMESRV,
     "brokerIP2": "no HA: the address slaves would replicate from is never served",
     "messageStorePlugIn": "no store plug-ins: the built-in store is used",
     "sendMessageThreadPoolNums": _POOLS,

@@ -24,6 +24,12 @@
     resetOffsetByTime      -g GROUP -t TOPIC -s (now | MILLIS | yyyy-MM-dd#HH:mm:ss:SSS) [-f true]
     brokerConsumeStats     -b BROKER_ADDR [-o false]   (-o: order topics only)
 
+Security (before or after the verb): ``--access-key AK --secret-key SK`` (or
+``$ROCKETSTORE_ACCESS_KEY`` / ``$ROCKETSTORE_SECRET_KEY``) signs every request as RocketMQ's
+``AclClientRPCHook`` does, for brokers with ``aclEnable``; ``--tls`` speaks TLS without verifying
+the broker (RocketMQ's client default), ``--tls-ca FILE`` speaks TLS and verifies the broker's
+certificate chain against FILE; ``--tls-cert FILE --tls-key FILE`` present a client certificate.
+
 ``-n`` defaults to ``$NAMESRV_ADDR`` (as mqadmin's does); verbs given ``-b BROKER_ADDR`` need no
 name server. ``--json`` prints one JSON document. Exit codes: 0 success; 1 the broker answered
 with an error or the query found nothing; 2 usage errors and unreachable or silent peers. An
@@ -36,6 +42,7 @@ import argparse
 import datetime
 import json
 import os
+import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +50,7 @@ from typing import Any
 
 from rocketstore.cli.store_cmd import format_ms, message_to_json, print_message
 from rocketstore.client import (
+    AclClientRPCHook,
     BrokerAdmin,
     MQAdmin,
     RemotingClient,
@@ -50,6 +58,8 @@ from rocketstore.client import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeout,
+    SessionCredentials,
+    client_ssl_context,
 )
 from rocketstore.client.admin import ClientConnection
 from rocketstore.common.fastjson import parse_fastjson
@@ -75,7 +85,8 @@ class Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.client = RemotingClient(timeout=args.timeout, connect_timeout=args.timeout)
+        self.client = RemotingClient(timeout=args.timeout, connect_timeout=args.timeout,
+                                     ssl_context=_ssl_context(args), rpc_hook=_rpc_hook(args))
         self._admin: MQAdmin | None = None
 
     @property
@@ -106,6 +117,29 @@ class Context:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _rpc_hook(args: argparse.Namespace) -> AclClientRPCHook | None:
+    """ACL signing from --access-key/--secret-key, else the environment; none without either."""
+    access, secret = getattr(args, "access_key", None), getattr(args, "secret_key", None)
+    try:
+        if access is None and secret is None:
+            credentials = SessionCredentials.from_env()
+        else:
+            credentials = SessionCredentials(access or "", secret or "")
+    except ValueError as exc:
+        raise AdminError(f"{exc} (--access-key and --secret-key go together)", usage=True) from None
+    return None if credentials is None else AclClientRPCHook(credentials)
+
+
+def _ssl_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    ca, cert, key = (getattr(args, n, None) for n in ("tls_ca", "tls_cert", "tls_key"))
+    if not (getattr(args, "tls", False) or ca or cert or key):
+        return None
+    try:
+        return client_ssl_context(trust_cert=ca, cert=cert, key=key)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a file that is not PEM
+        raise AdminError(f"TLS settings: {exc}", usage=True) from None
 
 
 def java_boolean(text: str) -> bool:
@@ -140,6 +174,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, metavar="SECONDS",
                         help=f"per-request timeout (default {TIMEOUT_S:g})")
+    _security_options(common, argparse.SUPPRESS)
 
     admin = groups.add_parser("admin", help="administer brokers over the remoting protocol (mqadmin verbs)",
                               description="mqadmin's main verbs against RocketStore (or RocketMQ) brokers.")
@@ -148,6 +183,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     admin.add_argument("--json", action="store_true", help="machine-readable output")
     admin.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS",
                        help=f"per-request timeout (default {TIMEOUT_S:g})")
+    _security_options(admin, None)
     verbs = admin.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     def verb(name: str, action: Action, help_text: str) -> argparse.ArgumentParser:
@@ -257,9 +293,27 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="order topics only")
 
 
+def _security_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--access-key", dest="access_key", default=default, metavar="AK",
+                        help="ACL access key to sign requests with (default $ROCKETSTORE_ACCESS_KEY)")
+    parser.add_argument("--secret-key", dest="secret_key", default=default, metavar="SK",
+                        help="ACL secret key (default $ROCKETSTORE_SECRET_KEY)")
+    parser.add_argument("--tls", action="store_true", default=argparse.SUPPRESS if default is not None else False,
+                        help="speak TLS to brokers and name servers, not verifying their certificates")
+    parser.add_argument("--tls-ca", dest="tls_ca", default=default, metavar="FILE",
+                        help="speak TLS and verify certificates against these PEM CA certificates")
+    parser.add_argument("--tls-cert", dest="tls_cert", default=default, metavar="FILE",
+                        help="PEM client certificate to present (with --tls-key)")
+    parser.add_argument("--tls-key", dest="tls_key", default=default, metavar="FILE",
+                        help="PEM private key of --tls-cert")
+
+
 def _handler(action: Action) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        ctx = Context(args)
+        try:
+            ctx = Context(args)
+        except AdminError as exc:  # bad credentials or TLS files: nothing was sent
+            return _fail(str(exc), 2)
         try:
             result = action(args, ctx)
         except AdminError as exc:

@@ -13,6 +13,7 @@ the results below.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from rocketstore.client.remoting_client import (
     RemotingClientError,
     RemotingError,
     RouteSource,
+    RpcHook,
     any_addr,
     master_addr,
     route_source_for,
@@ -177,10 +179,12 @@ def _connections(data: Iterable[ConnectionData]) -> list[ClientConnection]:
 class BrokerAdmin:
     """Admin requests to the broker at ``addr`` (host:port of its remoting listener)."""
 
-    def __init__(self, addr: str, *, client: RemotingClient | None = None, timeout: float = 5.0) -> None:
+    def __init__(self, addr: str, *, client: RemotingClient | None = None, timeout: float = 5.0,
+                 ssl_context: ssl.SSLContext | None = None, rpc_hook: RpcHook | None = None) -> None:
+        """``ssl_context`` / ``rpc_hook``: TLS and ACL signing for the client made here when none is given."""
         self.addr = addr
         self._own_client = client is None
-        self.client = client or RemotingClient(timeout=timeout)
+        self.client = client or RemotingClient(timeout=timeout, ssl_context=ssl_context, rpc_hook=rpc_hook)
         self.timeout = timeout
 
     def close(self) -> None:

@@ -21,6 +21,12 @@ Errors, all :class:`RemotingClientError` with a ``retriable`` flag:
   FLUSH_DISK_TIMEOUT, SERVICE_NOT_AVAILABLE, ...).
 
 A connection that failed is dropped from the pool; the next call to that address reconnects.
+
+Security, both opt-in (without them the bytes on the wire are exactly those of a plain client):
+``ssl_context`` speaks TLS to every address (:mod:`rocketstore.client.tls`, RocketMQ's
+``tls.enable``), ``rpc_hook`` runs on every request before it is encoded, as RocketMQ's RPCHook
+does (:class:`rocketstore.client.acl_hook.AclClientRPCHook` signs requests for a broker with
+``aclEnable``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -39,6 +46,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketstore.client.tls import TlsSocket
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
@@ -188,12 +196,14 @@ def local_ip() -> str:
 # -- one connection ----------------------------------------------------------------------------
 
 RequestHandler = Callable[[str, RemotingCommand], RemotingCommand | None]
+#: RocketMQ's RPCHook.doBeforeRequest: may add ext fields to a request about to be sent
+RpcHook = Callable[[RemotingCommand], None]
 
 
 class _Connection:
     """One socket: requests out under a lock, responses in on the reader thread."""
 
-    def __init__(self, addr: str, sock: socket.socket, on_request: RequestHandler | None,
+    def __init__(self, addr: str, sock: socket.socket | TlsSocket, on_request: RequestHandler | None,
                  on_closed: Callable[[_Connection], None]) -> None:
         self.addr = addr
         self._sock = sock
@@ -305,8 +315,11 @@ class RemotingClient:
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT_S, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
                  serialize_type: SerializeType = SerializeType.JSON, language: int = LanguageCode.PYTHON,
-                 on_request: RequestHandler | None = None) -> None:
+                 on_request: RequestHandler | None = None, ssl_context: ssl.SSLContext | None = None,
+                 rpc_hook: RpcHook | None = None) -> None:
         self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.rpc_hook = rpc_hook
         self.connect_timeout = connect_timeout
         self.serialize_type = serialize_type
         self.language = language
@@ -340,7 +353,7 @@ class RemotingClient:
                 self._pool[addr] = conn
             return conn
 
-    def _connect(self, addr: str) -> socket.socket:
+    def _connect(self, addr: str) -> socket.socket | TlsSocket:
         try:
             host, port = parse_addr(addr)
         except ValueError as exc:
@@ -354,7 +367,13 @@ class RemotingClient:
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        return sock
+        if self.ssl_context is None:
+            return sock
+        try:
+            return TlsSocket(sock, self.ssl_context, host, self.connect_timeout)
+        except (OSError, ssl.SSLError) as exc:  # SSLError is an OSError; named for the reader
+            sock.close()
+            raise RemotingConnectError(addr, f"TLS handshake failed: {exc}") from None
 
     def _after_fork(self) -> None:
         """In a forked child (Spark's Python workers fork) the parent's reader threads do not
@@ -404,6 +423,8 @@ class RemotingClient:
     def _send_request(self, addr: str, cmd: RemotingCommand) -> tuple[_Connection, Future[RemotingCommand]]:
         cmd.opaque = self.next_opaque()
         cmd.flag &= ~RPC_ONEWAY
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         conn = self._connection(addr)
         future = conn.send(cmd, expect_response=True)
         assert future is not None
@@ -443,6 +464,8 @@ class RemotingClient:
         """Send with the one-way flag; nothing is awaited (the peer sends no response)."""
         cmd.opaque = self.next_opaque()
         cmd.flag |= RPC_ONEWAY
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         self._connection(addr).send(cmd, expect_response=False)
 
     def call(self, addr: str, code: int, header: HeaderLike = None, body: bytes = b"", *,

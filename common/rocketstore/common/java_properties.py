@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["parse_properties"]
+__all__ = ["format_properties", "parse_properties"]
 
 _BLANKS: Final = " \t\f"
 _ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -51,6 +51,28 @@ def parse_properties(text: str) -> dict[str, str]:
         key, value = _split_entry(pending)
         result[key] = value
     return result
+
+
+def _escape(text: str, is_key: bool) -> str:
+    """Properties.store's escaping (saveConvert), keeping non-ASCII characters as they are (the
+    file is written as UTF-8, as Properties.store(Writer) does)."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch in "\t\n\r\f":
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[ch])
+        elif ch in "=:#!" or (ch == " " and (is_key or i == 0)):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """``key=value`` lines that :func:`parse_properties` (and ``Properties.load``) read back as
+    ``props``: separators, comment marks, backslashes, line breaks and leading blanks escaped."""
+    return "".join(f"{_escape(key, True)}={_escape(value, False)}\n" for key, value in props.items())
 
 
 def _split_entry(line: str) -> tuple[str, str]:

@@ -12,22 +12,35 @@ loopback: ``rocketstore operator --broker-address-template '127.0.0.1:{port}'`` 
 variable ``ROCKETSTORE_OPERATOR_BROKER_ADDRESS`` (fields ``{name} {namespace} {ordinal} {pod}
 {port}``; a ``;``-separated list of ``NS/NAME-i=host:port`` pins single brokers).
 
+Security: every call takes a :class:`BrokerAccess`, how the brokers of one RocketStore want to be
+spoken to: TLS when its ``spec.tls.mode`` is not disabled (verifying the brokers' certificate
+against the CA of the TLS Secret when it has one), ACL signing with ``spec.acl.operatorCredentials``.
+A request the broker's ACL refuses raises :class:`BrokerError` with ``denied`` set, so the
+status can say that credentials, not the network, are the problem.
+
 The admin client is blocking (sockets), so every call runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import ssl
+import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Protocol
 
+from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
 from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name
 
 __all__ = [
     "ADDRESS_ENV",
+    "PLAIN",
     "AdminClient",
+    "BrokerAccess",
     "BrokerAddressing",
     "BrokerError",
     "BrokerRuntime",
@@ -52,8 +65,53 @@ class AdminClient(Protocol):
     def close(self) -> None: ...
 
 
+#: how RocketMQ 4.9.8 brokers word an ACL refusal (the remark of the SYSTEM_ERROR response)
+ACL_EXCEPTION: Final = "org.apache.rocketmq.acl.common.AclException"
+
+
 class BrokerError(Exception):
-    """A broker could not be reached or refused a request."""
+    """A broker could not be reached or refused a request; ``denied``: refused by its ACL."""
+
+    def __init__(self, message: str, denied: bool = False) -> None:
+        super().__init__(message)
+        self.denied = denied
+
+
+@dataclass(frozen=True)
+class BrokerAccess:
+    """TLS and ACL settings of the operator's connection to one RocketStore's brokers (hashable,
+    so the SSL context built from it is cached)."""
+
+    credentials: SessionCredentials | None = None
+    tls: bool = False
+    #: PEM CA certificates to verify brokers against; None with ``tls``: encrypt without verifying
+    trust_pem: str | None = None
+    #: PEM certificate and key to present, for brokers that want client certificates
+    client_cert_pem: bytes | None = field(default=None, repr=False)
+    client_key_pem: bytes | None = field(default=None, repr=False)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return _ssl_context(self.trust_pem, self.client_cert_pem, self.client_key_pem) if self.tls else None
+
+    def rpc_hook(self) -> AclClientRPCHook | None:
+        return None if self.credentials is None else AclClientRPCHook(self.credentials)
+
+
+PLAIN: Final = BrokerAccess()
+
+
+@functools.lru_cache(maxsize=64)
+def _ssl_context(trust_pem: str | None, cert_pem: bytes | None, key_pem: bytes | None) -> ssl.SSLContext:
+    """ssl loads a certificate chain from files only: the Secret's PEM goes through a private
+    temporary directory that is removed once loaded."""
+    if cert_pem is None or key_pem is None:
+        return client_ssl_context(trust_cert_pem=trust_pem)
+    with tempfile.TemporaryDirectory(prefix="rocketstore-operator-tls-") as tmp:
+        cert, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+        cert.write_bytes(cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(key_pem)
+        return client_ssl_context(trust_cert_pem=trust_pem, cert=cert, key=key)
 
 
 @dataclass(frozen=True)
@@ -108,10 +166,10 @@ class BrokerAddressing:
         return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=LISTEN_PORT)
 
 
-def _default_factory(addr: str) -> AdminClient:
+def _default_factory(addr: str, access: BrokerAccess) -> AdminClient:
     from rocketstore.client.admin import BrokerAdmin
 
-    return BrokerAdmin(addr, timeout=5.0)
+    return BrokerAdmin(addr, timeout=5.0, ssl_context=access.ssl_context(), rpc_hook=access.rpc_hook())
 
 
 class Brokers:
@@ -120,7 +178,7 @@ class Brokers:
     def __init__(
         self,
         addressing: BrokerAddressing | None = None,
-        factory: Callable[[str], AdminClient] = _default_factory,
+        factory: Callable[[str, BrokerAccess], AdminClient] = _default_factory,
     ) -> None:
         self.addressing = addressing or BrokerAddressing.from_env()
         self._factory = factory
@@ -128,9 +186,9 @@ class Brokers:
     def address(self, name: str, namespace: str, ordinal: int) -> str:
         return self.addressing.address(name, namespace, ordinal)
 
-    async def _run(self, addr: str, call: Callable[[AdminClient], object]) -> object:
+    async def _run(self, addr: str, access: BrokerAccess, call: Callable[[AdminClient], object]) -> object:
         def work() -> object:
-            client = self._factory(addr)
+            client = self._factory(addr, access)
             try:
                 return call(client)
             finally:
@@ -140,11 +198,13 @@ class Brokers:
             return await asyncio.to_thread(work)
         except BrokerError:
             raise
+        except RemotingError as exc:
+            raise BrokerError(f"{addr}: {exc}", denied=ACL_EXCEPTION in exc.remark) from exc
         except Exception as exc:  # socket errors, timeouts, error responses: all mean "not done"
             raise BrokerError(f"{addr}: {type(exc).__name__}: {exc}") from exc
 
-    async def runtime(self, addr: str) -> BrokerRuntime:
-        info = await self._run(addr, lambda c: c.get_runtime_info())
+    async def runtime(self, addr: str, access: BrokerAccess = PLAIN) -> BrokerRuntime:
+        info = await self._run(addr, access, lambda c: c.get_runtime_info())
         assert isinstance(info, dict)
         return BrokerRuntime(
             disk_usage_ratio=_float_or_none(info.get("commitLogDiskRatio")),
@@ -152,17 +212,17 @@ class Brokers:
             commit_log_max_offset=_int_or_none(info.get("commitLogMaxOffset")),
         )
 
-    async def config(self, addr: str) -> dict[str, str]:
-        conf = await self._run(addr, lambda c: c.get_broker_config())
+    async def config(self, addr: str, access: BrokerAccess = PLAIN) -> dict[str, str]:
+        conf = await self._run(addr, access, lambda c: c.get_broker_config())
         assert isinstance(conf, dict)
         return {str(k): str(v) for k, v in conf.items()}
 
-    async def push_config(self, addr: str, props: Mapping[str, str]) -> dict[str, str]:
+    async def push_config(self, addr: str, props: Mapping[str, str], access: BrokerAccess = PLAIN) -> dict[str, str]:
         """UPDATE_BROKER_CONFIG, then read back what the broker now runs with for those keys."""
-        await self._run(addr, lambda c: c.update_broker_config(dict(props)))
-        conf = await self.config(addr)
+        await self._run(addr, access, lambda c: c.update_broker_config(dict(props)))
+        conf = await self.config(addr, access)
         return {k: conf.get(k, "") for k in props}
 
-    async def delete_expired(self, addr: str) -> bool:
-        done = await self._run(addr, lambda c: c.delete_expired_commit_log())
+    async def delete_expired(self, addr: str, access: BrokerAccess = PLAIN) -> bool:
+        done = await self._run(addr, access, lambda c: c.delete_expired_commit_log())
         return bool(done)

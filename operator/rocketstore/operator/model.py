@@ -19,6 +19,7 @@ __all__ = [
     "CommitLog",
     "Maintenance",
     "Metrics",
+    "OperatorCredentials",
     "PodTemplate",
     "Retention",
     "Scheduling",
@@ -156,11 +157,24 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class OperatorCredentials:
+    """The plain ACL account the operator signs its own admin requests with (retention push,
+    manual delete, observation): a Secret of the RocketStore's namespace holding the access key and
+    the secret key. The account needs ``admin: true`` (UPDATE_BROKER_CONFIG and
+    DELETE_EXPIRED_COMMITLOG are admin-only codes in RocketMQ 4.9.8)."""
+
+    secret_name: str
+    access_key_key: str = "accessKey"
+    secret_key_key: str = "secretKey"
+
+
+@dataclass(frozen=True)
 class Acl:
     """RocketMQ plain ACL from a Secret: ``key`` holds the plain_acl.yml the brokers enforce."""
 
     secret_name: str
     key: str = "plain_acl.yml"
+    operator_credentials: OperatorCredentials | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,9 @@ class Tls:
     trust_cert_key: str | None = None
     mode: str = "permissive"  # disabled | permissive | enforcing (tls.server.mode)
     client_auth: str = "none"  # none | optional | require (tls.server.need.client.auth)
+    #: the CA the operator verifies brokers' certificates against; absent from the Secret: the
+    #: operator encrypts without verifying, as RocketMQ's clients do by default
+    ca_key: str = "ca.crt"
 
 
 @dataclass(frozen=True)
@@ -271,7 +288,16 @@ def _parse_acl(spec: Mapping[str, Any]) -> Acl | None:
     d = spec.get("acl")
     if d is None:
         return None
-    return Acl(secret_name=_secret_name(d, "acl.secretName"), key=_secret_key(d, "key", "plain_acl.yml", "acl.key"))
+    creds = d.get("operatorCredentials")
+    operator_credentials = None if creds is None else OperatorCredentials(
+        secret_name=_secret_name(creds, "acl.operatorCredentials.secretName"),
+        access_key_key=_secret_key(creds, "accessKeyKey", "accessKey", "acl.operatorCredentials.accessKeyKey"),
+        secret_key_key=_secret_key(creds, "secretKeyKey", "secretKey", "acl.operatorCredentials.secretKeyKey"),
+    )
+    if operator_credentials is not None and operator_credentials.access_key_key == operator_credentials.secret_key_key:
+        raise SpecError("acl.operatorCredentials.secretKeyKey", "accessKeyKey and secretKeyKey must differ")
+    return Acl(secret_name=_secret_name(d, "acl.secretName"), key=_secret_key(d, "key", "plain_acl.yml", "acl.key"),
+               operator_credentials=operator_credentials)
 
 
 def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
@@ -288,6 +314,7 @@ def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
         trust_cert_key=trust,
         mode=_choice(d, "mode", "permissive", "tls.mode", ("disabled", "permissive", "enforcing")),
         client_auth=_choice(d, "clientAuth", "none", "tls.clientAuth", ("none", "optional", "require")),
+        ca_key=_secret_key(d, "caKey", "ca.crt", "tls.caKey"),
     )
     if cert == key or trust in (cert, key):
         raise SpecError("tls.trustCertKey" if trust in (cert, key) else "tls.keyKey",

@@ -17,16 +17,18 @@ from typing import Any
 
 import kopf
 
+from rocketstore.client import SessionCredentials
 from rocketstore.operator import metrics
-from rocketstore.operator.brokers import BrokerError, Brokers
+from rocketstore.operator.brokers import BrokerAccess, BrokerError, Brokers
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import Owner, Plan, all_objects, cluster_peers, pod_name, pvc_name, selector
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
+from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 
-__all__ = ["Event", "Outcome", "apply_objects", "observe", "secret_problems"]
+__all__ = ["Event", "Outcome", "apply_objects", "broker_access", "observe", "referenced_secrets"]
 
 
 @dataclass(frozen=True)
@@ -157,39 +159,87 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-async def secret_problems(kube: Kube, owner: Owner, spec: Spec) -> list[dict[str, str]]:
-    """Referenced ACL / TLS Secrets that are missing or lack a key.
+async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[dict[str, dict[str, bytes]],
+                                                                           list[dict[str, str]]]:
+    """The ACL / TLS Secrets the spec references, by name, and what is wrong with them.
 
-    Kubelet leaves a pod whose Secret volume cannot be set up in ContainerCreating, and a broker
-    without its ACL file refuses every request: the RocketStore's status says why. Checked on every
-    observation, so creating or fixing the Secret clears the problem without touching the spec.
-    Reading Secrets is a privilege the chart grants only on request (``rbac.readReferencedSecrets``):
-    without it (403) the check is skipped.
+    Problems: a Secret missing or lacking a key. Kubelet leaves a pod whose Secret volume cannot be
+    set up in ContainerCreating, and a broker without its ACL file refuses every request: the
+    RocketStore's status says why. Checked on every observation, so creating or fixing the Secret
+    clears the problem without touching the spec. Reading Secrets is a privilege the chart grants
+    only on request (``rbac.readReferencedSecrets``): without it (403) the brokers' own Secrets are
+    not checked (and TLS is spoken without verifying, see :func:`broker_access`), but operator
+    credentials that cannot be read are a problem: the operator cannot sign without them.
     """
-    wanted: list[tuple[str, str, tuple[str, ...]]] = []
-    if spec.acl is not None:
-        wanted.append(("acl", spec.acl.secret_name, (spec.acl.key,)))
-    if spec.tls is not None:
-        tls_keys = (spec.tls.cert_key, spec.tls.key_key, spec.tls.trust_cert_key)
-        wanted.append(("tls", spec.tls.secret_name, tuple(k for k in tls_keys if k is not None)))
+    acl, tls = spec.acl, spec.tls
+    creds = None if acl is None else acl.operator_credentials
+    wanted: list[tuple[str, str, tuple[str, ...], bool]] = []  # spec path, Secret, keys, the operator's own
+    if acl is not None:
+        wanted.append(("acl", acl.secret_name, (acl.key,), False))
+    if creds is not None:
+        wanted.append(("acl.operatorCredentials", creds.secret_name, (creds.access_key_key, creds.secret_key_key),
+                       True))
+    if tls is not None:
+        tls_keys = (tls.cert_key, tls.key_key, tls.trust_cert_key)
+        wanted.append(("tls", tls.secret_name, tuple(k for k in tls_keys if k is not None), False))
     problems: list[dict[str, str]] = []
-    for section, name, keys in wanted:
+    found: dict[str, dict[str, bytes]] = {}
+    for section, name, keys, own in wanted:
         try:
-            secret = await kube.get("v1", "Secret", owner.namespace, name)
+            data = found[name] if name in found else await read_secret(kube, owner.namespace, name)
+        except SecretNotFound as e:
+            problems.append({"reason": "SecretNotFound", "message": f"spec.{section}.secretName: {e}" + (
+                "" if own else "; broker pods wait for it")})
+            continue
         except ApiError as e:
-            if e.status == 403:
+            if e.status == 403 and not own:
                 continue  # no RBAC to read Secrets (the chart's default): the check is skipped
             problems.append({"reason": "SecretUnreadable", "message": f"spec.{section}.secretName {name}: {e}"})
             continue
-        if secret is None:
-            problems.append({"reason": "SecretNotFound", "message": (
-                f"spec.{section}.secretName: Secret {name} not found in {owner.namespace}; broker pods wait for it")})
-            continue
-        missing = [k for k in keys if k not in (secret.get("data") or {})]
+        found[name] = data
+        missing = [k for k in keys if k not in data]
         if missing:
             problems.append({"reason": "SecretKeyMissing", "message": (
                 f"spec.{section}: Secret {name} has no key {', '.join(missing)}")})
-    return problems
+    return found, problems
+
+
+def broker_access(spec: Spec, secrets: Mapping[str, Mapping[str, bytes]]) -> BrokerAccess:
+    """How the operator speaks to the brokers, from the spec and the Secrets it could read.
+
+    TLS unless ``spec.tls`` is absent or its mode disabled, trusting the TLS Secret's ``caKey``
+    when it has one (otherwise unverified, as RocketMQ's clients by default), presenting the
+    Secret's certificate and key when brokers ask for client certificates; ACL signing with
+    ``spec.acl.operatorCredentials`` when both values are there (stripped of surrounding
+    whitespace: a Secret made from files often ends in a newline).
+    """
+    creds = None if spec.acl is None else spec.acl.operator_credentials
+    credentials = None
+    if creds is not None and creds.secret_name in secrets:
+        data = secrets[creds.secret_name]
+        access_key = data.get(creds.access_key_key, b"").decode("utf-8", "replace").strip()
+        secret_key = data.get(creds.secret_key_key, b"").decode("utf-8", "replace").strip()
+        if access_key and secret_key:
+            credentials = SessionCredentials(access_key, secret_key)
+    tls = spec.tls
+    if tls is None or tls.mode == "disabled":
+        return BrokerAccess(credentials=credentials)
+    material = secrets.get(tls.secret_name, {})
+    ca = material.get(tls.ca_key)
+    present = tls.client_auth != "none" and tls.cert_key in material and tls.key_key in material
+    return BrokerAccess(
+        credentials=credentials, tls=True, trust_pem=None if ca is None else ca.decode("ascii", "replace"),
+        client_cert_pem=material[tls.cert_key] if present else None,
+        client_key_pem=material[tls.key_key] if present else None,
+    )
+
+
+def _denied(name: str, error: BrokerError, spec: Spec) -> dict[str, str]:
+    """The problem of a broker whose ACL refused the operator: credentials, not the network."""
+    creds = None if spec.acl is None else spec.acl.operator_credentials
+    hint = ("set spec.acl.operatorCredentials to an admin account of the ACL file" if creds is None
+            else f"check the account in Secret {creds.secret_name} (it needs admin: true)")
+    return {"reason": "BrokerAccessDenied", "message": f"{name} refused the operator ({error}); {hint}"}
 
 
 async def observe(
@@ -197,7 +247,8 @@ async def observe(
 ) -> Outcome:
     """Observe pods and brokers, converge each broker's retention, run a new manual delete token."""
     out = Outcome()
-    out.problems = await secret_problems(kube, owner, spec)
+    secrets, out.problems = await referenced_secrets(kube, owner, spec)
+    access = broker_access(spec, secrets)
     replicas = int(status.get("replicas") or spec.brokers)
     pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
     old_brokers = {b.get("name"): b for b in status.get("brokers", []) or []}
@@ -209,9 +260,11 @@ async def observe(
     for i in range(replicas):
         addr = brokers.address(owner.name, owner.namespace, i)
         try:
-            runtimes[i] = await brokers.runtime(addr)
+            runtimes[i] = await brokers.runtime(addr, access)
         except BrokerError as e:
             errors[i] = str(e)
+            if e.denied:
+                out.problems.append(_denied(pod_name(owner.name, i), e, spec))
     usages = [r.disk_usage_ratio for r in runtimes.values() if r.disk_usage_ratio is not None]
     max_usage = max(usages) if usages else None
     previous_hours = status.get("effectiveFileReservedTime")
@@ -252,9 +305,10 @@ async def observe(
             })
             if rt.disk_usage_ratio is not None:
                 metrics.BROKER_DISK_USAGE.labels(owner.namespace, owner.name, name).set(rt.disk_usage_ratio)
-            running = await _converge_retention(brokers, addr, name, want, cluster_peers(owner, replicas), entry, out)
+            running = await _converge_retention(brokers, access, addr, name, want, cluster_peers(owner, replicas),
+                                                entry, out, spec)
             segment_size = int(running.get("mappedFileSizeCommitLog") or spec.commit_log.segment_size)
-            await _manual_delete(brokers, addr, name, token, rt, segment_size, entry, out)
+            await _manual_delete(brokers, access, addr, name, token, rt, segment_size, entry, out, spec)
         broker_status.append({k: v for k, v in entry.items() if v is not None})
 
     ready = sum(1 for b in broker_status if b["ready"])
@@ -293,8 +347,8 @@ async def observe(
 
 
 async def _converge_retention(
-    brokers: Brokers, addr: str, name: str, want: Mapping[str, str], peers: str, entry: dict[str, Any],
-    out: Outcome,
+    brokers: Brokers, access: BrokerAccess, addr: str, name: str, want: Mapping[str, str], peers: str,
+    entry: dict[str, Any], out: Outcome, spec: Spec,
 ) -> dict[str, str]:
     """Push the retention keys (and clusterPeers, so scale-up needs no restart) where they differ.
 
@@ -302,11 +356,11 @@ async def _converge_retention(
     """
     live = {**want, "clusterPeers": peers}
     try:
-        running = await brokers.config(addr)
+        running = await brokers.config(addr, access)
         current = {k: running.get(k, "") for k in live}
         stale = {k: v for k, v in live.items() if not _same(current[k], v)}
         if stale:
-            current.update(await brokers.push_config(addr, stale))
+            current.update(await brokers.push_config(addr, stale, access))
             metrics.TUNING_ACTIONS.labels(action="retention_push").inc()
             out.events.append(Event("Normal", "BrokerConfigApplied", f"{name}: " + ", ".join(
                 f"{k}={v}" for k, v in stale.items())))
@@ -315,12 +369,14 @@ async def _converge_retention(
     except BrokerError as e:
         metrics.ERRORS.labels(step="retention_push").inc()
         out.events.append(Event("Warning", "RetentionPushFailed", f"{name}: {e}"))
+        if e.denied:
+            out.problems.append(_denied(name, e, spec))
         return {}
 
 
 async def _manual_delete(
-    brokers: Brokers, addr: str, name: str, token: str | None, rt: Any, segment_size: int,
-    entry: dict[str, Any], out: Outcome,
+    brokers: Brokers, access: BrokerAccess, addr: str, name: str, token: str | None, rt: Any, segment_size: int,
+    entry: dict[str, Any], out: Outcome, spec: Spec,
 ) -> None:
     last = entry.get("lastManualDelete") or {}
     if token is None:
@@ -333,7 +389,7 @@ async def _manual_delete(
             entry["lastManualDelete"] = last
         return
     try:
-        await brokers.delete_expired(addr)
+        await brokers.delete_expired(addr, access)
         result = "Requested"
         metrics.TUNING_ACTIONS.labels(action="manual_delete").inc()
         out.events.append(Event("Normal", "ManualDeleteRequested", f"{name}: deleteExpiredCommitLog, token {token}"))
@@ -341,6 +397,8 @@ async def _manual_delete(
         result = f"Failed: {e}"[:300]
         metrics.ERRORS.labels(step="manual_delete").inc()
         out.events.append(Event("Warning", "ManualDeleteFailed", f"{name}: token {token}: {e}"))
+        if e.denied:
+            out.problems.append(_denied(name, e, spec))
     entry["lastManualDelete"] = {
         "token": token,
         "result": result,

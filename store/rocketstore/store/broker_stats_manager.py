@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 #: seconds between two snapshots (StatsItem samples every 10 s)
 SAMPLE_INTERVAL_S: Final = 10.0
@@ -40,14 +40,22 @@ HOUR_SNAPSHOTS: Final = 7
 DAY_PERIOD_S: Final = 3600.0
 DAY_SNAPSHOTS: Final = 25
 
-#: the statistics VIEW_BROKER_STATS_DATA names (BrokerStatsManager's constants); GROUP_GET_* keys
-#: are ``topic@group``, BROKER_* keys the cluster name
+#: the statistics VIEW_BROKER_STATS_DATA names (BrokerStatsManager's constants); GROUP_GET_* and
+#: SNDBCK_PUT_NUMS keys are ``topic@group``, GROUP_GET_LATENCY keys ``queueId@topic@group``, BROKER_*
+#: keys the cluster name. RocketMQ 4.9.8 creates more tables (GROUP_GET_FROM_DISK_*,
+#: BROKER_GET_FROM_DISK_*, DLQ_PUT_NUMS, COMMERCIAL_*, ACCOUNT_*, ...) but its open-source broker
+#: never adds to most of them, so it answers "not exist" for them as this broker does.
 TOPIC_PUT_NUMS: Final = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE: Final = "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
 GROUP_GET_SIZE: Final = "GROUP_GET_SIZE"
 BROKER_PUT_NUMS: Final = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS: Final = "BROKER_GET_NUMS"
+#: messages a group handed back (CONSUMER_SEND_MSG_BACK stored), by original topic and group
+SNDBCK_PUT_NUMS: Final = "SNDBCK_PUT_NUMS"
+#: milliseconds spent building a found pull's body (RocketMQ: reading the result into the heap
+#: buffer it answers with), summed per pull by queue, topic and group; ``avgpt`` is ms per pull
+GROUP_GET_LATENCY: Final = "GROUP_GET_LATENCY"
 
 #: upper bounds (seconds) of the latency histograms' buckets: 100 µs to 10 s
 LATENCY_BOUNDS_S: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -160,6 +168,10 @@ class BrokerStatsManager:
         # the same items, paired for the hot path's single lookup
         self._topic_put: dict[str, tuple[StatsItem, StatsItem]] = {}
         self._group_get: dict[tuple[str, str], tuple[StatsItem, StatsItem]] = {}
+        #: keyed (topic, group) as SNDBCK_PUT_NUMS' ``topic@group``
+        self.send_back_nums: dict[tuple[str, str], StatsItem] = {}
+        #: keyed (queue id, topic, group) as GROUP_GET_LATENCY's ``queueId@topic@group``
+        self.group_get_latency: dict[tuple[int, str, str], StatsItem] = {}
         self.broker_put_nums = StatsItem(now, LONGEST_WINDOW_S)
         self.broker_get_nums = StatsItem(now, LONGEST_WINDOW_S)
         #: SEND_MESSAGE/V2/batch: request read to response ready, waits for flush or dispatch included
@@ -204,6 +216,23 @@ class BrokerStatsManager:
         broker.value += msg_num
         broker.times += 1
 
+    def inc_send_back(self, group: str, topic: str) -> None:
+        """A message handed back by ``group`` was stored (incSendBackNums); ``topic`` the original one."""
+        item = self.send_back_nums.get((topic, group))
+        if item is None:
+            item = self.send_back_nums[(topic, group)] = StatsItem(self._now)
+        item.value += 1
+        item.times += 1
+
+    def inc_group_get_latency(self, group: str, topic: str, queue_id: int, millis: int) -> None:
+        """A found pull's body took ``millis`` to build (incGroupGetLatency)."""
+        key = (queue_id, topic, group)
+        item = self.group_get_latency.get(key)
+        if item is None:
+            item = self.group_get_latency[key] = StatsItem(self._now)
+        item.value += millis
+        item.times += 1
+
     def sample(self, now: float) -> None:
         """Snapshot every total (every :data:`SAMPLE_INTERVAL_S`, by the broker's sampling task).
 
@@ -211,7 +240,10 @@ class BrokerStatsManager:
         not read the clock for them.
         """
         self._now = now
-        for table in (self.topic_put_nums, self.topic_put_size, self.group_get_nums, self.group_get_size):
+        tables: tuple[dict[Any, StatsItem], ...] = (
+            self.topic_put_nums, self.topic_put_size, self.group_get_nums, self.group_get_size, self.send_back_nums,
+            self.group_get_latency)
+        for table in tables:
             for item in table.values():
                 item.sample(now)
         self.broker_put_nums.sample(now)
@@ -229,6 +261,13 @@ class BrokerStatsManager:
             topic, at, group = key.partition("@")
             table = self.group_get_nums if name == GROUP_GET_NUMS else self.group_get_size
             item = table.get((topic, group)) if at else None
+        elif name == SNDBCK_PUT_NUMS:
+            topic, at, group = key.partition("@")
+            item = self.send_back_nums.get((topic, group)) if at else None
+        elif name == GROUP_GET_LATENCY:
+            parts = key.split("@")
+            if len(parts) == 3 and parts[0].lstrip("-").isdigit():
+                item = self.group_get_latency.get((int(parts[0]), parts[1], parts[2]))
         elif name in (BROKER_PUT_NUMS, BROKER_GET_NUMS) and key == self.cluster:
             item = self.broker_put_nums if name == BROKER_PUT_NUMS else self.broker_get_nums
         return None if item is None else item.windows()

@@ -81,13 +81,13 @@ def _is_parsable(data: bytes) -> bool:
     return True
 
 
-def write_config_file(path: Path, text: str) -> None:
+def write_config_file(path: Path, text: str, parsable: Callable[[bytes], bool] = _is_parsable) -> None:
     """Replace ``path`` durably, keeping the previous version as ``path.bak``.
 
     Order: ``X.tmp`` written and fsynced, current ``X`` copied to ``X.bak`` (fsynced), ``X.tmp``
     renamed over ``X``, directory fsynced. At every instant either ``X`` or ``X.bak`` holds a
-    complete version. A current ``X`` that does not parse is not copied, so it cannot overwrite
-    the good backup it is relying on.
+    complete version. A current ``X`` that does not parse (``parsable``: as JSON by default) is not
+    copied, so it cannot overwrite the good backup it is relying on.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path, ".tmp")
@@ -97,7 +97,7 @@ def write_config_file(path: Path, text: str) -> None:
     except FileNotFoundError:
         previous = None
     if previous is not None:
-        if _is_parsable(previous):
+        if parsable(previous):
             _write_synced(_sibling(path, ".bak"), previous)
         else:
             log.warning("%s does not parse; keeping the existing backup", path)

@@ -524,6 +524,7 @@ class DefaultMessageStore:
         message_filter: MessageFilter | None = None,
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages from a queue (RocketMQ's getMessage, same statuses)."""
+        begin = time.monotonic()
         max_offset_py = self.commit_log.max_offset
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
@@ -542,9 +543,10 @@ class DefaultMessageStore:
         else:
             result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
             result.min_offset, result.max_offset = min_offset, max_offset
-            self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count)
+            self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count,
+                                  time.monotonic() - begin)
             return result
-        self.stats.record_get(False, 0)
+        self.stats.record_get(False, 0, time.monotonic() - begin)
         return GetMessageResult(status, next_offset, min_offset, max_offset)
 
     def _read_queue(
@@ -754,7 +756,6 @@ class DefaultMessageStore:
             "commitLogDiskRatio": f"{self.disk_usage_ratio():.4f}",
             "consumeQueueDiskRatio": f"{cq_ratio:.4f}",
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
-            "putMessageEntireTimeMax": str(self.stats.put_max_ms),
             "diskFull": str(self.running_flags.disk_full).lower(),
             "remainHowManyDataToFlush": str(self.commit_log.remain_to_flush()),
             "pageCacheLockTimeMills": str(int(self.commit_log.lock_held_ms())),

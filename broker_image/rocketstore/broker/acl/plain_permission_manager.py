@@ -38,13 +38,13 @@ from typing import Any, Final
 
 import yaml
 
-from rocketstore.broker.acl.acl_signer import cal_signature
 from rocketstore.broker.acl.permission import DENY, PUB, check_permission, need_admin_perm, parse_perm
 from rocketstore.broker.acl.plain_access_resource import NeededAccess, PlainAccount, is_retry_topic, print_resource
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError, RemoteAddressStrategy, parse_strategy
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.topic_validator import RMQ_SYS_TRACE_TOPIC
+from rocketstore.remoting.acl_signer import cal_signature
 
 log = logging.getLogger(__name__)
 

@@ -242,10 +242,15 @@ class PullMessageProcessor:
         if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
             timeout = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
             return message_filter, min(timeout, MAX_SUSPEND_MS)
-        if code == ResponseCode.SUCCESS:  # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS
-            self.stats.inc_group_get(header.topic, header.consumer_group, len(result.messages),
-                                     result.buffer_total_size)
-        return self._response(request, code, result, suggest)
+        if code != ResponseCode.SUCCESS:
+            return self._response(request, code, result, suggest)
+        # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS, and GROUP_GET_LATENCY: the body's making
+        self.stats.inc_group_get(header.topic, header.consumer_group, len(result.messages), result.buffer_total_size)
+        begin = time.perf_counter()
+        response = self._response(request, code, result, suggest)
+        self.stats.inc_group_get_latency(header.consumer_group, header.topic, header.queue_id,
+                                         int((time.perf_counter() - begin) * 1000))
+        return response
 
     @staticmethod
     def _response(request: RemotingCommand, code: int, result: GetMessageResult, suggest: int) -> RemotingCommand:

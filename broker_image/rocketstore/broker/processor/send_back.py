@@ -110,5 +110,8 @@ class ConsumerSendMsgBackProcessor:
         # WAIT=false: the put never waits for a sync flush, so it stays on the loop
         result = broker.store.put_message(msg)
         if result.status is PutMessageStatus.PUT_OK:
+            # SNDBCK_PUT_NUMS by the message's first topic (a retried message's RETRY_TOPIC)
+            broker.broker_stats_manager.inc_send_back(header.group,
+                                                      original.properties.get(PROPERTY_RETRY_TOPIC, original.topic))
             return request.response(ResponseCode.SUCCESS)
         return request.response(ResponseCode.SYSTEM_ERROR, result.status.value)
