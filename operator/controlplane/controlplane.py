@@ -54,6 +54,17 @@ def build_helm() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def terminate(proc: subprocess.Popen[bytes], seconds: float = 10) -> None:
+    """SIGTERM, then SIGKILL after ``seconds``: every process here gets a chance to stop cleanly."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def free_ports(n: int) -> list[int]:
     socks = [socket.socket() for _ in range(n)]
     try:
@@ -209,13 +220,7 @@ class ControlPlane:
         # reverse start order: kwok, scheduler, controller-manager, apiserver, etcd
         while self.procs:
             _name, proc = self.procs.pop()
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc)
         if self.keep:
             log(f"kept {self.work}")
         else:

@@ -18,9 +18,10 @@ Facts this layout rests on (found on the CI machines, which run cgroup v1 inside
   ``RSNODE-FORWARD`` accepts bridge-to-bridge traffic and drops pod traffic bound elsewhere, and
   the resolv.conf kubelet hands to pods names no outside resolver.
 * Tear-down leaves the machine as it found it: pods deleted through the API, every containerd
-  task killed, mounts under the node's directories unmounted, network namespaces made by the CRI
-  removed, the bridge deleted, kube-proxy's chains removed by ``kube-proxy --cleanup`` and ours
-  deleted. ``Node.leftovers()`` lists what would betray a leak, for the tests to compare.
+  task killed, mounts under the node's directories unmounted (the network namespaces the CRI made
+  among them: they live under the node's state directory, not /var/run/netns), the bridge
+  deleted, kube-proxy's chains removed by ``kube-proxy --cleanup`` and ours deleted.
+  ``Node.leftovers()`` lists what would betray a leak, for the tests to compare.
 
 Needs root. Standard library only.
 """
@@ -30,14 +31,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from controlplane import ControlPlane, free_ports, log
+from controlplane import ControlPlane, free_ports, log, terminate
 
 BRIDGE = "rsnode0"
 POD_CIDR = "10.88.0.0/16"
@@ -79,6 +79,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -280,19 +281,11 @@ class Node:
         for name, proc in reversed(self.procs):
             if name == "containerd":
                 self._kill_tasks()
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, 15)
             self.cp.procs = [(n, p) for n, p in self.cp.procs if p is not proc]
         self.procs.clear()
         self._unmount_under(self.work)
         self._unmount_under(self.state)
-        for ns in Path("/var/run/netns").glob("cni-*") if Path("/var/run/netns").is_dir() else []:
-            _run("ip", "netns", "delete", ns.name, check=False)
         self._network_down()
         shutil.rmtree(self.state, ignore_errors=True)
 

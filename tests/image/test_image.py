@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from docker_engine import build_base_image, docker_engine
 from tool_support import require_executable, require_tool
 
 from rocketstore.client import MessageQueue, Producer, PullConsumer, PullStatus, SendResult
@@ -113,35 +114,18 @@ def engine(tmp_path_factory: pytest.TempPathFactory, image_report: list[str]) ->
     require_tool("root", os.geteuid() == 0, "the image tests run debootstrap and dockerd")
     tmp = tmp_path_factory.mktemp("image")
     t0 = time.monotonic()
-    # dockerd.sh's default state dir: short (unix socket path limit) and fixed, so an engine left
-    # by a killed run is adopted and stopped rather than duplicated on the same data root
-    proc = subprocess.run([str(HERE / "dockerd.sh"), "start"], capture_output=True, text=True, timeout=120,
-                          check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"dockerd.sh start failed:\n{proc.stderr}")
-    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    env = dict(os.environ)
-    if values.get("DOCKER_HOST"):
-        env["DOCKER_HOST"] = values["DOCKER_HOST"]
-    started = values.get("DOCKERD_STARTED") == "1"
-    eng = Engine(env=env, started=started, tmp=tmp, report=image_report)
-    eng.timed("engine start" if started else "engine (already running)", time.monotonic() - t0)
-    try:
+    with docker_engine() as (env, started):
+        eng = Engine(env=env, started=started, tmp=tmp, report=image_report)
+        eng.timed("engine start" if started else "engine (already running)", time.monotonic() - t0)
         yield eng
-    finally:
-        if started:
-            subprocess.run([str(HERE / "dockerd.sh"), "stop"], timeout=120, check=False)
 
 
 @pytest.fixture(scope="module")
 def image(engine: Engine) -> str:
     t0 = time.monotonic()
-    proc = subprocess.run([str(HERE / "build_base_image.sh")], env=engine.env, capture_output=True, text=True,
-                          timeout=1200, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"build_base_image.sh failed:\n{proc.stderr}")
-    print(proc.stderr.strip())
-    how = "cached rootfs" if "using cached" in proc.stderr else "debootstrap"
+    report = build_base_image(engine.env)
+    print(report)
+    how = "cached rootfs" if "using cached" in report else "debootstrap"
     engine.timed(f"base image ({how})", time.monotonic() - t0)
 
     build_args: list[str] = []

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_support import IMAGE, IMAGE_DIR, ROOT, STORAGE_CLASS, controlplane, node_module
+from docker_engine import build_base_image, docker_engine
+from node_support import IMAGE, ROOT, STORAGE_CLASS, controlplane, node_module
 from tool_support import require_executable, require_tool
 
 
@@ -27,19 +28,8 @@ def docker_env() -> Iterator[dict[str, str]]:
     """A Docker engine for building the image (started by dockerd.sh when none answers)."""
     for tool in ("docker", "dockerd", "debootstrap"):
         require_executable(tool, "the node tests build the image with Debian's docker.io and debootstrap")
-    proc = subprocess.run([str(IMAGE_DIR / "dockerd.sh"), "start"], capture_output=True, text=True, timeout=120,
-                          check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"dockerd.sh start failed:\n{proc.stderr}")
-    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    env = dict(os.environ)
-    if values.get("DOCKER_HOST"):
-        env["DOCKER_HOST"] = values["DOCKER_HOST"]
-    try:
+    with docker_engine() as (env, _started):
         yield env
-    finally:
-        if values.get("DOCKERD_STARTED") == "1":
-            subprocess.run([str(IMAGE_DIR / "dockerd.sh"), "stop"], timeout=120, check=False)
 
 
 def _docker(env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 1800) -> None:
@@ -52,10 +42,7 @@ def _docker(env: dict[str, str], *args: str, stdin: str | None = None, timeout: 
 @pytest.fixture(scope="session")
 def images(docker_env: dict[str, str]) -> list[str]:
     """The project's image (the chart's default tag) and the node's sandbox image, built locally."""
-    proc = subprocess.run([str(IMAGE_DIR / "build_base_image.sh")], env=docker_env, capture_output=True,
-                          text=True, timeout=1200, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"build_base_image.sh failed:\n{proc.stderr}")
+    build_base_image(docker_env)
     _docker(docker_env, "build", "-q", "-t", IMAGE, str(ROOT))
     # the pod sandbox only has to hold the pod's namespaces: any blocking process does
     _docker(docker_env, "build", "-q", "-t", "rocketstore/pause:local", "-",

@@ -12,11 +12,10 @@ from types import ModuleType
 
 from polling import wait_until
 
-__all__ = ["IMAGE", "IMAGE_DIR", "ROOT", "STORAGE_CLASS", "controlplane", "node_module", "wait_until"]
+__all__ = ["IMAGE", "ROOT", "STORAGE_CLASS", "controlplane", "node_module", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = ROOT / "operator" / "controlplane"
-IMAGE_DIR = ROOT / "tests" / "image"
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 IMAGE = f"rocketstore/rocketstore:{VERSION}"
 STORAGE_CLASS = "local-node"

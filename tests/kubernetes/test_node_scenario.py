@@ -46,6 +46,8 @@ NS = "shop"
 NAME = "orders"
 TOPIC = "NodeTopic"
 MESSAGES = 200
+#: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 #: acknowledged sends of TOPIC per broker, recorded by the produce test for the restart test
 SENT_TO: dict[str, int] = {}
 
@@ -116,9 +118,11 @@ def operator_logs(kube: Any) -> str:
 
 @pytest.fixture(scope="module")
 def installed(cluster: Any, kube: Any, helm_bin: Path) -> Any:
-    """The chart installed as README says, waited for: its operator pod Running and Ready."""
+    """The chart installed as README says, waited for: its operator pod Running and Ready. The
+    namespace enforces the "restricted" Pod Security Standard, as the broker namespace does."""
+    client.CoreV1Api(kube).create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
     run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
-         "--namespace", OPERATOR_NS, "--create-namespace", "--wait", "--timeout", "4m")
+             "--namespace", OPERATOR_NS, "--wait", "--timeout", "4m")
     return cluster
 
 
@@ -131,7 +135,7 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(installed: Any, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
-    core.create_namespace({"metadata": {"name": NS}})
+    core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
     installed.add_local_volumes(4, "100Gi", STORAGE_CLASS)
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
@@ -149,12 +153,15 @@ def store(installed: Any, kube: Any) -> dict[str, Any]:
     return get(kube)
 
 
-def test_operator_runs_in_its_pod_from_the_chart(installed: Any, kube: Any) -> None:
+def test_operator_runs_in_its_pod_from_the_chart(installed: Any, kube: Any, helm_bin: Path) -> None:
     deploys = client.AppsV1Api(kube).list_namespaced_deployment(OPERATOR_NS).items
     assert len(deploys) == 1 and deploys[0].status.ready_replicas == 1, operator_logs(kube)
     pod = client.CoreV1Api(kube).list_namespaced_pod(OPERATOR_NS).items[0]
     assert pod.spec.node_name == installed.name  # the real node, not kwok
     assert pod.spec.containers[0].image.startswith("rocketstore/rocketstore:")
+    # the chart's own test: a pod of the operator image asks the operator's /healthz
+    out = run_helm(helm_bin, installed, "test", "rocketstore", "--namespace", OPERATOR_NS, "--timeout", "3m")
+    assert "Succeeded" in out, out
 
 
 def test_produce_and_consume_through_the_cluster(store: dict[str, Any], kube: Any, java: Path) -> None:
