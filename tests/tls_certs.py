@@ -55,3 +55,12 @@ def make_certs(directory: Path) -> Certs:
                                    "extendedKeyUsage=clientAuth\n", "ca")
     return Certs(directory / "ca.pem", server_cert, server_key, client_cert, client_key,
                  directory / "other-ca.pem", directory / "other-ca.key")
+
+
+def tls_jvm(trust: Path, cert: Path | None = None, key: Path | None = None) -> list[str]:
+    """RocketMQ's client TLS switch, verifying the server against ``trust``."""
+    args = ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
+            f"-Dtls.client.trustCertPath={trust}", "-Dtls.config.file=/nonexistent/tls.properties"]
+    if cert is not None and key is not None:
+        args += [f"-Dtls.client.certPath={cert}", f"-Dtls.client.keyPath={key}"]
+    return args

@@ -24,7 +24,7 @@ import pytest
 from broker_process import Broker
 from e2e_support import LIGHT_JVM
 from java_rocketmq import ClientDriver
-from tls_certs import Certs, make_certs
+from tls_certs import Certs, make_certs, tls_jvm
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +32,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("certs"))
-
-
-def tls_jvm(trust: Path, cert: Path | None = None, key: Path | None = None) -> list[str]:
-    """RocketMQ's client TLS switch, verifying the server against ``trust``."""
-    args = ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
-            f"-Dtls.client.trustCertPath={trust}", "-Dtls.config.file=/nonexistent/tls.properties"]
-    if cert is not None and key is not None:
-        args += [f"-Dtls.client.certPath={cert}", f"-Dtls.client.keyPath={key}"]
-    return args
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ server through the ``kubernetes`` Service (kube-proxy) and the brokers through t
 names (CoreDNS); the brokers are containers of the same image writing to local PersistentVolumes,
 which are directories on this machine, so the test can look at the files a broker wrote.
 
-The client is the Java RocketMQ 4.9.8 client on the host. Routes name each broker by its pod's
-stable DNS name (``orders-1.orders-headless.shop.svc``), which an application pod resolves through
-cluster DNS; the host is outside cluster DNS, so the JVM gets a hosts file with the names CoreDNS
-would answer (``jdk.net.hosts.file``), and reaches the pod addresses over the node's bridge.
+The client is the Java RocketMQ 4.9.8 client on the host, outside the cluster network, as an
+application elsewhere would be: the RocketStore has ``externalAccess`` (NodePort), so its name
+servers answer on the node's address and port 30876 and each broker advertises the node's address
+and its own node port (30911 + ordinal), which kube-proxy forwards to its pod.
 
 The tests run in file order and build on each other: install, produce and consume, live retention,
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
@@ -29,8 +29,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 from node_support import ROOT, STORAGE_CLASS, wait_until
+from tls_certs import make_certs, tls_jvm
 
-from rocketstore.client.admin import BrokerAdmin
+from rocketstore.client import (
+    AclClientRPCHook,
+    BrokerAdmin,
+    RemotingConnectError,
+    SessionCredentials,
+    client_ssl_context,
+)
 
 CLIENTS_DIR = str(ROOT / "tests" / "clients")
 if CLIENTS_DIR not in sys.path:
@@ -46,6 +53,12 @@ NS = "shop"
 NAME = "orders"
 TOPIC = "NodeTopic"
 MESSAGES = 200
+BASE_PORT, NAMESRV_NODE_PORT = 30911, 30876
+#: the node has 2 CPUs: the default requests (500m per broker) would leave the 4th broker Pending
+SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+SECURE_NS = "bank"
+OPERATOR_AK, OPERATOR_SK = "rocketstoreOperator", "operator-secret-1"
+APP_AK, APP_SK = "payments", "payments-secret-1"
 #: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 #: acknowledged sends of TOPIC per broker, recorded by the produce test for the restart test
@@ -76,17 +89,17 @@ def ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
-def broker_addr(kube: Any, ordinal: int, port: int = 10911) -> str:
+def broker_addr(kube: Any, ordinal: int, port: int | None = None) -> str:
+    """Broker ``ordinal``'s pod address, at its remoting port (``BASE_PORT + ordinal``) unless
+    ``port`` says otherwise (9876: its name server)."""
     pod = pods(kube)[f"{NAME}-{ordinal}"]
-    return f"{pod.status.pod_ip}:{port}"
+    return f"{pod.status.pod_ip}:{BASE_PORT + ordinal if port is None else port}"
 
 
-def java_client(kube: Any, workdir: Path, ordinal: int = 0) -> ClientDriver:
-    """A Java client whose name server is broker ``ordinal``'s, resolving the brokers' DNS names."""
-    hosts = workdir / "hosts"
-    hosts.write_text("".join(f"{p.status.pod_ip} {name}.{NAME}-headless.{NS}.svc\n"
-                             for name, p in pods(kube).items() if p.status.pod_ip))
-    return ClientDriver(broker_addr(kube, ordinal, 9876), workdir, jvm_args=[f"-Djdk.net.hosts.file={hosts}"])
+def java_client(kube: Any, workdir: Path) -> ClientDriver:
+    """A Java client whose name server is the RocketStore's external one, on the node's address."""
+    node_ip = next(iter(pods(kube).values())).status.host_ip
+    return ClientDriver(f"{node_ip}:{NAMESRV_NODE_PORT}", workdir)
 
 
 def volume_of(kube: Any, ordinal: int) -> Path:
@@ -121,8 +134,9 @@ def installed(cluster: Any, kube: Any, helm_bin: Path) -> Any:
     """The chart installed as README says, waited for: its operator pod Running and Ready. The
     namespace enforces the "restricted" Pod Security Standard, as the broker namespace does."""
     client.CoreV1Api(kube).create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
+    # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
     run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
-             "--namespace", OPERATOR_NS, "--wait", "--timeout", "4m")
+             "--namespace", OPERATOR_NS, "--set", "rbac.readReferencedSecrets=true", "--wait", "--timeout", "4m")
     return cluster
 
 
@@ -137,9 +151,11 @@ def store(installed: Any, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
-    installed.add_local_volumes(4, "100Gi", STORAGE_CLASS)
+    installed.add_local_volumes(5, "100Gi", STORAGE_CLASS)
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
-            "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"},
+            "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
+                     "externalAccess": {"type": "NodePort", "basePort": BASE_PORT,
+                                        "namesrvNodePort": NAMESRV_NODE_PORT},
                      "storage": {"segments": 8, "storageClassName": STORAGE_CLASS},
                      "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
     client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, NS, P, body)
@@ -148,6 +164,11 @@ def store(installed: Any, kube: Any) -> dict[str, Any]:
                    300, interval=1)
         wait_until("RocketStore Ready", lambda: any(c["type"] == "Ready" and c["status"] == "True"
                                                     for c in get(kube).get("status", {}).get("conditions", [])), 120)
+        # the operator pushes each broker the node addresses of its peers once it has seen the pods
+        # placed (until then routes name peers by their in-cluster DNS names)
+        wait_until("clusterPeers at node addresses", lambda: all(
+            ".svc:" not in BrokerAdmin(broker_addr(kube, i), timeout=5).get_broker_config()["clusterPeers"]
+            for i in range(2)), 120, interval=1)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nstatus: {get(kube).get('status')}\noperator log:\n{operator_logs(kube)}") from exc
     return get(kube)
@@ -181,6 +202,63 @@ def test_produce_and_consume_through_the_cluster(store: dict[str, Any], kube: An
     assert got.summary["consumed"] == MESSAGES, got.summary
     bodies = {line["body"] for line in got.of("received")}
     assert bodies == {f"body-{i}" for i in range(MESSAGES)}
+
+
+def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], kube: Any, java: Path,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A RocketStore whose broker enforces TLS and plain ACL from Secrets: the operator reaches it
+    over TLS, verified against the Secret's CA and signed with its own account; a Java client
+    with TLS and an account produces; one without the account is refused."""
+    certs = make_certs(tmp_path_factory.mktemp("certs"))
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"metadata": {"name": SECURE_NS, "labels": RESTRICTED}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", SECURE_NS), 60)
+    acl = (f"accounts:\n- accessKey: {OPERATOR_AK}\n  secretKey: {OPERATOR_SK}\n  admin: true\n"
+           f"- accessKey: {APP_AK}\n  secretKey: {APP_SK}\n  defaultTopicPerm: PUB|SUB\n  defaultGroupPerm: SUB\n")
+    for name, data, kind in (
+            ("vault-tls", {"tls.crt": certs.server_cert.read_text(), "tls.key": certs.server_key.read_text(),
+                           "ca.crt": certs.ca.read_text()}, "kubernetes.io/tls"),
+            ("vault-acl", {"plain_acl.yml": acl}, "Opaque"),
+            ("vault-operator", {"accessKey": OPERATOR_AK, "secretKey": OPERATOR_SK}, "Opaque")):
+        core.create_namespaced_secret(SECURE_NS, {"metadata": {"name": name}, "type": kind, "stringData": data})
+    body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "vault"},
+            "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
+                     "storage": {"segments": 8, "storageClassName": STORAGE_CLASS},
+                     "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()},
+                     "acl": {"secretName": "vault-acl", "operatorCredentials": {"secretName": "vault-operator"}},
+                     "tls": {"secretName": "vault-tls", "mode": "enforcing"}}}
+    objects = client.CustomObjectsApi(kube)
+    objects.create_namespaced_custom_object(G, V, SECURE_NS, P, body)
+
+    def observed_reachable() -> bool:
+        status = objects.get_namespaced_custom_object(G, V, SECURE_NS, P, "vault").get("status", {})
+        brokers = status.get("brokers") or []
+        return bool(brokers and brokers[0].get("reachable") and brokers[0].get("appliedRetention"))
+
+    try:
+        wait_until("the operator reaching the TLS + ACL broker", observed_reachable, 300, interval=1)
+    except AssertionError as exc:
+        status = objects.get_namespaced_custom_object(G, V, SECURE_NS, P, "vault").get("status")
+        raise AssertionError(f"{exc}\nstatus: {status}\noperator log:\n{operator_logs(kube)}") from exc
+    pod = client.CoreV1Api(kube).read_namespaced_pod("vault-0", SECURE_NS)
+    addr = f"{pod.status.pod_ip}:10911"
+
+    # our Python admin client, as the operator connects: plain TCP is refused by the enforcing port
+    with pytest.raises(RemotingConnectError):
+        BrokerAdmin(addr, timeout=5).get_runtime_info()
+    tls = client_ssl_context(trust_cert=certs.ca)
+    with BrokerAdmin(addr, timeout=5, ssl_context=tls,
+                     rpc_hook=AclClientRPCHook(SessionCredentials(OPERATOR_AK, OPERATOR_SK))) as admin:
+        assert admin.get_broker_config()["aclEnable"] == "true"
+        admin.create_topic("VaultTopic", read_queues=2, write_queues=2)
+
+    driver = ClientDriver(f"{pod.status.pod_ip}:9876", java / "vault", jvm_args=tls_jvm(certs.ca))
+    sent = driver.run("acl-produce", "-t", "VaultTopic", "-c", 5, "--ak", APP_AK, "--sk", APP_SK)
+    assert len(sent.of("sent")) == 5, sent.lines
+    refused = driver.run("acl-produce", "-t", "VaultTopic", "-c", 1, "--ak", APP_AK, "--sk", "wrong", check=False)
+    assert not refused.of("sent"), refused.lines
+    assert [line["remark"] for line in refused.of("refused")] == [
+        f"org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey={APP_AK}"]
 
 
 def test_retention_change_is_applied_live(store: dict[str, Any], kube: Any) -> None:
@@ -245,7 +323,7 @@ def test_scale_to_three_brokers_and_the_new_one_serves(store: dict[str, Any], ku
     patch(kube, {"brokers": 3})
     wait_until("3 broker pods Ready", lambda: len(ps := pods(kube)) == 3 and all(ready(p) for p in ps.values()),
                300, interval=1)
-    driver = java_client(kube, java, 2)
+    driver = java_client(kube, java)
 
     def served_by_new_broker() -> bool:
         sent = driver.produce("NodeScaled", 60, check=False)

@@ -123,7 +123,7 @@ def test_secret_reference_defaults_are_filled_in_by_the_api_server(kube: Any, cr
     spec = defaulted(asked)
     assert spec["acl"] == {"secretName": "rs-acl", "key": "plain_acl.yml"}
     assert spec["tls"] == {"secretName": "rs-tls", "certKey": "tls.crt", "keyKey": "tls.key", "mode": "permissive",
-                           "clientAuth": "none"}
+                           "clientAuth": "none", "caKey": "ca.crt"}
     assert parse_spec(spec) == parse_spec(asked)
     # what the schema accepts, the operator accepts: client auth with a CA key
     client_auth = {"secretName": "rs-tls", "trustCertKey": "ca.crt", "clientAuth": "require"}

@@ -394,3 +394,79 @@ def test_broker_access_from_the_spec_and_its_secrets() -> None:
     assert not broker_access(parse_spec({**SECURE_SPEC, "tls": {"secretName": "tls", "mode": "disabled"}}),
                              secrets).tls
     assert not broker_access(parse_spec({}), secrets).tls
+
+
+# -- external access -------------------------------------------------------------------------------
+
+EXTERNAL = {"brokers": 3, "externalAccess": {"type": "NodePort", "basePort": 31000, "namesrvNodePort": 30876}}
+
+
+def test_external_access_publishes_each_broker_on_its_own_node_port() -> None:
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in all_objects(plan(EXTERNAL))}
+    for i in range(3):
+        svc = objs[("Service", f"rs-{i}-external")]["spec"]
+        assert svc["type"] == "NodePort"
+        assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"rs-{i}"
+        assert svc["ports"] == [{"name": "remoting", "port": 31000 + i, "targetPort": 31000 + i,
+                                 "nodePort": 31000 + i, "protocol": "TCP"}]
+    namesrv = objs[("Service", "rs-namesrv-external")]["spec"]
+    assert namesrv["ports"][0]["nodePort"] == 30876 and "statefulset.kubernetes.io/pod-name" not in namesrv["selector"]
+    # no Service or container port claims 10911: no broker listens there
+    for key in (("Service", "rs"), ("Service", "rs-headless")):
+        assert all(p["name"] != "remoting" for p in objs[key]["spec"]["ports"])
+    container = objs[("StatefulSet", "rs")]["spec"]["template"]["spec"]["containers"][0]
+    assert all(p["name"] != "remoting" for p in container["ports"])
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert env["EXTERNAL_BASE_PORT"]["value"] == "31000" and "EXTERNAL_HOST" not in env
+    assert not [o for o in all_objects(plan()) if o["metadata"]["name"].endswith("-external")]
+
+
+def test_external_start_command_writes_the_pods_port_and_address(tmp_path: Any) -> None:
+    """Runs the container's start command with sh; ``rocketstore`` is replaced by a script that
+    prints the broker.conf it was given (the real broker runs it in tests/kubernetes)."""
+    import os
+    import subprocess
+
+    container = statefulset(plan({**EXTERNAL, "externalAccess": {**EXTERNAL["externalAccess"], "host": "ext.example"}})
+                            )["spec"]["template"]["spec"]["containers"][0]
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "conf" / "broker.conf").write_text("listenPort=10911\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "rocketstore").write_text('#!/bin/sh\ncat "$3"\n')
+    (tmp_path / "bin" / "rocketstore").chmod(0o755)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    env.update(POD_NAME="rs-2", HOST_IP="10.1.2.3", CONF_DIR=str(tmp_path / "conf"), RUN_DIR=str(tmp_path / "run"),
+               PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    out = subprocess.run(container["command"], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1:] == ["brokerName=rs-2", "listenPort=31002", "brokerIP1=ext.example"]
+    del env["EXTERNAL_HOST"]
+    out = subprocess.run(container["command"], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "brokerIP1=10.1.2.3"
+
+
+def test_external_peers_are_the_addresses_clients_reach() -> None:
+    from rocketstore.operator.desired import cluster_peers, listen_port
+
+    spec = parse_spec(EXTERNAL)
+    assert [listen_port(spec, i) for i in range(3)] == [31000, 31001, 31002]
+    # pods placed: their nodes' addresses; a pod not placed yet: its DNS name, on its own port
+    assert cluster_peers(OWNER, 3, spec, {0: "10.0.0.1", 1: "10.0.0.2"}).split(",") == [
+        "rs-0@10.0.0.1:31000", "rs-1@10.0.0.2:31001", "rs-2@rs-2.rs-headless.ns.svc:31002"]
+    pinned = parse_spec({**EXTERNAL, "externalAccess": {"host": "brokers.example"}})
+    assert cluster_peers(OWNER, 2, pinned, {0: "10.0.0.1"}) == "rs-0@brokers.example:30911,rs-1@brokers.example:30912"
+    assert cluster_peers(OWNER, 2, parse_spec({})) == ("rs-0@rs-0.rs-headless.ns.svc:10911,"
+                                                       "rs-1@rs-1.rs-headless.ns.svc:10911")
+    assert BrokerAddressing().address("rs", "ns", 1, listen_port(spec, 1)) == "rs-1.rs-headless.ns.svc:31001"
+
+
+@pytest.mark.parametrize(("external", "field"), [
+    ({"type": "LoadBalancer"}, "externalAccess.type"),
+    ({"basePort": 65534}, "externalAccess.basePort"),  # 3 brokers: 65536 is not a port
+    ({"basePort": 30000, "namesrvNodePort": 30063}, "externalAccess.namesrvNodePort"),
+])
+def test_invalid_external_access_names_the_field(external: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec({"brokers": 3, "externalAccess": external})
+    assert e.value.field == field

@@ -156,14 +156,15 @@ class BrokerAddressing:
     def from_env(cls) -> BrokerAddressing:
         return cls.from_text(os.environ.get(ADDRESS_ENV))
 
-    def address(self, name: str, namespace: str, ordinal: int) -> str:
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
+        """``port``: the broker's remoting port (per broker with external access)."""
         pod = pod_name(name, ordinal)
         if self.pinned is not None:
             try:
                 return self.pinned[f"{namespace}/{pod}"]
             except KeyError:
-                return f"{pod_dns(name, namespace, ordinal)}:{LISTEN_PORT}"
-        return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=LISTEN_PORT)
+                return f"{pod_dns(name, namespace, ordinal)}:{port}"
+        return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=port)
 
 
 def _default_factory(addr: str, access: BrokerAccess) -> AdminClient:
@@ -183,8 +184,8 @@ class Brokers:
         self.addressing = addressing or BrokerAddressing.from_env()
         self._factory = factory
 
-    def address(self, name: str, namespace: str, ordinal: int) -> str:
-        return self.addressing.address(name, namespace, ordinal)
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
+        return self.addressing.address(name, namespace, ordinal, port)
 
     async def _run(self, addr: str, access: BrokerAccess, call: Callable[[AdminClient], object]) -> object:
         def work() -> object:

@@ -59,8 +59,10 @@ __all__ = [
     "config_hash",
     "configmap",
     "default_broker_image",
+    "external_services",
     "headless_service",
     "labels",
+    "listen_port",
     "pdb",
     "pod_name",
     "pvc_name",
@@ -181,17 +183,30 @@ def _meta(owner: Owner, name: str) -> dict[str, Any]:
     }
 
 
-def cluster_peers(owner: Owner, replicas: int) -> str:
-    """``clusterPeers``: every broker as brokerName@stable-DNS:port (a broker skips itself)."""
-    return ",".join(
-        f"{pod_name(owner.name, i)}@{pod_dns(owner.name, owner.namespace, i)}:{LISTEN_PORT}" for i in range(replicas)
-    )
+def listen_port(spec: Spec, ordinal: int) -> int:
+    """The remoting port broker ``ordinal`` listens on: per broker with external access."""
+    return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal)
+
+
+def cluster_peers(owner: Owner, replicas: int, spec: Spec, node_hosts: Mapping[int, str] | None = None) -> str:
+    """``clusterPeers``: every broker as brokerName@address (a broker skips itself), which the
+    embedded name servers put into routes: the stable DNS name, or with external access the
+    address clients outside reach, ``externalAccess.host`` or the node of the broker's pod
+    (``node_hosts``, observed; DNS until the pod is placed)."""
+    peers = []
+    ext = spec.external_access
+    for i in range(replicas):
+        host = pod_dns(owner.name, owner.namespace, i)
+        if ext is not None:
+            host = ext.host or (node_hosts or {}).get(i) or host
+        peers.append(f"{pod_name(owner.name, i)}@{host}:{listen_port(spec, i)}")
+    return ",".join(peers)
 
 
 def broker_conf(plan: Plan) -> dict[str, str]:
     """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions)."""
     spec, owner = plan.spec, plan.owner
-    peers = cluster_peers(owner, plan.replicas)
+    peers = cluster_peers(owner, plan.replicas, spec)
     conf: dict[str, str] = {
         "brokerClusterName": owner.name,
         "brokerId": "0",
@@ -268,11 +283,42 @@ def configmap(plan: Plan) -> dict[str, Any]:
 
 
 def _ports(plan: Plan) -> list[dict[str, Any]]:
+    # with external access the remoting port differs per broker: the per-broker Services carry it
+    remoting = [] if plan.spec.external_access else [
+        {"name": "remoting", "port": LISTEN_PORT, "targetPort": "remoting", "protocol": "TCP"}]
     return [
-        {"name": "remoting", "port": LISTEN_PORT, "targetPort": "remoting", "protocol": "TCP"},
+        *remoting,
         {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"},
         {"name": HTTP_PORT_NAME, "port": plan.spec.metrics.port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"},
     ]
+
+
+def external_services(plan: Plan) -> list[dict[str, Any]]:
+    """With external access: a NodePort Service per broker on its own port (node port = listen
+    port = the port it advertises), and one over every broker's name server."""
+    ext = plan.spec.external_access
+    if ext is None:
+        return []
+    name = plan.owner.name
+    services: list[dict[str, Any]] = []
+    for i in range(plan.replicas):
+        port = ext.listen_port(i)
+        services.append({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(plan.owner, f"{pod_name(name, i)}-external"),
+            "spec": {"type": "NodePort",
+                     "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(name, i)},
+                     "ports": [{"name": "remoting", "port": port, "targetPort": port, "nodePort": port,
+                                "protocol": "TCP"}]},
+        })
+    services.append({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _meta(plan.owner, f"{name}-namesrv-external"),
+        "spec": {"type": "NodePort", "selector": selector(name),
+                 "ports": [{"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv",
+                            "nodePort": ext.namesrv_node_port, "protocol": "TCP"}]},
+    })
+    return services
 
 
 def headless_service(plan: Plan) -> dict[str, Any]:
@@ -329,6 +375,27 @@ _START = (
     'printf "brokerName=%s\\n" "$POD_NAME" >> "$RUN_DIR/broker.conf"; '
     'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
 )
+# with external access: the broker's own port (basePort + the pod's ordinal) and the address it
+# advertises (EXTERNAL_HOST, else its node's, HOST_IP); later keys win in broker.conf
+_START_EXTERNAL = (
+    'set -e; cp "$CONF_DIR/broker.conf" "$RUN_DIR/broker.conf"; '
+    'printf "brokerName=%s\\nlistenPort=%s\\nbrokerIP1=%s\\n" "$POD_NAME" '
+    '"$((EXTERNAL_BASE_PORT + ${POD_NAME##*-}))" "${EXTERNAL_HOST:-$HOST_IP}" >> "$RUN_DIR/broker.conf"; '
+    'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
+)
+
+
+def _external_env(spec: Spec) -> list[dict[str, Any]]:
+    ext = spec.external_access
+    if ext is None:
+        return []
+    env: list[dict[str, Any]] = [
+        {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+        {"name": "EXTERNAL_BASE_PORT", "value": str(ext.base_port)},
+    ]
+    if ext.host:
+        env.append({"name": "EXTERNAL_HOST", "value": ext.host})
+    return env
 
 
 def _affinity(plan: Plan) -> dict[str, Any]:
@@ -366,16 +433,18 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         "name": "broker",
         "image": spec.image or plan.default_image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["sh", "-c", _START],
+        "command": ["sh", "-c", _START if spec.external_access is None else _START_EXTERNAL],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "CONF_DIR", "value": CONF_DIR},
             {"name": "RUN_DIR", "value": RUN_DIR},
+            *_external_env(spec),
             *(dict(var) for var in spec.pod_template.env),
         ],
         "ports": [
-            {"name": "remoting", "containerPort": LISTEN_PORT, "protocol": "TCP"},
+            # one template for every pod: with external access each listens on its own port
+            *([] if spec.external_access else [{"name": "remoting", "containerPort": LISTEN_PORT, "protocol": "TCP"}]),
             {"name": "namesrv", "containerPort": NAMESRV_PORT, "protocol": "TCP"},
             {"name": HTTP_PORT_NAME, "containerPort": spec.metrics.port, "protocol": "TCP"},
         ],
@@ -478,6 +547,7 @@ def all_objects(plan: Plan) -> list[dict[str, Any]]:
         configmap(plan),
         headless_service(plan),
         client_service(plan),
+        *external_services(plan),
         pdb(plan),
         statefulset(plan),
     ]

@@ -17,6 +17,7 @@ from typing import Any, Final
 __all__ = [
     "Acl",
     "CommitLog",
+    "ExternalAccess",
     "Maintenance",
     "Metrics",
     "OperatorCredentials",
@@ -194,6 +195,25 @@ class Tls:
 
 
 @dataclass(frozen=True)
+class ExternalAccess:
+    """Clients outside the cluster network: each broker published on a node port.
+
+    RocketMQ clients connect to the address a broker advertises in its routes, ``brokerIP1`` and
+    ``listenPort``, with no separate advertised port. So broker ``i`` listens on ``basePort + i``
+    inside its pod and is published on the same node port by a Service of its own, and advertises
+    ``host`` (default: the address of the node its pod runs on). ``namesrvNodePort`` publishes
+    the brokers' name servers (any of them answers for all).
+    """
+
+    base_port: int
+    namesrv_node_port: int
+    host: str | None = None
+
+    def listen_port(self, ordinal: int) -> int:
+        return self.base_port + ordinal
+
+
+@dataclass(frozen=True)
 class Spec:
     brokers: int = 1
     #: None: the operator's default broker image (its own version), so upgrading the operator
@@ -213,13 +233,15 @@ class Spec:
     acl: Acl | None = None
     tls: Tls | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
+    external_access: ExternalAccess | None = None
 
 
 # pod template keys the operator sets itself; podTemplate may not override them (the selector
 # labels decide which pods the StatefulSet and Services own; the env feeds the start command)
 RESERVED_LABEL_PREFIX: Final = "app.kubernetes.io/"
 RESERVED_ANNOTATION_PREFIX: Final = "rocketstore.io/"
-RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_DIR"})
+RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_DIR", "HOST_IP",
+                                  "EXTERNAL_BASE_PORT", "EXTERNAL_HOST"})
 
 
 # broker.conf keys the operator owns; brokerConfig may not override them (they would break the
@@ -325,6 +347,25 @@ def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
     return tls
 
 
+def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAccess | None:
+    d = spec.get("externalAccess")
+    if d is None:
+        return None
+    _choice(d, "type", "NodePort", "externalAccess.type", ("NodePort",))
+    access = ExternalAccess(
+        base_port=_int(d, "basePort", 30911, "externalAccess.basePort", 1, 65535),
+        namesrv_node_port=_int(d, "namesrvNodePort", 30876, "externalAccess.namesrvNodePort", 1, 65535),
+        host=None if d.get("host") is None else str(d["host"]),
+    )
+    if access.listen_port(brokers - 1) > 65535:
+        raise SpecError("externalAccess.basePort", f"basePort + brokers - 1 = {access.listen_port(brokers - 1)} "
+                        "is not a port")
+    if access.base_port <= access.namesrv_node_port <= access.base_port + 63:
+        # 63: the largest ordinal (at most 64 brokers), so scaling up never collides
+        raise SpecError("externalAccess.namesrvNodePort", "must lie outside basePort..basePort+63 (the brokers' ports)")
+    return access
+
+
 def parse_spec(spec: Mapping[str, Any]) -> Spec:
     """Convert a ``RocketStore.spec`` mapping into a :class:`Spec`; raises :class:`SpecError`."""
     st = _get(spec, "storage", {})
@@ -376,8 +417,9 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     sc = _get(spec, "scheduling", {})
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
+    brokers = _int(spec, "brokers", 1, "brokers", 1, 64)
     return Spec(
-        brokers=_int(spec, "brokers", 1, "brokers", 1, 64),
+        brokers=brokers,
         image=None if spec.get("image") is None else str(spec["image"]),
         image_pull_policy=_choice(spec, "imagePullPolicy", "IfNotPresent", "imagePullPolicy",
                                   ("Always", "IfNotPresent", "Never")),
@@ -403,6 +445,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         acl=acl,
         tls=tls,
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
+        external_access=_parse_external_access(spec, brokers),
     )
 
 

@@ -21,7 +21,16 @@ from rocketstore.client import SessionCredentials
 from rocketstore.operator import metrics
 from rocketstore.operator.brokers import BrokerAccess, BrokerError, Brokers
 from rocketstore.operator.conditions import Condition, now
-from rocketstore.operator.desired import Owner, Plan, all_objects, cluster_peers, pod_name, pvc_name, selector
+from rocketstore.operator.desired import (
+    Owner,
+    Plan,
+    all_objects,
+    cluster_peers,
+    listen_port,
+    pod_name,
+    pvc_name,
+    selector,
+)
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
@@ -258,7 +267,7 @@ async def observe(
     runtimes: dict[int, Any] = {}
     errors: dict[int, str] = {}
     for i in range(replicas):
-        addr = brokers.address(owner.name, owner.namespace, i)
+        addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i))
         try:
             runtimes[i] = await brokers.runtime(addr, access)
         except BrokerError as e:
@@ -279,12 +288,16 @@ async def observe(
             f"(max disk usage {max_usage:.2%}, forced cleanup at "
             f"{spec.retention.disk_space_clean_forcibly_ratio:.0%}, spec {spec.retention.file_reserved_time}h)"))
     want = spec.retention.broker_properties(decision.file_reserved_time)
+    # with external access, routes carry the address of each broker's node (status.hostIP)
+    node_hosts = {i: ip for i in range(replicas)
+                  if (ip := pods.get(pod_name(owner.name, i), {}).get("status", {}).get("hostIP"))}
+    peers = cluster_peers(owner, replicas, spec, node_hosts)
 
     # 2. per broker: converge retention, run the manual delete once per token
     broker_status: list[dict[str, Any]] = []
     for i in range(replicas):
         name = pod_name(owner.name, i)
-        addr = brokers.address(owner.name, owner.namespace, i)
+        addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i))
         old = old_brokers.get(name, {})
         entry: dict[str, Any] = {
             "name": name,
@@ -305,7 +318,7 @@ async def observe(
             })
             if rt.disk_usage_ratio is not None:
                 metrics.BROKER_DISK_USAGE.labels(owner.namespace, owner.name, name).set(rt.disk_usage_ratio)
-            running = await _converge_retention(brokers, access, addr, name, want, cluster_peers(owner, replicas),
+            running = await _converge_retention(brokers, access, addr, name, want, peers,
                                                 entry, out, spec)
             segment_size = int(running.get("mappedFileSizeCommitLog") or spec.commit_log.segment_size)
             await _manual_delete(brokers, access, addr, name, token, rt, segment_size, entry, out, spec)
