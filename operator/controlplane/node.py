@@ -146,6 +146,19 @@ def corefile(kubeconfig: Path, port: int) -> str:
 """
 
 
+def _kube_chains() -> set[tuple[str, str, str]]:
+    """(tool, table, chain) of every KUBE-* chain, IPv4 and IPv6."""
+    found = set()
+    for tool in ("iptables", "ip6tables"):
+        table = ""
+        for line in _run(f"{tool}-save", check=False).stdout.decode().splitlines():
+            if line.startswith("*"):
+                table = line[1:]
+            elif line.startswith(":KUBE-"):
+                found.add((tool, table, line[1:].split()[0]))
+    return found
+
+
 class Node:
     """One real node ``name`` joined to ``cp``; ``start()`` then ``stop()`` (or a context manager)."""
 
@@ -158,6 +171,8 @@ class Node:
         self.sock = self.state / "containerd.sock"
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.volumes = self.work / "volumes"
+        #: KUBE-* chains present before this node touched the network (None: it never did)
+        self._chains_before: set[tuple[str, str, str]] | None = None
 
     # -- processes ---------------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:
@@ -238,6 +253,7 @@ class Node:
 
     # -- network -------------------------------------------------------------------------------------
     def _network_up(self) -> None:
+        self._chains_before = _kube_chains()
         # The bridge is made here (CNI's bridge plugin adopts it) so CoreDNS can bind NODE_IP before
         # the first pod exists.
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
@@ -256,6 +272,17 @@ class Node:
         _run("iptables", "-X", FORWARD_CHAIN, check=False)
         if (self.cp.bin / "kube-proxy").exists():
             _run(str(self.cp.bin / "kube-proxy"), "--cleanup", check=False)
+        # kubelet's own chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, IPv4 and
+        # IPv6), which no cleanup flag removes: only those this node added
+        before = self._chains_before if self._chains_before is not None else _kube_chains()
+        for tool, table, chain in sorted(_kube_chains() - before):
+            for rule in _run(tool, "-t", table, "-S", check=False).stdout.decode().splitlines():
+                parts = rule.split()
+                if parts[:1] == ["-A"] and parts[-2:] == ["-j", chain]:
+                    _run(tool, "-t", table, "-D", *parts[1:], check=False)
+            _run(tool, "-t", table, "-F", chain, check=False)
+        for tool, table, chain in sorted(_kube_chains() - before):
+            _run(tool, "-t", table, "-X", chain, check=False)
         _run("ip", "link", "del", BRIDGE, check=False)
 
     # -- tear-down -------------------------------------------------------------------------------------
@@ -314,13 +341,14 @@ class Node:
         """What a leaked node leaves behind: interfaces, iptables chains, netns and mounts of ours."""
         links = [line.split(":")[1].strip().split("@")[0] for line in
                  _run("ip", "-o", "link").stdout.decode().splitlines()]
-        chains = [line.split()[1] for line in _run("iptables-save").stdout.decode().splitlines()
-                  if line.startswith(":")]
+        chains = [f"{tool}/{table}/{chain}" for tool, table, chain in _kube_chains()]
+        chains += [line[1:].split()[0] for line in _run("iptables-save").stdout.decode().splitlines()
+                   if line.startswith(f":{FORWARD_CHAIN}")]
         mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
         netns = sorted(p.name for p in Path("/var/run/netns").glob("*")) if Path("/var/run/netns").is_dir() else []
         return {
             "interfaces": sorted(i for i in links if i == BRIDGE or i.startswith("veth")),
-            "chains": sorted(c for c in chains if c.startswith(("KUBE-", FORWARD_CHAIN))),
+            "chains": sorted(chains),
             "mounts": sorted(m for m in mounts if "rsnode" in m or "/node/kubelet" in m or "/node/containerd" in m),
             "netns": [n for n in netns if n.startswith("cni-")],
         }
