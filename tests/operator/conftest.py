@@ -107,11 +107,6 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
     try:
         yield {"proc": proc, "log": logfile, "liveness": live, "metrics": metrics}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        controlplane.terminate(proc, 15)
         if os.environ.get("OPERATOR_LOG"):
             print(logfile.read_text(), file=sys.stderr)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from operator_support import controlplane
 from polling import wait_until
 
 from rocketstore.operator import FIELD_MANAGER
@@ -337,12 +338,7 @@ def exec_operator(control_plane: Any, kube: Any, crd: Any, namespace: str, tmp_p
     try:
         yield {"proc": proc, "log": output, "plugin_log": log, "sa": sa, "token_file": token_file}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        controlplane.terminate(proc, 15)
         client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, NS, P, "ctx")
 
 
