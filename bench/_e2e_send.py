@@ -19,17 +19,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from ports import free_port
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.client import Producer
 from rocketstore.store.config import StoreConfig
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -54,7 +51,7 @@ def _run_broker(root: str, port: int, namesrv_port: int) -> None:
 def main() -> None:
     count = int(sys.argv[1])
     with tempfile.TemporaryDirectory() as root:
-        port, namesrv_port = _free_port(), _free_port()
+        port, namesrv_port = free_port(), free_port()
         broker = multiprocessing.get_context("spawn").Process(
             target=_run_broker, args=(root, port, namesrv_port), daemon=True)
         broker.start()

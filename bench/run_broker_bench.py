@@ -64,10 +64,12 @@ from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import java_rocketmq  # noqa: E402
 import readme_table  # noqa: E402
-from java_rocketmq import ClientDriver, RocketMQAnchor, free_port  # noqa: E402
+from java_rocketmq import ClientDriver, RocketMQAnchor  # noqa: E402
+from ports import free_port  # noqa: E402
 
 GiB = 1024 * 1024 * 1024
 CLK_TCK = os.sysconf("SC_CLK_TCK")

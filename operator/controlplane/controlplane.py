@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -65,15 +66,49 @@ def terminate(proc: subprocess.Popen[bytes], seconds: float = 10) -> None:
             proc.wait()
 
 
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
+#: ports handed out by free_ports in this process: never handed out twice, even once closed again
+_HANDED_OUT: set[int] = set()
+
+
+def _outside_ephemeral_range() -> range:
+    """Ports the kernel never picks for an outgoing connection or a bind to port 0.
+
+    A port found free by binding port 0 lies in the ephemeral range, so between the check and the
+    child process binding it, any outgoing connection (a Go module download, a client) can take it:
+    a CI run lost three tests that way. Ports below the range can only be taken by a deliberate bind.
+    """
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    below, above = range(10000, low), range(high + 1, 65536)
+    return below if len(below) >= len(above) else above
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``port`` on ``host`` can be bound right now."""
+    if not 1024 < port < 65536:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports free on ``host``, outside the ephemeral range, not handed out before."""
+    candidates = _outside_ephemeral_range()
+    found: list[int] = []
+    for _ in range(50 * n + 1000):
+        port = random.choice(candidates)
+        if port not in _HANDED_OUT and port_is_free(port, host):
+            _HANDED_OUT.add(port)
+            found.append(port)
+            if len(found) == n:
+                return found
+    raise RuntimeError(f"no {n} free ports on {host} in {candidates.start}-{candidates.stop - 1}")
 
 
 class ControlPlane:

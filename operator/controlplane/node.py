@@ -202,7 +202,7 @@ class Node:
             self._spawn("containerd", ["containerd", "--config", str(w / "containerd.toml")])
             self.cp.wait_for("containerd", 30, lambda: self.ctr("version", check=False).returncode == 0)
             self.load_image("rocketstore/pause:local")
-            kport, khealth, dns_health, kp_health, kp_metrics = free_ports(5)
+            kport, khealth, dns_health, kp_health, kp_metrics = free_ports(5, "0.0.0.0")
             (w / "resolv.conf").write_text("# no upstream: pods resolve cluster names only\noptions ndots:5\n")
             (w / "kubelet.json").write_text(json.dumps(kubelet_config(
                 sock=self.sock, resolv=w / "resolv.conf", port=kport, healthz=khealth)))

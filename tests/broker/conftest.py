@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from ports import free_port
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
@@ -50,12 +51,6 @@ TINY_STORE: dict[str, Any] = {
 
 
 _HELD_PULLS = re.compile(r"^rocketstore_held_pull_requests (\S+)$", re.MULTILINE)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RawClient:
@@ -227,7 +222,7 @@ class BrokerHandle:
 def start_broker(root: Path, **overrides: Any) -> BrokerHandle:
     broker_values: dict[str, Any] = {
         "broker_ip1": "127.0.0.1", "listen_host": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
-        "http_listen_port": _free_port(), "broker_name": "broker-a",
+        "http_listen_port": free_port(), "broker_name": "broker-a",
     }
     store_values: dict[str, Any] = {"store_path_root_dir": str(root), **TINY_STORE}
     for key, value in overrides.items():

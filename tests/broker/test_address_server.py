@@ -9,7 +9,6 @@ in RocketMQ) are shortened for the test.
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,16 +16,11 @@ from dataclasses import dataclass, field
 
 import pytest
 from conftest import BrokerHandle, RawClient
+from ports import free_port
 
 from rocketstore.broker.top_addressing import clear_new_line, fetch_ns_addr, ws_addr
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.headers import ClusterInfo
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -11,8 +11,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from conftest import RawClient
+from ports import free_port
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -10,16 +9,11 @@ from collections.abc import Callable
 
 import pytest
 from conftest import BrokerHandle
+from ports import free_port
 
 from rocketstore.common.message import Message
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(port: int, path: str) -> tuple[int, str]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 
 import pytest
 from conftest import BrokerHandle, RawClient
+from ports import free_port
 
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
@@ -15,12 +15,6 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import ClusterInfo, TopicRouteData
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _namesrv(broker_factory: Callable[..., BrokerHandle], **overrides: object) -> tuple[BrokerHandle, RawClient]:

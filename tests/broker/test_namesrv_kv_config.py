@@ -5,25 +5,19 @@ restart; the unit topic lists (311-313)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from conftest import BrokerHandle, RawClient
+from ports import free_port
 
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.remoting.body import KVTable, TopicList
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(broker_factory: Callable[..., BrokerHandle], root: Path) -> tuple[BrokerHandle, RawClient]:
-    broker = broker_factory(root, namesrv_listen_port=_free_port())
+    broker = broker_factory(root, namesrv_listen_port=free_port())
     assert broker.controller.namesrv is not None
     client = RawClient("127.0.0.1", broker.controller.namesrv.port)
     broker.clients.append(client)

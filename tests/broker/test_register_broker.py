@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 import zlib
 from collections.abc import Callable
 
 import pytest
 from conftest import BrokerHandle, RawClient
+from ports import free_port
 
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.common.data_version import DataVersion
@@ -28,12 +28,6 @@ from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicC
 from rocketstore.store.config import ConfigError
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 Factory = Callable[..., BrokerHandle]

@@ -8,7 +8,6 @@ the client under test then finds everything through that name server, as applica
 from __future__ import annotations
 
 import importlib.util
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 
 from rocketstore.client import RemotingClient
 
@@ -32,12 +32,6 @@ def _broker_helpers() -> Any:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return module
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 
 from rocketstore.client import MessageQueue, Producer, PullConsumer, RemotingClient
 
@@ -103,9 +103,7 @@ def test_cluster_list(cluster: Any) -> None:
 
 
 def test_errors_are_one_line() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    dead = f"127.0.0.1:{free_port()}"
     refused = admin("-n", dead, "topicList")
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and dead in refused.stderr and "Traceback" not in refused.stderr

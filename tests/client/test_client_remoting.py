@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from ports import free_port
 
 from rocketstore.client import (
     NameServerClient,
@@ -29,10 +30,8 @@ pytestmark = pytest.mark.integration
 
 
 def _refused_addr() -> str:
-    """An address nothing listens on: a port just bound and released."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    """An address nothing listens on: a free port no one is told of."""
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_connect_refused_names_the_address(remoting: RemotingClient) -> None:

@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -40,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
+
+from ports import free_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -194,28 +195,6 @@ def build_anchor(version: str = ANCHOR_VERSION) -> float | None:
     """Copy one anchor release's classpath (namesrv + broker) to java-anchor/VERSION/target/lib once per process."""
     pom = anchor_pom(version)
     return _build_once(pom, [anchor_lib(version)], [pom])
-
-
-def free_port(*, also: Sequence[int] = ()) -> int:
-    """A loopback TCP port that is free now, and whose offsets ``also`` (e.g. -2, +1) are free too."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port: int = s.getsockname()[1]
-        if all(_port_is_free(port + d) for d in also):
-            return port
-    raise RuntimeError(f"no free port with free neighbours {list(also)}")
-
-
-def _port_is_free(port: int) -> bool:
-    if not 1024 < port < 65536:
-        return False
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 # -- the client driver ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_process import Broker
+from ports import free_port
 
 from rocketstore.remoting.command import FrameDecoder, ProtocolError, RemotingCommand
 
@@ -27,7 +28,6 @@ CLIENTS_DIR = str(Path(__file__).resolve().parents[1] / "clients")
 if CLIENTS_DIR not in sys.path:
     sys.path.insert(0, CLIENTS_DIR)
 
-import java_rocketmq  # noqa: E402
 from java_rocketmq import ClientDriver  # noqa: E402
 
 BROKER_HOST = "127.0.0.2"  # where the broker really listens; 127.0.0.1 is the recording proxy
@@ -157,26 +157,13 @@ class RecordingProxy:
 # -- our broker as a process ----------------------------------------------------------------------
 
 
-def _free_port_on_both() -> int:
-    """A port free on 127.0.0.1 (the proxy) and on 127.0.0.2 (the broker)."""
-    for _ in range(100):
-        port = java_rocketmq.free_port()
-        try:
-            with socket.socket() as s:
-                s.bind((BROKER_HOST, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no port free on both loopback addresses")
-
-
 class RocketStoreBroker(Broker):
     """tests/broker_process's broker on 127.0.0.2, behind a :class:`RecordingProxy` on 127.0.0.1
     with the same port, which is also the address it publishes in routes."""
 
     def __init__(self, workdir: Path, name: str = "e2e-broker") -> None:
         self.name = name
-        self.port = _free_port_on_both()
+        self.port = free_port(PUBLIC_HOST, hosts=(BROKER_HOST,))  # the proxy's and the broker's
         # small segments: the tests' data spans several CommitLog files
         super().__init__(workdir, f"brokerClusterName=E2ECluster\nbrokerName={name}\n"
                          f"mappedFileSizeCommitLog={1024 * 1024}\nmappedFileSizeConsumeQueue={20 * 1000}\n",

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import time
 import tomllib
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import pytest
 from docker_engine import build_base_image, docker_engine
+from ports import free_port
 from tool_support import require_executable, require_tool
 
 from rocketstore.client import MessageQueue, Producer, PullConsumer, PullStatus, SendResult
@@ -143,12 +143,6 @@ def image(engine: Engine) -> str:
     return IMAGE
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Container:
     name: str
@@ -184,7 +178,7 @@ def _running_container(engine: Engine, image: str) -> Iterator[Container]:
     store_dir = base / "store"
     store_dir.mkdir()
     os.chown(store_dir, RUN_AS_UID, RUN_AS_UID)  # the image's user owns its volume
-    remoting_port = _free_port()
+    remoting_port = free_port()
     conf = base / "broker.conf"
     conf.write_text(f"brokerName=broker-image\nbrokerIP1=127.0.0.1\nlistenPort={remoting_port}\n")
     conf.chmod(0o644)

@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from operator_support import controlplane
+from operator_support import controlplane, free_port
 from polling import wait_until
 
 from rocketstore.operator import FIELD_MANAGER
@@ -323,10 +322,7 @@ def exec_operator(control_plane: Any, kube: Any, crd: Any, namespace: str, tmp_p
                      # no such class: the PVC stays Pending and takes none of the shared volumes
                      "storage": {"segments": 2, "storageClassName": "kubelib-none"}}}
     client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, NS, P, body)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        # nothing listens there once closed: the broker is unreachable, at once
-        broker = f"{NS}/ctx-0=127.0.0.1:{s.getsockname()[1]}"
+    broker = f"{NS}/ctx-0=127.0.0.1:{free_port()}"  # nothing listens there: unreachable, at once
     output = tmp_path / "operator.log"
     env = {**os.environ, "KUBECONFIG": str(config)}
     env.pop("ROCKETSTORE_OPERATOR_CONTEXT", None)

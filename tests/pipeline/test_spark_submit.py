@@ -25,18 +25,13 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 from pipeline_fixtures import ROOT, Written
+from ports import free_port
 
 from rocketstore.store.offline import dump_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _clean_env(tmp: Path) -> dict[str, str]:
@@ -63,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     """A standalone master and one worker (1 core, 1 GiB), both real JVMs from the pyspark install."""
     tmp = tmp_path_factory.mktemp("spark-cluster")
     env = _clean_env(tmp)
-    port = _free_port()
+    port = free_port()
     url = f"spark://127.0.0.1:{port}"
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -71,14 +66,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         with open(master_log, "wb") as out:
             procs.append(subprocess.Popen(
                 [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(_free_port())],
+                 "--port", str(port), "--webui-port", str(free_port())],
                 cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT))
         _wait_for_port(port, procs[0], master_log)
         worker_log = tmp / "worker.log"
         with open(worker_log, "wb") as out:
             procs.append(subprocess.Popen(
                 [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir",
+                 "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir",
                  str(tmp / "work")],
                 cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 90
