@@ -1,12 +1,21 @@
-"""Fixtures for RocketStore on a REAL node: the chart's operator and the brokers run as containers.
+"""Fixtures for RocketStore on a REAL cluster: the chart's operator and the brokers run as containers.
 
-The cluster is the test control plane (operator/controlplane/controlplane.py) with one real node
-joined to it (operator/controlplane/node.py: kubelet, kube-proxy, CoreDNS, Debian's containerd,
-runc and CNI plugins). The project's image is built from the top-level Dockerfile by the local
-Docker engine (tests/image/dockerd.sh and build_base_image.sh, as the image tests do) and copied
-into the node's containerd: there is no registry. Needs root, the control plane build (cached) and
-Debian's docker.io, debootstrap, containerd, runc and containernetworking-plugins; without them the
-tests fail under CI and are skipped elsewhere, naming what is missing.
+Two targets, one scenario:
+
+* By default, the test control plane (operator/controlplane/controlplane.py) with one real node
+  joined to it (operator/controlplane/node.py: kubelet, kube-proxy, CoreDNS, Debian's containerd,
+  runc and CNI plugins). The project's image is built from the top-level Dockerfile by the local
+  Docker engine (tests/image/dockerd.sh and build_base_image.sh, as the image tests do) and copied
+  into the node's containerd: there is no registry. Needs root, the control plane build (cached)
+  and Debian's docker.io, debootstrap, containerd, runc and containernetworking-plugins; without
+  them the tests fail under CI and are skipped elsewhere, naming what is missing.
+* With ``ROCKETSTORE_TEST_KUBECONFIG`` set, the cluster that kubeconfig reaches (kind, minikube, a
+  real one): the image ``rocketstore/rocketstore:<version>`` must already be on its nodes (``kind
+  load docker-image``) or pullable, PersistentVolumes come from ``ROCKETSTORE_TEST_STORAGE_CLASS``
+  (the cluster's default class if unset), and this machine must reach the nodes' addresses (the
+  stores publish node ports 30876-30877 and 30911-30913, 30950). The namespaces the scenario uses
+  must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
+  deletes the CRDs it installed).
 """
 
 from __future__ import annotations
@@ -19,17 +28,11 @@ from typing import Any
 
 import pytest
 from docker_engine import build_base_image, docker_engine
-from node_support import IMAGE, ROOT, STORAGE_CLASS, controlplane, node_module
+from node_support import IMAGE, ROOT, Target, controlplane, node_module
 from tool_support import require_executable, require_tool
 
-
-@pytest.fixture(scope="session")
-def docker_env() -> Iterator[dict[str, str]]:
-    """A Docker engine for building the image (started by dockerd.sh when none answers)."""
-    for tool in ("docker", "dockerd", "debootstrap"):
-        require_executable(tool, "the node tests build the image with Debian's docker.io and debootstrap")
-    with docker_engine() as (env, _started):
-        yield env
+#: the default target's StorageClass: pre-created ``local`` volumes on the node
+LOCAL_CLASS = "local-node"
 
 
 def _docker(env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 1800) -> None:
@@ -39,47 +42,65 @@ def _docker(env: dict[str, str], *args: str, stdin: str | None = None, timeout: 
         pytest.fail(f"docker {' '.join(args[:3])} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
 
 
-@pytest.fixture(scope="session")
-def images(docker_env: dict[str, str]) -> list[str]:
-    """The project's image (the chart's default tag) and the node's sandbox image, built locally."""
-    build_base_image(docker_env)
-    _docker(docker_env, "build", "-q", "-t", IMAGE, str(ROOT))
-    # the pod sandbox only has to hold the pod's namespaces: any blocking process does
-    _docker(docker_env, "build", "-q", "-t", "rocketstore/pause:local", "-",
-            stdin='FROM python:3.11-slim\nSTOPSIGNAL SIGKILL\nENTRYPOINT ["sleep", "infinity"]\n')
-    return [IMAGE]
-
-
-@pytest.fixture(scope="session")
-def cluster(images: list[str], docker_env: dict[str, str]) -> Iterator[Any]:
-    """The control plane with one real node; yields the Node (``.cp`` is the ControlPlane)."""
+def _own_node() -> Iterator[Target]:
+    """The test control plane with one real node, the image built and loaded into it."""
     require_tool("root", os.geteuid() == 0, "a real node runs kubelet, containerd and iptables")
     missing = node_module.missing_host_tools()
     require_tool(" ".join(missing), not missing, f"a real node needs the Debian packages {' '.join(missing)}")
-    before = node_module.Node.leftovers()
-    os.environ["DOCKER_HOST"] = docker_env.get("DOCKER_HOST", "")  # Node.load_image runs `docker save`
-    cp = controlplane.ControlPlane(controlplane.build(), keep=os.environ.get("CONTROLPLANE_KEEP") == "1",
-                                   node_ip=node_module.NODE_IP)
-    cp.start()
-    node = node_module.Node(cp)
-    try:
-        node.start()
-        for image in images:
-            node.load_image(image)
-        cp.add_storage_class(STORAGE_CLASS, expandable=False)
-        yield node
-    finally:
-        node.stop()
-        cp.stop()
-    after = node_module.Node.leftovers()
-    assert after == before, f"the node left things behind: before {before}, after {after}"
+    for tool in ("docker", "dockerd", "debootstrap"):
+        require_executable(tool, "the node tests build the image with Debian's docker.io and debootstrap")
+    with docker_engine() as (env, _started):
+        build_base_image(env)
+        _docker(env, "build", "-q", "-t", IMAGE, str(ROOT))
+        # the pod sandbox only has to hold the pod's namespaces: any blocking process does
+        _docker(env, "build", "-q", "-t", "rocketstore/pause:local", "-",
+                stdin='FROM python:3.11-slim\nSTOPSIGNAL SIGKILL\nENTRYPOINT ["sleep", "infinity"]\n')
+        before = node_module.Node.leftovers()
+        os.environ["DOCKER_HOST"] = env.get("DOCKER_HOST", "")  # Node.load_image runs `docker save`
+        cp = controlplane.ControlPlane(controlplane.build(), keep=os.environ.get("CONTROLPLANE_KEEP") == "1",
+                                       node_ip=node_module.NODE_IP)
+        cp.start()
+        node = node_module.Node(cp)
+        try:
+            node.start()
+            node.load_image(IMAGE)
+            cp.add_storage_class(LOCAL_CLASS, expandable=False)
+            yield Target(cp.kubeconfig, LOCAL_CLASS, {node.name},
+                         lambda n: node.add_local_volumes(n, "100Gi", LOCAL_CLASS))
+        finally:
+            node.stop()
+            cp.stop()
+        after = node_module.Node.leftovers()
+        assert after == before, f"the node left things behind: before {before}, after {after}"
+
+
+def _given_cluster(kubeconfig: str) -> Target:
+    """The cluster ``ROCKETSTORE_TEST_KUBECONFIG`` names, as it is."""
+    from kubernetes import client, config
+
+    path = Path(kubeconfig).expanduser()
+    if not path.is_file():
+        pytest.fail(f"ROCKETSTORE_TEST_KUBECONFIG={kubeconfig}: no such file", pytrace=False)
+    api = config.new_client_from_config(config_file=str(path))
+    nodes = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
+    return Target(path, os.environ.get("ROCKETSTORE_TEST_STORAGE_CLASS") or None, nodes)
 
 
 @pytest.fixture(scope="session")
-def kube(cluster: Any) -> Any:
+def cluster() -> Iterator[Target]:
+    """The cluster the scenario runs on (module docstring): the one given, or our own real node."""
+    given = os.environ.get("ROCKETSTORE_TEST_KUBECONFIG")
+    if given:
+        yield _given_cluster(given)
+    else:
+        yield from _own_node()
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: Target) -> Any:
     from kubernetes import config
 
-    return config.new_client_from_config(config_file=str(cluster.cp.kubeconfig))
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,17 @@
 """RocketStore as users run it: ``helm install`` of the chart, a RocketStore of 2 brokers, and a
-real RocketMQ client, all on a real node (kubelet, containerd, kube-proxy, CoreDNS; conftest.py).
+real RocketMQ client, on a real cluster: our own real node (kubelet, containerd, kube-proxy,
+CoreDNS) or any cluster a kubeconfig reaches (conftest.py).
 
 Nothing here is simulated: the operator runs in a pod from the project's image and reaches the API
-server through the ``kubernetes`` Service (kube-proxy) and the brokers through their headless DNS
-names (CoreDNS); the brokers are containers of the same image writing to local PersistentVolumes,
-which are directories on this machine, so the test can look at the files a broker wrote.
+server through the ``kubernetes`` Service and the brokers through their headless DNS names; the
+brokers are containers of the same image writing to PersistentVolumes. The test reaches the
+cluster only as an outside user can: the API server (including ``exec`` into a broker container
+to look at the files it wrote) and node ports.
 
-The client is the Java RocketMQ 4.9.8 client on the host, outside the cluster network, as an
-application elsewhere would be: the RocketStore has ``externalAccess`` (NodePort), so its name
-servers answer on the node's address and port 30876 and each broker advertises the node's address
-and its own node port (30911 + ordinal), which kube-proxy forwards to its pod.
+The clients are on this machine, outside the cluster network, as an application elsewhere would
+be: the RocketStores have ``externalAccess`` (NodePort), so their name servers answer on the
+nodes' addresses at 30876 (30877 for the TLS store) and each broker advertises its node's address
+and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its pod.
 
 The tests run in file order and build on each other: install, produce and consume, live retention,
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
@@ -23,21 +25,26 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from node_support import ROOT, STORAGE_CLASS, wait_until
+from kubernetes.stream import stream
+from node_support import ROOT, Target, wait_until
 from tls_certs import make_certs, tls_jvm
 
 from rocketstore.client import (
     AclClientRPCHook,
     BrokerAdmin,
+    Producer,
     RemotingConnectError,
+    RemotingError,
     SessionCredentials,
     client_ssl_context,
 )
+from rocketstore.operator.desired import STORE_DIR
 
 CLIENTS_DIR = str(ROOT / "tests" / "clients")
 if CLIENTS_DIR not in sys.path:
@@ -54,6 +61,7 @@ NAME = "orders"
 TOPIC = "NodeTopic"
 MESSAGES = 200
 BASE_PORT, NAMESRV_NODE_PORT = 30911, 30876
+VAULT_PORT, VAULT_NAMESRV_NODE_PORT = 30950, 30877
 #: the node has 2 CPUs: the default requests (500m per broker) would leave the 4th broker Pending
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 SECURE_NS = "bank"
@@ -89,30 +97,47 @@ def ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
-def broker_addr(kube: Any, ordinal: int, port: int | None = None) -> str:
-    """Broker ``ordinal``'s pod address, at its remoting port (``BASE_PORT + ordinal``) unless
-    ``port`` says otherwise (9876: its name server)."""
+def broker_addr(kube: Any, ordinal: int) -> str:
+    """Broker ``ordinal`` as an outside client reaches it: its node's address and node port."""
     pod = pods(kube)[f"{NAME}-{ordinal}"]
-    return f"{pod.status.pod_ip}:{BASE_PORT + ordinal if port is None else port}"
+    return f"{pod.status.host_ip}:{BASE_PORT + ordinal}"
+
+
+def namesrv_addr(kube: Any) -> str:
+    """The store's name servers as an outside client reaches them: any node, NAMESRV_NODE_PORT."""
+    return f"{next(iter(pods(kube).values())).status.host_ip}:{NAMESRV_NODE_PORT}"
 
 
 def java_client(kube: Any, workdir: Path) -> ClientDriver:
-    """A Java client whose name server is the RocketStore's external one, on the node's address."""
-    node_ip = next(iter(pods(kube).values())).status.host_ip
-    return ClientDriver(f"{node_ip}:{NAMESRV_NODE_PORT}", workdir)
+    """A Java client whose name server is the RocketStore's external one."""
+    return ClientDriver(namesrv_addr(kube), workdir)
 
 
-def volume_of(kube: Any, ordinal: int) -> Path:
-    """The host directory behind broker ``ordinal``'s PersistentVolume (a ``local`` volume)."""
-    core = client.CoreV1Api(kube)
-    claim = next(c for c in core.list_namespaced_persistent_volume_claim(NS).items
-                 if c.metadata.name.endswith(f"{NAME}-{ordinal}"))
-    pv = core.read_persistent_volume(claim.spec.volume_name)
-    return Path(pv.spec.local.path)
+def in_broker(kube: Any, ordinal: int, *command: str) -> str:
+    """Run ``command`` in broker ``ordinal``'s container through the API server (``kubectl exec``);
+    its stdout, or the test fails with its exit code and stderr."""
+    ws = stream(client.CoreV1Api(kube).connect_get_namespaced_pod_exec, f"{NAME}-{ordinal}", NS,
+                container="broker", command=list(command), stdin=False, stdout=True, stderr=True, tty=False,
+                _preload_content=False)
+    ws.run_forever(timeout=60)
+    out, err = ws.read_stdout(), ws.read_stderr()
+    ws.close()
+    assert ws.returncode == 0, f"{' '.join(command)} in {NAME}-{ordinal}: exit {ws.returncode}: {err}"
+    return str(out)
 
 
-def run_helm(helm_bin: Path, cluster: Any, *args: str, timeout: float = 300) -> str:
-    proc = subprocess.run([str(helm_bin), "--kubeconfig", str(cluster.cp.kubeconfig), *args],
+def commitlog_files(kube: Any, ordinal: int) -> list[str]:
+    """The CommitLog segment names on broker ``ordinal``'s volume, oldest first."""
+    return sorted(in_broker(kube, ordinal, "ls", "-1", f"{STORE_DIR}/commitlog").split())
+
+
+def claim_of(kube: Any, ordinal: int) -> Any:
+    return next(c for c in client.CoreV1Api(kube).list_namespaced_persistent_volume_claim(NS).items
+                if c.metadata.name.endswith(f"{NAME}-{ordinal}"))
+
+
+def run_helm(helm_bin: Path, cluster: Target, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([str(helm_bin), "--kubeconfig", str(cluster.kubeconfig), *args],
                           capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, f"helm {' '.join(args[:2])} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -129,15 +154,46 @@ def operator_logs(kube: Any) -> str:
     return "\n".join(out)
 
 
+def _delete_everything(kube: Any, helm_bin: Path, cluster: Target) -> None:
+    """What a user does to remove it all, in the order that works: the RocketStores first (the
+    operator removes its finalizers), then their namespaces (and with them the PVCs), then the
+    chart. Asserted, so that a stuck finalizer or namespace fails the run instead of the next one."""
+    objects, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
+    for ns in (NS, SECURE_NS):
+        for item in objects.list_namespaced_custom_object(G, V, ns, P).get("items", []) if _exists(core, ns) else []:
+            objects.delete_namespaced_custom_object(G, V, ns, P, item["metadata"]["name"])
+        wait_until(f"RocketStores of {ns} gone", lambda ns=ns: not _exists(core, ns)
+                   or not objects.list_namespaced_custom_object(G, V, ns, P).get("items"), 180, interval=1)
+    for ns in (NS, SECURE_NS):
+        if _exists(core, ns):
+            core.delete_namespace(ns)
+    run_helm(helm_bin, cluster, "uninstall", "rocketstore", "--namespace", OPERATOR_NS, "--wait", "--timeout", "3m")
+    core.delete_namespace(OPERATOR_NS)
+    wait_until("the scenario's namespaces gone",
+               lambda: not any(_exists(core, ns) for ns in (NS, SECURE_NS, OPERATOR_NS)), 300, interval=2)
+
+
+def _exists(core: Any, namespace: str) -> bool:
+    return any(n.metadata.name == namespace for n in core.list_namespace().items)
+
+
 @pytest.fixture(scope="module")
-def installed(cluster: Any, kube: Any, helm_bin: Path) -> Any:
+def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
     """The chart installed as README says, waited for: its operator pod Running and Ready. The
-    namespace enforces the "restricted" Pod Security Standard, as the broker namespace does."""
-    client.CoreV1Api(kube).create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
-    # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
-    run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
-             "--namespace", OPERATOR_NS, "--set", "rbac.readReferencedSecrets=true", "--wait", "--timeout", "4m")
-    return cluster
+    namespace enforces the "restricted" Pod Security Standard, as the broker namespaces do. At the
+    end everything the scenario made is deleted again (a persistent cluster is left as it was)."""
+    core = client.CoreV1Api(kube)
+    taken = [ns for ns in (OPERATOR_NS, NS, SECURE_NS) if _exists(core, ns)]
+    if taken:
+        pytest.fail(f"namespaces {taken} exist already: the scenario creates and deletes them itself", pytrace=False)
+    core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
+    try:
+        # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
+        run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
+                 "--namespace", OPERATOR_NS, "--set", "rbac.readReferencedSecrets=true", "--wait", "--timeout", "4m")
+        yield cluster
+    finally:
+        _delete_everything(kube, helm_bin, cluster)
 
 
 @pytest.fixture(scope="module")
@@ -146,17 +202,22 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("java")
 
 
+def storage(cluster: Target) -> dict[str, Any]:
+    """spec.storage: 8 segments of the cluster's class (its default class when none is named)."""
+    return {"segments": 8, **({"storageClassName": cluster.storage_class} if cluster.storage_class else {})}
+
+
 @pytest.fixture(scope="module")
-def store(installed: Any, kube: Any) -> dict[str, Any]:
+def store(installed: Target, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
-    installed.add_local_volumes(5, "100Gi", STORAGE_CLASS)
+    installed.add_volumes(5)  # 3 brokers of this store, 1 of the TLS store, 1 spare
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
             "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
                      "externalAccess": {"type": "NodePort", "basePort": BASE_PORT,
                                         "namesrvNodePort": NAMESRV_NODE_PORT},
-                     "storage": {"segments": 8, "storageClassName": STORAGE_CLASS},
+                     "storage": storage(installed),
                      "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
     client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, NS, P, body)
     try:
@@ -174,11 +235,11 @@ def store(installed: Any, kube: Any) -> dict[str, Any]:
     return get(kube)
 
 
-def test_operator_runs_in_its_pod_from_the_chart(installed: Any, kube: Any, helm_bin: Path) -> None:
+def test_operator_runs_in_its_pod_from_the_chart(installed: Target, kube: Any, helm_bin: Path) -> None:
     deploys = client.AppsV1Api(kube).list_namespaced_deployment(OPERATOR_NS).items
     assert len(deploys) == 1 and deploys[0].status.ready_replicas == 1, operator_logs(kube)
     pod = client.CoreV1Api(kube).list_namespaced_pod(OPERATOR_NS).items[0]
-    assert pod.spec.node_name == installed.name  # the real node, not kwok
+    assert pod.spec.node_name in installed.nodes  # a real node (the test control plane's kwok node runs nothing)
     assert pod.spec.containers[0].image.startswith("rocketstore/rocketstore:")
     # the chart's own test: a pod of the operator image asks the operator's /healthz
     out = run_helm(helm_bin, installed, "test", "rocketstore", "--namespace", OPERATOR_NS, "--timeout", "3m")
@@ -204,7 +265,7 @@ def test_produce_and_consume_through_the_cluster(store: dict[str, Any], kube: An
     assert bodies == {f"body-{i}" for i in range(MESSAGES)}
 
 
-def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], kube: Any, java: Path,
+def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], installed: Target, kube: Any, java: Path,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:
     """A RocketStore whose broker enforces TLS and plain ACL from Secrets: the operator reaches it
     over TLS, verified against the Secret's CA and signed with its own account; a Java client
@@ -223,7 +284,9 @@ def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], kube: Any, j
         core.create_namespaced_secret(SECURE_NS, {"metadata": {"name": name}, "type": kind, "stringData": data})
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "vault"},
             "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
-                     "storage": {"segments": 8, "storageClassName": STORAGE_CLASS},
+                     "externalAccess": {"type": "NodePort", "basePort": VAULT_PORT,
+                                        "namesrvNodePort": VAULT_NAMESRV_NODE_PORT},
+                     "storage": storage(installed),
                      "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()},
                      "acl": {"secretName": "vault-acl", "operatorCredentials": {"secretName": "vault-operator"}},
                      "tls": {"secretName": "vault-tls", "mode": "enforcing"}}}
@@ -241,7 +304,7 @@ def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], kube: Any, j
         status = objects.get_namespaced_custom_object(G, V, SECURE_NS, P, "vault").get("status")
         raise AssertionError(f"{exc}\nstatus: {status}\noperator log:\n{operator_logs(kube)}") from exc
     pod = client.CoreV1Api(kube).read_namespaced_pod("vault-0", SECURE_NS)
-    addr = f"{pod.status.pod_ip}:10911"
+    addr = f"{pod.status.host_ip}:{VAULT_PORT}"
 
     # our Python admin client, as the operator connects: plain TCP is refused by the enforcing port
     with pytest.raises(RemotingConnectError):
@@ -252,7 +315,8 @@ def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], kube: Any, j
         assert admin.get_broker_config()["aclEnable"] == "true"
         admin.create_topic("VaultTopic", read_queues=2, write_queues=2)
 
-    driver = ClientDriver(f"{pod.status.pod_ip}:9876", java / "vault", jvm_args=tls_jvm(certs.ca))
+    driver = ClientDriver(f"{pod.status.host_ip}:{VAULT_NAMESRV_NODE_PORT}", java / "vault",
+                          jvm_args=tls_jvm(certs.ca))
     sent = driver.run("acl-produce", "-t", "VaultTopic", "-c", 5, "--ak", APP_AK, "--sk", APP_SK)
     assert len(sent.of("sent")) == 5, sent.lines
     refused = driver.run("acl-produce", "-t", "VaultTopic", "-c", 1, "--ak", APP_AK, "--sk", "wrong", check=False)
@@ -278,11 +342,11 @@ def test_retention_change_is_applied_live(store: dict[str, Any], kube: Any) -> N
 
 def test_deleted_broker_pod_comes_back_on_its_volume(store: dict[str, Any], kube: Any, java: Path) -> None:
     old = pods(kube)[f"{NAME}-1"]
-    volume = volume_of(kube, 1)
+    volume = claim_of(kube, 1).spec.volume_name
     client.CoreV1Api(kube).delete_namespaced_pod(f"{NAME}-1", NS)
     wait_until("broker-1 recreated and Ready", lambda: (p := pods(kube).get(f"{NAME}-1")) is not None
                and p.metadata.uid != old.metadata.uid and ready(p), 240, interval=1)
-    assert volume_of(kube, 1) == volume  # the same claim, the same directory
+    assert claim_of(kube, 1).spec.volume_name == volume  # the same claim, the same volume
     with BrokerAdmin(broker_addr(kube, 1), timeout=5) as admin:
         stored = sum(q.max_offset for q in admin.topic_stats(TOPIC))
     assert stored == SENT_TO[f"{NAME}-1"], (stored, SENT_TO)
@@ -297,26 +361,68 @@ def test_manual_delete_token_removes_expired_files_from_the_volume(store: dict[s
     addr = broker_addr(kube, 0)
     wait_until("broker-0 runs fileReservedTime=1",
                lambda: BrokerAdmin(addr, timeout=5).get_broker_config().get("fileReservedTime") == "1", 120)
-    commitlog = volume_of(kube, 0) / "commitlog"
-    assert sorted(commitlog.iterdir()), f"no CommitLog files in {commitlog}"
-    # several full 1 MiB segments on broker-0: queue_id pins the sends to the first broker of the
-    # route, which is the broker whose name server answers (its peers' DNS names do not resolve here)
-    from rocketstore.client.producer import Producer
+    assert commitlog_files(kube, 0), "no CommitLog files on broker-0's volume"
+    # several full 1 MiB segments on broker-0: the topic exists there only, so its route (from
+    # whichever name server the node port reaches) names broker-0 alone
+    with BrokerAdmin(broker_addr(kube, 0), timeout=5) as admin:
+        admin.create_topic("NodeFiller", read_queues=1, write_queues=1)
+    with Producer(namesrv_addr(kube), "node-filler") as producer:
+        def routed_to_broker_0() -> bool:
+            producer.invalidate_route("NodeFiller")
+            try:
+                return {q.broker_name for q in producer.queues("NodeFiller")} == {f"{NAME}-0"}
+            except RemotingError:
+                return False
 
-    with Producer(broker_addr(kube, 0, 9876), "node-filler") as producer:
+        wait_until("NodeFiller routed to broker-0 alone", routed_to_broker_0, 60)
         for _ in range(20):
-            producer.send_batch("NodeFiller", [os.urandom(16 * 1024) for _ in range(16)], queue_id=0)
-    before = wait_until("at least 4 segments", lambda: len(s := sorted(commitlog.iterdir())) >= 4 and s, 60)
+            producer.send_batch("NodeFiller", [os.urandom(16 * 1024) for _ in range(16)])
+    before = wait_until("at least 4 segments", lambda: len(s := commitlog_files(kube, 0)) >= 4 and s, 60)
     # the newest two stay young: the one being written, and the next one the store may have
     # allocated ahead of need
     aged = before[:-2]
-    old = time.time() - 3 * 3600
-    for f in aged:
-        os.utime(f, (old, old))
+    in_broker(kube, 0, "touch", "-m", "-d", f"@{int(time.time()) - 3 * 3600}",
+              *(f"{STORE_DIR}/commitlog/{name}" for name in aged))
     patch(kube, {"maintenance": {"deleteExpiredRequest": "node-1"}})
     after = wait_until("expired segments gone from the pod's volume",
-                       lambda: set(aged) - set(s := sorted(commitlog.iterdir())) and s, 150, interval=1)
+                       lambda: set(aged) - set(s := commitlog_files(kube, 0)) and s, 150, interval=1)
     assert set(before[-2:]) <= set(after)  # files within fileReservedTime are kept
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def test_volume_growth_where_the_storage_class_allows_it(store: dict[str, Any], kube: Any) -> None:
+    """spec.storage.size grows by 1 GiB. Where the class can expand, every claim asks for
+    the new size and gets it, the brokers keep running; where it cannot (``local`` volumes, kind's
+    local-path), the API server refuses the claims' resize and the RocketStore says so, changing
+    nothing."""
+    core = client.CoreV1Api(kube)
+    claims = {c.metadata.name: c for c in core.list_namespaced_persistent_volume_claim(NS).items}
+    sizes = {name: c.spec.resources.requests["storage"] for name, c in claims.items()}
+    class_name = claim_of(kube, 0).spec.storage_class_name
+    expandable = bool(client.StorageV1Api(kube).read_storage_class(class_name).allow_volume_expansion)
+    old_size = get(kube)["status"]["volumeSize"]
+    new_size = f"{int(old_size.removesuffix('Gi')) + 1}Gi"
+    patch(kube, {"storage": {"size": new_size}})
+    if expandable:
+        wait_until("the RocketStore's volume size grown",
+                   lambda: get(kube)["status"]["volumeSize"] == new_size, 120, interval=1)
+        wait_until(f"every claim granted {new_size}", lambda: all(
+            c.status.capacity and c.status.capacity["storage"] == new_size
+            for c in core.list_namespaced_persistent_volume_claim(NS).items), 600, interval=5)
+        wait_until("2 broker pods Ready", lambda: len(ps := pods(kube)) == 2 and all(ready(p) for p in ps.values()),
+                   300, interval=1)
+        return
+    refused = wait_until("StorageExpansionFailed", lambda: (c := condition(get(kube), "Degraded"))
+                         and c.get("reason") == "StorageExpansionFailed" and c, 120, interval=1)
+    assert "PVC" in refused["message"], refused
+    after = {c.metadata.name: c.spec.resources.requests["storage"]
+             for c in core.list_namespaced_persistent_volume_claim(NS).items}
+    assert after == sizes and get(kube)["status"]["volumeSize"] == old_size
+    patch(kube, {"storage": {"size": None}})  # back to the size from segments, for what follows
+    wait_until("Degraded cleared", lambda: (condition(get(kube), "Degraded") or {}).get("status") != "True", 120)
 
 
 def test_scale_to_three_brokers_and_the_new_one_serves(store: dict[str, Any], kube: Any, java: Path) -> None:
@@ -338,5 +444,6 @@ def test_deleting_the_rocketstore_keeps_its_volumes(store: dict[str, Any], kube:
     assert len(claims) == 3
     client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, NS, P, NAME)
     wait_until("broker pods gone", lambda: not pods(kube), 180, interval=1)
-    assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim(NS).items} == claims
-    assert (volume_of(kube, 0) / "commitlog").is_dir()
+    kept = core.list_namespaced_persistent_volume_claim(NS).items
+    assert {c.metadata.name for c in kept} == claims
+    assert all(c.status.phase == "Bound" for c in kept), [(c.metadata.name, c.status.phase) for c in kept]
