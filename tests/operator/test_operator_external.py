@@ -202,3 +202,17 @@ def test_load_balancer_addresses_reach_the_brokers(kube: Any, operator_process: 
     wait_until("addresses ConfigMap deleted", lambda: "lb-addresses" not in configmaps(kube, ns), 30)
     wait_until("in-cluster peers pushed", lambda: peers(lb_broker) == (
         f"lb-0@lb-0.lb-headless.{ns}.svc:10911,lb-1@lb-1.lb-headless.{ns}.svc:10911"), 60)
+
+
+def test_waiting_brokers_are_admitted_in_a_restricted_namespace(kube: Any, operator_process: Any) -> None:
+    """The init container that waits for the balancer's address passes PodSecurity admission
+    ("restricted", enforced by kube-apiserver) as the broker container does."""
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"metadata": {"name": "t-ext-restricted", "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    ns = "t-ext-restricted"
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", ns), 60)
+    create(kube, ns, store("rs", brokers=1, externalAccess={"type": "LoadBalancer"}))
+    pod = wait_until("broker pod admitted", lambda: (ps := core.list_namespaced_pod(ns).items) and ps[0], 60)
+    assert [c.name for c in pod.spec.init_containers] == ["wait-for-address"]
+    assert not [e for e in core.list_namespaced_event(ns).items if e.reason == "FailedCreate"]

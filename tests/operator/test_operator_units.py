@@ -605,6 +605,9 @@ def test_load_balancer_spec_and_merge_dropping_a_condition() -> None:
     assert ext is not None and ext.load_balancer and ext.waits_for_address
     fixed = parse_spec({"externalAccess": {"type": "LoadBalancer", "host": "mq.example"}}).external_access
     assert fixed is not None and not fixed.waits_for_address
+    with pytest.raises(SpecError) as e:  # the start command reads it
+        parse_spec({"podTemplate": {"env": [{"name": "ADDRESS_DIR", "value": "/"}]}})
+    assert e.value.field == "podTemplate.env[0].name"
     old = merge_conditions(None, [Condition("ExternalAccessReady", False, "LoadBalancerPending")], 1)
     merged = merge_conditions(old, [Condition("Ready", True, "AllBrokersReady")], 2, drop=["ExternalAccessReady"])
     assert [c["type"] for c in merged] == ["Ready"]
