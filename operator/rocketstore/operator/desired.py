@@ -14,7 +14,7 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME``                 PodDisruptionBudget, maxUnavailable 1
 ``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted)
 ``NAME-<i>-external``    with ``spec.externalAccess``: broker ``i``'s NodePort or LoadBalancer Service
-``NAME-namesrv-external`` with ``spec.externalAccess``: the name servers' Service
+                         (and ``NAME-namesrv-external``, the name servers')
 ``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
 =======================  ==============================================================
 
