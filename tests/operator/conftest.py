@@ -20,6 +20,8 @@ import pytest
 from operator_support import (
     BROKER_NAMESPACE,
     BROKER_STORE,
+    EXTERNAL_NAMESPACE,
+    EXTERNAL_STORE,
     ROOT,
     SECURED_NAMESPACE,
     SECURED_STORE,
@@ -83,7 +85,15 @@ def secured_broker_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def external_broker_port() -> int:
+    """Remoting port of the broker process behind load balancers; the operator is pointed at it for
+    EXTERNAL_STORE-0."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
 def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, secured_broker_port: int,
+                     external_broker_port: int,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     live, metrics = free_port(), free_port()
     logfile = tmp_path_factory.mktemp("operator") / "operator.log"
@@ -91,7 +101,8 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
     cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--all-namespaces", "--bind-address", "127.0.0.1",
            "--liveness-port", str(live), "--metrics-port", str(metrics), "--interval", "1",
            "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
-           f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port}"]
+           f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port};"
+           f"{EXTERNAL_NAMESPACE}/{EXTERNAL_STORE}-0=127.0.0.1:{external_broker_port}"]
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 

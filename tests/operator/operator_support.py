@@ -9,8 +9,8 @@ from pathlib import Path
 from polling import wait_until
 from ports import controlplane, free_port
 
-__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "ROOT", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
-           "controlplane", "free_port", "wait_until"]
+__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "ROOT", "SECURED_NAMESPACE",
+           "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -19,3 +19,6 @@ BROKER_STORE = "rsb"
 #: the RocketStore of test_operator_secured_broker.py: its broker-0 runs with ACL and TLS enforcing
 SECURED_NAMESPACE = "secured-ops"
 SECURED_STORE = "guarded"
+#: the RocketStore of test_operator_external.py behind load balancers: its broker-0 is a real process
+EXTERNAL_NAMESPACE = "external-lb"
+EXTERNAL_STORE = "lb"

@@ -139,6 +139,7 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert allowed("patch", "rocketstores", "rocketstore.io", "status")
     assert allowed("patch", "statefulsets", "apps") and allowed("delete", "statefulsets", "apps")
     assert allowed("patch", "persistentvolumeclaims") and allowed("create", "events")
+    assert allowed("delete", "services") and allowed("delete", "configmaps")  # external access pruned
     assert not allowed("delete", "persistentvolumeclaims")  # PVCs are never deleted by the operator
     assert not allowed("get", "secrets")
     assert not allowed("delete", "rocketstores", "rocketstore.io")

@@ -10,7 +10,19 @@ import pytest
 from rocketstore.broker.broker_config import load_config
 from rocketstore.operator.brokers import BrokerAddressing
 from rocketstore.operator.conditions import Condition, merge_conditions
-from rocketstore.operator.desired import Owner, Plan, all_objects, broker_conf, config_hash, statefulset
+from rocketstore.operator.desired import (
+    ADDRESS_DIR,
+    Owner,
+    Plan,
+    all_objects,
+    broker_conf,
+    cluster_peers,
+    config_hash,
+    ingress_address,
+    load_balancer_addresses,
+    stale_names,
+    statefulset,
+)
 from rocketstore.operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
 from rocketstore.operator.reconcile import broker_access
 from rocketstore.operator.retention import decide
@@ -398,7 +410,8 @@ def test_broker_access_from_the_spec_and_its_secrets() -> None:
 
 # -- external access -------------------------------------------------------------------------------
 
-EXTERNAL = {"brokers": 3, "externalAccess": {"type": "NodePort", "basePort": 31000, "namesrvNodePort": 30876}}
+EXTERNAL: dict[str, Any] = {"brokers": 3, "externalAccess": {"type": "NodePort", "basePort": 31000,
+                                                             "namesrvNodePort": 30876}}
 
 
 def test_external_access_publishes_each_broker_on_its_own_node_port() -> None:
@@ -461,8 +474,148 @@ def test_external_peers_are_the_addresses_clients_reach() -> None:
     assert BrokerAddressing().address("rs", "ns", 1, listen_port(spec, 1)) == "rs-1.rs-headless.ns.svc:31001"
 
 
+LOAD_BALANCER: dict[str, Any] = {"brokers": 3, "externalAccess": {"type": "LoadBalancer", "basePort": 31000}}
+
+
+def test_load_balancer_publishes_each_broker_on_a_balancer_of_its_own() -> None:
+    """One LoadBalancer per broker on its listen port (node ports left to Kubernetes), one for the
+    name servers on 9876; the pods wait in an init container for their address from the
+    addresses ConfigMap, which holds what the operator has observed, for current brokers only."""
+    p = Plan(OWNER, parse_spec(LOAD_BALANCER), 2, volume_size(parse_spec(LOAD_BALANCER)),
+             external_addresses={1: "203.0.113.7", 2: "203.0.113.8"})
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in all_objects(p)}
+    for i in range(2):
+        svc = objs[("Service", f"rs-{i}-external")]["spec"]
+        assert svc["type"] == "LoadBalancer"
+        assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"rs-{i}"
+        assert svc["ports"] == [{"name": "remoting", "port": 31000 + i, "targetPort": 31000 + i, "protocol": "TCP"}]
+    assert ("Service", "rs-2-external") not in objs  # replicas 2: a third broker is not there
+    namesrv = objs[("Service", "rs-namesrv-external")]["spec"]
+    assert namesrv["type"] == "LoadBalancer"
+    assert namesrv["ports"] == [{"name": "namesrv", "port": 9876, "targetPort": "namesrv", "protocol": "TCP"}]
+    addresses = objs[("ConfigMap", "rs-addresses")]
+    assert addresses["data"] == {"rs-1": "203.0.113.7"}
+    assert addresses["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
+
+    pod = objs[("StatefulSet", "rs")]["spec"]["template"]["spec"]
+    container, init = pod["containers"][0], pod["initContainers"][0]
+    assert {"name": "addresses", "configMap": {"name": "rs-addresses"}} in pod["volumes"]
+    mount = {"name": "addresses", "mountPath": ADDRESS_DIR, "readOnly": True}
+    assert mount in container["volumeMounts"] and init["volumeMounts"] == [mount]
+    assert "subPath" not in mount  # kubelet updates whole-volume mounts only
+    assert init["image"] == container["image"] and init["securityContext"] == container["securityContext"]
+    assert init["resources"] == container["resources"] and "livenessProbe" not in init
+    env = {e["name"]: e for e in container["env"]}
+    assert env["ADDRESS_DIR"]["value"] == ADDRESS_DIR and "HOST_IP" not in env
+    # an address appearing changes the ConfigMap only, never the pod template (no rollout)
+    assert statefulset(p) == statefulset(plan(LOAD_BALANCER, replicas=2))
+
+    # a fixed host: advertised at once, nothing to wait for
+    fixed = all_objects(plan({**LOAD_BALANCER, "externalAccess": {**LOAD_BALANCER["externalAccess"],
+                                                                  "host": "mq.example"}}))
+    assert not [o for o in fixed if o["metadata"]["name"] == "rs-addresses"]
+    sts = next(o for o in fixed if o["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    assert "initContainers" not in sts and all(v["name"] != "addresses" for v in sts["volumes"])
+
+
+def test_load_balancer_broker_waits_for_its_address_then_advertises_it(tmp_path: Any) -> None:
+    """Runs the init container's and the broker container's commands with sh, as kubelet runs
+    them: the init container blocks until the pod's key appears in the mounted ConfigMap; the
+    broker then advertises it; without it the broker does not start (rather than advertise a pod
+    address no client outside can reach). ``rocketstore`` is replaced by a script that prints the
+    broker.conf it was given."""
+    import os
+    import subprocess
+    import time
+
+    pod = statefulset(plan(LOAD_BALANCER))["spec"]["template"]["spec"]
+    container, init = pod["containers"][0], pod["initContainers"][0]
+    for d in ("conf", "run", "bin", "addresses"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "conf" / "broker.conf").write_text("listenPort=10911\n")
+    (tmp_path / "bin" / "rocketstore").write_text('#!/bin/sh\ncat "$3"\n')
+    (tmp_path / "bin" / "rocketstore").chmod(0o755)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    env.update(POD_NAME="rs-1", CONF_DIR=str(tmp_path / "conf"), RUN_DIR=str(tmp_path / "run"),
+               ADDRESS_DIR=str(tmp_path / "addresses"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+
+    refused = subprocess.run(container["command"], env=env, capture_output=True, text=True)
+    assert refused.returncode != 0 and not (tmp_path / "run" / "broker.conf").exists()
+
+    waiting = subprocess.Popen(init["command"], env={**env, "ADDRESS_DIR": str(tmp_path / "addresses")},
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert waiting.poll() is None  # still waiting: no address yet
+        (tmp_path / "addresses" / "rs-0").write_text("198.51.100.1")  # another broker's: not enough
+        time.sleep(2.5)
+        assert waiting.poll() is None
+        (tmp_path / "addresses" / "rs-1").write_text("lb-1.example.net")
+        assert waiting.wait(timeout=10) == 0
+        assert "advertising lb-1.example.net" in (waiting.stdout.read() if waiting.stdout else "")
+    finally:
+        waiting.kill()
+        waiting.wait()
+    out = subprocess.run(container["command"], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1:] == ["brokerName=rs-1", "listenPort=31001", "brokerIP1=lb-1.example.net"]
+
+
+def test_ingress_address_and_the_brokers_it_belongs_to() -> None:
+    def svc(name: str, *ingress: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "status": {"loadBalancer": {"ingress": list(ingress)} if ingress else {}}}
+
+    assert ingress_address(svc("x", {"ip": "203.0.113.1", "hostname": "a.example"})) == "203.0.113.1"
+    assert ingress_address(svc("x", {"hostname": "a.elb.example"})) == "a.elb.example"  # AWS: a name only
+    assert ingress_address(svc("x")) is None and ingress_address({"metadata": {"name": "x"}}) is None
+    services = [svc("rs-0-external", {"ip": "203.0.113.1"}), svc("rs-1-external"),
+                svc("rs-2-external", {"hostname": "b.example"}), svc("rs-namesrv-external", {"ip": "203.0.113.9"}),
+                svc("other-0-external", {"ip": "192.0.2.1"})]
+    assert load_balancer_addresses(OWNER, 3, services) == {0: "203.0.113.1", 2: "b.example"}
+    assert load_balancer_addresses(OWNER, 2, services) == {0: "203.0.113.1"}
+    # the peers pushed to the brokers: balancers where assigned, DNS while pending
+    assert cluster_peers(OWNER, 3, parse_spec(LOAD_BALANCER), {0: "203.0.113.1", 2: "b.example"}).split(",") == [
+        "rs-0@203.0.113.1:31000", "rs-1@rs-1.rs-headless.ns.svc:31001", "rs-2@b.example:31002"]
+
+
+def test_stale_names_are_the_objects_this_rocketstore_controls_and_no_longer_wants() -> None:
+    def svc(name: str, uid: str | None, controller: bool = True) -> dict[str, Any]:
+        refs = [] if uid is None else [{"uid": uid, "controller": controller}]
+        return {"metadata": {"name": name, "ownerReferences": refs}}
+
+    desired = all_objects(plan(EXTERNAL, replicas=1))
+    existing = [svc("rs-0-external", OWNER.uid), svc("rs-1-external", OWNER.uid), svc("rs-2-external", OWNER.uid),
+                svc("rs-namesrv-external", OWNER.uid), svc("rs", OWNER.uid), svc("rs-headless", OWNER.uid),
+                svc("rs-3-external", None),  # made by someone else, our name pattern: not ours
+                svc("rs-4-external", "another-uid"),  # another owner's (a recreated RocketStore, say)
+                svc("rs-5-external", OWNER.uid, controller=False)]  # merely referencing us
+    assert stale_names(OWNER, desired, "Service", existing) == ["rs-1-external", "rs-2-external"]
+    # external access off: every external Service goes, the store's own Services stay
+    assert stale_names(OWNER, all_objects(plan({"brokers": 3})), "Service", existing) == [
+        "rs-0-external", "rs-1-external", "rs-2-external", "rs-namesrv-external"]
+    # a load balancer no longer waiting for addresses: its ConfigMap goes
+    configmaps = [svc("rs-config", OWNER.uid), svc("rs-addresses", OWNER.uid)]
+    assert stale_names(OWNER, all_objects(plan(LOAD_BALANCER)), "ConfigMap", configmaps) == []
+    assert stale_names(OWNER, desired, "ConfigMap", configmaps) == ["rs-addresses"]
+
+
+def test_load_balancer_spec_and_merge_dropping_a_condition() -> None:
+    ext = parse_spec({"brokers": 3, "externalAccess": {"type": "LoadBalancer", "basePort": 30000,
+                                                       "namesrvNodePort": 30001}}).external_access
+    # namesrvNodePort means nothing to a load balancer: no clash with the brokers' ports
+    assert ext is not None and ext.load_balancer and ext.waits_for_address
+    fixed = parse_spec({"externalAccess": {"type": "LoadBalancer", "host": "mq.example"}}).external_access
+    assert fixed is not None and not fixed.waits_for_address
+    with pytest.raises(SpecError) as e:  # the start command reads it
+        parse_spec({"podTemplate": {"env": [{"name": "ADDRESS_DIR", "value": "/"}]}})
+    assert e.value.field == "podTemplate.env[0].name"
+    old = merge_conditions(None, [Condition("ExternalAccessReady", False, "LoadBalancerPending")], 1)
+    merged = merge_conditions(old, [Condition("Ready", True, "AllBrokersReady")], 2, drop=["ExternalAccessReady"])
+    assert [c["type"] for c in merged] == ["Ready"]
+    assert [c["type"] for c in merge_conditions(old, [], 2)] == ["ExternalAccessReady"]
+
+
 @pytest.mark.parametrize(("external", "field"), [
-    ({"type": "LoadBalancer"}, "externalAccess.type"),
+    ({"type": "ClusterIP"}, "externalAccess.type"),
     ({"basePort": 65534}, "externalAccess.basePort"),  # 3 brokers: 65536 is not a port
     ({"basePort": 30000, "namesrvNodePort": 30063}, "externalAccess.namesrvNodePort"),
 ])

@@ -43,6 +43,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [services, configmaps, serviceaccounts]
   verbs: [get, list, watch, create, patch]
+# the external Services of brokers scaled away or of external access switched off, an unused
+# addresses ConfigMap (only objects the RocketStore controls)
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [delete]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [get, list, patch]

@@ -4,19 +4,20 @@
 Types: ``Ready`` (every broker pod ready), ``Progressing`` (objects being rolled out or a broker
 not yet converged), ``Degraded`` (a spec that cannot be applied, a refused change, unreachable
 brokers, a missing ACL or TLS Secret or key), ``DiskPressure`` (a broker's disk usage near
-``diskSpaceCleanForciblyRatio``).
+``diskSpaceCleanForciblyRatio``), ``ExternalAccessReady`` (with ``spec.externalAccess`` only: every
+address outside clients need is known, e.g. the load balancers are provisioned).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["TYPES", "Condition", "merge_conditions", "now"]
 
-TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure")
+TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady")
 
 
 def now() -> str:
@@ -32,14 +33,16 @@ class Condition:
 
 
 def merge_conditions(
-    old: Iterable[Mapping[str, Any]] | None, new: Iterable[Condition], generation: int, at: str | None = None
+    old: Iterable[Mapping[str, Any]] | None, new: Iterable[Condition], generation: int, at: str | None = None,
+    drop: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """The new condition list; ``lastTransitionTime`` moves only when a status flips.
 
-    Types not mentioned in ``new`` keep their old entry.
+    Types not mentioned in ``new`` keep their old entry, except those in ``drop`` (a condition
+    about a feature the spec no longer asks for), which are removed.
     """
     at = at or now()
-    by_type = {c.get("type"): dict(c) for c in (old or ())}
+    by_type = {c.get("type"): dict(c) for c in (old or ()) if c.get("type") not in drop}
     for cond in new:
         status = "True" if cond.status else "False"
         prev = by_type.get(cond.type)

@@ -13,6 +13,9 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME-config``          ConfigMap with ``broker.conf``
 ``NAME``                 PodDisruptionBudget, maxUnavailable 1
 ``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted)
+``NAME-<i>-external``    with ``spec.externalAccess``: broker ``i``'s NodePort or LoadBalancer Service
+                         (and ``NAME-namesrv-external``, the name servers')
+``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
 =======================  ==============================================================
 
 Every broker reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
@@ -25,6 +28,15 @@ the Secret changes, and the broker reloads those files itself, so a new ACL or a
 certificate needs no restart: nothing in the pod template depends on the Secret's contents.
 Referencing another Secret or key changes the template (volume or broker.conf) and rolls the pods.
 
+External access by LoadBalancer: a broker must advertise its reachable address (``brokerIP1``)
+from its start, and a load balancer's address exists only once the cloud has provisioned it
+(the Service's ``status.loadBalancer.ingress``). The operator observes the Services and writes
+each address into ``NAME-addresses`` (key: the pod name), mounted whole into the pods at
+:data:`ADDRESS_DIR`; an init container waits until its pod's key is there (kubelet refreshes a
+mounted ConfigMap in place), then the broker starts advertising it. Waiting in an init container,
+not in the broker's start command, keeps the liveness probe from killing a broker whose balancer
+takes minutes. The peers' addresses reach running brokers live, in ``clusterPeers``.
+
 Broker pods meet the "restricted" Pod Security Standard (non-root as the image's user, seccomp
 RuntimeDefault, no capabilities, no privilege escalation, read-only root filesystem with emptyDirs
 where the broker writes besides its volume). ``spec.podTemplate`` and ``spec.scheduling`` add to
@@ -34,7 +46,7 @@ the pod template; the operator's own labels, annotations and env are applied ove
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final
@@ -44,6 +56,7 @@ from rocketstore.operator.model import LIVE_KEYS, Acl, Spec, Tls, format_quantit
 
 __all__ = [
     "ACL_DIR",
+    "ADDRESS_DIR",
     "HTTP_PORT_NAME",
     "LISTEN_PORT",
     "NAMESRV_PORT",
@@ -51,6 +64,8 @@ __all__ = [
     "TLS_DIR",
     "Owner",
     "Plan",
+    "addresses_configmap",
+    "addresses_name",
     "all_objects",
     "broker_conf",
     "broker_conf_text",
@@ -59,14 +74,19 @@ __all__ = [
     "config_hash",
     "configmap",
     "default_broker_image",
+    "external_service_name",
     "external_services",
     "headless_service",
+    "ingress_address",
     "labels",
     "listen_port",
+    "load_balancer_addresses",
+    "namesrv_external_name",
     "pdb",
     "pod_name",
     "pvc_name",
     "service_account",
+    "stale_names",
     "statefulset",
 ]
 
@@ -81,6 +101,8 @@ VOLUME_NAME: Final = "store"
 #: volume could not be created)
 ACL_DIR: Final = "/etc/rocketstore-acl"
 TLS_DIR: Final = "/etc/rocketstore-tls"
+#: the ConfigMap of the brokers' load balancer addresses (a file per pod name)
+ADDRESS_DIR: Final = "/etc/rocketstore-addresses"
 #: Secret files readable by the broker's group (fsGroup) only: the TLS key is private
 SECRET_MODE: Final = 0o440
 CONFIG_HASH_ANNOTATION: Final = f"{GROUP}/config-hash"
@@ -143,6 +165,8 @@ class Plan:
     volume_bytes: int
     #: the image of brokers whose spec names none (the operator's --broker-image)
     default_image: str = field(default_factory=default_broker_image)
+    #: load balancer addresses assigned so far, by broker ordinal (observed on the Services)
+    external_addresses: Mapping[int, str] = field(default_factory=dict)
 
 
 def labels(name: str) -> dict[str, str]:
@@ -174,6 +198,18 @@ def pod_dns(name: str, namespace: str, ordinal: int) -> str:
     return f"{pod_name(name, ordinal)}.{headless_name(name)}.{namespace}.svc"
 
 
+def external_service_name(name: str, ordinal: int) -> str:
+    return f"{pod_name(name, ordinal)}-external"
+
+
+def namesrv_external_name(name: str) -> str:
+    return f"{name}-namesrv-external"
+
+
+def addresses_name(name: str) -> str:
+    return f"{name}-addresses"
+
+
 def _meta(owner: Owner, name: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -188,17 +224,18 @@ def listen_port(spec: Spec, ordinal: int) -> int:
     return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal)
 
 
-def cluster_peers(owner: Owner, replicas: int, spec: Spec, node_hosts: Mapping[int, str] | None = None) -> str:
+def cluster_peers(owner: Owner, replicas: int, spec: Spec, hosts: Mapping[int, str] | None = None) -> str:
     """``clusterPeers``: every broker as brokerName@address (a broker skips itself), which the
     embedded name servers put into routes: the stable DNS name, or with external access the
-    address clients outside reach, ``externalAccess.host`` or the node of the broker's pod
-    (``node_hosts``, observed; DNS until the pod is placed)."""
+    address clients outside reach, ``externalAccess.host`` or the observed one (``hosts``: the
+    node of the broker's pod, or its load balancer; DNS until the pod is placed or the balancer
+    provisioned)."""
     peers = []
     ext = spec.external_access
     for i in range(replicas):
         host = pod_dns(owner.name, owner.namespace, i)
         if ext is not None:
-            host = ext.host or (node_hosts or {}).get(i) or host
+            host = ext.host or (hosts or {}).get(i) or host
         peers.append(f"{pod_name(owner.name, i)}@{host}:{listen_port(spec, i)}")
     return ",".join(peers)
 
@@ -294,8 +331,10 @@ def _ports(plan: Plan) -> list[dict[str, Any]]:
 
 
 def external_services(plan: Plan) -> list[dict[str, Any]]:
-    """With external access: a NodePort Service per broker on its own port (node port = listen
-    port = the port it advertises), and one over every broker's name server."""
+    """With external access: a Service per broker on its own port (Service port = listen port =
+    the port it advertises; with NodePort the node port too), and one over every broker's name
+    server (node port ``namesrvNodePort``, or port 9876 of its load balancer). A load balancer's
+    node ports are left to Kubernetes: whether the cloud routes through them is its business."""
     ext = plan.spec.external_access
     if ext is None:
         return []
@@ -303,22 +342,73 @@ def external_services(plan: Plan) -> list[dict[str, Any]]:
     services: list[dict[str, Any]] = []
     for i in range(plan.replicas):
         port = ext.listen_port(i)
+        remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
+        if not ext.load_balancer:
+            remoting["nodePort"] = port
         services.append({
             "apiVersion": "v1", "kind": "Service",
-            "metadata": _meta(plan.owner, f"{pod_name(name, i)}-external"),
-            "spec": {"type": "NodePort",
+            "metadata": _meta(plan.owner, external_service_name(name, i)),
+            "spec": {"type": ext.type,
                      "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(name, i)},
-                     "ports": [{"name": "remoting", "port": port, "targetPort": port, "nodePort": port,
-                                "protocol": "TCP"}]},
+                     "ports": [remoting]},
         })
+    namesrv: dict[str, Any] = {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"}
+    if not ext.load_balancer:
+        namesrv["nodePort"] = ext.namesrv_node_port
     services.append({
         "apiVersion": "v1", "kind": "Service",
-        "metadata": _meta(plan.owner, f"{name}-namesrv-external"),
-        "spec": {"type": "NodePort", "selector": selector(name),
-                 "ports": [{"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv",
-                            "nodePort": ext.namesrv_node_port, "protocol": "TCP"}]},
+        "metadata": _meta(plan.owner, namesrv_external_name(name)),
+        "spec": {"type": ext.type, "selector": selector(name), "ports": [namesrv]},
     })
     return services
+
+
+def ingress_address(service: Mapping[str, Any]) -> str | None:
+    """The address a cloud assigned to a LoadBalancer Service (``status.loadBalancer.ingress``):
+    its IP, else its hostname (some clouds, AWS's among them, give a DNS name only); None while
+    pending."""
+    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ():
+        address = ingress.get("ip") or ingress.get("hostname")
+        if address:
+            return str(address)
+    return None
+
+
+def load_balancer_addresses(owner: Owner, replicas: int, services: Iterable[Mapping[str, Any]]) -> dict[int, str]:
+    """Broker ordinal -> its load balancer's address, for the brokers whose Service has one."""
+    by_name = {s.get("metadata", {}).get("name"): s for s in services}
+    found = {i: ingress_address(by_name.get(external_service_name(owner.name, i), {})) for i in range(replicas)}
+    return {i: address for i, address in found.items() if address}
+
+
+def addresses_configmap(owner: Owner, replicas: int, addresses: Mapping[int, str]) -> dict[str, Any]:
+    """``NAME-addresses``: each broker's load balancer address under its pod name, once known.
+
+    Read by the pods' init container (which waits for its key) and start command (brokerIP1).
+    Rewritten by the operator as addresses appear; nothing in the pod template depends on it.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(owner, addresses_name(owner.name)),
+        "data": {pod_name(owner.name, i): addresses[i] for i in sorted(addresses) if i < replicas},
+    }
+
+
+def _controlled_by(obj: Mapping[str, Any], owner: Owner) -> bool:
+    return any(ref.get("controller") and ref.get("uid") == owner.uid
+               for ref in obj.get("metadata", {}).get("ownerReferences") or ())
+
+
+def stale_names(owner: Owner, desired: Iterable[Mapping[str, Any]], kind: str,
+                existing: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Names of the ``existing`` objects of ``kind`` (a list's items carry no kind) that this
+    RocketStore controls, by its controller owner reference (its uid, not a name or a label), and
+    that ``desired`` no longer has: the external Services of brokers scaled away or of external
+    access switched off, an unused addresses ConfigMap. Anyone else's objects are never named."""
+    wanted = {o["metadata"]["name"] for o in desired if o["kind"] == kind}
+    return sorted(str(o["metadata"]["name"]) for o in existing
+                  if _controlled_by(o, owner) and o["metadata"]["name"] not in wanted)
 
 
 def headless_service(plan: Plan) -> dict[str, Any]:
@@ -376,26 +466,63 @@ _START = (
     'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
 )
 # with external access: the broker's own port (basePort + the pod's ordinal) and the address it
-# advertises (EXTERNAL_HOST, else its node's, HOST_IP); later keys win in broker.conf
+# advertises (EXTERNAL_HOST, else its node's, HOST_IP, or its load balancer's, from the file the
+# init container waited for: an assignment, so that a missing file stops the start); later keys
+# win in broker.conf
 _START_EXTERNAL = (
-    'set -e; cp "$CONF_DIR/broker.conf" "$RUN_DIR/broker.conf"; '
+    'set -e; ADDRESS="${EXTERNAL_HOST:-@FALLBACK@}"; cp "$CONF_DIR/broker.conf" "$RUN_DIR/broker.conf"; '
     'printf "brokerName=%s\\nlistenPort=%s\\nbrokerIP1=%s\\n" "$POD_NAME" '
-    '"$((EXTERNAL_BASE_PORT + ${POD_NAME##*-}))" "${EXTERNAL_HOST:-$HOST_IP}" >> "$RUN_DIR/broker.conf"; '
+    '"$((EXTERNAL_BASE_PORT + ${POD_NAME##*-}))" "$ADDRESS" >> "$RUN_DIR/broker.conf"; '
     'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
 )
+_NODE_ADDRESS = "$HOST_IP"
+_BALANCER_ADDRESS = '$(cat "$ADDRESS_DIR/$POD_NAME")'
+# the init container of a broker behind a load balancer: until the operator has written the
+# balancer's address (kubelet refreshes the mounted ConfigMap in place)
+_WAIT_FOR_ADDRESS = (
+    'echo "waiting for the load balancer address of $POD_NAME in $ADDRESS_DIR"; '
+    'until [ -s "$ADDRESS_DIR/$POD_NAME" ]; do sleep 2; done; '
+    'echo "advertising $(cat "$ADDRESS_DIR/$POD_NAME")"'
+)
+
+
+def _start_command(spec: Spec) -> str:
+    ext = spec.external_access
+    if ext is None:
+        return _START
+    return _START_EXTERNAL.replace("@FALLBACK@", _BALANCER_ADDRESS if ext.load_balancer else _NODE_ADDRESS)
 
 
 def _external_env(spec: Spec) -> list[dict[str, Any]]:
     ext = spec.external_access
     if ext is None:
         return []
-    env: list[dict[str, Any]] = [
-        {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-        {"name": "EXTERNAL_BASE_PORT", "value": str(ext.base_port)},
-    ]
+    env: list[dict[str, Any]] = [{"name": "EXTERNAL_BASE_PORT", "value": str(ext.base_port)}]
+    if not ext.load_balancer:
+        env.insert(0, {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
     if ext.host:
         env.append({"name": "EXTERNAL_HOST", "value": ext.host})
+    if ext.waits_for_address:
+        env.append({"name": "ADDRESS_DIR", "value": ADDRESS_DIR})
     return env
+
+
+def _wait_for_address(container: Mapping[str, Any]) -> dict[str, Any]:
+    """The init container of a broker behind a load balancer: the broker's image, user, security
+    context and resources (so the pod's effective request stays the broker's), nothing else."""
+    return {
+        "name": "wait-for-address",
+        "image": container["image"],
+        "imagePullPolicy": container["imagePullPolicy"],
+        "command": ["sh", "-c", _WAIT_FOR_ADDRESS],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "ADDRESS_DIR", "value": ADDRESS_DIR},
+        ],
+        "volumeMounts": [{"name": "addresses", "mountPath": ADDRESS_DIR, "readOnly": True}],
+        "resources": container["resources"],
+        "securityContext": container["securityContext"],
+    }
 
 
 def _affinity(plan: Plan) -> dict[str, Any]:
@@ -433,7 +560,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         "name": "broker",
         "image": spec.image or plan.default_image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["sh", "-c", _START if spec.external_access is None else _START_EXTERNAL],
+        "command": ["sh", "-c", _start_command(spec)],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -500,6 +627,11 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         ],
     }
     sched = spec.scheduling
+    if spec.external_access is not None and spec.external_access.waits_for_address:
+        container["volumeMounts"].append({"name": "addresses", "mountPath": ADDRESS_DIR, "readOnly": True})
+        pod_spec["initContainers"] = [_wait_for_address(container)]
+        # mounted whole (no subPath): kubelet updates it in place as the operator adds addresses
+        pod_spec["volumes"].append({"name": "addresses", "configMap": {"name": addresses_name(owner.name)}})
     if sched.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
     if sched.node_selector:
@@ -542,9 +674,13 @@ def statefulset(plan: Plan) -> dict[str, Any]:
 
 def all_objects(plan: Plan) -> list[dict[str, Any]]:
     """Every object in apply order: what pods need comes before the StatefulSet."""
+    ext = plan.spec.external_access
+    addresses = [addresses_configmap(plan.owner, plan.replicas, plan.external_addresses)
+                 ] if ext is not None and ext.waits_for_address else []
     return [
         service_account(plan),
         configmap(plan),
+        *addresses,
         headless_service(plan),
         client_service(plan),
         *external_services(plan),

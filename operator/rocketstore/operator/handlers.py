@@ -113,7 +113,8 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     problems = [*applied.status["problems"], *observed.problems]
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status.update(new_status)
-    patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation)
+    patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation,
+                                                  drop=observed.dropped)
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Normal", reason="Reconciled", message=(
         f"{cause}: {parsed.brokers} brokers, volume {applied.status['volumeSize']}, generation {generation}"))
@@ -159,4 +160,4 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     problems = [*(status.get("problems") or []), *observed.problems]
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
-                                                  int(status.get("observedGeneration") or 0))
+                                                  int(status.get("observedGeneration") or 0), drop=observed.dropped)

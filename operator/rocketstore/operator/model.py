@@ -196,21 +196,33 @@ class Tls:
 
 @dataclass(frozen=True)
 class ExternalAccess:
-    """Clients outside the cluster network: each broker published on a node port.
+    """Clients outside the cluster network: each broker published by a Service of its own.
 
     RocketMQ clients connect to the address a broker advertises in its routes, ``brokerIP1`` and
     ``listenPort``, with no separate advertised port. So broker ``i`` listens on ``basePort + i``
-    inside its pod and is published on the same node port by a Service of its own, and advertises
-    ``host`` (default: the address of the node its pod runs on). ``namesrvNodePort`` publishes
-    the brokers' name servers (any of them answers for all).
+    inside its pod and its Service publishes that same port: on every node (``NodePort``, the
+    broker advertises the address of its pod's node) or on a load balancer of its own
+    (``LoadBalancer``, the broker advertises the balancer's address once the cloud has assigned
+    one). ``host`` replaces the advertised address. The brokers' name servers (any of them answers
+    for all) are published on node port ``namesrvNodePort``, or on port 9876 of a load balancer.
     """
 
     base_port: int
     namesrv_node_port: int
     host: str | None = None
+    type: str = "NodePort"  # NodePort | LoadBalancer
 
     def listen_port(self, ordinal: int) -> int:
         return self.base_port + ordinal
+
+    @property
+    def load_balancer(self) -> bool:
+        return self.type == "LoadBalancer"
+
+    @property
+    def waits_for_address(self) -> bool:
+        """Brokers learn their address from the operator (a load balancer's, once assigned)."""
+        return self.load_balancer and self.host is None
 
 
 @dataclass(frozen=True)
@@ -241,7 +253,7 @@ class Spec:
 RESERVED_LABEL_PREFIX: Final = "app.kubernetes.io/"
 RESERVED_ANNOTATION_PREFIX: Final = "rocketstore.io/"
 RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_DIR", "HOST_IP",
-                                  "EXTERNAL_BASE_PORT", "EXTERNAL_HOST"})
+                                  "EXTERNAL_BASE_PORT", "EXTERNAL_HOST", "ADDRESS_DIR"})
 
 
 # broker.conf keys the operator owns; brokerConfig may not override them (they would break the
@@ -351,16 +363,17 @@ def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAcc
     d = spec.get("externalAccess")
     if d is None:
         return None
-    _choice(d, "type", "NodePort", "externalAccess.type", ("NodePort",))
     access = ExternalAccess(
         base_port=_int(d, "basePort", 30911, "externalAccess.basePort", 1, 65535),
         namesrv_node_port=_int(d, "namesrvNodePort", 30876, "externalAccess.namesrvNodePort", 1, 65535),
         host=None if d.get("host") is None else str(d["host"]),
+        type=_choice(d, "type", "NodePort", "externalAccess.type", ("NodePort", "LoadBalancer")),
     )
     if access.listen_port(brokers - 1) > 65535:
         raise SpecError("externalAccess.basePort", f"basePort + brokers - 1 = {access.listen_port(brokers - 1)} "
                         "is not a port")
-    if access.base_port <= access.namesrv_node_port <= access.base_port + 63:
+    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only
+    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= access.base_port + 63:
         # 63: the largest ordinal (at most 64 brokers), so scaling up never collides
         raise SpecError("externalAccess.namesrvNodePort", "must lie outside basePort..basePort+63 (the brokers' ports)")
     return access

@@ -1,8 +1,10 @@
 """Reconciliation steps: the async code between the pure builders and the kopf handlers.
 
-``apply_objects``  desired objects -> server-side apply; storage growth; refused changes
+``apply_objects``  desired objects -> server-side apply; storage growth; refused changes;
+                   objects no longer wanted (external Services of removed brokers) deleted
 ``observe``        pods and brokers -> per-broker status, retention push, manual deletes,
-                   adaptive retention, conditions; the ACL / TLS Secrets the spec references
+                   adaptive retention, conditions; the ACL / TLS Secrets the spec references;
+                   external addresses (nodes, load balancers) -> addresses ConfigMap, clusterPeers
 
 Both return plain dicts for ``status`` and a list of events; the handlers write them with kopf's
 ``patch`` (so the operator patches its own object, never updates it).
@@ -11,9 +13,9 @@ Both return plain dicts for ``status`` and a list of events; the handlers write 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import kopf
 
@@ -22,14 +24,22 @@ from rocketstore.operator import metrics
 from rocketstore.operator.brokers import BrokerAccess, BrokerError, Brokers
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
+    NAMESRV_PORT,
     Owner,
     Plan,
+    addresses_configmap,
+    addresses_name,
     all_objects,
     cluster_peers,
+    external_service_name,
+    ingress_address,
     listen_port,
+    load_balancer_addresses,
+    namesrv_external_name,
     pod_name,
     pvc_name,
     selector,
+    stale_names,
 )
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import Spec, format_quantity, parse_quantity
@@ -54,6 +64,8 @@ class Outcome:
     events: list[Event] = field(default_factory=list)
     #: problems found while observing (reason, message), for the Degraded condition
     problems: list[dict[str, str]] = field(default_factory=list)
+    #: condition types that no longer apply (ExternalAccessReady once external access is off)
+    dropped: list[str] = field(default_factory=list)
 
 
 def _claim_size(sts: Mapping[str, Any]) -> int | None:
@@ -107,21 +119,37 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
             if not grown:
                 volume = current_volume
                 problems.append({"reason": "StorageExpansionFailed", "message": out.events[-1].message})
-    plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image)
-    for obj in all_objects(plan):
-        try:
-            await kube.apply(obj)
-        except ApiError as e:
-            metrics.ERRORS.labels(step="apply").inc()
-            if e.retriable:
-                raise kopf.TemporaryError(f"applying {obj['kind']} {obj['metadata']['name']}: {e}", delay=5) from e
-            raise kopf.PermanentError(f"applying {obj['kind']} {obj['metadata']['name']}: {e}") from e
+    services = await kube.list("v1", "Service", owner.namespace, selector(owner.name))
+    ext = spec.external_access
+    addresses = load_balancer_addresses(owner, replicas, services) if ext is not None and ext.load_balancer else {}
+    plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image,
+                external_addresses=addresses)
+    desired = all_objects(plan)
+    for obj in desired:
+        await _api_step("apply", f"applying {obj['kind']} {obj['metadata']['name']}", kube.apply(obj))
+    configmaps = await kube.list("v1", "ConfigMap", owner.namespace, selector(owner.name))
+    for kind, existing in (("Service", services), ("ConfigMap", configmaps)):
+        for name in stale_names(owner, desired, kind, existing):
+            await _api_step("delete", f"deleting {kind} {name}", kube.delete("v1", kind, owner.namespace, name))
+            out.events.append(Event("Normal", "Deleted", f"{kind} {name}: no longer part of the spec"))
     out.status.update({
         "volumeSize": format_quantity(volume),
         "replicas": replicas,
         "problems": problems,
     })
     return out
+
+
+async def _api_step(step: str, what: str, call: Awaitable[Any]) -> None:
+    """One API call of the apply step; a failure becomes kopf's retry (409, 429, 5xx) or a
+    permanent error naming the object."""
+    try:
+        await call
+    except ApiError as e:
+        metrics.ERRORS.labels(step=step).inc()
+        if e.retriable:
+            raise kopf.TemporaryError(f"{what}: {e}", delay=5) from e
+        raise kopf.PermanentError(f"{what}: {e}") from e
 
 
 async def _grow_storage(kube: Kube, owner: Owner, replicas: int, volume: int, out: Outcome) -> bool:
@@ -288,10 +316,10 @@ async def observe(
             f"(max disk usage {max_usage:.2%}, forced cleanup at "
             f"{spec.retention.disk_space_clean_forcibly_ratio:.0%}, spec {spec.retention.file_reserved_time}h)"))
     want = spec.retention.broker_properties(decision.file_reserved_time)
-    # with external access, routes carry the address of each broker's node (status.hostIP)
-    node_hosts = {i: ip for i in range(replicas)
-                  if (ip := pods.get(pod_name(owner.name, i), {}).get("status", {}).get("hostIP"))}
-    peers = cluster_peers(owner, replicas, spec, node_hosts)
+    # with external access, routes carry the address of each broker's node (status.hostIP) or
+    # load balancer (its Service's status), as far as known
+    hosts = await _external_hosts(kube, owner, spec, replicas, pods, out)
+    peers = cluster_peers(owner, replicas, spec, hosts)
 
     # 2. per broker: converge retention, run the manual delete once per token
     broker_status: list[dict[str, Any]] = []
@@ -306,6 +334,7 @@ async def observe(
             "reachable": i in runtimes,
             "appliedRetention": old.get("appliedRetention"),
             "lastManualDelete": old.get("lastManualDelete"),
+            "externalAddress": _external_address(spec, hosts, i),
         }
         if i in errors:
             entry["message"] = errors[i][:300]
@@ -346,6 +375,9 @@ async def observe(
         "Ready", all_ready, "AllBrokersReady" if all_ready else "BrokersNotReady",
         f"{ready}/{spec.brokers} broker pods ready"))
     pending = [] if converged else ["retention not applied on every broker"]
+    external = [c for c in out.conditions if c.type == EXTERNAL_CONDITION]
+    if external and not external[0].status:
+        pending.insert(0, "load balancer addresses pending")
     if not all_ready:
         pending.insert(0, "broker pods rolling out")
     out.conditions.append(Condition(
@@ -357,6 +389,81 @@ async def observe(
         "" if max_usage is None else f"max commitLogDiskRatio {max_usage:.2%}; fileReservedTime "
         f"{decision.file_reserved_time}h (spec {spec.retention.file_reserved_time}h)"))
     return out
+
+
+#: the condition of spec.externalAccess: True once every address clients need is known
+EXTERNAL_CONDITION: Final = "ExternalAccessReady"
+
+
+def _external_address(spec: Spec, hosts: Mapping[int, str], ordinal: int) -> str | None:
+    """What broker ``ordinal`` advertises to clients outside (None: no external access, or its
+    address not known yet)."""
+    ext = spec.external_access
+    host = None if ext is None else ext.host or hosts.get(ordinal)
+    return None if host is None else f"{host}:{listen_port(spec, ordinal)}"
+
+
+async def _external_hosts(kube: Kube, owner: Owner, spec: Spec, replicas: int,
+                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> dict[int, str]:
+    """The observed address of each broker clients outside reach (its pod's node with NodePort,
+    its Service's load balancer with LoadBalancer), as far as known; publishes load balancer
+    addresses to the brokers (the addresses ConfigMap) and reports the ExternalAccessReady
+    condition and ``status.externalNamesrvAddr``. A balancer still being provisioned is a
+    condition (False, LoadBalancerPending), not an error: the next observation looks again."""
+    ext = spec.external_access
+    if ext is None:
+        out.dropped.append(EXTERNAL_CONDITION)
+        out.status["externalNamesrvAddr"] = None
+        return {}
+    if not ext.load_balancer:
+        hosts = {i: ip for i in range(replicas)
+                 if (ip := pods.get(pod_name(owner.name, i), {}).get("status", {}).get("hostIP"))}
+        namesrv_host = ext.host or next(iter(hosts.values()), None)
+        out.status["externalNamesrvAddr"] = None if namesrv_host is None else f"{namesrv_host}:{ext.namesrv_node_port}"
+        out.conditions.append(Condition(
+            EXTERNAL_CONDITION, True, "NodePorts",
+            f"brokers on node ports {ext.base_port}..{ext.listen_port(replicas - 1)} of every node, "
+            f"name servers on node port {ext.namesrv_node_port}"))
+        return hosts
+    services = await kube.list("v1", "Service", owner.namespace, selector(owner.name))
+    hosts = load_balancer_addresses(owner, replicas, services)
+    if ext.waits_for_address:
+        await _publish_addresses(kube, owner, replicas, hosts, out)
+    namesrv = next((ingress_address(s) for s in services
+                    if s.get("metadata", {}).get("name") == namesrv_external_name(owner.name)), None)
+    out.status["externalNamesrvAddr"] = None if namesrv is None else f"{namesrv}:{NAMESRV_PORT}"
+    waiting = [] if ext.host else [external_service_name(owner.name, i) for i in range(replicas) if i not in hosts]
+    pending = waiting + ([] if namesrv is not None else [namesrv_external_name(owner.name)])
+    if pending:
+        message = f"no load balancer address yet (status.loadBalancer.ingress) for {', '.join(pending)}"
+        if waiting:
+            message += "; their brokers wait for it in their init container"
+    else:
+        message = f"name servers at {out.status['externalNamesrvAddr']}"
+    out.conditions.append(Condition(EXTERNAL_CONDITION, not pending,
+                                    "LoadBalancerPending" if pending else "AddressesAssigned", message))
+    return hosts
+
+
+async def _publish_addresses(kube: Kube, owner: Owner, replicas: int, hosts: Mapping[int, str],
+                             out: Outcome) -> None:
+    """Write the brokers' load balancer addresses into the addresses ConfigMap when they changed
+    (the same full object the apply step writes, so the two never undo each other)."""
+    want = addresses_configmap(owner, replicas, hosts)
+    current = await kube.get("v1", "ConfigMap", owner.namespace, addresses_name(owner.name))
+    have = (current or {}).get("data") or {}
+    if have == want["data"]:
+        return
+    try:
+        await kube.apply(want)
+    except ApiError as e:
+        metrics.ERRORS.labels(step="addresses").inc()
+        out.problems.append({"reason": "AddressesNotPublished",
+                             "message": f"ConfigMap {addresses_name(owner.name)}: {e}"})
+        return
+    for pod, address in sorted(want["data"].items()):
+        if have.get(pod) != address:
+            out.events.append(Event("Normal", "LoadBalancerAddress", f"{pod} advertises {address}"))
 
 
 async def _converge_retention(
