@@ -212,7 +212,10 @@ class ControlPlane:
                 "--unsafe-no-fsync", "--log-level=warn"])
             self.wait_for("etcd", 30, lambda: self._ok(f"{etcd_url}/health"))
             if self.node_ip:
-                listen = ["--bind-address=0.0.0.0", f"--advertise-address={self.node_ip}"]
+                # a real node's kubelet is reached (logs, exec, port-forward) at its InternalIP: its
+                # host name resolves nowhere, and the default order tries the name first
+                listen = ["--bind-address=0.0.0.0", f"--advertise-address={self.node_ip}",
+                          "--kubelet-preferred-address-types=InternalIP,Hostname"]
             else:
                 listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
                           "--endpoint-reconciler-type=none"]

@@ -38,9 +38,10 @@ from tls_certs import make_certs, tls_jvm
 from rocketstore.client import (
     AclClientRPCHook,
     BrokerAdmin,
+    BrokerRoutes,
     Producer,
+    RemotingClient,
     RemotingConnectError,
-    RemotingError,
     SessionCredentials,
     client_ssl_context,
 )
@@ -65,6 +66,10 @@ VAULT_PORT, VAULT_NAMESRV_NODE_PORT = 30950, 30877
 #: the node has 2 CPUs: the default requests (500m per broker) would leave the 4th broker Pending
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 SECURE_NS = "bank"
+#: the LoadBalancer store: one broker on EDGE_PORT, its name server on 9876 of its balancer
+EDGE_NS, EDGE_PORT = "edge", 30960
+#: the namespaces of the RocketStores, deleted again at the end
+STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS)
 OPERATOR_AK, OPERATOR_SK = "rocketstoreOperator", "operator-secret-1"
 APP_AK, APP_SK = "payments", "payments-secret-1"
 #: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
@@ -159,18 +164,18 @@ def _delete_everything(kube: Any, helm_bin: Path, cluster: Target) -> None:
     operator removes its finalizers), then their namespaces (and with them the PVCs), then the
     chart. Asserted, so that a stuck finalizer or namespace fails the run instead of the next one."""
     objects, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
-    for ns in (NS, SECURE_NS):
+    for ns in STORE_NAMESPACES:
         for item in objects.list_namespaced_custom_object(G, V, ns, P).get("items", []) if _exists(core, ns) else []:
             objects.delete_namespaced_custom_object(G, V, ns, P, item["metadata"]["name"])
         wait_until(f"RocketStores of {ns} gone", lambda ns=ns: not _exists(core, ns)
                    or not objects.list_namespaced_custom_object(G, V, ns, P).get("items"), 180, interval=1)
-    for ns in (NS, SECURE_NS):
+    for ns in STORE_NAMESPACES:
         if _exists(core, ns):
             core.delete_namespace(ns)
     run_helm(helm_bin, cluster, "uninstall", "rocketstore", "--namespace", OPERATOR_NS, "--wait", "--timeout", "3m")
     core.delete_namespace(OPERATOR_NS)
     wait_until("the scenario's namespaces gone",
-               lambda: not any(_exists(core, ns) for ns in (NS, SECURE_NS, OPERATOR_NS)), 300, interval=2)
+               lambda: not any(_exists(core, ns) for ns in (*STORE_NAMESPACES, OPERATOR_NS)), 300, interval=2)
 
 
 def _exists(core: Any, namespace: str) -> bool:
@@ -183,7 +188,7 @@ def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
     namespace enforces the "restricted" Pod Security Standard, as the broker namespaces do. At the
     end everything the scenario made is deleted again (a persistent cluster is left as it was)."""
     core = client.CoreV1Api(kube)
-    taken = [ns for ns in (OPERATOR_NS, NS, SECURE_NS) if _exists(core, ns)]
+    taken = [ns for ns in (OPERATOR_NS, *STORE_NAMESPACES) if _exists(core, ns)]
     if taken:
         pytest.fail(f"namespaces {taken} exist already: the scenario creates and deletes them itself", pytrace=False)
     core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
@@ -212,7 +217,7 @@ def store(installed: Target, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
-    installed.add_volumes(5)  # 3 brokers of this store, 1 of the TLS store, 1 spare
+    installed.add_volumes(5)  # 3 brokers of this store, 1 of the TLS store, 1 of the LoadBalancer store
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
             "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
                      "externalAccess": {"type": "NodePort", "basePort": BASE_PORT,
@@ -347,8 +352,12 @@ def test_deleted_broker_pod_comes_back_on_its_volume(store: dict[str, Any], kube
     wait_until("broker-1 recreated and Ready", lambda: (p := pods(kube).get(f"{NAME}-1")) is not None
                and p.metadata.uid != old.metadata.uid and ready(p), 240, interval=1)
     assert claim_of(kube, 1).spec.volume_name == volume  # the same claim, the same volume
-    with BrokerAdmin(broker_addr(kube, 1), timeout=5) as admin:
-        stored = sum(q.max_offset for q in admin.topic_stats(TOPIC))
+
+    def stored_messages() -> int:  # retried: Ready comes before kube-proxy has the new endpoint
+        with BrokerAdmin(broker_addr(kube, 1), timeout=5) as admin:
+            return sum(q.max_offset for q in admin.topic_stats(TOPIC))
+
+    stored = wait_until("broker-1 answering on its node port", stored_messages, 60, interval=1)
     assert stored == SENT_TO[f"{NAME}-1"], (stored, SENT_TO)
     # every acknowledged message is still there: a new group reads the topic from the start
     driver = java_client(kube, java)
@@ -362,19 +371,14 @@ def test_manual_delete_token_removes_expired_files_from_the_volume(store: dict[s
     wait_until("broker-0 runs fileReservedTime=1",
                lambda: BrokerAdmin(addr, timeout=5).get_broker_config().get("fileReservedTime") == "1", 120)
     assert commitlog_files(kube, 0), "no CommitLog files on broker-0's volume"
-    # several full 1 MiB segments on broker-0: the topic exists there only, so its route (from
-    # whichever name server the node port reaches) names broker-0 alone
+    # several full 1 MiB segments on broker-0: routes asked of broker-0 itself (a name server names
+    # every broker of the store for every topic) send to it alone
     with BrokerAdmin(broker_addr(kube, 0), timeout=5) as admin:
         admin.create_topic("NodeFiller", read_queues=1, write_queues=1)
-    with Producer(namesrv_addr(kube), "node-filler") as producer:
-        def routed_to_broker_0() -> bool:
-            producer.invalidate_route("NodeFiller")
-            try:
-                return {q.broker_name for q in producer.queues("NodeFiller")} == {f"{NAME}-0"}
-            except RemotingError:
-                return False
-
-        wait_until("NodeFiller routed to broker-0 alone", routed_to_broker_0, 60)
+    remoting = RemotingClient(timeout=5)
+    routes = BrokerRoutes(broker_addr(kube, 0), remoting)
+    with remoting, Producer(None, "node-filler", client=remoting, routes=routes) as producer:
+        assert {q.broker_name for q in producer.queues("NodeFiller")} == {f"{NAME}-0"}
         for _ in range(20):
             producer.send_batch("NodeFiller", [os.urandom(16 * 1024) for _ in range(16)])
     before = wait_until("at least 4 segments", lambda: len(s := commitlog_files(kube, 0)) >= 4 and s, 60)
@@ -436,6 +440,75 @@ def test_scale_to_three_brokers_and_the_new_one_serves(store: dict[str, Any], ku
         return f"{NAME}-2" in {line["brokerName"] for line in sent.of("sent")}
 
     wait_until("a send landing on the new broker", served_by_new_broker, 120, interval=5)
+
+
+def test_load_balancer_store_starts_once_its_balancer_has_an_address(installed: Target, kube: Any,
+                                                                     java: Path) -> None:
+    """A RocketStore with ``externalAccess: LoadBalancer``: its broker waits in its init container
+    until the operator has written its balancer's address (observed on the Service) into the pod's
+    mounted ConfigMap, then starts advertising that address, and an outside client reaches it
+    through the balancers.
+
+    No test machine has a cloud controller to provision a balancer, so unless
+    ``ROCKETSTORE_TEST_LOAD_BALANCER=cloud`` says the cluster has one, the test plays that part: it
+    writes the Service status as a cloud controller would, giving the broker's node address, to
+    which kube-proxy (which programs every balancer address it sees in a Service's status) forwards
+    the Service ports."""
+    core, objects = client.CoreV1Api(kube), client.CustomObjectsApi(kube)
+    core.create_namespace({"metadata": {"name": EDGE_NS, "labels": RESTRICTED}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", EDGE_NS), 60)
+    body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "gate"},
+            "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
+                     "externalAccess": {"type": "LoadBalancer", "basePort": EDGE_PORT},
+                     "storage": storage(installed),
+                     "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
+    objects.create_namespaced_custom_object(G, V, EDGE_NS, P, body)
+    services = ("gate-0-external", "gate-namesrv-external")
+    wait_until("the balancer Services", lambda: all(
+        s in {x.metadata.name for x in core.list_namespaced_service(EDGE_NS).items} for s in services), 120)
+
+    def waiting_for_address() -> bool:
+        pod = next(iter(core.list_namespaced_pod(EDGE_NS).items), None)
+        states = (pod and pod.status.init_container_statuses) or []
+        return bool(states and states[0].name == "wait-for-address" and states[0].state.running)
+
+    wait_until("broker-0 waiting in its init container", waiting_for_address, 180, interval=1)
+    pod = core.read_namespaced_pod("gate-0", EDGE_NS)
+    assert not ready(pod)
+
+    def balancer(service: str) -> str | None:
+        ingress = core.read_namespaced_service(service, EDGE_NS).status.load_balancer.ingress
+        return (ingress[0].ip or ingress[0].hostname) if ingress else None
+
+    if os.environ.get("ROCKETSTORE_TEST_LOAD_BALANCER") == "cloud":  # the cluster provisions balancers
+        wait_until("balancer addresses from the cloud", lambda: all(balancer(s) for s in services), 600, interval=5)
+    else:
+        ingress = {"status": {"loadBalancer": {"ingress": [{"ip": pod.status.host_ip}]}}}
+        for s in services:
+            core.patch_namespaced_service_status(s, EDGE_NS, ingress)
+    address, namesrv = balancer(services[0]), balancer(services[1])
+
+    def gate() -> dict[str, Any]:
+        obj: dict[str, Any] = objects.get_namespaced_custom_object(G, V, EDGE_NS, P, "gate")
+        return obj
+
+    try:
+        # the operator observes the Services every 30 s, kubelet refreshes the mounted ConfigMap
+        # within about a minute more
+        wait_until("broker-0 started and Ready", lambda: ready(core.read_namespaced_pod("gate-0", EDGE_NS)), 300,
+                   interval=2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nstatus: {gate().get('status')}\noperator log:\n{operator_logs(kube)}") from exc
+    assert core.read_namespaced_pod("gate-0", EDGE_NS).metadata.uid == pod.metadata.uid  # started, not replaced
+    wanted = (f"{namesrv}:9876", [f"{address}:{EDGE_PORT}"])
+    wait_until(f"status naming the balancers {wanted}", lambda: (st := gate()["status"]).get("externalNamesrvAddr")
+               == wanted[0] and [b.get("externalAddress") for b in st.get("brokers") or []] == wanted[1], 120)
+    with BrokerAdmin(f"{address}:{EDGE_PORT}", timeout=5) as admin:
+        assert admin.get_broker_config()["brokerIP1"] == address
+        admin.create_topic("EdgeTopic", read_queues=2, write_queues=2)
+    driver = ClientDriver(f"{namesrv}:9876", java / "edge")
+    sent = driver.produce("EdgeTopic", 20)
+    assert len(sent.of("sent")) == 20 and {line["brokerName"] for line in sent.of("sent")} == {"gate-0"}, sent.lines
 
 
 def test_deleting_the_rocketstore_keeps_its_volumes(store: dict[str, Any], kube: Any) -> None:
