@@ -3,7 +3,15 @@
 grpc.aio runs its server on the running asyncio loop (uvloop included: its completion queue is
 polled from a thread of grpc's own and results come back as loop callbacks), so the servicer's
 coroutines share the loop with the remoting server and call the broker's objects directly, with
-no thread boundary. The pop log is opened (replayed, compacted) in a worker thread before the
+no thread boundary.
+
+The methods are registered by :func:`method_handlers` rather than by the generated
+``add_MessagingServiceServicer_to_server``: requests arrive as bytes and are parsed inside the call,
+so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the message type (grpc's
+own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
+does not implement are not registered: grpc answers them UNIMPLEMENTED.
+
+The pop log is opened (replayed, compacted) in a worker thread before the
 port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
 """
 
@@ -12,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
@@ -48,7 +59,7 @@ class GrpcServer:
         self.pop.attach()
         server = grpc.aio.server()
         service = MessagingService(self.broker, self.pop, lambda: endpoints_of(self.broker.store_host.host, self.port))
-        pb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        server.add_generic_rpc_handlers((method_handlers(service),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             bound = server.add_insecure_port(address)
@@ -83,3 +94,74 @@ class GrpcServer:
                 await asyncio.to_thread(self.pop.log.sync)
             except OSError:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+
+
+def _parse(message_class: Any, raw: bytes) -> Any:
+    try:
+        return message_class.FromString(raw)
+    except DecodeError as exc:
+        raise _Malformed(f"the request is not a valid {message_class.DESCRIPTOR.full_name}: {exc}") from None
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _unary(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            request = _parse(request_class, raw)
+        except _Malformed as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return await impl(request, context)
+    return call
+
+
+def _server_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            request = _parse(request_class, raw)
+        except _Malformed as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        async for response in impl(request, context):
+            yield response
+    return call
+
+
+def _bidi_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def requests() -> AsyncIterator[Any]:
+            async for raw in raw_iterator:
+                try:
+                    yield _parse(request_class, raw)
+                except _Malformed as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+        async for response in impl(requests(), context):
+            yield response
+    return call
+
+
+def method_handlers(service: pb_grpc.MessagingServiceServicer) -> grpc.GenericRpcHandler:
+    """The handlers of every MessagingService method ``service`` implements (see the module docstring)."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        impl = getattr(type(service), method.name)
+        if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
+            continue  # not implemented: left to grpc's UNIMPLEMENTED
+        bound = getattr(service, method.name)
+        request_class = getattr(pb, method.input_type.name)
+        serialize = getattr(pb, method.output_type.name).SerializeToString
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _bidi_stream(bound, request_class), response_serializer=serialize)
+        elif method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _server_stream(bound, request_class), response_serializer=serialize)
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(bound, request_class), response_serializer=serialize)
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

@@ -1,0 +1,142 @@
+"""The gRPC v2 endpoint of a broker process, called with the stubs generated from our own protocol:
+status codes for bad requests, FIFO placement, timed delivery, receipt handles. The real 5.x
+client's view is in tests/clients/test_python_5x_client.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from broker_process import Broker
+
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.client.admin import MQAdmin
+from rocketstore.common.message import java_string_hash
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "GrpcEndpoint"
+QUEUES = 4
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    b = Broker(tmp_path_factory.mktemp("grpc-endpoint"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        with MQAdmin(b.namesrv) as admin:
+            admin.create_topic(TOPIC, QUEUES, QUEUES)
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(broker: Broker) -> Iterator[pb_grpc.MessagingServiceStub]:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        yield pb_grpc.MessagingServiceStub(channel)
+
+
+def _message(body: bytes, **system: object) -> pb.Message:
+    return pb.Message(topic=pb.Resource(name=TOPIC), body=body, system_properties=pb.SystemProperties(
+        message_id=f"id-{body.decode()}", body_encoding=pb.IDENTITY, **system))
+
+
+def _receive(stub: pb_grpc.MessagingServiceStub, group: str, *, invisible_s: int = 30, polling_s: int = 1,
+             batch: int = 32, topic: str = TOPIC) -> list[pb.ReceiveMessageResponse]:
+    request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch,
+                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)))
+    request.invisible_duration.FromSeconds(invisible_s)
+    request.long_polling_timeout.FromSeconds(polling_s)
+    return list(stub.ReceiveMessage(request, timeout=polling_s + 5))
+
+
+def _messages(responses: list[pb.ReceiveMessageResponse]) -> list[pb.Message]:
+    return [r.message for r in responses if r.HasField("message")]
+
+
+def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
+    route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)))
+    assert route.status.code == pb.OK
+    assert [q.id for q in route.message_queues] == list(range(QUEUES))
+    queue = route.message_queues[0]
+    assert queue.permission == pb.READ_WRITE
+    assert pb.NORMAL in queue.accept_message_types and pb.TRANSACTION not in queue.accept_message_types
+    assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [("127.0.0.1", broker.grpc_port)]
+
+
+def test_unknown_topic_and_bad_requests_get_v2_codes(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))).status.code \
+        == pb.TOPIC_NOT_FOUND
+    assert stub.QueryRoute(pb.QueryRouteRequest()).status.code == pb.ILLEGAL_TOPIC
+    assert _receive(stub, "G", topic="NoSuchTopic")[0].status.code == pb.TOPIC_NOT_FOUND
+    assert _receive(stub, "G", invisible_s=0)[0].status.code == pb.ILLEGAL_INVISIBLE_TIME
+    assert _receive(stub, "")[0].status.code == pb.ILLEGAL_CONSUMER_GROUP
+    sent = stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"")]))
+    assert sent.entries[0].status.code == pb.MESSAGE_BODY_EMPTY
+    reserved = _message(b"r")
+    reserved.user_properties["UNIQ_KEY"] = "x"
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[reserved])).status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    ack = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="G"), topic=pb.Resource(name=TOPIC),
+                                               entries=[pb.AckMessageEntry(receipt_handle="forged")]))
+    assert ack.status.code == pb.INVALID_RECEIPT_HANDLE
+
+
+def test_undecodable_protobuf_is_refused_and_the_endpoint_keeps_serving(broker: Broker,
+                                                                        stub: pb_grpc.MessagingServiceStub) -> None:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute")
+        with pytest.raises(grpc.RpcError) as error:
+            raw(b"\xff\xff\xff\xff", timeout=5)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "apache.rocketmq.v2.QueryRouteRequest" in (error.value.details() or "")
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))).status.code == pb.OK
+
+
+def test_a_method_not_served_yet_is_unimplemented(stub: pb_grpc.MessagingServiceStub) -> None:
+    with pytest.raises(grpc.RpcError) as error:
+        stub.EndTransaction(pb.EndTransactionRequest(), timeout=5)
+    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_fifo_group_stays_in_one_queue(stub: pb_grpc.MessagingServiceStub) -> None:
+    messages = [_message(f"fifo-{i}".encode(), message_group="order-42", message_type=pb.FIFO) for i in range(6)]
+    assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+    received = [m for m in _messages(_receive(stub, "GroupFifo")) if m.body.startswith(b"fifo-")]
+    assert len(received) == 6
+    assert {m.system_properties.queue_id for m in received} == {java_string_hash("order-42") % QUEUES}
+    assert {m.system_properties.message_group for m in received} == {"order-42"}
+
+
+def test_a_delivery_timestamp_holds_the_message_until_then(stub: pb_grpc.MessagingServiceStub) -> None:
+    timed = _message(b"timed", message_type=pb.DELAY)
+    due_ms = int(time.time() * 1000) + 3000
+    timed.system_properties.delivery_timestamp.FromMilliseconds(due_ms)
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[timed])).status.code == pb.OK
+    _receive(stub, "GroupTimed", polling_s=0)  # the group starts here: everything earlier is taken now
+    deadline = time.monotonic() + 15
+    found: list[pb.Message] = []
+    while not found and time.monotonic() < deadline:
+        found = [m for m in _messages(_receive(stub, "GroupTimed", polling_s=1)) if m.body == b"timed"]
+    assert found, "the timed message never arrived"
+    assert time.time() * 1000 >= due_ms - 50
+    assert found[0].system_properties.delivery_timestamp.ToMilliseconds() == due_ms
+
+
+def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"stale")])).status.code == pb.OK
+    group = pb.Resource(name="GroupStale")
+    first = [m for m in _messages(_receive(stub, "GroupStale", invisible_s=1)) if m.body == b"stale"]
+    old_handle = first[0].system_properties.receipt_handle
+    time.sleep(1.1)
+    second = [m for m in _messages(_receive(stub, "GroupStale")) if m.body == b"stale"]
+    assert second[0].system_properties.delivery_attempt == 2
+    topic = pb.Resource(name=TOPIC)
+    stale = stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic,
+                                                 entries=[pb.AckMessageEntry(receipt_handle=old_handle)]))
+    assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
+    current = pb.AckMessageEntry(receipt_handle=second[0].system_properties.receipt_handle)
+    assert stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic, entries=[current])).status.code == pb.OK
