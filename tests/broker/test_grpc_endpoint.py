@@ -140,3 +140,19 @@ def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.M
     assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
     current = pb.AckMessageEntry(receipt_handle=second[0].system_properties.receipt_handle)
     assert stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic, entries=[current])).status.code == pb.OK
+
+
+def test_with_acl_every_call_is_refused_unauthenticated(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Signatures of gRPC calls are not verified yet: with aclEnable the endpoint lets nobody in."""
+    tmp = tmp_path_factory.mktemp("grpc-acl")
+    (tmp / "conf").mkdir()
+    b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
+    b.start()
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel, pytest.raises(grpc.RpcError) as error:
+            pb_grpc.MessagingServiceStub(channel).QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    finally:
+        b.stop()
+    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "aclEnable" in (error.value.details() or "")

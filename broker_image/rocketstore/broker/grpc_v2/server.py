@@ -11,6 +11,10 @@ so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the mess
 own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
 does not implement are not registered: grpc answers them UNIMPLEMENTED.
 
+With ``aclEnable=true`` every call is refused UNAUTHENTICATED (:class:`RefuseAll`): the ACL
+signatures of gRPC calls are not verified yet, and serving them unchecked would let any client
+past the ACL that guards the remoting port.
+
 The pop log is opened (replayed, compacted) in a worker thread before the
 port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
 """
@@ -59,7 +63,12 @@ class GrpcServer:
         self.pop.attach()
         server = grpc.aio.server()
         service = MessagingService(self.broker, self.pop, lambda: endpoints_of(self.broker.store_host.host, self.port))
-        server.add_generic_rpc_handlers((method_handlers(service),))
+        if self.broker.broker_config.acl_enable:
+            log.warning("aclEnable=true: the gRPC endpoint answers every call UNAUTHENTICATED (signature checks "
+                        "of gRPC calls are not implemented)")
+            server.add_generic_rpc_handlers((RefuseAll(ACL_NOT_IMPLEMENTED),))
+        else:
+            server.add_generic_rpc_handlers((method_handlers(service),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             bound = server.add_insecure_port(address)
@@ -97,6 +106,22 @@ class GrpcServer:
 
 
 SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+ACL_NOT_IMPLEMENTED: Final = ("aclEnable is set and this broker does not verify the signatures of gRPC calls yet: "
+                              "use the remoting port, or turn aclEnable off")
+
+
+class RefuseAll(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Answers every method UNAUTHENTICATED with ``reason`` (read no request: works for any call type)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
+        async def refuse(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, self.reason)
+            yield b""  # never reached: makes this an async generator, as a streaming handler must be
+
+        return grpc.stream_stream_rpc_method_handler(refuse)
 
 
 def _parse(message_class: Any, raw: bytes) -> Any:
