@@ -156,3 +156,14 @@ def test_with_acl_every_call_is_refused_unauthenticated(tmp_path_factory: pytest
         b.stop()
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "aclEnable" in (error.value.details() or "")
+
+
+def test_a_second_broker_on_the_same_grpc_port_fails_to_start(broker: Broker,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """grpc would share the port (SO_REUSEPORT) and split the clients between two brokers."""
+    tmp = tmp_path_factory.mktemp("grpc-port-taken")
+    second = Broker(tmp)
+    second.conf.write_text(second.conf.read_text() + f"grpcListenPort={broker.grpc_port}\n")
+    with pytest.raises(AssertionError, match="broker not ready"):
+        second.start()
+    assert "grpcListenPort: cannot listen on" in second.log_text()

@@ -61,7 +61,9 @@ class GrpcServer:
         """Replay the pop log, then listen; OSError when the port cannot be bound."""
         await asyncio.to_thread(self.pop.open)
         self.pop.attach()
-        server = grpc.aio.server()
+        # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
+        # silently (each taking some of the connections) instead of failing to start
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         service = MessagingService(self.broker, self.pop, lambda: endpoints_of(self.broker.store_host.host, self.port))
         if self.broker.broker_config.acl_enable:
             log.warning("aclEnable=true: the gRPC endpoint answers every call UNAUTHENTICATED (signature checks "
