@@ -4,6 +4,7 @@ client's view is in tests/clients/test_python_5x_client.py."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -167,3 +168,26 @@ def test_a_second_broker_on_the_same_grpc_port_fails_to_start(broker: Broker,
     with pytest.raises(AssertionError, match="broker not ready"):
         second.start()
     assert "grpcListenPort: cannot listen on" in second.log_text()
+
+
+def test_open_telemetry_streams_do_not_hold_up_a_stop(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A 5.x client keeps its Telemetry stream open for good; the broker ends it when it stops
+    instead of waiting out its 10 s grace period."""
+    b = Broker(tmp_path_factory.mktemp("grpc-stop"))
+    b.start()
+    done = threading.Event()
+
+    def commands() -> Iterator[pb.TelemetryCommand]:
+        yield pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PRODUCER))
+        done.wait(60)  # the client's side of the stream stays open
+
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stream = pb_grpc.MessagingServiceStub(channel).Telemetry(commands(), timeout=60)
+            first = next(stream)
+            assert first.status.code == pb.OK and first.settings.publishing.max_body_size > 0
+            started = time.monotonic()
+            assert b.stop() == 0
+            assert time.monotonic() - started < 5, b.log_text()[-2000:]
+    finally:
+        done.set()

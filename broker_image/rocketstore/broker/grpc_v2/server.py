@@ -55,6 +55,7 @@ class GrpcServer:
         self.port = port
         self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR))
         self._server: grpc.aio.Server | None = None
+        self._service: MessagingService | None = None
         self._sync_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -64,7 +65,8 @@ class GrpcServer:
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        service = MessagingService(self.broker, self.pop, lambda: endpoints_of(self.broker.store_host.host, self.port))
+        service = self._service = MessagingService(self.broker, self.pop,
+                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
         if self.broker.broker_config.acl_enable:
             log.warning("aclEnable=true: the gRPC endpoint answers every call UNAUTHENTICATED (signature checks "
                         "of gRPC calls are not implemented)")
@@ -88,11 +90,14 @@ class GrpcServer:
                                 "time passed", lambda: self.pop.redeliveries)
 
     async def stop(self, grace_s: float) -> None:
-        """Release waiting receives, stop serving (calls in flight get ``grace_s``), close the pop log."""
+        """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
+        ``grace_s``), close the pop log."""
         if self._sync_task is not None:
             self._sync_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sync_task
+        if self._service is not None:
+            self._service.close()
         if self._server is not None:
             self.pop.close_waiters()
             await self._server.stop(grace_s)

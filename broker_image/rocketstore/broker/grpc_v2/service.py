@@ -20,6 +20,7 @@ Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -143,6 +144,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.broker = broker
         self.pop = pop
         self.endpoint = endpoint
+        self._closing = asyncio.Event()
 
     # -- routes --------------------------------------------------------------------------------
     def _topic(self, name: str) -> TopicConfig | pb.Status:
@@ -188,16 +190,37 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     async def Telemetry(self, request_iterator: AsyncIterator[pb.TelemetryCommand],
                         context: Any) -> AsyncIterator[pb.TelemetryCommand]:
+        """Answers settings commands until the client closes the stream or the broker stops (a
+        client holds this stream for its whole life: without ending it, every stop would wait
+        out its whole grace period)."""
         delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
-        async for command in request_iterator:
-            if command.WhichOneof("command") != "settings":
-                continue  # answers to commands this broker never sends
-            group = command.settings.subscription.group.name
-            group_config = self.broker.subscription_group(group) if group else None
-            retry_max_times = group_config.retry_max_times if group_config is not None else 16
-            yield pb.TelemetryCommand(status=_status(pb.OK), settings=settings_answer(
-                command.settings, max_body_size=self.broker.store_config.max_message_size,
-                retry_max_times=retry_max_times, delay_levels=delay_levels))
+        requests = aiter(request_iterator)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            while True:
+                following = asyncio.ensure_future(anext(requests))
+                await asyncio.wait([following, closing], return_when=asyncio.FIRST_COMPLETED)
+                if not following.done():
+                    following.cancel()
+                    return
+                try:
+                    command = following.result()
+                except StopAsyncIteration:
+                    return
+                if command.WhichOneof("command") != "settings":
+                    continue  # answers to commands this broker never sends
+                group = command.settings.subscription.group.name
+                group_config = self.broker.subscription_group(group) if group else None
+                retry_max_times = group_config.retry_max_times if group_config is not None else 16
+                yield pb.TelemetryCommand(status=_status(pb.OK), settings=settings_answer(
+                    command.settings, max_body_size=self.broker.store_config.max_message_size,
+                    retry_max_times=retry_max_times, delay_levels=delay_levels))
+        finally:
+            closing.cancel()
+
+    def close(self) -> None:
+        """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
+        self._closing.set()
 
     # -- send ----------------------------------------------------------------------------------
     async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
