@@ -16,6 +16,7 @@ from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client.admin import MQAdmin
 from rocketstore.common.message import java_string_hash
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 
 pytestmark = pytest.mark.integration
 
@@ -191,3 +192,38 @@ def test_open_telemetry_streams_do_not_hold_up_a_stop(tmp_path_factory: pytest.T
             assert time.monotonic() - started < 5, b.log_text()[-2000:]
     finally:
         done.set()
+
+
+def _bodies(stub: pb_grpc.MessagingServiceStub, group: str, body: bytes, *, invisible_s: int = 30, polling_s: int = 1,
+            topic: str = TOPIC) -> list[pb.Message]:
+    return [m for m in _messages(_receive(stub, group, invisible_s=invisible_s, polling_s=polling_s, topic=topic))
+            if m.body == body]
+
+
+def test_the_last_delivery_attempt_moves_a_message_to_its_dlq(stub: pb_grpc.MessagingServiceStub,
+                                                               broker: Broker) -> None:
+    """retryMaxTimes=1: two deliveries, then %DLQ%group instead of a third."""
+    with MQAdmin(broker.namesrv) as admin:
+        admin.broker(broker.addr).create_subscription_group(SubscriptionGroupConfig(group_name="GroupDlq",
+                                                                                    retry_max_times=1))
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"dlq")])).status.code == pb.OK
+    attempts = []
+    for _ in range(2):
+        found = _bodies(stub, "GroupDlq", b"dlq", invisible_s=1, polling_s=3)
+        attempts += [m.system_properties.delivery_attempt for m in found]
+    assert attempts == [1, 2]
+    time.sleep(1.2)
+    assert _bodies(stub, "GroupDlq", b"dlq", polling_s=1) == []
+    dead = _bodies(stub, "DlqReader", b"dlq", topic="%DLQ%GroupDlq")
+    assert len(dead) == 1 and dead[0].system_properties.message_id == "id-dlq"
+
+
+def test_a_client_can_forward_a_message_to_the_dlq(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"fwd")])).status.code == pb.OK
+    found = _bodies(stub, "GroupFwd", b"fwd")
+    request = pb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="GroupFwd"), topic=pb.Resource(name=TOPIC),
+        receipt_handle=found[0].system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1)
+    assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.OK
+    assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.INVALID_RECEIPT_HANDLE  # done already
+    assert len(_bodies(stub, "DlqReader", b"fwd", topic="%DLQ%GroupFwd")) == 1

@@ -12,6 +12,13 @@ sent before a new simple consumer's first receive are not skipped. The pop state
 group's committed offset in ConsumerOffsetManager along (to the oldest message still in flight,
 else the cursor), so admin tools and 4.x consumers of the group see the progress.
 
+Maximum delivery attempts: a message of group G delivered ``retryMaxTimes + 1`` times (G's
+subscription group config, 16 by default: the attempts the client's retry policy is told) that
+comes due once more is not delivered again but moved to ``%DLQ%G``, through the broker's
+CONSUMER_SEND_MSG_BACK path (``forward`` below), as a 4.x consumer's message past its retries
+is; ForwardMessageToDeadLetterQueue moves one there at a client's request. A move that fails is
+retried after :data:`DLQ_RETRY_MS`.
+
 Long polling: a receive that finds nothing waits, up to its polling time, for a message to arrive
 on the topic (the broker's message-arriving listeners), for one of the group's messages in flight
 to become visible again, or for an invisible time to change. All of it runs on the broker's event
@@ -22,12 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import receipt_handle
-from rocketstore.broker.grpc_v2.pop_log import Ack, Cursor, Invisible, PopLog, QueueKey, Record
+from rocketstore.broker.grpc_v2.pop_log import Ack, Cursor, InFlight, Invisible, PopLog, QueueKey, Record
 from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import StoredMessage, decode_record
@@ -38,6 +46,11 @@ log = logging.getLogger(__name__)
 
 #: most messages one receive returns (RocketMQ's proxy caps a batch at 32 as well)
 MAX_BATCH: Final = 32
+#: how long a message whose move to the dead-letter queue failed waits before the next try
+DLQ_RETRY_MS: Final = 10_000
+
+#: moves a message of a group to its dead-letter queue; returns None, or why it could not
+DeadLetterForwarder = Callable[[str, StoredMessage], "str | None"]
 
 
 class InvalidHandle(ValueError):
@@ -54,9 +67,12 @@ class Received:
 class PopService:
     """Pop state of every group (through its :class:`PopLog`) and the receives waiting for messages."""
 
-    def __init__(self, broker: BrokerContext, pop_log: PopLog) -> None:
+    def __init__(self, broker: BrokerContext, pop_log: PopLog, forward: DeadLetterForwarder) -> None:
         self.broker = broker
         self.log = pop_log
+        self.forward = forward
+        #: messages moved to a dead-letter queue (for /metrics)
+        self.dead_lettered = 0
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._rotation: dict[tuple[str, str], int] = {}
         self._closed = False
@@ -116,7 +132,9 @@ class PopService:
         touched: set[int] = set()
         store = self.broker.store
         state = self.log.state
-        # 1. messages whose invisible time passed: delivered again, attempt + 1
+        group_config = self.broker.subscription_group(group)
+        max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
+        # 1. messages whose invisible time passed: delivered again, attempt + 1 (or dead-lettered)
         for (g, t, queue_id), entries in state.in_flight.items():
             if g != group or t != topic:
                 continue
@@ -131,6 +149,9 @@ class PopService:
                     log.warning("pop: %s of %s queue %d offset %d is gone from the store; dropped",
                                 group, topic, queue_id, offset)
                     records.append(Ack(group, topic, queue_id, offset))
+                    continue
+                if held.attempt >= max_attempts:
+                    records.append(self._dead_letter(group, message, queue_id, offset, held.attempt, now))
                     continue
                 records.append(Invisible(group, topic, queue_id, offset, visible_at, held.attempt + 1))
                 picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), held.attempt + 1))
@@ -187,6 +208,38 @@ class PopService:
                  if g == group and t == topic for held in entries.values()]
         return min(times) if times else None
 
+    def _dead_letter(self, group: str, message: StoredMessage, queue_id: int, offset: int, attempt: int,
+                     now: int) -> Record:
+        """Move the message to the group's DLQ: the record that acks it, or, when the move failed, the
+        one that retries it later."""
+        error = self.forward(group, message)
+        if error is None:
+            self.dead_lettered += 1
+            return Ack(group, message.topic, queue_id, offset)
+        log.warning("pop: moving %s queue %d offset %d of %s to its dead-letter queue failed (retrying in %d ms): "
+                    "%s", message.topic, queue_id, offset, group, DLQ_RETRY_MS, error)
+        return Invisible(group, message.topic, queue_id, offset, now + DLQ_RETRY_MS, attempt)
+
+    def forward_to_dead_letter_queue(self, group: str, topic: str, handle: ReceiptHandle) -> str | None:
+        """ForwardMessageToDeadLetterQueue: the message of ``handle`` goes to the DLQ now; None, or why
+        not (InvalidHandle for a handle that names no delivery held)."""
+        held = self._held(group, topic, handle)
+        message = _decode(self.broker.store.get_message_record(topic, handle.queue_id, handle.offset))
+        if message is None:
+            return f"the message at queue {handle.queue_id} offset {handle.offset} is gone from the store"
+        record = self._dead_letter(group, message, handle.queue_id, handle.offset, held.attempt, now_ms())
+        self.log.append([record])
+        self._commit_offset(group, topic, handle.queue_id)
+        return None if isinstance(record, Ack) else "the move failed; it is retried"
+
+    def _held(self, group: str, topic: str, handle: ReceiptHandle) -> InFlight:
+        held = self.log.state.in_flight.get((group, topic, handle.queue_id), {}).get(handle.offset)
+        if held is None:
+            raise InvalidHandle("no such message in flight: acked already, or never received by this group")
+        if held.visible_at_ms != handle.visible_at_ms:
+            raise InvalidHandle("the receipt handle has expired: the message was delivered again since")
+        return held
+
     # -- ack and change ------------------------------------------------------------------------
     def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         """Consume the message of ``handle``; acking it again is fine (a client's retry), acking it
@@ -203,12 +256,7 @@ class PopService:
     def change_invisible(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         """Make the message invisible for ``invisible_ms`` from now (0: visible at once, a nack);
         returns the handle of the changed delivery (the old one no longer matches)."""
-        key = (group, topic, handle.queue_id)
-        held = self.log.state.in_flight.get(key, {}).get(handle.offset)
-        if held is None:
-            raise InvalidHandle("no such message in flight: acked already, or never received by this group")
-        if held.visible_at_ms != handle.visible_at_ms:
-            raise InvalidHandle("the receipt handle has expired: the message was delivered again since")
+        held = self._held(group, topic, handle)
         visible_at = now_ms() + invisible_ms
         if visible_at == held.visible_at_ms:  # the new handle must differ from the old one
             visible_at += 1

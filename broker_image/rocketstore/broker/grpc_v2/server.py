@@ -36,7 +36,7 @@ from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
-from rocketstore.broker.grpc_v2.service import MessagingService, endpoints_of
+from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ class GrpcServer:
         self.broker = broker
         self.host = host
         self.port = port
-        self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR))
+        self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR),
+                              dead_letter_forwarder(broker))
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -88,6 +89,9 @@ class GrpcServer:
                               lambda: self.pop.log.state.in_flight_count())
         self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
                                 "time passed", lambda: self.pop.redeliveries)
+        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
+                                "queue after their last delivery attempt, or at a client's request",
+                                lambda: self.pop.dead_lettered)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get

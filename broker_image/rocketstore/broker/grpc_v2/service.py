@@ -11,7 +11,9 @@ A thin layer: it validates a request, calls what the broker already has, and bui
   queue by hash; other messages go to a random writable queue.
 * Telemetry: every settings command is answered OK with the settings a client needs to run
   (publishing: the maximum body size; subscription: batch size and long-polling time).
-* ReceiveMessage / AckMessage / ChangeInvisibleDuration: pop_service.py.
+* ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
+  pop_service.py; a message goes to its dead-letter queue through the registered
+  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
 * Heartbeat / NotifyClientTermination: OK (gRPC clients are not listed among a group's
   connections yet).
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 from rocketstore.broker.broker_context import BrokerContext
@@ -31,16 +33,16 @@ from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
-from rocketstore.broker.grpc_v2.pop_service import InvalidHandle, PopService, parse_handle
+from rocketstore.broker.grpc_v2.pop_service import DeadLetterForwarder, InvalidHandle, PopService, parse_handle
 from rocketstore.broker.mq_version import BROKER_VERSION
 from rocketstore.broker.server import Connection
-from rocketstore.common.message import HostAddress, properties_to_string
+from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
-from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import SendMessageRequestHeader
+from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from rocketstore.store.schedule_message_service import parse_delay_levels
 
 #: what a queue accepts: no TRANSACTION (EndTransaction is not served over gRPC yet)
@@ -125,6 +127,34 @@ def overall_status(statuses: list[pb.Status]) -> pb.Status:
     if len(codes) == 1:
         return statuses[0]
     return _status(pb.MULTIPLE_RESULTS, "the entries have different results")
+
+
+def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
+    """How pop moves a message to ``%DLQ%{group}``: the CONSUMER_SEND_MSG_BACK a 4.x consumer sends
+    with a negative delay level, through the broker's registered send-back handler (DLQ topic
+    creation, RETRY_TOPIC / ORIGIN_MESSAGE_ID properties, statistics)."""
+    def forward(group: str, message: StoredMessage) -> str | None:
+        header = ConsumerSendMsgBackRequestHeader(offset=message.physical_offset, group=group, delay_level=-1,
+                                                  origin_msg_id=message.msg_id, origin_topic=message.topic)
+        command = RemotingCommand(code=RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields(),
+                                  version=BROKER_VERSION)
+        reply = broker.remoting.handlers[RequestCode.CONSUMER_SEND_MSG_BACK](_connection(broker, "pop"), command)
+        if not isinstance(reply, RemotingCommand):  # the send-back path answers at once; never expected
+            if isinstance(reply, Coroutine):
+                reply.close()
+            return "the send-back path did not answer"
+        return None if reply.code == ResponseCode.SUCCESS else f"code {reply.code}: {reply.remark}"
+
+    return forward
+
+
+def _connection(broker: BrokerContext, peer: str) -> Connection:
+    """What the remoting handlers take as the caller: a gRPC call has no remoting connection (RocketMQ's
+    proxy in local mode hands its processors a channel of its own the same way)."""
+    conn = Connection(server=broker.remoting)
+    conn.peer = peer
+    conn.peer_host = _peer_host(peer)
+    return conn
 
 
 def _peer_host(peer: str) -> HostAddress:
@@ -226,9 +256,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
         if not request.messages:
             return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages to send"))
-        conn = Connection(server=self.broker.remoting)
-        conn.peer = context.peer()
-        conn.peer_host = _peer_host(conn.peer)
+        conn = _connection(self.broker, context.peer())
         entries = [await self._send_one(conn, message) for message in request.messages]
         return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
 
@@ -346,6 +374,17 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             results.append(pb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
                                                     status=status))
         return pb.AckMessageResponse(status=overall_status([r.status for r in results]), entries=results)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: pb.ForwardMessageToDeadLetterQueueRequest,
+                                              context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        try:
+            error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
+                                                          parse_handle(request.receipt_handle))
+        except InvalidHandle as exc:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
+        if error is not None:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INTERNAL_SERVER_ERROR, error))
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.OK))
 
     async def ChangeInvisibleDuration(self, request: pb.ChangeInvisibleDurationRequest,
                                       context: Any) -> pb.ChangeInvisibleDurationResponse:
