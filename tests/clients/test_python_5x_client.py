@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from broker_process import Broker
+from polling import wait_until
 from tool_support import pip_tool_venv, pip_tool_venv_dir, require_tool
 
 from rocketstore.client.admin import MQAdmin
@@ -170,3 +171,20 @@ def test_broker_killed_between_receive_and_ack_loses_nothing(py5: Py5Client, bro
     assert sorted(r["message_id"] for r in again) == odd
     assert {r["attempt"] for r in again} == {2}
     assert py5.consume(topic, "GroupCrash", 1, "--timeout", 4).of("received") == []
+
+
+def test_push_consumer_consumes_and_acks(py5: Py5Client, broker: Broker, topic: str) -> None:
+    sent = py5.produce(topic, 5, "--body-prefix", "push").of("sent")
+    received = py5.run("push", py5.endpoint, topic, "GroupPush", "--expect", 5).of("received")
+    assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
+    assert {r["attempt"] for r in received} == {1}
+    # its acks arrived: nothing of this group is left in flight (the client acks after its listener)
+    wait_until("the push consumer's acks", lambda: _metric(broker, "rocketstore_pop_messages_in_flight") == 0,
+               timeout=15)
+
+
+def _metric(broker: Broker, name: str) -> float:
+    for line in broker.metrics().splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not on /metrics")

@@ -5,6 +5,8 @@ Prints one JSON object per line on stdout (``kind`` says what it is):
 
     produce ENDPOINT TOPIC COUNT [--tag T] [--prop k=v ...]   -> {"kind": "sent", ...} per message
     consume ENDPOINT TOPIC GROUP --expect N --mode MODE ...   -> {"kind": "received", ...} per delivery
+    push ENDPOINT TOPIC GROUP --expect N                      -> {"kind": "received", ...} per message a
+                                                                 PushConsumer's listener consumed
     facts                                                     -> {"kind": "facts", ...} the client's
                                                                  protocol (field numbers and types)
 
@@ -84,6 +86,35 @@ def consume(args: argparse.Namespace) -> None:
     emit(kind="done", deliveries=deliveries)
 
 
+def push(args: argparse.Namespace) -> None:
+    """A PushConsumer until ``--expect`` messages were consumed (each one answered SUCCESS)."""
+    import threading
+
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    done = threading.Event()
+    lock = threading.Lock()
+    consumed: list[str] = []
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message):  # type: ignore[no-untyped-def]
+            with lock:
+                consumed.append(message.message_id)
+                emit(kind="received", message_id=message.message_id, body=message.body.decode(),
+                     attempt=message.delivery_attempt)
+                if len(consumed) >= args.expect:
+                    done.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(configuration(args.endpoint), args.group, Listener(), {args.topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        done.wait(args.timeout)
+    finally:
+        consumer.shutdown()
+    emit(kind="done", deliveries=len(consumed))
+
+
 def facts(_: argparse.Namespace) -> None:
     """Every message's fields (number, type, label, type name), every enum's values and the
     service's methods of the client's own generated protocol modules."""
@@ -137,6 +168,13 @@ def main() -> int:
     c.add_argument("--await-s", type=int, default=2, help="long polling, seconds")
     c.add_argument("--timeout", type=float, default=30.0)
     c.set_defaults(run=consume)
+    u = commands.add_parser("push")
+    u.add_argument("endpoint")
+    u.add_argument("topic")
+    u.add_argument("group")
+    u.add_argument("--expect", type=int, required=True)
+    u.add_argument("--timeout", type=float, default=30.0)
+    u.set_defaults(run=push)
     f = commands.add_parser("facts")
     f.set_defaults(run=facts)
     args = parser.parse_args()
