@@ -70,6 +70,22 @@ def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServi
     assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [("127.0.0.1", broker.grpc_port)]
 
 
+def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """clusterPeers brokers carry the same topics; each listens on the same gRPC port at its own host."""
+    b = Broker(tmp_path_factory.mktemp("grpc-peers"), "clusterPeers=broker-b@10.1.2.3:10911\n")
+    b.start()
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    finally:
+        b.stop()
+    brokers = {(q.broker.name, q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port)
+               for q in route.message_queues}
+    assert brokers == {("broker-a", "127.0.0.1", b.grpc_port), ("broker-b", "10.1.2.3", b.grpc_port)}
+    assert len(route.message_queues) == 2 * 8
+
+
 def test_unknown_topic_and_bad_requests_get_v2_codes(stub: pb_grpc.MessagingServiceStub) -> None:
     assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))).status.code \
         == pb.TOPIC_NOT_FOUND

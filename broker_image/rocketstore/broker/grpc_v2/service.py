@@ -3,7 +3,8 @@
 A thin layer: it validates a request, calls what the broker already has, and builds the answer.
 
 * QueryRoute / QueryAssignment: the topic's queues from the topic config, each with its
-  permission (topic and broker permission combined) and this broker's gRPC endpoint.
+  permission (topic and broker permission combined) and this broker's gRPC endpoint; then the
+  same queues of each broker in ``clusterPeers``, at its host and this broker's gRPC port.
 * SendMessage: each message becomes the SEND_MESSAGE_V2 request a 4.x producer would send and
   goes through the registered send handler (processor/send.py: topic checks and auto-creation,
   the put, SYNC_FLUSH waits, the timer store for a delivery timestamp, statistics), as RocketMQ's
@@ -189,11 +190,21 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return config
 
     def _queues(self, config: TopicConfig) -> list[pb.MessageQueue]:
-        broker_perm = self.broker.broker_config.broker_permission
-        broker = pb.Broker(name=self.broker.broker_config.broker_name, id=0, endpoints=self.endpoint())
+        """This broker's queues, then those of each ``clusterPeers`` broker (the name-server role lists
+        them alike): a peer carries the same topic config and listens on the same grpcListenPort
+        at the host of its remoting address, as the operator's brokers do."""
+        cfg = self.broker.broker_config
+        brokers = [(pb.Broker(name=cfg.broker_name, id=0, endpoints=self.endpoint()), cfg.broker_permission)]
+        own_port = self.endpoint().addresses[0].port
+        for peer in cfg.cluster_peer_list():
+            if peer.broker_name != cfg.broker_name:
+                host = peer.addr.rpartition(":")[0].strip("[]")
+                brokers.append((pb.Broker(name=peer.broker_name, id=0, endpoints=endpoints_of(host, own_port)),
+                                PERM_READ | PERM_WRITE))
         return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
-                                permission=queue_permission(queue_id, config, broker_perm),  # type: ignore[arg-type]
+                                permission=queue_permission(queue_id, config, perm),  # type: ignore[arg-type]
                                 broker=broker, accept_message_types=ACCEPTED_TYPES)
+                for broker, perm in brokers
                 for queue_id in range(max(config.read_queue_nums, config.write_queue_nums))]
 
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
