@@ -80,7 +80,7 @@ class PopService:
         self.redeliveries = 0
 
     def open(self) -> None:
-        """Replay the pop log (blocking: call it in a thread) ."""
+        """Replay the pop log (blocking: call it in a thread)."""
         self.log.open()
 
     def attach(self) -> None:
