@@ -48,9 +48,10 @@ def _message(body: bytes, **system: object) -> pb.Message:
 
 
 def _receive(stub: pb_grpc.MessagingServiceStub, group: str, *, invisible_s: int = 30, polling_s: int = 1,
-             batch: int = 32, topic: str = TOPIC) -> list[pb.ReceiveMessageResponse]:
+             batch: int = 32, topic: str = TOPIC, attempt_id: str | None = None) -> list[pb.ReceiveMessageResponse]:
     request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch,
-                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)))
+                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)),
+                                       attempt_id=attempt_id)
     request.invisible_duration.FromSeconds(invisible_s)
     request.long_polling_timeout.FromSeconds(polling_s)
     return list(stub.ReceiveMessage(request, timeout=polling_s + 5))
@@ -243,3 +244,16 @@ def test_a_client_can_forward_a_message_to_the_dlq(stub: pb_grpc.MessagingServic
     assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.OK
     assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.INVALID_RECEIPT_HANDLE  # done already
     assert len(_bodies(stub, "DlqReader", b"fwd", topic="%DLQ%GroupFwd")) == 1
+
+
+def test_a_retried_receive_gets_what_its_first_attempt_took(stub: pb_grpc.MessagingServiceStub) -> None:
+    """Same attempt_id (the client retries a receive whose answer it lost): the same deliveries."""
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry")])).status.code == pb.OK
+    _receive(stub, "GroupRetry", polling_s=0)  # the group starts here: everything earlier is taken now
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry-2")])).status.code == pb.OK
+    first = _messages(_receive(stub, "GroupRetry", attempt_id="attempt-1"))
+    assert [m.body for m in first] == [b"retry-2"]
+    again = _messages(_receive(stub, "GroupRetry", attempt_id="attempt-1"))
+    assert [(m.body, m.system_properties.receipt_handle) for m in again] == \
+        [(b"retry-2", first[0].system_properties.receipt_handle)]
+    assert _messages(_receive(stub, "GroupRetry", attempt_id="attempt-2", polling_s=0)) == []

@@ -75,6 +75,8 @@ class PopService:
         self.dead_lettered = 0
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._rotation: dict[tuple[str, str], int] = {}
+        #: (group, topic, attempt id) -> what that receive took (see :meth:`receive`)
+        self._attempts: dict[tuple[str, str, str], list[Received]] = {}
         self._closed = False
         #: deliveries of a message after its first (for /metrics)
         self.redeliveries = 0
@@ -101,8 +103,17 @@ class PopService:
 
     # -- receive -------------------------------------------------------------------------------
     async def receive(self, group: str, topic: str, expression: str, batch: int, invisible_ms: int,
-                      wait_s: float) -> list[Received]:
-        """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one."""
+                      wait_s: float, attempt_id: str = "") -> list[Received]:
+        """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one.
+
+        ``attempt_id`` names a client's receive across its retries: a retry (the answer was lost,
+        e.g. the call timed out on the way back) gets the messages the first attempt took, while
+        they are still held for it, instead of nothing until their invisible time passes.
+        """
+        if attempt_id:
+            earlier = self._earlier_attempt(group, topic, attempt_id)
+            if earlier:
+                return earlier
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         tag_filter = TagFilter(expression)
@@ -110,6 +121,8 @@ class PopService:
             picked = self._pick(group, topic, tag_filter, min(batch, MAX_BATCH), invisible_ms)
             remaining = deadline - loop.time()
             if picked or remaining <= 0 or self._closed:
+                if picked and attempt_id:
+                    self._remember_attempt(group, topic, attempt_id, picked)
                 return picked
             earliest = self._earliest_visible(group, topic)
             if earliest is not None:
@@ -185,6 +198,24 @@ class PopService:
         self.log.append(records)
         for queue_id in touched:
             self._commit_offset(group, topic, queue_id)
+        return picked
+
+    def _remember_attempt(self, group: str, topic: str, attempt_id: str, picked: list[Received]) -> None:
+        now = now_ms()
+        self._attempts = {key: held for key, held in self._attempts.items()  # forget the expired ones
+                          if any(r.handle.visible_at_ms > now for r in held)}
+        self._attempts[(group, topic, attempt_id)] = picked
+
+    def _earlier_attempt(self, group: str, topic: str, attempt_id: str) -> list[Received]:
+        """What the receive ``attempt_id`` took, if every message of it is still held for that
+        delivery (none acked, changed or delivered again since); else nothing."""
+        picked = self._attempts.get((group, topic, attempt_id), [])
+        in_flight = self.log.state.in_flight
+        now = now_ms()
+        for item in picked:
+            held = in_flight.get((group, topic, item.handle.queue_id), {}).get(item.handle.offset)
+            if held is None or held.visible_at_ms != item.handle.visible_at_ms or held.visible_at_ms <= now:
+                return []
         return picked
 
     def _cursor(self, key: QueueKey) -> int:

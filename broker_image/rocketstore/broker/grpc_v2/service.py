@@ -338,7 +338,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if remaining is not None:
             wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
         received = await self.pop.receive(group, topic, request.filter_expression.expression,
-                                          request.batch_size, invisible_ms, wait_s)
+                                          request.batch_size, invisible_ms, wait_s, request.attempt_id)
         if not received:
             yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
