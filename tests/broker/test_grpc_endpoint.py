@@ -26,7 +26,9 @@ QUEUES = 4
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    b = Broker(tmp_path_factory.mktemp("grpc-endpoint"), "minInvisibleTimeMillsForRecv=1000\n")
+    # segments large enough for the 3 MiB messages of the large-request test
+    b = Broker(tmp_path_factory.mktemp("grpc-endpoint"),
+               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\n")
     b.start()
     try:
         with MQAdmin(b.namesrv) as admin:
@@ -257,3 +259,18 @@ def test_a_retried_receive_gets_what_its_first_attempt_took(stub: pb_grpc.Messag
     assert [(m.body, m.system_properties.receipt_handle) for m in again] == \
         [(b"retry-2", first[0].system_properties.receipt_handle)]
     assert _messages(_receive(stub, "GroupRetry", attempt_id="attempt-2", polling_s=0)) == []
+
+
+def test_a_request_larger_than_grpcs_default_limit_is_accepted(stub: pb_grpc.MessagingServiceStub) -> None:
+    """Two 3 MiB messages in one SendMessage: 6 MiB, over grpc's default 4 MiB request limit (RocketMQ's
+    proxy accepts up to 130 MiB)."""
+    bodies = [bytes([i]) * (3 * 1024 * 1024) for i in (1, 2)]
+    messages = [pb.Message(topic=pb.Resource(name=TOPIC), body=body, system_properties=pb.SystemProperties(
+        message_id=f"id-big-{i}", body_encoding=pb.IDENTITY)) for i, body in enumerate(bodies)]
+    sent = stub.SendMessage(pb.SendMessageRequest(messages=messages), timeout=30)
+    assert sent.status.code == pb.OK and len(sent.entries) == 2
+    received: list[pb.Message] = []
+    for _ in range(4):  # a receive may return fewer than asked (the store caps the bytes of one read)
+        received += [m for m in _messages(_receive(stub, "GroupBig")) if m.system_properties.message_id.startswith(
+            "id-big")]
+    assert sorted(m.body for m in received) == bodies

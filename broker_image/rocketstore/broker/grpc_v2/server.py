@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 POP_LOG_SYNC_INTERVAL_S: Final = 1.0
 #: the pop log's folder under the store's root directory
 POP_DIR: Final = "pop"
+#: largest request accepted (RocketMQ proxy's grpcMaxInboundMessageSize default, 130 MiB)
+MAX_INBOUND_MESSAGE_BYTES: Final = 130 * 1024 * 1024
 
 
 class GrpcServer:
@@ -65,7 +67,10 @@ class GrpcServer:
         self.pop.attach()
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        # and a request may be as large as RocketMQ's proxy accepts (grpc's default is 4 MiB, less
+        # than one message of maxMessageSize with its properties)
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
+                                          ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
         service = self._service = MessagingService(self.broker, self.pop,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
         if self.broker.broker_config.acl_enable:
