@@ -26,6 +26,7 @@ four times the snapshot size, so it stays proportional to the messages in flight
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -34,6 +35,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+log = logging.getLogger(__name__)
 
 #: the file under ``<store root>/pop/``
 LOG_NAME: Final = "pop.log"
@@ -211,7 +214,10 @@ class PopLog:
         """Replay the file (cutting off a torn tail), compact it, and open it for appends."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = self.path.read_bytes() if self.path.exists() else b""
-        records, _ = decode_records(data)  # the torn tail, if any, goes with the compaction below
+        records, valid = decode_records(data)
+        if valid < len(data):  # goes with the compaction below; its messages can only come back
+            log.warning("%s: %d bytes from offset %d do not decode (a write cut short by a crash?); dropped",
+                        self.path, len(data) - valid, valid)
         for record in records:
             apply(self.state, record)
         self._compact()
