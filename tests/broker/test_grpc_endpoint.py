@@ -4,6 +4,7 @@ client's view is in tests/clients/test_python_5x_client.py."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -274,3 +275,33 @@ def test_a_request_larger_than_grpcs_default_limit_is_accepted(stub: pb_grpc.Mes
         received += [m for m in _messages(_receive(stub, "GroupBig")) if m.system_properties.message_id.startswith(
             "id-big")]
     assert sorted(m.body for m in received) == bodies
+
+
+def test_a_store_that_lost_its_tail_does_not_make_new_messages_skipped(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The pop log remembers offsets the store no longer has (here: its message files removed while
+    it was down, as a power loss can take their unsynced tail): new messages reuse those offsets
+    and must still be delivered, not skipped as if already received."""
+    b = Broker(tmp_path_factory.mktemp("grpc-lost-tail"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        with MQAdmin(b.namesrv) as admin:
+            admin.create_topic("LostTail", 1, 1)
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            old = [pb.Message(topic=pb.Resource(name="LostTail"), body=f"old-{i}".encode()) for i in range(3)]
+            assert stub.SendMessage(pb.SendMessageRequest(messages=old)).status.code == pb.OK
+            assert len(_messages(_receive(stub, "GroupLost", topic="LostTail"))) == 3
+        b.stop()
+        for name in ("commitlog", "consumequeue", "index", "checkpoint"):
+            path = b.store / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        b.start()
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            new = pb.Message(topic=pb.Resource(name="LostTail"), body=b"new-0")
+            assert stub.SendMessage(pb.SendMessageRequest(messages=[new])).status.code == pb.OK
+            assert [m.body for m in _messages(_receive(stub, "GroupLost", topic="LostTail"))] == [b"new-0"]
+        assert "the store lost its tail" in b.log_text()
+    finally:
+        b.stop()

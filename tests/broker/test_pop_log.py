@@ -53,8 +53,10 @@ def test_apply_receive_redeliver_ack() -> None:
     assert ("g", "t", 0) not in state.in_flight
     pop_log.apply(state, Ack("g", "t", 0, 3))  # acked twice: no change, no error
     assert state.cursors[("g", "t", 0)] == 4
-    pop_log.apply(state, Cursor("g", "t", 0, 2))  # a cursor never moves back
+    pop_log.apply(state, Invisible("g", "t", 0, 1, 3000, 1))  # an earlier offset again: the cursor stays
     assert state.cursors[("g", "t", 0)] == 4
+    pop_log.apply(state, Cursor("g", "t", 0, 2))  # set, back too (the store lost its tail)
+    assert state.cursors[("g", "t", 0)] == 2
 
 
 @given(st.lists(records, max_size=40))

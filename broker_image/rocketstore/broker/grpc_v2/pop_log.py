@@ -79,7 +79,9 @@ class Ack:
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """Offsets below ``next_offset`` were handed out or filtered away (a receive moved past them)."""
+    """The queue's cursor is ``next_offset``: offsets below it were handed out or filtered away (a
+    receive moved past them). It sets the cursor, back too (the store lost its tail); a receive only
+    ever moves it forward (:class:`Invisible` records never move it back)."""
 
     group: str
     topic: str
@@ -183,16 +185,17 @@ def apply(state: PopState, record: Record) -> None:
             if not entries:
                 del state.in_flight[key]
     else:
-        state.cursors[key] = max(state.cursors.get(key, 0), record.next_offset)
+        state.cursors[key] = record.next_offset
 
 
 def snapshot(state: PopState) -> Iterator[Record]:
-    """The fewest records that rebuild ``state``: every cursor, then every message in flight."""
-    for (group, topic, queue_id), next_offset in state.cursors.items():
-        yield Cursor(group, topic, queue_id, next_offset)
+    """The fewest records that rebuild ``state``: every message in flight, then every cursor (last:
+    a cursor record sets the cursor exactly, where an in-flight record only moves it forward)."""
     for (group, topic, queue_id), entries in state.in_flight.items():
         for offset, held in entries.items():
             yield Invisible(group, topic, queue_id, offset, held.visible_at_ms, held.attempt)
+    for (group, topic, queue_id), next_offset in state.cursors.items():
+        yield Cursor(group, topic, queue_id, next_offset)
 
 
 # -- the file (I/O) ------------------------------------------------------------------------------

@@ -82,8 +82,28 @@ class PopService:
         self.redeliveries = 0
 
     def open(self) -> None:
-        """Replay the pop log (blocking: call it in a thread)."""
+        """Replay the pop log and hold it against the store (blocking: call it in a thread, after the
+        store recovered and before any message is sent)."""
         self.log.open()
+        self.log.append(self._behind_the_store())
+
+    def _behind_the_store(self) -> list[Record]:
+        """Records that move back every cursor past the end of its queue: the store lost its tail
+        (a power loss can take what was not flushed, while the pop log's sync came later). New
+        messages take those offsets again and must not be skipped as if received; what was in
+        flight there is gone."""
+        records: list[Record] = []
+        store = self.broker.store
+        for (group, topic, queue_id), cursor in list(self.log.state.cursors.items()):
+            end = store.get_max_offset_in_queue(topic, queue_id)
+            if cursor <= end:
+                continue
+            log.warning("pop: %s queue %d ends at %d, before %s's cursor %d (the store lost its tail); the cursor "
+                        "moves back", topic, queue_id, end, group, cursor)
+            lost = [offset for offset in self.log.state.in_flight.get((group, topic, queue_id), {}) if offset >= end]
+            records += [Ack(group, topic, queue_id, offset) for offset in lost]
+            records.append(Cursor(group, topic, queue_id, end))
+        return records
 
     def attach(self) -> None:
         """Listen for arriving messages (on the loop, once open)."""
@@ -179,7 +199,17 @@ class PopService:
                 break
             queue_id = (first + i) % queue_nums
             cursor = self._cursor((group, topic, queue_id))
+            if (group, topic, queue_id) not in state.cursors:  # remember where a new group started
+                records.append(Cursor(group, topic, queue_id, cursor))
             result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), tag_filter)
+            if result.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+                # the queue ends before the cursor although it did not at start (open() checks): a
+                # topic deleted and created again. Read on from its end
+                log.warning("pop: %s queue %d ends at %d, before %s's cursor %d; the cursor moves back",
+                            topic, queue_id, result.next_begin_offset, group, cursor)
+                records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
+                touched.add(queue_id)
+                continue
             moved_to = cursor
             if result.status is GetMessageStatus.FOUND:
                 for raw, offset in zip(result.messages, result.message_queue_offsets, strict=True):
@@ -193,8 +223,6 @@ class PopService:
                 records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
             if result.next_begin_offset > cursor or result.status is GetMessageStatus.FOUND:
                 touched.add(queue_id)
-            if (group, topic, queue_id) not in state.cursors:  # remember where a new group started
-                records.append(Cursor(group, topic, queue_id, cursor))
         self.log.append(records)
         for queue_id in touched:
             self._commit_offset(group, topic, queue_id)
