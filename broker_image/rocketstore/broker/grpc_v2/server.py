@@ -15,8 +15,8 @@ With ``aclEnable=true`` every call is refused UNAUTHENTICATED (:class:`RefuseAll
 signatures of gRPC calls are not verified yet, and serving them unchecked would let any client
 past the ACL that guards the remoting port.
 
-The pop log is opened (replayed, compacted) in a worker thread before the
-port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
+The pop log is opened (replayed, compacted, held against the store) in a worker thread before
+the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class GrpcServer:
         self.pop.attach()
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
-        # and a request may be as large as RocketMQ's proxy accepts (grpc's default is 4 MiB, less
-        # than one message of maxMessageSize with its properties)
+        # and a request may be as large as RocketMQ's proxy accepts (grpc's default of 4 MiB would
+        # refuse a SendMessage carrying several messages)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
         service = self._service = MessagingService(self.broker, self.pop,
