@@ -7,7 +7,8 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -62,6 +63,22 @@ def _receive(stub: pb_grpc.MessagingServiceStub, group: str, *, invisible_s: int
 
 def _messages(responses: list[pb.ReceiveMessageResponse]) -> list[pb.Message]:
     return [r.message for r in responses if r.HasField("message")]
+
+
+def _collect(stub: pb_grpc.MessagingServiceStub, group: str, want: Callable[[pb.Message], bool], count: int = 1,
+             timeout: float = 15, **receive: Any) -> list[pb.Message]:
+    """Receive until ``count`` wanted messages came (or ``timeout``): a sent message becomes visible
+    once dispatch has indexed it, and a receive answers as soon as it has any message (a new group
+    first gets everything sent to the topic before)."""
+    found: list[pb.Message] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        found += [m for m in _messages(_receive(stub, group, **receive)) if want(m)]
+    return found
+
+
+def _body(body: bytes) -> Callable[[pb.Message], bool]:
+    return lambda m: m.body == body
 
 
 def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
@@ -127,7 +144,7 @@ def test_a_method_not_served_yet_is_unimplemented(stub: pb_grpc.MessagingService
 def test_a_fifo_group_stays_in_one_queue(stub: pb_grpc.MessagingServiceStub) -> None:
     messages = [_message(f"fifo-{i}".encode(), message_group="order-42", message_type=pb.FIFO) for i in range(6)]
     assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
-    received = [m for m in _messages(_receive(stub, "GroupFifo")) if m.body.startswith(b"fifo-")]
+    received = _collect(stub, "GroupFifo", lambda m: m.body.startswith(b"fifo-"), 6)
     assert len(received) == 6
     assert {m.system_properties.queue_id for m in received} == {java_string_hash("order-42") % QUEUES}
     assert {m.system_properties.message_group for m in received} == {"order-42"}
@@ -151,10 +168,10 @@ def test_a_delivery_timestamp_holds_the_message_until_then(stub: pb_grpc.Messagi
 def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.MessagingServiceStub) -> None:
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"stale")])).status.code == pb.OK
     group = pb.Resource(name="GroupStale")
-    first = [m for m in _messages(_receive(stub, "GroupStale", invisible_s=1)) if m.body == b"stale"]
+    first = _collect(stub, "GroupStale", _body(b"stale"), invisible_s=1)
     old_handle = first[0].system_properties.receipt_handle
     time.sleep(1.1)
-    second = [m for m in _messages(_receive(stub, "GroupStale")) if m.body == b"stale"]
+    second = _collect(stub, "GroupStale", _body(b"stale"))
     assert second[0].system_properties.delivery_attempt == 2
     topic = pb.Resource(name=TOPIC)
     stale = stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic,
@@ -214,12 +231,6 @@ def test_open_telemetry_streams_do_not_hold_up_a_stop(tmp_path_factory: pytest.T
         done.set()
 
 
-def _bodies(stub: pb_grpc.MessagingServiceStub, group: str, body: bytes, *, invisible_s: int = 30, polling_s: int = 1,
-            topic: str = TOPIC) -> list[pb.Message]:
-    return [m for m in _messages(_receive(stub, group, invisible_s=invisible_s, polling_s=polling_s, topic=topic))
-            if m.body == body]
-
-
 def test_the_last_delivery_attempt_moves_a_message_to_its_dlq(stub: pb_grpc.MessagingServiceStub,
                                                                broker: Broker) -> None:
     """retryMaxTimes=1: two deliveries, then %DLQ%group instead of a third."""
@@ -227,34 +238,31 @@ def test_the_last_delivery_attempt_moves_a_message_to_its_dlq(stub: pb_grpc.Mess
         admin.broker(broker.addr).create_subscription_group(SubscriptionGroupConfig(group_name="GroupDlq",
                                                                                     retry_max_times=1))
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"dlq")])).status.code == pb.OK
-    attempts = []
-    for _ in range(2):
-        found = _bodies(stub, "GroupDlq", b"dlq", invisible_s=1, polling_s=3)
-        attempts += [m.system_properties.delivery_attempt for m in found]
-    assert attempts == [1, 2]
+    found = _collect(stub, "GroupDlq", _body(b"dlq"), 2, invisible_s=1, polling_s=3)
+    assert [m.system_properties.delivery_attempt for m in found] == [1, 2]
     time.sleep(1.2)
-    assert _bodies(stub, "GroupDlq", b"dlq", polling_s=1) == []
-    dead = _bodies(stub, "DlqReader", b"dlq", topic="%DLQ%GroupDlq")
+    assert _collect(stub, "GroupDlq", _body(b"dlq"), timeout=2) == []
+    dead = _collect(stub, "DlqReader", _body(b"dlq"), topic="%DLQ%GroupDlq")
     assert len(dead) == 1 and dead[0].system_properties.message_id == "id-dlq"
 
 
 def test_a_client_can_forward_a_message_to_the_dlq(stub: pb_grpc.MessagingServiceStub) -> None:
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"fwd")])).status.code == pb.OK
-    found = _bodies(stub, "GroupFwd", b"fwd")
+    found = _collect(stub, "GroupFwd", _body(b"fwd"))
     request = pb.ForwardMessageToDeadLetterQueueRequest(
         group=pb.Resource(name="GroupFwd"), topic=pb.Resource(name=TOPIC),
         receipt_handle=found[0].system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1)
     assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.OK
     assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.INVALID_RECEIPT_HANDLE  # done already
-    assert len(_bodies(stub, "DlqReader", b"fwd", topic="%DLQ%GroupFwd")) == 1
+    assert len(_collect(stub, "DlqReader", _body(b"fwd"), topic="%DLQ%GroupFwd")) == 1
 
 
 def test_a_retried_receive_gets_what_its_first_attempt_took(stub: pb_grpc.MessagingServiceStub) -> None:
     """Same attempt_id (the client retries a receive whose answer it lost): the same deliveries."""
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry")])).status.code == pb.OK
-    _receive(stub, "GroupRetry", polling_s=0)  # the group starts here: everything earlier is taken now
+    assert _collect(stub, "GroupRetry", _body(b"retry"))  # the group starts: everything up to here is taken
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry-2")])).status.code == pb.OK
-    first = _messages(_receive(stub, "GroupRetry", attempt_id="attempt-1"))
+    first = _collect(stub, "GroupRetry", _body(b"retry-2"), attempt_id="attempt-1")
     assert [m.body for m in first] == [b"retry-2"]
     again = _messages(_receive(stub, "GroupRetry", attempt_id="attempt-1"))
     assert [(m.body, m.system_properties.receipt_handle) for m in again] == \
@@ -270,10 +278,7 @@ def test_a_request_larger_than_grpcs_default_limit_is_accepted(stub: pb_grpc.Mes
         message_id=f"id-big-{i}", body_encoding=pb.IDENTITY)) for i, body in enumerate(bodies)]
     sent = stub.SendMessage(pb.SendMessageRequest(messages=messages), timeout=30)
     assert sent.status.code == pb.OK and len(sent.entries) == 2
-    received: list[pb.Message] = []
-    for _ in range(4):  # a receive may return fewer than asked (the store caps the bytes of one read)
-        received += [m for m in _messages(_receive(stub, "GroupBig")) if m.system_properties.message_id.startswith(
-            "id-big")]
+    received = _collect(stub, "GroupBig", lambda m: m.system_properties.message_id.startswith("id-big"), 2)
     assert sorted(m.body for m in received) == bodies
 
 
@@ -291,7 +296,7 @@ def test_a_store_that_lost_its_tail_does_not_make_new_messages_skipped(
             stub = pb_grpc.MessagingServiceStub(channel)
             old = [pb.Message(topic=pb.Resource(name="LostTail"), body=f"old-{i}".encode()) for i in range(3)]
             assert stub.SendMessage(pb.SendMessageRequest(messages=old)).status.code == pb.OK
-            assert len(_messages(_receive(stub, "GroupLost", topic="LostTail"))) == 3
+            assert len(_collect(stub, "GroupLost", lambda m: True, 3, topic="LostTail")) == 3
         b.stop()
         for name in ("commitlog", "consumequeue", "index", "checkpoint"):
             path = b.store / name
@@ -301,7 +306,7 @@ def test_a_store_that_lost_its_tail_does_not_make_new_messages_skipped(
             stub = pb_grpc.MessagingServiceStub(channel)
             new = pb.Message(topic=pb.Resource(name="LostTail"), body=b"new-0")
             assert stub.SendMessage(pb.SendMessageRequest(messages=[new])).status.code == pb.OK
-            assert [m.body for m in _messages(_receive(stub, "GroupLost", topic="LostTail"))] == [b"new-0"]
+            assert [m.body for m in _collect(stub, "GroupLost", lambda m: True, topic="LostTail")] == [b"new-0"]
         assert "the store lost its tail" in b.log_text()
     finally:
         b.stop()
