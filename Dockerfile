@@ -91,8 +91,8 @@ USER 10001
 WORKDIR /home/rocketmq
 # RocketMQ's default storePathRootDir is ~/store; mount the volume there.
 VOLUME ["/home/rocketmq/store"]
-# remoting, embedded name server, HTTP (/metrics, /healthz, /readyz)
-EXPOSE 10911 9876 10925
+# remoting, embedded name server, HTTP (/metrics, /healthz, /readyz), gRPC v2 (RocketMQ 5.x clients)
+EXPOSE 10911 9876 10925 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
     CMD ["python", "-c", "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:10925/readyz', timeout=2); sys.exit(0)"]
 ENTRYPOINT ["rocketstore"]

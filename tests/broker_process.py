@@ -104,11 +104,13 @@ class Broker:
         self.env = dict(env or {})
         self.listen_port = listen_port or free_port(listen_host)
         self.namesrv_port, self.http_port = free_port(listen_host), free_port(listen_host)
+        self.grpc_port = free_port(listen_host)
         self.conf = tmp / "broker.conf"
         self.conf.write_text(
             f"brokerClusterName=TestCluster\nbrokerName=broker-a\nbrokerIP1={publish_host}\n"
             f"listenHost={listen_host}\nstorePathRootDir={self.store}\nflushDiskType={flush_disk_type}\n"
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
+            f"grpcListenPort={self.grpc_port}\n"
             "mappedFileSizeCommitLog=131072\n" + extra_conf  # small segments: data spans several files
         )
         self.process: BrokerProcess | None = None
@@ -120,6 +122,11 @@ class Broker:
     @property
     def addr(self) -> str:
         return f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        """host:port of the gRPC v2 endpoint (RocketMQ 5.x clients)."""
+        return f"{self.listen_host}:{self.grpc_port}"
 
     @property
     def proc(self) -> subprocess.Popen[str]:

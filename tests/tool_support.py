@@ -7,6 +7,9 @@ more useful than a failure. Every test and fixture that depends on an external t
 pyspark, the C++ client wheel, Docker, debootstrap, root for tmpfs mounts, ...) goes through
 :func:`require_tool`, so the rule is written once.
 
+:func:`pip_tool_venv` builds (once, cached) the virtualenv of a client installed from PyPI that
+must not share an environment with ours.
+
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tests/`` on sys.path.
 """
 
@@ -15,6 +18,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +54,60 @@ def require_executable(name: str, why: str) -> str:
 def require_module(module: str, tool: str, why: str) -> None:
     """``module`` is importable (found without importing it); ``tool`` names what to install."""
     require_tool(tool, importlib.util.find_spec(module) is not None, why)
+
+
+#: where test tools installed from a package registry are cached, one folder per tool and version
+TOOL_CACHE = Path.home() / ".cache" / "rocketstore"
+PIP_TIMEOUT_S = 600
+
+
+def pip_tool_venv_dir(package: str, version: str) -> Path:
+    """The virtualenv :func:`pip_tool_venv` builds for ``package==version``."""
+    return TOOL_CACHE / "venvs" / f"{package}-{version}"
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _has_package(venv: Path, package: str, version: str, module: str) -> bool:
+    python = _venv_python(venv)
+    if not python.exists():
+        return False
+    probe = f"import importlib.metadata as m, {module}; assert m.version({package!r}) == {version!r}"
+    return subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60, check=False).returncode == 0
+
+
+def pip_tool_venv(package: str, version: str, module: str) -> Path:
+    """The interpreter of a virtualenv of its own holding ``package==version`` (from PyPI, through pip),
+    built on first use under :data:`TOOL_CACHE` and reused afterwards.
+
+    A client package that installs a generic top-level name (both RocketMQ Python clients install
+    ``rocketmq``) must not share an environment with another one or with ours; tests run it as a
+    subprocess with this interpreter. Built atomically: a half-built one is never left at its
+    place. ``module`` is imported to check the installation. Raises RuntimeError (or
+    subprocess.TimeoutExpired) when it cannot be built: callers hand that to :func:`require_tool`.
+    """
+    venv = pip_tool_venv_dir(package, version)
+    if _has_package(venv, package, version, module):
+        return _venv_python(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    staging = venv.with_name(f"{venv.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for cmd in ([sys.executable, "-m", "venv", str(staging)],
+                    [str(_venv_python(staging)), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                     f"{package}=={version}"]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd[-3:])} failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        if venv.exists() and not _has_package(venv, package, version, module):
+            shutil.rmtree(venv)
+        if not venv.exists():
+            # a venv's interpreter finds its site-packages relative to itself, so it survives the rename
+            os.rename(staging, venv)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not _has_package(venv, package, version, module):
+        raise RuntimeError(f"{package}=={version} installed but `import {module}` fails")
+    return _venv_python(venv)

@@ -222,7 +222,7 @@ class BrokerHandle:
 def start_broker(root: Path, **overrides: Any) -> BrokerHandle:
     broker_values: dict[str, Any] = {
         "broker_ip1": "127.0.0.1", "listen_host": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
-        "http_listen_port": free_port(), "broker_name": "broker-a",
+        "http_listen_port": free_port(), "broker_name": "broker-a", "grpc_listen_port": 0,
     }
     store_values: dict[str, Any] = {"store_path_root_dir": str(root), **TINY_STORE}
     for key, value in overrides.items():

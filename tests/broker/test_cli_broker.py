@@ -42,14 +42,16 @@ def test_broker_command_serves_and_stops_cleanly(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=cli-broker\nbrokerIP1=127.0.0.1\nmappedFileSizeCommitLog=262144\n"
                     "flushConsumerOffsetInterval=60000\nserverWorkerThreads=8\n")
-    ns_port, http_port = free_port(), free_port()
+    ns_port, http_port, grpc_port = free_port(), free_port(), free_port()
     broker = run_broker(tmp_path, ["-c", str(conf), "--store-dir", str(store), "--listen-port", "0", "--host",
-                                   "127.0.0.1", "--namesrv-port", str(ns_port), "--http-port", str(http_port)])
+                                   "127.0.0.1", "--namesrv-port", str(ns_port), "--http-port", str(http_port),
+                                   "--grpc-port", str(grpc_port)])
     try:
         listening = broker.wait_ready()
         assert listening["store"] == str(store)
         assert listening["namesrv"] == f"127.0.0.1:{ns_port}"
         assert listening["http"] == f"127.0.0.1:{http_port}"
+        assert listening["grpc"] == f"127.0.0.1:{grpc_port}"
         remoting_port = _port(listening["remoting"])
         assert f"published as 127.0.0.1:{remoting_port}" in listening["remoting"]
         assert (store / "abort").exists()  # a running store
@@ -81,10 +83,10 @@ def test_broker_command_serves_and_stops_cleanly(tmp_path: Path) -> None:
 def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:
     store = tmp_path / "s"
     broker = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
-                                   "--http-port", "0", "--host", "127.0.0.1"])
+                                   "--http-port", "0", "--grpc-port", "0", "--host", "127.0.0.1"])
     try:
         listening = broker.wait_ready()
-        assert "namesrv" not in listening and "http" not in listening
+        assert "namesrv" not in listening and "http" not in listening and "grpc" not in listening
     finally:
         code = broker.stop(signal.SIGINT)
     assert code == 0, broker.log_text()
@@ -101,8 +103,8 @@ def _port_free(port: int) -> bool:
 
 
 def test_no_arguments_uses_home_store_and_default_ports(tmp_path: Path) -> None:
-    if not all(_port_free(p) for p in (10911, 9876, 10925)):
-        pytest.skip("a default port (10911, 9876 or 10925) is in use on this machine")
+    if not all(_port_free(p) for p in (10911, 9876, 10925, 8081)):
+        pytest.skip("a default port (10911, 9876, 10925 or 8081) is in use on this machine")
     broker = run_broker(tmp_path, [])
     try:
         listening = broker.wait_ready()
@@ -110,6 +112,7 @@ def test_no_arguments_uses_home_store_and_default_ports(tmp_path: Path) -> None:
         assert listening["remoting"].startswith("0.0.0.0:10911 ")
         assert listening["namesrv"] == "0.0.0.0:9876"
         assert listening["http"] == "0.0.0.0:10925"
+        assert listening["grpc"] == "0.0.0.0:8081"
     finally:
         code = broker.stop()
     assert code == 0, broker.log_text()
@@ -128,12 +131,12 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
 def test_store_in_use_exits_2(tmp_path: Path) -> None:
     store = tmp_path / "locked"
     first = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
-                                  "--http-port", "0", "--host", "127.0.0.1"])
+                                  "--http-port", "0", "--grpc-port", "0", "--host", "127.0.0.1"])
     try:
         first.wait_ready()
         started = time.monotonic()
         second = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",
-                                       "--http-port", "0"])
+                                       "--http-port", "0", "--grpc-port", "0"])
         assert exit_code(second) == 2, second.log_text()
         assert "cannot start" in second.log_text()
         assert time.monotonic() - started < 30

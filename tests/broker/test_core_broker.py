@@ -79,7 +79,7 @@ def test_split_properties() -> None:
 
 def _controller(tmp_path: Path, **broker: Any) -> BrokerController:
     values = {"broker_name": "bk", "broker_ip1": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
-              "http_listen_port": 0, **broker}
+              "http_listen_port": 0, "grpc_listen_port": 0, **broker}
     return BrokerController(BrokerConfig(**values), StoreConfig(store_path_root_dir=str(tmp_path / "store")))
 
 

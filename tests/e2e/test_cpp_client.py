@@ -2,7 +2,7 @@
 
 The wheel installs a top-level package ``rocketmq``, as the 5.x Python client does, so it lives
 in its own virtualenv under ``~/.cache/rocketstore/venvs/rocketmq-client-python-<version>``
-(created once, reused afterwards), and the tests drive it through the scripts in
+(tool_support.pip_tool_venv: created once, reused afterwards), and the tests drive it through the scripts in
 ``cpp_scripts/`` run by that virtualenv's interpreter. The C++ client logs under
 ``$HOME/logs/rocketmq-cpp``; each run gets a scratch HOME.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 from e2e_support import RocketStoreBroker, java_driver
-from tool_support import require_tool
+from tool_support import pip_tool_venv, pip_tool_venv_dir, require_tool
 
 from rocketstore.common.message import SysFlag
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -38,53 +37,12 @@ pytestmark = pytest.mark.integration
 
 CLIENT_PACKAGE = "rocketmq-client-python"
 CLIENT_VERSION = "0.5.0rc2"
-VENV = Path.home() / ".cache" / "rocketstore" / "venvs" / f"{CLIENT_PACKAGE}-{CLIENT_VERSION}"
+VENV = pip_tool_venv_dir(CLIENT_PACKAGE, CLIENT_VERSION)
 SCRIPTS = Path(__file__).resolve().parent / "cpp_scripts"
 COUNT = 20
 ONEWAY = 2  # the last messages of the main topic are sent one-way
 TAGS = ("TagA", "TagB")
 LARGE = 64 * 1024
-PIP_TIMEOUT_S = 600
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def _client_importable(venv: Path) -> bool:
-    python = _venv_python(venv)
-    if not python.exists():
-        return False
-    probe = ("import importlib.metadata as m, rocketmq.client; "
-             f"assert m.version({CLIENT_PACKAGE!r}) == {CLIENT_VERSION!r}")
-    return subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60, check=False).returncode == 0
-
-
-def ensure_client_venv(venv: Path = VENV) -> Path:
-    """The interpreter of a virtualenv holding the client; built on first use, atomically (a
-    half-built one is never left at ``venv``). Raises RuntimeError when it cannot be built."""
-    if _client_importable(venv):
-        return _venv_python(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    staging = venv.with_name(f"{venv.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        for cmd in ([sys.executable, "-m", "venv", str(staging)],
-                    [str(_venv_python(staging)), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                     f"{CLIENT_PACKAGE}=={CLIENT_VERSION}"]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cmd[-3:])} failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-        if venv.exists() and not _client_importable(venv):
-            shutil.rmtree(venv)
-        if not venv.exists():
-            # a venv's interpreter finds its site-packages relative to itself, so it survives the rename
-            os.rename(staging, venv)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    if not _client_importable(venv):
-        raise RuntimeError(f"{CLIENT_PACKAGE}=={CLIENT_VERSION} installed but `import rocketmq.client` fails")
-    return _venv_python(venv)
 
 
 @dataclass
@@ -133,7 +91,7 @@ def cpp(rocketstore_broker: RocketStoreBroker, tmp_path_factory: pytest.TempPath
         require_tool(CLIENT_PACKAGE, False, f"{CLIENT_VERSION} ships a Linux wheel only")
     begin = time.monotonic()
     try:
-        python = ensure_client_venv()
+        python = pip_tool_venv(CLIENT_PACKAGE, CLIENT_VERSION, "rocketmq.client")
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         require_tool(CLIENT_PACKAGE, False, f"cannot install it ({CLIENT_VERSION}) into {VENV}: {exc}")
     print(f"\nC++ client virtualenv ready in {time.monotonic() - begin:.1f} s: {VENV}", file=sys.stderr)

@@ -46,6 +46,7 @@ from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
+from rocketstore.broker.grpc_v2.server import GrpcServer
 from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.acl_config import AclConfigProcessor
@@ -135,6 +136,7 @@ class BrokerController:
                                               (transaction/); its pass runs every
                                               ``transactionCheckInterval`` as a broker task
       ``remoting``                            the RemotingServer (its connections, ``on_disconnect``)
+      ``grpc``                                the gRPC v2 endpoint (grpc_v2/server.py), None when off
       ``loop``                                the asyncio loop the broker runs on
       ``message_arriving_listeners``          callbacks (topic, queue_id, max_offset, arrived) run on
                                               the loop when dispatch makes messages visible;
@@ -190,6 +192,10 @@ class BrokerController:
         self.broker_outer_api: BrokerOuterAPI | None = None
         self._topics_changed = asyncio.Event()
         self._one_shot_tasks: set[asyncio.Task[None]] = set()
+        #: the gRPC v2 endpoint of RocketMQ 5.x clients (grpcListenPort; None when it is 0)
+        self.grpc: GrpcServer | None = None
+        if broker_config.grpc_listen_port > 0:
+            self.grpc = GrpcServer(self, broker_config.listen_host, broker_config.grpc_listen_port)
         self.http: HttpServer | None = None
         if broker_config.http_listen_port > 0:  # before start: processors add gauges when registered
             self.http = HttpServer(self, broker_config.listen_host, broker_config.http_listen_port)
@@ -229,6 +235,8 @@ class BrokerController:
             await self._start_acl()
             await self.remoting.start()
             self.store_host = HostAddress(self.store_host.host, self.remoting.port)
+            if self.grpc is not None:
+                await self.grpc.start()
             if self.broker_config.namesrv_listen_port > 0:
                 self.namesrv = NameServer(self, self.broker_config.listen_host, self.broker_config.namesrv_listen_port)
                 await self.namesrv.start()
@@ -258,6 +266,8 @@ class BrokerController:
         with contextlib.suppress(Exception):
             if self.namesrv is not None:
                 await self.namesrv.stop(0)
+            if self.grpc is not None:
+                await self.grpc.stop(0)
             await self.remoting.stop(0)
         with contextlib.suppress(Exception):
             # stops what start() started; after a bare load() it only releases the directory lock
@@ -288,6 +298,8 @@ class BrokerController:
         self._tasks.clear()
         if self.namesrv is not None:
             await self.namesrv.stop(grace_s)
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
         await self.remoting.stop(grace_s)
         if self.broker_outer_api is not None:
             await self.broker_outer_api.unregister_broker_all(self._identity())

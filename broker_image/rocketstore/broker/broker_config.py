@@ -41,6 +41,14 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        own thread but shares CPython's interpreter lock with the send path; under a
                        flat-out send load it fell seconds behind, so acknowledged messages stayed
                        invisible that long. The wait hands it the lock and bounds that gap.
+``grpcListenPort``     port of the gRPC v2 endpoint RocketMQ 5.x clients talk to (default 8081, the
+                       port of RocketMQ's proxy, which this broker is for its own queues; see
+                       ``rocketstore.broker.grpc_v2``). 0 turns it off: a broker serving only 4.x
+                       clients, or a second broker on a host whose 8081 is taken. Other values
+                       must be a port number (1-65535), checked at start
+``minInvisibleTimeMillsForRecv``, ``maxInvisibleTimeMills``  the range of invisible durations a
+                       gRPC ReceiveMessage may ask for (defaults 10 s and 12 h, as RocketMQ's
+                       proxy: its rmq-proxy.json keys of the same names)
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -227,6 +235,9 @@ class BrokerConfig:
     http_listen_port: int = 10925
     cluster_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024
+    grpc_listen_port: int = 8081
+    min_invisible_time_mills_for_recv: int = 10_000  # Java long
+    max_invisible_time_mills: int = 12 * 3600 * 1000  # Java long
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))
@@ -247,6 +258,7 @@ class BrokerConfig:
         for name, value in values.items():
             setattr(config, name, value)
         config.cluster_peer_list()  # a malformed clusterPeers fails at start-up, naming the key
+        _check_grpc_settings(config)
         _check_namesrv_addr(config.namesrv_addr)  # so does a malformed namesrvAddr
         return config, unknown
 
@@ -282,6 +294,16 @@ class BrokerConfig:
         return {k.strip() for k in self.config_black_list.split(";") if k.strip()}
 
 
+def _check_grpc_settings(config: BrokerConfig) -> None:
+    """grpcListenPort is a port number or 0 (off); the invisible-time range is not empty."""
+    if not 0 <= config.grpc_listen_port <= 65535:
+        raise ConfigError("grpcListenPort", str(config.grpc_listen_port),
+                          "must be a port number (1-65535), or 0 to turn the gRPC endpoint off")
+    if not 0 < config.min_invisible_time_mills_for_recv <= config.max_invisible_time_mills:
+        raise ConfigError("minInvisibleTimeMillsForRecv", str(config.min_invisible_time_mills_for_recv),
+                          f"must be positive and at most maxInvisibleTimeMills ({config.max_invisible_time_mills})")
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
@@ -296,7 +318,7 @@ _LONG_FIELDS: Final = frozenset({
     "broker_id", "short_polling_time_mills", "consumer_fallbehind_threshold", "wait_time_mills_in_send_queue",
     "wait_time_mills_in_pull_queue", "wait_time_mills_in_heartbeat_queue", "wait_time_mills_in_transaction_queue",
     "start_accept_send_request_time_stamp", "filter_data_clean_time_span", "transaction_time_out",
-    "transaction_check_interval",
+    "transaction_check_interval", "min_invisible_time_mills_for_recv", "max_invisible_time_mills",
 })
 _CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(BrokerConfig, _LONG_FIELDS)
 

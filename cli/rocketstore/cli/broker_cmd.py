@@ -1,17 +1,18 @@
 """``rocketstore broker``: run a broker in the foreground.
 
     rocketstore broker [-c broker.conf] [--store-dir DIR] [--listen-port N] [--namesrv-port N]
-                       [--http-port N] [--host ADDR] [--log-level LEVEL]
+                       [--http-port N] [--grpc-port N] [--host ADDR] [--log-level LEVEL]
 
 Without arguments it serves the default store directory ``~/store`` (RocketMQ's default) with
-RocketMQ's default ports: remoting 10911, the embedded name server 9876, and the HTTP side
-port 10925 (``/metrics``, ``/healthz``, ``/readyz``). Options override the broker.conf. A
-remoting port of 0 picks a free port; a name-server or HTTP port of 0 or less turns that
-listener off.
+RocketMQ's default ports: remoting 10911, the embedded name server 9876, the HTTP side
+port 10925 (``/metrics``, ``/healthz``, ``/readyz``) and the gRPC v2 endpoint of 5.x clients 8081
+(the port of RocketMQ's proxy). Options override the broker.conf. A
+remoting port of 0 picks a free port; a name-server or HTTP port of 0 or less, or a gRPC port
+of 0, turns that listener off.
 
 Once serving it prints one line per listener on stdout, e.g. ``remoting 0.0.0.0:10911 (published
-as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, then ``ready``. SIGTERM or
-SIGINT stops it gracefully: listeners close, in-flight requests finish (10 s grace), consumer
+as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, ``grpc 0.0.0.0:8081``,
+then ``ready``. SIGTERM or SIGINT stops it gracefully: listeners close, in-flight requests finish (10 s grace), consumer
 offsets and config tables are written, the store is flushed and ``abort`` removed; exit code 0.
 Exit code 2 when it cannot start (bad config, store locked by another process, port in use).
 
@@ -58,6 +59,8 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         help="embedded name-server port (namesrvListenPort, default 9876; 0: off)")
     parser.add_argument("--http-port", type=int, metavar="N",
                         help="metrics/health port (httpListenPort, default 10925; 0: off)")
+    parser.add_argument("--grpc-port", type=int, metavar="N",
+                        help="gRPC v2 port of RocketMQ 5.x clients (grpcListenPort, default 8081; 0: off)")
     parser.add_argument("--host", metavar="ADDR", help="address to bind (listenHost, default 0.0.0.0)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="log level on stderr (default INFO)")
@@ -82,6 +85,8 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
         broker_config.namesrv_listen_port = args.namesrv_port
     if args.http_port is not None:
         broker_config.http_listen_port = args.http_port
+    if args.grpc_port is not None:
+        broker_config.grpc_listen_port = args.grpc_port
     if args.host:
         broker_config.listen_host = args.host
     return broker_config, store_config
@@ -122,6 +127,8 @@ async def _serve(broker: BrokerController) -> int:
         print(f"namesrv {host}:{broker.namesrv.port}")
     if broker.http is not None:
         print(f"http {host}:{broker.http.port}")
+    if broker.grpc is not None:
+        print(f"grpc {host}:{broker.grpc.port}")
     print("ready", flush=True)
     await stop.wait()
     log.info("signal received: stopping")

@@ -1,0 +1,348 @@
+"""Pop consumption for gRPC clients: receive (long polling), ack, change invisible duration.
+
+A receive of group G on topic T first hands out G's messages of T whose invisible time has
+passed (delivery attempt + 1), then new messages from each queue's cursor, rotating the first
+queue between calls so no queue starves. It reads whatever queue the client named in its request
+from all queues of the topic, as RocketMQ's proxy pops from every queue of the broker. Every
+change goes through the pop log (pop_log.py) before the client learns of it.
+
+Where a group starts: at its committed consumer offset when it has one (a group that consumed
+with a 4.x client continues where it stopped), else at the queue's first message, so messages
+sent before a new simple consumer's first receive are not skipped. The pop state moves the
+group's committed offset in ConsumerOffsetManager along (to the oldest message still in flight,
+else the cursor), so admin tools and 4.x consumers of the group see the progress.
+
+Maximum delivery attempts: a message of group G delivered ``retryMaxTimes + 1`` times (G's
+subscription group config, 16 by default: the attempts the client's retry policy is told) that
+comes due once more is not delivered again but moved to ``%DLQ%G``, through the broker's
+CONSUMER_SEND_MSG_BACK path (``forward`` below), as a 4.x consumer's message past its retries
+is; ForwardMessageToDeadLetterQueue moves one there at a client's request. A move that fails is
+retried after :data:`DLQ_RETRY_MS`.
+
+Long polling: a receive that finds nothing waits, up to its polling time, for a message to arrive
+on the topic (the broker's message-arriving listeners), for one of the group's messages in flight
+to become visible again, or for an invisible time to change. All of it runs on the broker's event
+loop; store reads are the same short reads the remoting pull path makes inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.grpc_v2 import receipt_handle
+from rocketstore.broker.grpc_v2.pop_log import Ack, Cursor, InFlight, Invisible, PopLog, QueueKey, Record
+from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
+from rocketstore.common.clock import now_ms
+from rocketstore.common.message import StoredMessage, decode_record
+from rocketstore.store.message_store import TagFilter
+from rocketstore.store.status import GetMessageStatus
+
+log = logging.getLogger(__name__)
+
+#: most messages one receive returns (RocketMQ's proxy caps a batch at 32 as well)
+MAX_BATCH: Final = 32
+#: how long a message whose move to the dead-letter queue failed waits before the next try
+DLQ_RETRY_MS: Final = 10_000
+
+#: moves a message of a group to its dead-letter queue; returns None, or why it could not
+DeadLetterForwarder = Callable[[str, StoredMessage], "str | None"]
+
+
+class InvalidHandle(ValueError):
+    """A receipt handle that names no delivery the broker holds (answered INVALID_RECEIPT_HANDLE)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    message: StoredMessage
+    handle: ReceiptHandle
+    attempt: int
+
+
+class PopService:
+    """Pop state of every group (through its :class:`PopLog`) and the receives waiting for messages."""
+
+    def __init__(self, broker: BrokerContext, pop_log: PopLog, forward: DeadLetterForwarder) -> None:
+        self.broker = broker
+        self.log = pop_log
+        self.forward = forward
+        #: messages moved to a dead-letter queue (for /metrics)
+        self.dead_lettered = 0
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._rotation: dict[tuple[str, str], int] = {}
+        #: (group, topic, attempt id) -> what that receive took (see :meth:`receive`)
+        self._attempts: dict[tuple[str, str, str], list[Received]] = {}
+        self._closed = False
+        #: deliveries of a message after its first (for /metrics)
+        self.redeliveries = 0
+
+    def open(self) -> None:
+        """Replay the pop log and hold it against the store (blocking: call it in a thread, after the
+        store recovered and before any message is sent)."""
+        self.log.open()
+        self.log.append(self._behind_the_store())
+
+    def _behind_the_store(self) -> list[Record]:
+        """Records that move back every cursor past the end of its queue: the store lost its tail
+        (a power loss can take what was not flushed, while the pop log's sync came later). New
+        messages take those offsets again and must not be skipped as if received; what was in
+        flight there is gone."""
+        records: list[Record] = []
+        store = self.broker.store
+        for (group, topic, queue_id), cursor in list(self.log.state.cursors.items()):
+            end = store.get_max_offset_in_queue(topic, queue_id)
+            if cursor <= end:
+                continue
+            log.warning("pop: %s queue %d ends at %d, before %s's cursor %d (the store lost its tail); the cursor "
+                        "moves back", topic, queue_id, end, group, cursor)
+            lost = [offset for offset in self.log.state.in_flight.get((group, topic, queue_id), {}) if offset >= end]
+            records += [Ack(group, topic, queue_id, offset) for offset in lost]
+            records.append(Cursor(group, topic, queue_id, end))
+        return records
+
+    def attach(self) -> None:
+        """Listen for arriving messages (on the loop, once open)."""
+        self.broker.message_arriving_listeners.append(self._on_arrival)
+
+    def close_waiters(self) -> None:
+        """Release every waiting receive (it answers with what it has); no receive waits after this."""
+        self._closed = True
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def close(self) -> None:
+        """Close the log (blocking: fsyncs), once nothing calls in any more."""
+        self.log.close()
+
+    # -- receive -------------------------------------------------------------------------------
+    async def receive(self, group: str, topic: str, expression: str, batch: int, invisible_ms: int,
+                      wait_s: float, attempt_id: str = "") -> list[Received]:
+        """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one.
+
+        ``attempt_id`` names a client's receive across its retries: a retry (the answer was lost,
+        e.g. the call timed out on the way back) gets the messages the first attempt took, while
+        they are still held for it, instead of nothing until their invisible time passes.
+        """
+        if attempt_id:
+            earlier = self._earlier_attempt(group, topic, attempt_id)
+            if earlier:
+                return earlier
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        tag_filter = TagFilter(expression)
+        while True:
+            picked = self._pick(group, topic, tag_filter, min(batch, MAX_BATCH), invisible_ms)
+            remaining = deadline - loop.time()
+            if picked or remaining <= 0 or self._closed:
+                if picked and attempt_id:
+                    self._remember_attempt(group, topic, attempt_id, picked)
+                return picked
+            earliest = self._earliest_visible(group, topic)
+            if earliest is not None:
+                remaining = min(remaining, max((earliest - now_ms()) / 1000, 0.001))
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiters = self._waiters.setdefault(topic, set())
+            waiters.add(waiter)
+            try:
+                await asyncio.wait([waiter], timeout=remaining)
+            finally:
+                waiters.discard(waiter)
+                if not waiters:
+                    self._waiters.pop(topic, None)
+
+    def _pick(self, group: str, topic: str, tag_filter: TagFilter, batch: int, invisible_ms: int) -> list[Received]:
+        now = now_ms()
+        visible_at = now + invisible_ms
+        records: list[Record] = []
+        picked: list[Received] = []
+        touched: set[int] = set()
+        store = self.broker.store
+        state = self.log.state
+        group_config = self.broker.subscription_group(group)
+        max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
+        # 1. messages whose invisible time passed: delivered again, attempt + 1 (or dead-lettered)
+        for (g, t, queue_id), entries in state.in_flight.items():
+            if g != group or t != topic:
+                continue
+            for offset, held in sorted(entries.items()):
+                if len(picked) >= batch:
+                    break
+                if held.visible_at_ms > now:
+                    continue
+                touched.add(queue_id)
+                message = _decode(store.get_message_record(topic, queue_id, offset))
+                if message is None:  # its CommitLog file was deleted: nothing left to deliver
+                    log.warning("pop: %s of %s queue %d offset %d is gone from the store; dropped",
+                                group, topic, queue_id, offset)
+                    records.append(Ack(group, topic, queue_id, offset))
+                    continue
+                if held.attempt >= max_attempts:
+                    records.append(self._dead_letter(group, message, queue_id, offset, held.attempt, now))
+                    continue
+                records.append(Invisible(group, topic, queue_id, offset, visible_at, held.attempt + 1))
+                picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), held.attempt + 1))
+                self.redeliveries += 1
+        # 2. new messages from each queue's cursor
+        config = self.broker.topic_config_manager.get(topic)
+        queue_nums = config.read_queue_nums if config is not None else 0
+        first = self._rotation.get((group, topic), 0)
+        self._rotation[(group, topic)] = first + 1
+        for i in range(queue_nums):
+            if len(picked) >= batch:
+                break
+            queue_id = (first + i) % queue_nums
+            cursor = self._cursor((group, topic, queue_id))
+            if (group, topic, queue_id) not in state.cursors:  # remember where a new group started
+                records.append(Cursor(group, topic, queue_id, cursor))
+            result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), tag_filter)
+            if result.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+                # the queue ends before the cursor although it did not at start (open() checks): a
+                # topic deleted and created again. Read on from its end
+                log.warning("pop: %s queue %d ends at %d, before %s's cursor %d; the cursor moves back",
+                            topic, queue_id, result.next_begin_offset, group, cursor)
+                records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
+                touched.add(queue_id)
+                continue
+            moved_to = cursor
+            if result.status is GetMessageStatus.FOUND:
+                for raw, offset in zip(result.messages, result.message_queue_offsets, strict=True):
+                    message = _decode(raw)
+                    if message is None:
+                        continue
+                    records.append(Invisible(group, topic, queue_id, offset, visible_at, 1))
+                    picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), 1))
+                    moved_to = max(moved_to, offset + 1)
+            if result.next_begin_offset > moved_to:  # filtered away, or a queue trimmed past the cursor
+                records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
+            if result.next_begin_offset > cursor or result.status is GetMessageStatus.FOUND:
+                touched.add(queue_id)
+        self.log.append(records)
+        for queue_id in touched:
+            self._commit_offset(group, topic, queue_id)
+        return picked
+
+    def _remember_attempt(self, group: str, topic: str, attempt_id: str, picked: list[Received]) -> None:
+        now = now_ms()
+        self._attempts = {key: held for key, held in self._attempts.items()  # forget the expired ones
+                          if any(r.handle.visible_at_ms > now for r in held)}
+        self._attempts[(group, topic, attempt_id)] = picked
+
+    def _earlier_attempt(self, group: str, topic: str, attempt_id: str) -> list[Received]:
+        """What the receive ``attempt_id`` took, if every message of it is still held for that
+        delivery (none acked, changed or delivered again since); else nothing."""
+        picked = self._attempts.get((group, topic, attempt_id), [])
+        in_flight = self.log.state.in_flight
+        now = now_ms()
+        for item in picked:
+            held = in_flight.get((group, topic, item.handle.queue_id), {}).get(item.handle.offset)
+            if held is None or held.visible_at_ms != item.handle.visible_at_ms or held.visible_at_ms <= now:
+                return []
+        return picked
+
+    def _cursor(self, key: QueueKey) -> int:
+        cursor = self.log.state.cursors.get(key)
+        if cursor is not None:
+            return cursor
+        group, topic, queue_id = key
+        committed = self.broker.consumer_offset_manager.query_offset(group, topic, queue_id)
+        return committed if committed >= 0 else self.broker.store.get_min_offset_in_queue(topic, queue_id)
+
+    def _commit_offset(self, group: str, topic: str, queue_id: int) -> None:
+        """The group's committed offset: its oldest message in flight, else its cursor."""
+        key = (group, topic, queue_id)
+        entries = self.log.state.in_flight.get(key)
+        offset = min(entries) if entries else self.log.state.cursors.get(key)
+        if offset is not None:
+            self.broker.consumer_offset_manager.commit_offset(group, topic, queue_id, offset)
+
+    def _earliest_visible(self, group: str, topic: str) -> int | None:
+        times = [held.visible_at_ms for (g, t, _), entries in self.log.state.in_flight.items()
+                 if g == group and t == topic for held in entries.values()]
+        return min(times) if times else None
+
+    def _dead_letter(self, group: str, message: StoredMessage, queue_id: int, offset: int, attempt: int,
+                     now: int) -> Record:
+        """Move the message to the group's DLQ: the record that acks it, or, when the move failed, the
+        one that retries it later."""
+        error = self.forward(group, message)
+        if error is None:
+            self.dead_lettered += 1
+            return Ack(group, message.topic, queue_id, offset)
+        log.warning("pop: moving %s queue %d offset %d of %s to its dead-letter queue failed (retrying in %d ms): "
+                    "%s", message.topic, queue_id, offset, group, DLQ_RETRY_MS, error)
+        return Invisible(group, message.topic, queue_id, offset, now + DLQ_RETRY_MS, attempt)
+
+    def forward_to_dead_letter_queue(self, group: str, topic: str, handle: ReceiptHandle) -> str | None:
+        """ForwardMessageToDeadLetterQueue: the message of ``handle`` goes to the DLQ now; None, or why
+        not (InvalidHandle for a handle that names no delivery held)."""
+        held = self._held(group, topic, handle)
+        message = _decode(self.broker.store.get_message_record(topic, handle.queue_id, handle.offset))
+        if message is None:
+            return f"the message at queue {handle.queue_id} offset {handle.offset} is gone from the store"
+        record = self._dead_letter(group, message, handle.queue_id, handle.offset, held.attempt, now_ms())
+        self.log.append([record])
+        self._commit_offset(group, topic, handle.queue_id)
+        return None if isinstance(record, Ack) else "the move failed; it is retried"
+
+    def _held(self, group: str, topic: str, handle: ReceiptHandle) -> InFlight:
+        held = self.log.state.in_flight.get((group, topic, handle.queue_id), {}).get(handle.offset)
+        if held is None:
+            raise InvalidHandle("no such message in flight: acked already, or never received by this group")
+        if held.visible_at_ms != handle.visible_at_ms:
+            raise InvalidHandle("the receipt handle has expired: the message was delivered again since")
+        return held
+
+    # -- ack and change ------------------------------------------------------------------------
+    def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """Consume the message of ``handle``; acking it again is fine (a client's retry), acking it
+        with the handle of an earlier delivery is not (InvalidHandle)."""
+        key = (group, topic, handle.queue_id)
+        held = self.log.state.in_flight.get(key, {}).get(handle.offset)
+        if held is None:
+            return
+        if held.visible_at_ms != handle.visible_at_ms:
+            raise InvalidHandle("the receipt handle has expired: the message was delivered again since")
+        self.log.append([Ack(group, topic, handle.queue_id, handle.offset)])
+        self._commit_offset(group, topic, handle.queue_id)
+
+    def change_invisible(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        """Make the message invisible for ``invisible_ms`` from now (0: visible at once, a nack);
+        returns the handle of the changed delivery (the old one no longer matches)."""
+        held = self._held(group, topic, handle)
+        visible_at = now_ms() + invisible_ms
+        if visible_at == held.visible_at_ms:  # the new handle must differ from the old one
+            visible_at += 1
+        self.log.append([Invisible(group, topic, handle.queue_id, handle.offset, visible_at, held.attempt)])
+        self._wake(topic)  # a waiting receive recomputes when to look again
+        return ReceiptHandle(handle.queue_id, handle.offset, visible_at)
+
+    # -- wake-ups ------------------------------------------------------------------------------
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, arrived: int) -> None:
+        self._wake(topic)
+
+    def _wake(self, topic: str) -> None:
+        for waiter in self._waiters.get(topic, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _decode(raw: bytes | None) -> StoredMessage | None:
+    if raw is None:
+        return None
+    record = decode_record(raw)
+    return record if isinstance(record, StoredMessage) else None
+
+
+def parse_handle(text: str) -> ReceiptHandle:
+    """A client's receipt handle; InvalidHandle when it is not one this broker issued."""
+    try:
+        return receipt_handle.decode(text)
+    except ValueError as exc:
+        raise InvalidHandle(str(exc)) from None

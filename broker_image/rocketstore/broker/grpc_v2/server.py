@@ -1,0 +1,208 @@
+"""GrpcServer: the gRPC v2 endpoint inside the broker process, on the broker's event loop.
+
+grpc.aio runs its server on the running asyncio loop (uvloop included: its completion queue is
+polled from a thread of grpc's own and results come back as loop callbacks), so the servicer's
+coroutines share the loop with the remoting server and call the broker's objects directly, with
+no thread boundary.
+
+The methods are registered by :func:`method_handlers` rather than by the generated
+``add_MessagingServiceServicer_to_server``: requests arrive as bytes and are parsed inside the call,
+so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the message type (grpc's
+own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
+does not implement are not registered: grpc answers them UNIMPLEMENTED.
+
+With ``aclEnable=true`` every call is refused UNAUTHENTICATED (:class:`RefuseAll`): the ACL
+signatures of gRPC calls are not verified yet, and serving them unchecked would let any client
+past the ACL that guards the remoting port.
+
+The pop log is opened (replayed, compacted, held against the store) in a worker thread before
+the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.pop_log import PopLog
+from rocketstore.broker.grpc_v2.pop_service import PopService
+from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+
+log = logging.getLogger(__name__)
+
+#: how often appended pop-log records are fsynced (what a power loss may take back: see pop_log.py)
+POP_LOG_SYNC_INTERVAL_S: Final = 1.0
+#: the pop log's folder under the store's root directory
+POP_DIR: Final = "pop"
+#: largest request accepted (RocketMQ proxy's grpcMaxInboundMessageSize default, 130 MiB)
+MAX_INBOUND_MESSAGE_BYTES: Final = 130 * 1024 * 1024
+
+
+class GrpcServer:
+    """Serves apache.rocketmq.v2.MessagingService on ``host:port`` for ``broker``."""
+
+    def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR),
+                              dead_letter_forwarder(broker))
+        self._server: grpc.aio.Server | None = None
+        self._service: MessagingService | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Replay the pop log, then listen; OSError when the port cannot be bound."""
+        await asyncio.to_thread(self.pop.open)
+        self.pop.attach()
+        # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
+        # silently (each taking some of the connections) instead of failing to start
+        # and a request may be as large as RocketMQ's proxy accepts (grpc's default of 4 MiB would
+        # refuse a SendMessage carrying several messages)
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
+                                          ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
+        service = self._service = MessagingService(self.broker, self.pop,
+                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
+        if self.broker.broker_config.acl_enable:
+            log.warning("aclEnable=true: the gRPC endpoint answers every call UNAUTHENTICATED (signature checks "
+                        "of gRPC calls are not implemented)")
+            server.add_generic_rpc_handlers((RefuseAll(ACL_NOT_IMPLEMENTED),))
+        else:
+            server.add_generic_rpc_handlers((method_handlers(service),))
+        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpcio raises, rather than returning 0, when the bind fails
+            raise OSError(f"grpcListenPort: cannot listen on {address}: {exc}") from exc
+        if bound == 0:
+            raise OSError(f"grpcListenPort: cannot listen on {address}")
+        self.port = bound
+        await server.start()
+        self._server = server
+        self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop(), name="pop-log-sync")
+        self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
+                              lambda: self.pop.log.state.in_flight_count())
+        self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
+                                "time passed", lambda: self.pop.redeliveries)
+        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
+                                "queue after their last delivery attempt, or at a client's request",
+                                lambda: self.pop.dead_lettered)
+
+    async def stop(self, grace_s: float) -> None:
+        """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
+        ``grace_s``), close the pop log."""
+        if self._sync_task is not None:
+            self._sync_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sync_task
+        if self._service is not None:
+            self._service.close()
+        if self._server is not None:
+            self.pop.close_waiters()
+            await self._server.stop(grace_s)
+        await asyncio.to_thread(self.pop.close)
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(POP_LOG_SYNC_INTERVAL_S)
+            try:
+                await asyncio.to_thread(self.pop.log.sync)
+            except OSError:
+                log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+ACL_NOT_IMPLEMENTED: Final = ("aclEnable is set and this broker does not verify the signatures of gRPC calls yet: "
+                              "use the remoting port, or turn aclEnable off")
+
+
+class RefuseAll(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Answers every method UNAUTHENTICATED with ``reason`` (read no request: works for any call type)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
+        async def refuse(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, self.reason)
+            yield b""  # never reached: makes this an async generator, as a streaming handler must be
+
+        return grpc.stream_stream_rpc_method_handler(refuse)
+
+
+def _parse(message_class: Any, raw: bytes) -> Any:
+    try:
+        return message_class.FromString(raw)
+    except DecodeError as exc:
+        raise _Malformed(f"the request is not a valid {message_class.DESCRIPTOR.full_name}: {exc}") from None
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _unary(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            request = _parse(request_class, raw)
+        except _Malformed as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return await impl(request, context)
+    return call
+
+
+def _server_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            request = _parse(request_class, raw)
+        except _Malformed as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        async for response in impl(request, context):
+            yield response
+    return call
+
+
+def _bidi_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+    async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def requests() -> AsyncIterator[Any]:
+            async for raw in raw_iterator:
+                try:
+                    yield _parse(request_class, raw)
+                except _Malformed as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+        async for response in impl(requests(), context):
+            yield response
+    return call
+
+
+def method_handlers(service: pb_grpc.MessagingServiceServicer) -> grpc.GenericRpcHandler:
+    """The handlers of every MessagingService method ``service`` implements (see the module docstring)."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        impl = getattr(type(service), method.name)
+        if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
+            continue  # not implemented: left to grpc's UNIMPLEMENTED
+        bound = getattr(service, method.name)
+        request_class = getattr(pb, method.input_type.name)
+        serialize = getattr(pb, method.output_type.name).SerializeToString
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _bidi_stream(bound, request_class), response_serializer=serialize)
+        elif method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _server_stream(bound, request_class), response_serializer=serialize)
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(bound, request_class), response_serializer=serialize)
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

@@ -1,0 +1,412 @@
+"""MessagingService: the apache.rocketmq.v2 RPCs, answered from the broker's own tables and paths.
+
+A thin layer: it validates a request, calls what the broker already has, and builds the answer.
+
+* QueryRoute / QueryAssignment: the topic's queues from the topic config, each with its
+  permission (topic and broker permission combined) and this broker's gRPC endpoint; then the
+  same queues of each broker in ``clusterPeers``, at its host and this broker's gRPC port.
+* SendMessage: each message becomes the SEND_MESSAGE_V2 request a 4.x producer would send and
+  goes through the registered send handler (processor/send.py: topic checks and auto-creation,
+  the put, SYNC_FLUSH waits, the timer store for a delivery timestamp, statistics), as RocketMQ's
+  proxy in local mode hands its sends to the broker's processor. A FIFO message's group picks its
+  queue by hash; other messages go to a random writable queue.
+* Telemetry: every settings command is answered OK with the settings a client needs to run
+  (publishing: the maximum body size; subscription: batch size and long-polling time).
+* ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
+  pop_service.py; a message goes to its dead-letter queue through the registered
+  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
+* Heartbeat / NotifyClientTermination: OK (gRPC clients are not listed among a group's
+  connections yet).
+
+Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, Final
+
+from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.grpc_v2 import message_convert
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.message_convert import BadMessage
+from rocketstore.broker.grpc_v2.pop_service import DeadLetterForwarder, InvalidHandle, PopService, parse_handle
+from rocketstore.broker.mq_version import BROKER_VERSION
+from rocketstore.broker.server import Connection
+from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
+from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.common.topic_config import TopicConfig
+from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketstore.store.schedule_message_service import parse_delay_levels
+
+#: what a queue accepts: no TRANSACTION (EndTransaction is not served over gRPC yet)
+ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY)
+#: queue count of a topic auto-created by a send (RocketMQ producers' defaultTopicQueueNums)
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
+DEFAULT_INVISIBLE_MS: Final = 60_000
+#: long polling a consumer is told to use, and the longest the broker holds a receive
+LONG_POLLING_MS: Final = 20_000
+#: answered before the client's deadline by this much (RocketMQ proxy's longPollingReserveTimeInMillis)
+DEADLINE_RESERVE_S: Final = 0.1
+PRODUCER_MAX_ATTEMPTS: Final = 3
+
+
+def _status(code: int, message: str = "") -> pb.Status:
+    return pb.Status(code=code, message=message or pb.Code.Name(code))  # type: ignore[arg-type]
+
+
+def _ms(duration: Any) -> int:
+    return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
+
+
+def endpoints_of(host: str, port: int) -> pb.Endpoints:
+    """``host:port`` as v2 Endpoints, with the scheme its host text has."""
+    try:
+        scheme = pb.IPv4 if ipaddress.ip_address(host).version == 4 else pb.IPv6
+    except ValueError:
+        scheme = pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def queue_permission(queue_id: int, config: TopicConfig, broker_perm: int) -> int:
+    """A queue's v2 permission: readable below readQueueNums, writable below writeQueueNums, each
+    only where topic and broker permit it."""
+    perm = config.perm & broker_perm
+    readable = queue_id < config.read_queue_nums and bool(perm & PERM_READ)
+    writable = queue_id < config.write_queue_nums and bool(perm & PERM_WRITE)
+    if readable and writable:
+        return int(pb.READ_WRITE)
+    if readable:
+        return int(pb.READ)
+    return int(pb.WRITE) if writable else int(pb.NONE)
+
+
+def settings_answer(client: pb.Settings, *, max_body_size: int, retry_max_times: int,
+                    delay_levels: list[int]) -> pb.Settings:
+    """The settings a Telemetry settings command is answered with: the client's own, completed.
+
+    A producer needs ``publishing.max_body_size`` (0 fails every send) and
+    ``validate_message_type``; a consumer ``subscription.long_polling_timeout``, ``fifo`` and
+    ``receive_batch_size``, and a retry policy: ``retryMaxTimes + 1`` deliveries spaced by the
+    broker's delay levels from the third on (10 s, 30 s, 1 min, ...), as 4.x retries are spaced.
+    """
+    answer = pb.Settings()
+    answer.CopyFrom(client)
+    if client.WhichOneof("pub_sub") == "subscription":
+        sub = answer.subscription
+        sub.fifo = False
+        sub.receive_batch_size = 32
+        sub.long_polling_timeout.FromMilliseconds(LONG_POLLING_MS)
+        policy = answer.backoff_policy
+        policy.Clear()
+        policy.max_attempts = retry_max_times + 1
+        for level_ms in delay_levels[2:]:
+            policy.customized_backoff.next.add().FromMilliseconds(level_ms)
+    else:
+        answer.publishing.max_body_size = max_body_size
+        answer.publishing.validate_message_type = True
+        if not client.HasField("backoff_policy"):
+            policy = answer.backoff_policy
+            policy.max_attempts = PRODUCER_MAX_ATTEMPTS
+            policy.exponential_backoff.initial.FromMilliseconds(10)
+            policy.exponential_backoff.max.FromMilliseconds(1000)
+            policy.exponential_backoff.multiplier = 2.0
+    return answer
+
+
+def overall_status(statuses: list[pb.Status]) -> pb.Status:
+    """The top-level status of a call with several entries: theirs when they agree, else
+    MULTIPLE_RESULTS (each entry keeps its own)."""
+    codes = {status.code for status in statuses}
+    if len(codes) == 1:
+        return statuses[0]
+    return _status(pb.MULTIPLE_RESULTS, "the entries have different results")
+
+
+def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
+    """How pop moves a message to ``%DLQ%{group}``: the CONSUMER_SEND_MSG_BACK a 4.x consumer sends
+    with a negative delay level, through the broker's registered send-back handler (DLQ topic
+    creation, RETRY_TOPIC / ORIGIN_MESSAGE_ID properties, statistics)."""
+    def forward(group: str, message: StoredMessage) -> str | None:
+        header = ConsumerSendMsgBackRequestHeader(offset=message.physical_offset, group=group, delay_level=-1,
+                                                  origin_msg_id=message.msg_id, origin_topic=message.topic)
+        command = RemotingCommand(code=RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=header.to_ext_fields(),
+                                  version=BROKER_VERSION)
+        reply = broker.remoting.handlers[RequestCode.CONSUMER_SEND_MSG_BACK](_connection(broker, "pop"), command)
+        if not isinstance(reply, RemotingCommand):  # the send-back path answers at once; never expected
+            if isinstance(reply, Coroutine):
+                reply.close()
+            return "the send-back path did not answer"
+        return None if reply.code == ResponseCode.SUCCESS else f"code {reply.code}: {reply.remark}"
+
+    return forward
+
+
+def _connection(broker: BrokerContext, peer: str) -> Connection:
+    """What the remoting handlers take as the caller: a gRPC call has no remoting connection (RocketMQ's
+    proxy in local mode hands its processors a channel of its own the same way)."""
+    conn = Connection(server=broker.remoting)
+    conn.peer = peer
+    conn.peer_host = _peer_host(peer)
+    return conn
+
+
+def _peer_host(peer: str) -> HostAddress:
+    """grpc's ``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` as a bornHost."""
+    _, _, rest = peer.partition(":")
+    host, _, port = rest.rpartition(":")
+    try:
+        return HostAddress(host.strip("[]") or "127.0.0.1", int(port))
+    except ValueError:
+        return HostAddress("127.0.0.1", 0)
+
+
+class MessagingService(pb_grpc.MessagingServiceServicer):
+    """The servicer; ``endpoint`` is this broker's gRPC address as clients reach it."""
+
+    def __init__(self, broker: BrokerContext, pop: PopService, endpoint: Callable[[], pb.Endpoints]) -> None:
+        self.broker = broker
+        self.pop = pop
+        self.endpoint = endpoint
+        self._closing = asyncio.Event()
+
+    # -- routes --------------------------------------------------------------------------------
+    def _topic(self, name: str) -> TopicConfig | pb.Status:
+        if not name:
+            return _status(pb.ILLEGAL_TOPIC, "the request names no topic")
+        invalid = validate_topic(name)
+        if invalid is not None:
+            return _status(pb.ILLEGAL_TOPIC, invalid)
+        config = self.broker.topic_config_manager.get(name)
+        if config is None:
+            return _status(pb.TOPIC_NOT_FOUND, f"topic {name} does not exist")
+        return config
+
+    def _queues(self, config: TopicConfig) -> list[pb.MessageQueue]:
+        """This broker's queues, then those of each ``clusterPeers`` broker (the name-server role lists
+        them alike): a peer carries the same topic config and listens on the same grpcListenPort
+        at the host of its remoting address, as the operator's brokers do."""
+        cfg = self.broker.broker_config
+        brokers = [(pb.Broker(name=cfg.broker_name, id=0, endpoints=self.endpoint()), cfg.broker_permission)]
+        own_port = self.endpoint().addresses[0].port
+        for peer in cfg.cluster_peer_list():
+            if peer.broker_name != cfg.broker_name:
+                host = peer.addr.rpartition(":")[0].strip("[]")
+                brokers.append((pb.Broker(name=peer.broker_name, id=0, endpoints=endpoints_of(host, own_port)),
+                                PERM_READ | PERM_WRITE))
+        return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
+                                permission=queue_permission(queue_id, config, perm),  # type: ignore[arg-type]
+                                broker=broker, accept_message_types=ACCEPTED_TYPES)
+                for broker, perm in brokers
+                for queue_id in range(max(config.read_queue_nums, config.write_queue_nums))]
+
+    async def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
+        config = self._topic(request.topic.name)
+        if isinstance(config, pb.Status):
+            return pb.QueryRouteResponse(status=config)
+        return pb.QueryRouteResponse(status=_status(pb.OK), message_queues=self._queues(config))
+
+    async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: Any) -> pb.QueryAssignmentResponse:
+        config = self._topic(request.topic.name)
+        if isinstance(config, pb.Status):
+            return pb.QueryAssignmentResponse(status=config)
+        assignments = [pb.Assignment(message_queue=queue) for queue in self._queues(config)
+                       if queue.permission in (pb.READ, pb.READ_WRITE)]
+        return pb.QueryAssignmentResponse(status=_status(pb.OK), assignments=assignments)
+
+    # -- client session ------------------------------------------------------------------------
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        return pb.HeartbeatResponse(status=_status(pb.OK))
+
+    async def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
+                                      context: Any) -> pb.NotifyClientTerminationResponse:
+        return pb.NotifyClientTerminationResponse(status=_status(pb.OK))
+
+    async def Telemetry(self, request_iterator: AsyncIterator[pb.TelemetryCommand],
+                        context: Any) -> AsyncIterator[pb.TelemetryCommand]:
+        """Answers settings commands until the client closes the stream or the broker stops (a
+        client holds this stream for its whole life: without ending it, every stop would wait
+        out its whole grace period)."""
+        delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
+        requests = aiter(request_iterator)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            while True:
+                following = asyncio.ensure_future(anext(requests))
+                await asyncio.wait([following, closing], return_when=asyncio.FIRST_COMPLETED)
+                if not following.done():
+                    following.cancel()
+                    return
+                try:
+                    command = following.result()
+                except StopAsyncIteration:
+                    return
+                if command.WhichOneof("command") != "settings":
+                    continue  # answers to commands this broker never sends
+                group = command.settings.subscription.group.name
+                group_config = self.broker.subscription_group(group) if group else None
+                retry_max_times = group_config.retry_max_times if group_config is not None else 16
+                yield pb.TelemetryCommand(status=_status(pb.OK), settings=settings_answer(
+                    command.settings, max_body_size=self.broker.store_config.max_message_size,
+                    retry_max_times=retry_max_times, delay_levels=delay_levels))
+        finally:
+            closing.cancel()
+
+    def close(self) -> None:
+        """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
+        self._closing.set()
+
+    # -- send ----------------------------------------------------------------------------------
+    async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
+        if not request.messages:
+            return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages to send"))
+        conn = _connection(self.broker, context.peer())
+        entries = [await self._send_one(conn, message) for message in request.messages]
+        return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
+
+    async def _send_one(self, conn: Connection, message: pb.Message) -> pb.SendResultEntry:
+        message_id = message.system_properties.message_id
+        try:
+            command = self._send_command(message)
+        except BadMessage as exc:
+            return pb.SendResultEntry(status=_status(exc.code, str(exc)), message_id=message_id)
+        handler = self.broker.remoting.handlers[RequestCode.SEND_MESSAGE_V2]
+        reply = handler(conn, command)
+        response = await reply if isinstance(reply, Awaitable) else reply
+        if response is None:  # the send path always answers a two-way request
+            return pb.SendResultEntry(status=_status(pb.INTERNAL_SERVER_ERROR, "no answer"), message_id=message_id)
+        code = message_convert.send_status_code(response.code)
+        if code != pb.OK:
+            return pb.SendResultEntry(status=_status(code, response.remark or ""), message_id=message_id)
+        offset = int(response.ext_fields.get("queueOffset", "0"))
+        return pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
+                                  offset=offset)
+
+    def _send_command(self, message: pb.Message) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 request a 4.x producer would send for ``message``."""
+        system = message.system_properties
+        if system.message_type == pb.TRANSACTION:
+            raise BadMessage(pb.NOT_IMPLEMENTED, "transactional messages are not served over gRPC yet")
+        if not message.body:
+            raise BadMessage(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
+        if len(message.body) > self.broker.store_config.max_message_size:
+            raise BadMessage(pb.MESSAGE_BODY_TOO_LARGE, f"the body has {len(message.body)} bytes, more than "
+                             f"maxMessageSize {self.broker.store_config.max_message_size}")
+        if system.body_encoding == pb.GZIP:
+            raise BadMessage(pb.BAD_REQUEST, "GZIP-encoded bodies are not accepted; send the body as is")
+        topic = message.topic.name
+        invalid = validate_topic(topic) if topic else "the message names no topic"
+        if invalid is not None:
+            raise BadMessage(pb.ILLEGAL_TOPIC, invalid)
+        properties = message_convert.store_properties(message)
+        queue_id = -1  # the send path picks a random writable queue
+        if system.HasField("message_group"):
+            config = self.broker.topic_config_manager.get(topic)
+            if config is not None:
+                queue_id = message_convert.fifo_queue(system.message_group, config.write_queue_nums)
+        born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else int(
+            time.time() * 1000)
+        header = SendMessageRequestHeader(
+            producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=0,
+            born_timestamp=born_ms, flag=0, properties=properties_to_string(properties), reconsume_times=0)
+        return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_v2_ext_fields(),
+                               body=message.body, version=BROKER_VERSION)
+
+    # -- pop -----------------------------------------------------------------------------------
+    async def ReceiveMessage(self, request: pb.ReceiveMessageRequest,
+                             context: Any) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        group, topic = request.group.name, request.message_queue.topic.name
+        config = self._topic(topic)
+        problem = config if isinstance(config, pb.Status) else self._receive_problem(request)
+        if problem is not None:
+            yield pb.ReceiveMessageResponse(status=problem)
+            return
+        invisible_ms = _ms(request.invisible_duration) if request.HasField("invisible_duration") \
+            else DEFAULT_INVISIBLE_MS
+        polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") \
+            else LONG_POLLING_MS
+        wait_s = min(polling_ms, LONG_POLLING_MS) / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
+        received = await self.pop.receive(group, topic, request.filter_expression.expression,
+                                          request.batch_size, invisible_ms, wait_s, request.attempt_id)
+        if not received:
+            yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield pb.ReceiveMessageResponse(status=_status(pb.OK))
+        now = pb.ReceiveMessageResponse()
+        now.delivery_timestamp.GetCurrentTime()
+        yield now
+        store_host = str(self.broker.store_host)
+        for item in received:
+            yield pb.ReceiveMessageResponse(message=message_convert.received_message(
+                item.message, receipt_handle=item.handle.encode(), attempt=item.attempt, invisible_ms=invisible_ms,
+                store_host=store_host))
+
+    def _receive_problem(self, request: pb.ReceiveMessageRequest) -> pb.Status | None:
+        group = request.group.name
+        if not group:
+            return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
+        if self.broker.subscription_group(group) is None:
+            return _status(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
+        if request.filter_expression.type == pb.SQL:
+            return _status(pb.NOT_IMPLEMENTED, "SQL92 filters are not served over gRPC yet; use a TAG expression")
+        if request.batch_size <= 0:
+            return _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
+        cfg = self.broker.broker_config
+        if request.HasField("invisible_duration"):
+            invisible_ms = _ms(request.invisible_duration)
+            if not cfg.min_invisible_time_mills_for_recv <= invisible_ms <= cfg.max_invisible_time_mills:
+                return _status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside "
+                               f"[{cfg.min_invisible_time_mills_for_recv}, {cfg.max_invisible_time_mills}] ms")
+        if request.HasField("long_polling_timeout") and _ms(request.long_polling_timeout) < 0:
+            return _status(pb.ILLEGAL_POLLING_TIME, "the long polling timeout is negative")
+        return None
+
+    async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
+        if not request.entries:
+            return pb.AckMessageResponse(status=_status(pb.BAD_REQUEST, "no entries to ack"))
+        results = []
+        for entry in request.entries:
+            try:
+                self.pop.ack(request.group.name, request.topic.name, parse_handle(entry.receipt_handle))
+                status = _status(pb.OK)
+            except InvalidHandle as exc:
+                status = _status(pb.INVALID_RECEIPT_HANDLE, str(exc))
+            results.append(pb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
+                                                    status=status))
+        return pb.AckMessageResponse(status=overall_status([r.status for r in results]), entries=results)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: pb.ForwardMessageToDeadLetterQueueRequest,
+                                              context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        try:
+            error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
+                                                          parse_handle(request.receipt_handle))
+        except InvalidHandle as exc:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
+        if error is not None:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INTERNAL_SERVER_ERROR, error))
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.OK))
+
+    async def ChangeInvisibleDuration(self, request: pb.ChangeInvisibleDurationRequest,
+                                      context: Any) -> pb.ChangeInvisibleDurationResponse:
+        invisible_ms = _ms(request.invisible_duration)
+        limit = self.broker.broker_config.max_invisible_time_mills
+        if not 0 <= invisible_ms <= limit:
+            return pb.ChangeInvisibleDurationResponse(status=_status(
+                pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside [0, {limit}] ms"))
+        try:
+            handle = self.pop.change_invisible(request.group.name, request.topic.name,
+                                               parse_handle(request.receipt_handle), invisible_ms)
+        except InvalidHandle as exc:
+            return pb.ChangeInvisibleDurationResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
+        return pb.ChangeInvisibleDurationResponse(status=_status(pb.OK), receipt_handle=handle.encode())

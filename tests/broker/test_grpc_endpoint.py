@@ -1,0 +1,312 @@
+"""The gRPC v2 endpoint of a broker process, called with the stubs generated from our own protocol:
+status codes for bad requests, FIFO placement, timed delivery, receipt handles. The real 5.x
+client's view is in tests/clients/test_python_5x_client.py."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from broker_process import Broker
+
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.client.admin import MQAdmin
+from rocketstore.common.message import java_string_hash
+from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "GrpcEndpoint"
+QUEUES = 4
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    # segments large enough for the 3 MiB messages of the large-request test
+    b = Broker(tmp_path_factory.mktemp("grpc-endpoint"),
+               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\n")
+    b.start()
+    try:
+        with MQAdmin(b.namesrv) as admin:
+            admin.create_topic(TOPIC, QUEUES, QUEUES)
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(broker: Broker) -> Iterator[pb_grpc.MessagingServiceStub]:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        yield pb_grpc.MessagingServiceStub(channel)
+
+
+def _message(body: bytes, **system: object) -> pb.Message:
+    return pb.Message(topic=pb.Resource(name=TOPIC), body=body, system_properties=pb.SystemProperties(
+        message_id=f"id-{body.decode()}", body_encoding=pb.IDENTITY, **system))
+
+
+def _receive(stub: pb_grpc.MessagingServiceStub, group: str, *, invisible_s: int = 30, polling_s: int = 1,
+             batch: int = 32, topic: str = TOPIC, attempt_id: str | None = None) -> list[pb.ReceiveMessageResponse]:
+    request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch,
+                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)),
+                                       attempt_id=attempt_id)
+    request.invisible_duration.FromSeconds(invisible_s)
+    request.long_polling_timeout.FromSeconds(polling_s)
+    return list(stub.ReceiveMessage(request, timeout=polling_s + 5))
+
+
+def _messages(responses: list[pb.ReceiveMessageResponse]) -> list[pb.Message]:
+    return [r.message for r in responses if r.HasField("message")]
+
+
+def _collect(stub: pb_grpc.MessagingServiceStub, group: str, want: Callable[[pb.Message], bool], count: int = 1,
+             timeout: float = 15, **receive: Any) -> list[pb.Message]:
+    """Receive until ``count`` wanted messages came (or ``timeout``): a sent message becomes visible
+    once dispatch has indexed it, and a receive answers as soon as it has any message (a new group
+    first gets everything sent to the topic before)."""
+    found: list[pb.Message] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        found += [m for m in _messages(_receive(stub, group, **receive)) if want(m)]
+    return found
+
+
+def _body(body: bytes) -> Callable[[pb.Message], bool]:
+    return lambda m: m.body == body
+
+
+def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
+    route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)))
+    assert route.status.code == pb.OK
+    assert [q.id for q in route.message_queues] == list(range(QUEUES))
+    queue = route.message_queues[0]
+    assert queue.permission == pb.READ_WRITE
+    assert pb.NORMAL in queue.accept_message_types and pb.TRANSACTION not in queue.accept_message_types
+    assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [("127.0.0.1", broker.grpc_port)]
+
+
+def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """clusterPeers brokers carry the same topics; each listens on the same gRPC port at its own host."""
+    b = Broker(tmp_path_factory.mktemp("grpc-peers"), "clusterPeers=broker-b@10.1.2.3:10911\n")
+    b.start()
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    finally:
+        b.stop()
+    brokers = {(q.broker.name, q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port)
+               for q in route.message_queues}
+    assert brokers == {("broker-a", "127.0.0.1", b.grpc_port), ("broker-b", "10.1.2.3", b.grpc_port)}
+    assert len(route.message_queues) == 2 * 8
+
+
+def test_unknown_topic_and_bad_requests_get_v2_codes(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))).status.code \
+        == pb.TOPIC_NOT_FOUND
+    assert stub.QueryRoute(pb.QueryRouteRequest()).status.code == pb.ILLEGAL_TOPIC
+    assert _receive(stub, "G", topic="NoSuchTopic")[0].status.code == pb.TOPIC_NOT_FOUND
+    assert _receive(stub, "G", invisible_s=0)[0].status.code == pb.ILLEGAL_INVISIBLE_TIME
+    assert _receive(stub, "")[0].status.code == pb.ILLEGAL_CONSUMER_GROUP
+    sent = stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"")]))
+    assert sent.entries[0].status.code == pb.MESSAGE_BODY_EMPTY
+    reserved = _message(b"r")
+    reserved.user_properties["UNIQ_KEY"] = "x"
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[reserved])).status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    ack = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="G"), topic=pb.Resource(name=TOPIC),
+                                               entries=[pb.AckMessageEntry(receipt_handle="forged")]))
+    assert ack.status.code == pb.INVALID_RECEIPT_HANDLE
+
+
+def test_undecodable_protobuf_is_refused_and_the_endpoint_keeps_serving(broker: Broker,
+                                                                        stub: pb_grpc.MessagingServiceStub) -> None:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute")
+        with pytest.raises(grpc.RpcError) as error:
+            raw(b"\xff\xff\xff\xff", timeout=5)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "apache.rocketmq.v2.QueryRouteRequest" in (error.value.details() or "")
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))).status.code == pb.OK
+
+
+def test_a_method_not_served_yet_is_unimplemented(stub: pb_grpc.MessagingServiceStub) -> None:
+    with pytest.raises(grpc.RpcError) as error:
+        stub.EndTransaction(pb.EndTransactionRequest(), timeout=5)
+    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_fifo_group_stays_in_one_queue(stub: pb_grpc.MessagingServiceStub) -> None:
+    messages = [_message(f"fifo-{i}".encode(), message_group="order-42", message_type=pb.FIFO) for i in range(6)]
+    assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+    received = _collect(stub, "GroupFifo", lambda m: m.body.startswith(b"fifo-"), 6)
+    assert len(received) == 6
+    assert {m.system_properties.queue_id for m in received} == {java_string_hash("order-42") % QUEUES}
+    assert {m.system_properties.message_group for m in received} == {"order-42"}
+
+
+def test_a_delivery_timestamp_holds_the_message_until_then(stub: pb_grpc.MessagingServiceStub) -> None:
+    timed = _message(b"timed", message_type=pb.DELAY)
+    due_ms = int(time.time() * 1000) + 3000
+    timed.system_properties.delivery_timestamp.FromMilliseconds(due_ms)
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[timed])).status.code == pb.OK
+    _receive(stub, "GroupTimed", polling_s=0)  # the group starts here: everything earlier is taken now
+    deadline = time.monotonic() + 15
+    found: list[pb.Message] = []
+    while not found and time.monotonic() < deadline:
+        found = [m for m in _messages(_receive(stub, "GroupTimed", polling_s=1)) if m.body == b"timed"]
+    assert found, "the timed message never arrived"
+    assert time.time() * 1000 >= due_ms - 50
+    assert found[0].system_properties.delivery_timestamp.ToMilliseconds() == due_ms
+
+
+def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"stale")])).status.code == pb.OK
+    group = pb.Resource(name="GroupStale")
+    first = _collect(stub, "GroupStale", _body(b"stale"), invisible_s=1)
+    old_handle = first[0].system_properties.receipt_handle
+    time.sleep(1.1)
+    second = _collect(stub, "GroupStale", _body(b"stale"))
+    assert second[0].system_properties.delivery_attempt == 2
+    topic = pb.Resource(name=TOPIC)
+    stale = stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic,
+                                                 entries=[pb.AckMessageEntry(receipt_handle=old_handle)]))
+    assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
+    current = pb.AckMessageEntry(receipt_handle=second[0].system_properties.receipt_handle)
+    assert stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic, entries=[current])).status.code == pb.OK
+
+
+def test_with_acl_every_call_is_refused_unauthenticated(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Signatures of gRPC calls are not verified yet: with aclEnable the endpoint lets nobody in."""
+    tmp = tmp_path_factory.mktemp("grpc-acl")
+    (tmp / "conf").mkdir()
+    b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
+    b.start()
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel, pytest.raises(grpc.RpcError) as error:
+            pb_grpc.MessagingServiceStub(channel).QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    finally:
+        b.stop()
+    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "aclEnable" in (error.value.details() or "")
+
+
+def test_a_second_broker_on_the_same_grpc_port_fails_to_start(broker: Broker,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """grpc would share the port (SO_REUSEPORT) and split the clients between two brokers."""
+    tmp = tmp_path_factory.mktemp("grpc-port-taken")
+    second = Broker(tmp)
+    second.conf.write_text(second.conf.read_text() + f"grpcListenPort={broker.grpc_port}\n")
+    with pytest.raises(AssertionError, match="broker not ready"):
+        second.start()
+    assert "grpcListenPort: cannot listen on" in second.log_text()
+
+
+def test_open_telemetry_streams_do_not_hold_up_a_stop(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A 5.x client keeps its Telemetry stream open for good; the broker ends it when it stops
+    instead of waiting out its 10 s grace period."""
+    b = Broker(tmp_path_factory.mktemp("grpc-stop"))
+    b.start()
+    done = threading.Event()
+
+    def commands() -> Iterator[pb.TelemetryCommand]:
+        yield pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PRODUCER))
+        done.wait(60)  # the client's side of the stream stays open
+
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stream = pb_grpc.MessagingServiceStub(channel).Telemetry(commands(), timeout=60)
+            first = next(stream)
+            assert first.status.code == pb.OK and first.settings.publishing.max_body_size > 0
+            started = time.monotonic()
+            assert b.stop() == 0
+            assert time.monotonic() - started < 5, b.log_text()[-2000:]
+    finally:
+        done.set()
+
+
+def test_the_last_delivery_attempt_moves_a_message_to_its_dlq(stub: pb_grpc.MessagingServiceStub,
+                                                               broker: Broker) -> None:
+    """retryMaxTimes=1: two deliveries, then %DLQ%group instead of a third."""
+    with MQAdmin(broker.namesrv) as admin:
+        admin.broker(broker.addr).create_subscription_group(SubscriptionGroupConfig(group_name="GroupDlq",
+                                                                                    retry_max_times=1))
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"dlq")])).status.code == pb.OK
+    found = _collect(stub, "GroupDlq", _body(b"dlq"), 2, invisible_s=1, polling_s=3)
+    assert [m.system_properties.delivery_attempt for m in found] == [1, 2]
+    time.sleep(1.2)
+    assert _collect(stub, "GroupDlq", _body(b"dlq"), timeout=2) == []
+    dead = _collect(stub, "DlqReader", _body(b"dlq"), topic="%DLQ%GroupDlq")
+    assert len(dead) == 1 and dead[0].system_properties.message_id == "id-dlq"
+
+
+def test_a_client_can_forward_a_message_to_the_dlq(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"fwd")])).status.code == pb.OK
+    found = _collect(stub, "GroupFwd", _body(b"fwd"))
+    request = pb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="GroupFwd"), topic=pb.Resource(name=TOPIC),
+        receipt_handle=found[0].system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1)
+    assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.OK
+    assert stub.ForwardMessageToDeadLetterQueue(request).status.code == pb.INVALID_RECEIPT_HANDLE  # done already
+    assert len(_collect(stub, "DlqReader", _body(b"fwd"), topic="%DLQ%GroupFwd")) == 1
+
+
+def test_a_retried_receive_gets_what_its_first_attempt_took(stub: pb_grpc.MessagingServiceStub) -> None:
+    """Same attempt_id (the client retries a receive whose answer it lost): the same deliveries."""
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry")])).status.code == pb.OK
+    assert _collect(stub, "GroupRetry", _body(b"retry"))  # the group starts: everything up to here is taken
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"retry-2")])).status.code == pb.OK
+    first = _collect(stub, "GroupRetry", _body(b"retry-2"), attempt_id="attempt-1")
+    assert [m.body for m in first] == [b"retry-2"]
+    again = _messages(_receive(stub, "GroupRetry", attempt_id="attempt-1"))
+    assert [(m.body, m.system_properties.receipt_handle) for m in again] == \
+        [(b"retry-2", first[0].system_properties.receipt_handle)]
+    assert _messages(_receive(stub, "GroupRetry", attempt_id="attempt-2", polling_s=0)) == []
+
+
+def test_a_request_larger_than_grpcs_default_limit_is_accepted(stub: pb_grpc.MessagingServiceStub) -> None:
+    """Two 3 MiB messages in one SendMessage: 6 MiB, over grpc's default 4 MiB request limit (RocketMQ's
+    proxy accepts up to 130 MiB)."""
+    bodies = [bytes([i]) * (3 * 1024 * 1024) for i in (1, 2)]
+    messages = [pb.Message(topic=pb.Resource(name=TOPIC), body=body, system_properties=pb.SystemProperties(
+        message_id=f"id-big-{i}", body_encoding=pb.IDENTITY)) for i, body in enumerate(bodies)]
+    sent = stub.SendMessage(pb.SendMessageRequest(messages=messages), timeout=30)
+    assert sent.status.code == pb.OK and len(sent.entries) == 2
+    received = _collect(stub, "GroupBig", lambda m: m.system_properties.message_id.startswith("id-big"), 2)
+    assert sorted(m.body for m in received) == bodies
+
+
+def test_a_store_that_lost_its_tail_does_not_make_new_messages_skipped(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The pop log remembers offsets the store no longer has (here: its message files removed while
+    it was down, as a power loss can take their unsynced tail): new messages reuse those offsets
+    and must still be delivered, not skipped as if already received."""
+    b = Broker(tmp_path_factory.mktemp("grpc-lost-tail"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        with MQAdmin(b.namesrv) as admin:
+            admin.create_topic("LostTail", 1, 1)
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            old = [pb.Message(topic=pb.Resource(name="LostTail"), body=f"old-{i}".encode()) for i in range(3)]
+            assert stub.SendMessage(pb.SendMessageRequest(messages=old)).status.code == pb.OK
+            assert len(_collect(stub, "GroupLost", lambda m: True, 3, topic="LostTail")) == 3
+        b.stop()
+        for name in ("commitlog", "consumequeue", "index", "checkpoint"):
+            path = b.store / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        b.start()
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            new = pb.Message(topic=pb.Resource(name="LostTail"), body=b"new-0")
+            assert stub.SendMessage(pb.SendMessageRequest(messages=[new])).status.code == pb.OK
+            assert [m.body for m in _collect(stub, "GroupLost", lambda m: True, topic="LostTail")] == [b"new-0"]
+        assert "the store lost its tail" in b.log_text()
+    finally:
+        b.stop()

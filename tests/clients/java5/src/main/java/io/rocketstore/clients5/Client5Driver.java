@@ -1,0 +1,200 @@
+package io.rocketstore.clients5;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.FilterExpression;
+import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
+import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
+import org.apache.rocketmq.client.apis.message.Message;
+import org.apache.rocketmq.client.apis.message.MessageBuilder;
+import org.apache.rocketmq.client.apis.message.MessageView;
+import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.client.apis.producer.SendReceipt;
+
+/**
+ * Drives the real RocketMQ 5.x Java client for tests/clients/test_java_5x_client.py. One JSON object
+ * per line on stdout ("kind" says what it is); an exception prints {"kind":"error"} and exits 1.
+ *
+ * <pre>
+ *   produce ENDPOINT TOPIC COUNT PREFIX [fifo GROUP | delay MILLIS]
+ *   consume ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (simple consumer, acks each message)
+ *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (push consumer, SUCCESS for each)
+ * </pre>
+ */
+public final class Client5Driver {
+    private Client5Driver() {
+    }
+
+    public static void main(String[] args) {
+        try {
+            ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args[1]).enableSsl(false)
+                .setRequestTimeout(Duration.ofSeconds(5)).build();
+            ClientServiceProvider provider = ClientServiceProvider.loadService();
+            switch (args[0]) {
+                case "produce" -> produce(provider, config, args);
+                case "consume" -> consume(provider, config, args);
+                case "push" -> push(provider, config, args);
+                default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+            }
+            System.exit(0);
+        } catch (Throwable e) {
+            emit("error", Map.of("error", e.toString()));
+            System.exit(1);
+        }
+    }
+
+    private static void produce(ClientServiceProvider provider, ClientConfiguration config, String[] args)
+        throws Exception {
+        String topic = args[2];
+        int count = Integer.parseInt(args[3]);
+        String prefix = args[4];
+        String variant = args.length > 5 ? args[5] : "normal";
+        try (Producer producer = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic)
+            .build()) {
+            for (int i = 0; i < count; i++) {
+                MessageBuilder builder = provider.newMessageBuilder().setTopic(topic).setTag("TagJ")
+                    .setKeys(prefix + "-key-" + i).addProperty("index", String.valueOf(i))
+                    .setBody((prefix + "-" + i).getBytes(StandardCharsets.UTF_8));
+                if (variant.equals("fifo")) {
+                    builder.setMessageGroup(args[6]);
+                } else if (variant.equals("delay")) {
+                    builder.setDeliveryTimestamp(System.currentTimeMillis() + Long.parseLong(args[6]));
+                }
+                Message message = builder.build();
+                SendReceipt receipt = producer.send(message);
+                emit("sent", Map.of("index", i, "message_id", receipt.getMessageId().toString(),
+                    "at_ms", System.currentTimeMillis()));
+            }
+        }
+    }
+
+    private static Map<String, Object> describe(MessageView view) {
+        Map<String, Object> fields = new TreeMap<>();
+        ByteBuffer body = view.getBody();
+        byte[] bytes = new byte[body.remaining()];
+        body.get(bytes);
+        fields.put("message_id", view.getMessageId().toString());
+        fields.put("body", new String(bytes, StandardCharsets.UTF_8));
+        fields.put("tag", view.getTag().orElse(""));
+        fields.put("keys", new ArrayList<>(view.getKeys()));
+        fields.put("properties", view.getProperties());
+        fields.put("attempt", view.getDeliveryAttempt());
+        fields.put("message_group", view.getMessageGroup().orElse(""));
+        fields.put("at_ms", System.currentTimeMillis());
+        return fields;
+    }
+
+    private static void consume(ClientServiceProvider provider, ClientConfiguration config, String[] args)
+        throws Exception {
+        String topic = args[2];
+        int expect = Integer.parseInt(args[4]);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(args[5]));
+        int received = 0;
+        try (SimpleConsumer consumer = provider.newSimpleConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(args[3]).setAwaitDuration(Duration.ofSeconds(2))
+            .setSubscriptionExpressions(Collections.singletonMap(topic,
+                new FilterExpression("*", FilterExpressionType.TAG))).build()) {
+            while (received < expect && System.nanoTime() < deadline) {
+                List<MessageView> views = consumer.receive(16, Duration.ofSeconds(30));
+                for (MessageView view : views) {
+                    received++;
+                    emit("received", describe(view));
+                    consumer.ack(view);
+                }
+            }
+        }
+        emit("done", Map.of("deliveries", received));
+    }
+
+    private static void push(ClientServiceProvider provider, ClientConfiguration config, String[] args)
+        throws Exception {
+        String topic = args[2];
+        int expect = Integer.parseInt(args[4]);
+        CountDownLatch done = new CountDownLatch(expect);
+        AtomicInteger consumed = new AtomicInteger();
+        try (PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(args[3])
+            .setSubscriptionExpressions(Collections.singletonMap(topic,
+                new FilterExpression("*", FilterExpressionType.TAG)))
+            .setMessageListener(view -> {
+                synchronized (Client5Driver.class) {
+                    emit("received", describe(view));
+                }
+                consumed.incrementAndGet();
+                done.countDown();
+                return ConsumeResult.SUCCESS;
+            }).build()) {
+            done.await(Long.parseLong(args[5]), TimeUnit.SECONDS);
+            Thread.sleep(500); // the acks of the last messages go out after the listener returns
+        }
+        emit("done", Map.of("deliveries", consumed.get()));
+    }
+
+    private static synchronized void emit(String kind, Map<String, ?> fields) {
+        StringBuilder out = new StringBuilder("{\"kind\":").append(json(kind));
+        for (Map.Entry<String, ?> entry : new TreeMap<>(fields).entrySet()) {
+            out.append(',').append(json(entry.getKey())).append(':').append(json(entry.getValue()));
+        }
+        System.out.println(out.append('}'));
+        System.out.flush();
+    }
+
+    private static String json(Object value) {
+        if (value == null) {
+            return "null";
+        }
+        if (value instanceof Number || value instanceof Boolean) {
+            return value.toString();
+        }
+        if (value instanceof Map<?, ?> map) {
+            StringBuilder out = new StringBuilder("{");
+            for (Map.Entry<?, ?> entry : new TreeMap<>(map).entrySet()) {
+                if (out.length() > 1) {
+                    out.append(',');
+                }
+                out.append(json(entry.getKey().toString())).append(':').append(json(entry.getValue()));
+            }
+            return out.append('}').toString();
+        }
+        if (value instanceof Iterable<?> items) {
+            StringBuilder out = new StringBuilder("[");
+            for (Object item : items) {
+                if (out.length() > 1) {
+                    out.append(',');
+                }
+                out.append(json(item));
+            }
+            return out.append(']').toString();
+        }
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : value.toString().toCharArray()) {
+            switch (c) {
+                case '"' -> out.append("\\\"");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                default -> {
+                    if (c < 0x20) {
+                        out.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
+        }
+        return out.append('"').toString();
+    }
+}

@@ -1,0 +1,190 @@
+"""The real RocketMQ 5.x Python client (``rocketmq-python-client``, gRPC v2) against a broker process.
+
+The client installs a top-level package ``rocketmq`` (as the C++-based 4.x client does) and
+brings its own generated copy of the apache.rocketmq.v2 protocol, which must not meet ours in one
+process; so it lives in a virtualenv of its own (tool_support.pip_tool_venv, cached under
+``~/.cache/rocketstore/venvs``) and ``python5/py5_client.py`` drives it as a subprocess with a
+scratch HOME (the client writes logs under ``$HOME/logs`` at import). The broker is a real
+``rocketstore broker`` process (broker_process.Broker) with ``minInvisibleTimeMillsForRecv=1000``
+so that redelivery after the invisible time takes seconds, not RocketMQ's 10 s minimum.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import Broker
+from polling import wait_until
+from tool_support import pip_tool_venv, pip_tool_venv_dir, require_tool
+
+from rocketstore.client.admin import MQAdmin
+
+pytestmark = pytest.mark.integration
+
+CLIENT_PACKAGE = "rocketmq-python-client"
+CLIENT_VERSION = "5.1.2"
+SCRIPT = Path(__file__).resolve().parent / "python5" / "py5_client.py"
+
+
+@dataclass
+class Run:
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("kind") == kind]
+
+
+@dataclass
+class Py5Client:
+    python: Path
+    home: Path
+    endpoint: str
+
+    def run(self, *args: str | int, timeout: float = 60.0) -> Run:
+        env = {**os.environ, "HOME": str(self.home)}
+        env.pop("PYTHONPATH", None)  # nothing of ours may shadow the client's own package
+        proc = subprocess.run([str(self.python), str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, env=env, check=False)
+        lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
+        run = Run(proc.returncode, lines, proc.stderr)
+        assert proc.returncode == 0 and not run.of("error"), (run.of("error"), proc.stderr[-3000:])
+        return run
+
+    def produce(self, topic: str, count: int, *extra: str) -> Run:
+        return self.run("produce", self.endpoint, topic, count, *extra)
+
+    def consume(self, topic: str, group: str, expect: int, *extra: str | int) -> Run:
+        return self.run("consume", self.endpoint, topic, group, "--expect", expect, *extra)
+
+
+@pytest.fixture(scope="module")
+def client_python() -> Path:
+    try:
+        return pip_tool_venv(CLIENT_PACKAGE, CLIENT_VERSION, "rocketmq")
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        require_tool(CLIENT_PACKAGE, False, f"cannot install {CLIENT_VERSION} into "
+                     f"{pip_tool_venv_dir(CLIENT_PACKAGE, CLIENT_VERSION)}: {exc}")
+        raise
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    b = Broker(tmp_path_factory.mktemp("grpc-broker"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def py5(client_python: Path, broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Py5Client:
+    return Py5Client(client_python, tmp_path_factory.mktemp("py5-home"), broker.grpc_endpoint)
+
+
+@pytest.fixture
+def topic(broker: Broker, request: pytest.FixtureRequest) -> str:
+    """A topic of four queues of its own: a new group starts at the first message of each queue,
+    so messages of other tests must not be there."""
+    name = f"Grpc_{request.node.name.removeprefix('test_')[:40]}"
+    with MQAdmin(broker.namesrv) as admin:
+        admin.create_topic(name, 4, 4)
+    return name
+
+
+def test_the_protocol_matches_the_clients(py5: Py5Client) -> None:
+    """Every message, field number, type and enum value of the client's protocol is ours too."""
+    from google.protobuf import descriptor_pool
+
+    from rocketstore.broker.grpc_v2 import messaging_pb2
+
+    theirs = py5.run("facts").of("facts")[0]
+    pool = descriptor_pool.Default()
+    for name, fields in theirs["messages"].items():
+        ours = pool.FindMessageTypeByName(name)
+        assert sorted([f.number, f.name, f.type, f.is_repeated, f.has_presence,
+                       f.message_type.full_name if f.message_type else
+                       f.enum_type.full_name if f.enum_type else ""] for f in ours.fields) == fields, name
+    for name, values in theirs["enums"].items():
+        assert {v.name: v.number for v in pool.FindEnumTypeByName(name).values} == values, name
+    service = messaging_pb2.DESCRIPTOR.services_by_name["MessagingService"]
+    for path, (request, response, client_streaming, server_streaming) in theirs["methods"].items():
+        method = service.methods_by_name[path.rsplit("/", 1)[1]]
+        assert [method.input_type.full_name, method.output_type.full_name, method.client_streaming,
+                method.server_streaming] == [request, response, client_streaming, server_streaming], path
+
+
+def test_producer_then_simple_consumer_reads_exactly_those_messages(py5: Py5Client, topic: str) -> None:
+    sent = py5.produce(topic, 6, "--tag", "TagA", "--body-prefix", "props", "--prop", "color=red").of("sent")
+    run = py5.consume(topic, "GroupProps", 6, "--mode", "ack", "--tag", "TagA")
+    received = run.of("received")
+    assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
+    for r in received:
+        index = r["properties"]["index"]
+        assert r["body"] == f"props-{index}"
+        assert r["tag"] == "TagA"
+        assert r["keys"] == sorted([f"props-key-{index}", f"props-alt-{index}"])
+        assert r["properties"] == {"index": index, "color": "red"}  # RocketMQ's own keys stay out
+        assert r["attempt"] == 1
+    assert len(run.of("acked")) == 6
+    # acked: never delivered again to this group
+    assert py5.consume(topic, "GroupProps", 1, "--timeout", 3).of("received") == []
+
+
+def test_nack_redelivers_with_attempt_2(py5: Py5Client, topic: str) -> None:
+    sent = py5.produce(topic, 1, "--body-prefix", "nack").of("sent")
+    received = py5.consume(topic, "GroupNack", 2, "--mode", "nack-first", "--timeout", 20).of("received")
+    assert [(r["message_id"], r["attempt"]) for r in received] == [(sent[0]["message_id"], 1),
+                                                                   (sent[0]["message_id"], 2)]
+
+
+def test_a_message_not_acked_comes_back_after_its_invisible_time(py5: Py5Client, topic: str) -> None:
+    sent = py5.produce(topic, 1, "--body-prefix", "late").of("sent")
+    received = py5.consume(topic, "GroupLate", 2, "--mode", "ignore-first", "--invisible", 2,
+                           "--timeout", 20).of("received")
+    assert [(r["message_id"], r["attempt"]) for r in received] == [(sent[0]["message_id"], 1),
+                                                                   (sent[0]["message_id"], 2)]
+    assert received[1]["at"] - received[0]["at"] >= 1.9  # not before its invisible time (2 s)
+
+
+def test_broker_killed_between_receive_and_ack_loses_nothing(py5: Py5Client, broker: Broker, topic: str) -> None:
+    """Received, half of them acked, then kill -9: the unacked ones come back with attempt 2, the
+    acked ones never do."""
+    sent = py5.produce(topic, 6, "--body-prefix", "crash").of("sent")
+    first = py5.consume(topic, "GroupCrash", 6, "--mode", "ack-even", "--invisible", 2)
+    assert sorted(r["message_id"] for r in first.of("received")) == sorted(s["message_id"] for s in sent)
+    assert len(first.of("acked")) == 3
+    broker.stop(signal.SIGKILL)
+    broker.start()
+    again = py5.consume(topic, "GroupCrash", 3, "--mode", "ack", "--timeout", 20).of("received")
+    odd = sorted(s["message_id"] for s in sent if s["index"] % 2 == 1)
+    assert sorted(r["message_id"] for r in again) == odd
+    assert {r["attempt"] for r in again} == {2}
+    assert py5.consume(topic, "GroupCrash", 1, "--timeout", 4).of("received") == []
+
+
+def test_push_consumer_consumes_and_acks(py5: Py5Client, broker: Broker, topic: str) -> None:
+    sent = py5.produce(topic, 5, "--body-prefix", "push").of("sent")
+    received = py5.run("push", py5.endpoint, topic, "GroupPush", "--expect", 5).of("received")
+    assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
+    assert {r["attempt"] for r in received} == {1}
+    # its acks arrived: nothing of this group is left in flight (the client acks after its listener)
+    wait_until("the push consumer's acks", lambda: _metric(broker, "rocketstore_pop_messages_in_flight") == 0,
+               timeout=15)
+
+
+def _metric(broker: Broker, name: str) -> float:
+    for line in broker.metrics().splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not on /metrics")
