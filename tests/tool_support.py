@@ -57,7 +57,8 @@ def require_module(module: str, tool: str, why: str) -> None:
 
 
 #: where test tools installed from a package registry are cached, one folder per tool and version
-TOOL_CACHE = Path.home() / ".cache" / "rocketstore"
+#: (the cache directory the build scripts use too: $XDG_CACHE_HOME, else ~/.cache)
+TOOL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocketstore"
 PIP_TIMEOUT_S = 600
 
 
