@@ -13,7 +13,8 @@ Two targets, one scenario:
   real one): the image ``rocketstore/rocketstore:<version>`` must already be on its nodes (``kind
   load docker-image``) or pullable, PersistentVolumes come from ``ROCKETSTORE_TEST_STORAGE_CLASS``
   (the cluster's default class if unset), and this machine must reach the nodes' addresses (the
-  stores publish node ports 30876-30877 and 30911-30913, 30950). The namespaces the scenario uses
+  stores publish node ports 30876-30877, 30911-30913 and 30950, and 9876 and 30960 on the balancer
+  addresses the LoadBalancer test gives its Services). The namespaces the scenario uses
   must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
   deletes the CRDs it installed).
 """
