@@ -27,6 +27,7 @@ logged.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import os
 import tempfile
@@ -70,6 +71,17 @@ class AclTable:
 
 def validate(table: AclTable, needed: NeededAccess) -> str | None:
     """RocketMQ's reason to refuse ``needed`` (the AclException message), or None to allow it."""
+    verdict = authenticate(table, needed)
+    if verdict is None or isinstance(verdict, str):
+        return verdict
+    return authorize(needed, verdict)
+
+
+def authenticate(table: AclTable, needed: NeededAccess) -> PlainAccount | str | None:
+    """Steps 1-4 (who is asking): None when a white address lets the request through unchecked,
+    the refusal reason when the key is missing or unknown or the signature wrong, else the
+    account whose permissions :func:`authorize` checks next. Separate from them because the gRPC
+    endpoint answers the two kinds of refusal with different status codes."""
     if any(strategy.match(needed.remote_address) for strategy in table.global_white):
         return None
     if needed.access_key is None:
@@ -79,8 +91,14 @@ def validate(table: AclTable, needed: NeededAccess) -> str | None:
         return f"No acl config for {needed.access_key}"
     if account.white_remote_address.match(needed.remote_address):
         return None
-    if cal_signature(needed.content, account.secret_key) != needed.signature:
+    expected = cal_signature(needed.content, account.secret_key).encode()
+    if needed.signature is None or not hmac.compare_digest(expected, needed.signature.encode("utf-8")):
         return f"Check signature failed for accessKey={needed.access_key}"
+    return account
+
+
+def authorize(needed: NeededAccess, account: PlainAccount) -> str | None:
+    """Steps 5-6 (what the authenticated ``account`` may do): the refusal reason, or None."""
     if needed.resources.get(RMQ_SYS_TRACE_TOPIC) == PUB:
         return None
     return check_perm(needed, account)
