@@ -4,10 +4,13 @@ client's view is in tests/clients/test_python_5x_client.py."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -16,7 +19,8 @@ from broker_process import Broker
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
-from rocketstore.client.admin import MQAdmin
+from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
+from rocketstore.client.admin import BrokerAdmin, MQAdmin
 from rocketstore.common.message import java_string_hash
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 
@@ -181,20 +185,68 @@ def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.M
     assert stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic, entries=[current])).status.code == pb.OK
 
 
-def test_with_acl_every_call_is_refused_unauthenticated(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Signatures of gRPC calls are not verified yet: with aclEnable the endpoint lets nobody in."""
+def signed(access_key: str, secret_key: str, at: datetime | None = None) -> list[tuple[str, str]]:
+    """A 5.x client's signature metadata, upper-case hex as the Java client writes it."""
+    date = (at or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    digest = hmac.new(secret_key.encode(), date.encode(), hashlib.sha1).hexdigest().upper()
+    return [("x-mq-date-time", date), ("authorization", f"MQv2-HMAC-SHA1 Credential={access_key}, "
+                                                        f"SignedHeaders=x-mq-date-time, Signature={digest}")]
+
+
+def test_with_acl_calls_are_checked_against_the_plain_acl(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """aclEnable: a signed call of an account with the permission is served; a wrong secret, a stale
+    date or no signature is UNAUTHENTICATED; a send without PUB on the topic is PERMISSION_DENIED."""
     tmp = tmp_path_factory.mktemp("grpc-acl")
     (tmp / "conf").mkdir()
+    (tmp / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n"
+        "- {accessKey: GrpcWriter, secretKey: writer-secret, defaultTopicPerm: DENY, defaultGroupPerm: SUB,"
+        " topicPerms: [AclTopic=PUB|SUB]}\n"
+        "- {accessKey: GrpcReader, secretKey: reader-secret, defaultTopicPerm: DENY, topicPerms: [AclTopic=SUB]}\n"
+        "- {accessKey: GrpcAdmin1, secretKey: admin-secret, admin: true}\n")
     b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
     b.start()
     try:
-        with grpc.insecure_channel(b.grpc_endpoint) as channel, pytest.raises(grpc.RpcError) as error:
-            pb_grpc.MessagingServiceStub(channel).QueryRoute(
-                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+        with BrokerAdmin(b.addr, rpc_hook=AclClientRPCHook(SessionCredentials("GrpcAdmin1", "admin-secret"))) as admin:
+            admin.create_topic("AclTopic", 1, 1)
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            stub = pb_grpc.MessagingServiceStub(channel)
+            route = pb.QueryRouteRequest(topic=pb.Resource(name="AclTopic"))
+            send = pb.SendMessageRequest(messages=[pb.Message(
+                topic=pb.Resource(name="AclTopic"), body=b"x",
+                system_properties=pb.SystemProperties(message_id="01ACL", body_encoding=pb.IDENTITY))])
+
+            def refused(call: Callable[..., Any], request: Any, metadata: list[tuple[str, str]]) -> grpc.RpcError:
+                with pytest.raises(grpc.RpcError) as error:
+                    call(request, metadata=metadata, timeout=5)
+                return error.value
+
+            assert stub.QueryRoute(route, metadata=signed("GrpcWriter", "writer-secret"), timeout=5).status.code \
+                == pb.OK
+            sent = stub.SendMessage(send, metadata=signed("GrpcWriter", "writer-secret"), timeout=5)
+            assert [entry.status.code for entry in sent.entries] == [pb.OK]
+
+            wrong = refused(stub.QueryRoute, route, signed("GrpcWriter", "not-the-secret"))
+            assert (wrong.code(), wrong.details()) == (grpc.StatusCode.UNAUTHENTICATED,
+                                                       "Check signature failed for accessKey=GrpcWriter")
+            unknown = refused(stub.QueryRoute, route, signed("Stranger1", "whatever-secret"))
+            assert (unknown.code(), unknown.details()) == (grpc.StatusCode.UNAUTHENTICATED,
+                                                           "No acl config for Stranger1")
+            stale = refused(stub.QueryRoute, route, signed("GrpcWriter", "writer-secret",
+                                                           datetime.now(UTC) - timedelta(days=1)))
+            assert stale.code() == grpc.StatusCode.UNAUTHENTICATED and "too old" in (stale.details() or "")
+            unsigned = refused(stub.QueryRoute, route, [])
+            assert (unsigned.code(), unsigned.details()) == (grpc.StatusCode.UNAUTHENTICATED,
+                                                             "No accessKey is configured")
+            denied = refused(stub.SendMessage, send, signed("GrpcReader", "reader-secret"))
+            assert (denied.code(), denied.details()) == (grpc.StatusCode.PERMISSION_DENIED,
+                                                         "No default permission for topic:AclTopic")
+            # an admin account without resource lists owns every topic
+            assert stub.SendMessage(send, metadata=signed("GrpcAdmin1", "admin-secret"), timeout=5) \
+                .entries[0].status.code == pb.OK
+        assert "rocketstore_acl_denied_requests_total 5" in b.metrics()
     finally:
         b.stop()
-    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert "aclEnable" in (error.value.details() or "")
 
 
 def test_a_second_broker_on_the_same_grpc_port_fails_to_start(broker: Broker,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
@@ -52,6 +53,7 @@ class BrokerContext(Protocol):
     transactional_message_service: TransactionalMessageService
     broker_stats_manager: BrokerStatsManager
     remoting: RemotingServer
+    access_validator: PlainAccessValidator | None
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]
     config_version: DataVersion

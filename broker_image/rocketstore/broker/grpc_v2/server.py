@@ -11,9 +11,9 @@ so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the mess
 own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
 does not implement are not registered: grpc answers them UNIMPLEMENTED.
 
-With ``aclEnable=true`` every call is refused UNAUTHENTICATED (:class:`RefuseAll`): the ACL
-signatures of gRPC calls are not verified yet, and serving them unchecked would let any client
-past the ACL that guards the remoting port.
+With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
+through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
+``MQv2-HMAC-SHA1`` signatures, the accounts and permissions of the remoting port).
 
 The pop log is opened (replayed, compacted, held against the store) in a worker thread before
 the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
@@ -73,12 +74,9 @@ class GrpcServer:
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
         service = self._service = MessagingService(self.broker, self.pop,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
-        if self.broker.broker_config.acl_enable:
-            log.warning("aclEnable=true: the gRPC endpoint answers every call UNAUTHENTICATED (signature checks "
-                        "of gRPC calls are not implemented)")
-            server.add_generic_rpc_handlers((RefuseAll(ACL_NOT_IMPLEMENTED),))
-        else:
-            server.add_generic_rpc_handlers((method_handlers(service),))
+        validator = self.broker.access_validator  # set at start when aclEnable is
+        check = None if validator is None else AccessCheck(validator)
+        server.add_generic_rpc_handlers((method_handlers(service, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             bound = server.add_insecure_port(address)
@@ -122,22 +120,8 @@ class GrpcServer:
 
 
 SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
-ACL_NOT_IMPLEMENTED: Final = ("aclEnable is set and this broker does not verify the signatures of gRPC calls yet: "
-                              "use the remoting port, or turn aclEnable off")
-
-
-class RefuseAll(grpc.GenericRpcHandler):  # type: ignore[misc]
-    """Answers every method UNAUTHENTICATED with ``reason`` (read no request: works for any call type)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
-        async def refuse(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, self.reason)
-            yield b""  # never reached: makes this an async generator, as a streaming handler must be
-
-        return grpc.stream_stream_rpc_method_handler(refuse)
+#: awaited with each parsed request before its method runs; aborts the call to refuse it
+Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
 
 def _parse(message_class: Any, raw: bytes) -> Any:
@@ -151,43 +135,51 @@ class _Malformed(Exception):
     pass
 
 
-def _unary(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+def _unary(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         try:
             request = _parse(request_class, raw)
         except _Malformed as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if check is not None:
+            await check(request, context)
         return await impl(request, context)
     return call
 
 
-def _server_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+def _server_stream(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             request = _parse(request_class, raw)
         except _Malformed as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if check is not None:
+            await check(request, context)
         async for response in impl(request, context):
             yield response
     return call
 
 
-def _bidi_stream(impl: Callable[..., Any], request_class: Any) -> Callable[..., Any]:
+def _bidi_stream(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
     async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async def requests() -> AsyncIterator[Any]:
             async for raw in raw_iterator:
                 try:
-                    yield _parse(request_class, raw)
+                    request = _parse(request_class, raw)
                 except _Malformed as exc:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                if check is not None:
+                    await check(request, context)
+                yield request
 
         async for response in impl(requests(), context):
             yield response
     return call
 
 
-def method_handlers(service: pb_grpc.MessagingServiceServicer) -> grpc.GenericRpcHandler:
-    """The handlers of every MessagingService method ``service`` implements (see the module docstring)."""
+def method_handlers(service: pb_grpc.MessagingServiceServicer, check: Check | None = None) -> grpc.GenericRpcHandler:
+    """The handlers of every MessagingService method ``service`` implements (see the module docstring),
+    each request passed to ``check`` first when one is given."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
         impl = getattr(type(service), method.name)
@@ -198,11 +190,11 @@ def method_handlers(service: pb_grpc.MessagingServiceServicer) -> grpc.GenericRp
         serialize = getattr(pb, method.output_type.name).SerializeToString
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _bidi_stream(bound, request_class), response_serializer=serialize)
+                _bidi_stream(bound, request_class, check), response_serializer=serialize)
         elif method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _server_stream(bound, request_class), response_serializer=serialize)
+                _server_stream(bound, request_class, check), response_serializer=serialize)
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(bound, request_class), response_serializer=serialize)
+                _unary(bound, request_class, check), response_serializer=serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
