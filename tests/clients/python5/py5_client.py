@@ -10,6 +10,9 @@ Prints one JSON object per line on stdout (``kind`` says what it is):
     facts                                                     -> {"kind": "facts", ...} the client's
                                                                  protocol (field numbers and types)
 
+produce, consume and push take ``--access-key AK --secret-key SK``: the client then signs its calls
+(``MQv2-HMAC-SHA1``) for a broker with ``aclEnable``; without them it sends empty credentials.
+
 consume modes: ``ack`` acks every message; ``none`` acks nothing; ``nack-first`` puts a first
 delivery back at once (ChangeInvisibleDuration 0 s) and acks later ones; ``ignore-first`` leaves a
 first delivery unacked and acks later ones; ``ack-even`` acks the messages whose ``index`` property is
@@ -28,16 +31,16 @@ def emit(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def configuration(endpoint: str):  # type: ignore[no-untyped-def]
+def configuration(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from rocketmq import ClientConfiguration, Credentials
 
-    return ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    return ClientConfiguration(args.endpoint, Credentials(args.access_key, args.secret_key), request_timeout=5)
 
 
 def produce(args: argparse.Namespace) -> None:
     from rocketmq import Message, Producer
 
-    producer = Producer(configuration(args.endpoint), (args.topic,))
+    producer = Producer(configuration(args), (args.topic,))
     producer.startup()
     try:
         for index in range(args.count):
@@ -61,7 +64,7 @@ def produce(args: argparse.Namespace) -> None:
 def consume(args: argparse.Namespace) -> None:
     from rocketmq import FilterExpression, SimpleConsumer
 
-    consumer = SimpleConsumer(configuration(args.endpoint), args.group, {args.topic: FilterExpression(args.tag)},
+    consumer = SimpleConsumer(configuration(args), args.group, {args.topic: FilterExpression(args.tag)},
                               await_duration=args.await_s)
     consumer.startup()
     deliveries = 0
@@ -106,7 +109,7 @@ def push(args: argparse.Namespace) -> None:
                     done.set()
             return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(configuration(args.endpoint), args.group, Listener(), {args.topic: FilterExpression("*")})
+    consumer = PushConsumer(configuration(args), args.group, Listener(), {args.topic: FilterExpression("*")})
     consumer.startup()
     try:
         done.wait(args.timeout)
@@ -149,7 +152,10 @@ def facts(_: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("produce")
+    credentials = argparse.ArgumentParser(add_help=False)
+    credentials.add_argument("--access-key", default="")
+    credentials.add_argument("--secret-key", default="")
+    p = commands.add_parser("produce", parents=[credentials])
     p.add_argument("endpoint")
     p.add_argument("topic")
     p.add_argument("count", type=int)
@@ -157,7 +163,7 @@ def main() -> int:
     p.add_argument("--body-prefix", default="body")
     p.add_argument("--prop", action="append", default=[])
     p.set_defaults(run=produce)
-    c = commands.add_parser("consume")
+    c = commands.add_parser("consume", parents=[credentials])
     c.add_argument("endpoint")
     c.add_argument("topic")
     c.add_argument("group")
@@ -168,7 +174,7 @@ def main() -> int:
     c.add_argument("--await-s", type=int, default=2, help="long polling, seconds")
     c.add_argument("--timeout", type=float, default=30.0)
     c.set_defaults(run=consume)
-    u = commands.add_parser("push")
+    u = commands.add_parser("push", parents=[credentials])
     u.add_argument("endpoint")
     u.add_argument("topic")
     u.add_argument("group")
