@@ -23,7 +23,8 @@ from broker_process import Broker
 from java_rocketmq import BuildError, ToolMissing
 from tool_support import require_tool
 
-from rocketstore.client.admin import MQAdmin
+from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
+from rocketstore.client.admin import BrokerAdmin, MQAdmin
 from rocketstore.common.message import java_string_hash
 
 pytestmark = pytest.mark.integration
@@ -71,14 +72,22 @@ def topic(broker: Broker, request: pytest.FixtureRequest) -> str:
     return name
 
 
-def drive(java: str, broker: Broker, tmp_path: Path, *args: str | int, timeout: float = 60) -> list[dict[str, Any]]:
+def drive(java: str, broker: Broker, tmp_path: Path, *args: str | int, timeout: float = 60,
+          credentials: tuple[str, str] | None = None, check: bool = True) -> list[dict[str, Any]]:
+    """The driver's JSON lines; ``credentials`` (access key, secret key) sign its calls; unless
+    ``check`` is off it must have succeeded."""
     env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under $HOME/logs
-    proc = subprocess.run([java, "-cp", f"{DRIVER_JAR}{os.pathsep}{DRIVER_LIB}/*", DRIVER_MAIN, str(args[0]),
+    if credentials is not None:
+        env["CLIENT5_ACCESS_KEY"], env["CLIENT5_SECRET_KEY"] = credentials
+    # the client logs under ${user.home}/logs/rocketmq, which Java takes from the password file, not HOME
+    proc = subprocess.run([java, f"-Duser.home={tmp_path}", "-cp", f"{DRIVER_JAR}{os.pathsep}{DRIVER_LIB}/*",
+                           DRIVER_MAIN, str(args[0]),
                            broker.grpc_endpoint, *map(str, args[1:])], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
     lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
     errors = [line for line in lines if line["kind"] == "error"]
-    assert proc.returncode == 0 and not errors, (errors, proc.stderr[-3000:])
+    if check:
+        assert proc.returncode == 0 and not errors, (errors, proc.stderr[-3000:])
     return lines
 
 
@@ -118,3 +127,38 @@ def test_a_delayed_message_arrives_at_its_delivery_time(java: str, broker: Broke
     received = of(drive(java, broker, tmp_path, "consume", topic, "J5Delay", 1, 20), "received")
     assert [r["body"] for r in received] == ["late-0"]
     assert received[0]["at_ms"] >= sent[0]["at_ms"] + 3000 - 100  # not before it was due
+
+
+def test_with_acl_signed_calls_are_checked(java: str, tmp_path_factory: pytest.TempPathFactory,
+                                           tmp_path: Path) -> None:
+    """aclEnable: the Java client's signatures (upper-case hex) verify for an account with the
+    permission; a wrong secret and an account without PUB on the topic cannot send."""
+    tmp = tmp_path_factory.mktemp("grpc-java5-acl")
+    (tmp / "conf").mkdir()
+    (tmp / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n"
+        "- {accessKey: J5Writer, secretKey: writer-secret, defaultTopicPerm: DENY, defaultGroupPerm: SUB,"
+        " topicPerms: [J5AclTopic=PUB|SUB]}\n"
+        "- {accessKey: J5Reader, secretKey: reader-secret, defaultTopicPerm: DENY, topicPerms: [J5AclTopic=SUB]}\n"
+        "- {accessKey: J5Admin1, secretKey: admin-secret, admin: true}\n")
+    b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
+    b.start()
+    try:
+        with BrokerAdmin(b.addr, rpc_hook=AclClientRPCHook(SessionCredentials("J5Admin1", "admin-secret"))) as admin:
+            admin.create_topic("J5AclTopic", QUEUES, QUEUES)
+        writer = ("J5Writer", "writer-secret")
+        sent = of(drive(java, b, tmp_path, "produce", "J5AclTopic", 3, "acl", credentials=writer), "sent")
+        received = of(drive(java, b, tmp_path, "consume", "J5AclTopic", "J5AclGroup", 3, 30, credentials=writer),
+                      "received")
+        assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
+        for wrong, reason in ((("J5Writer", "not-the-secret"), "Check signature failed for accessKey=J5Writer"),
+                              (("J5Reader", "reader-secret"), "No default permission for topic:J5AclTopic")):
+            lines = drive(java, b, tmp_path, "produce", "J5AclTopic", 1, "refused", credentials=wrong, check=False)
+            assert not of(lines, "sent") and of(lines, "error"), lines
+            # the client tells its caller only that it failed to start; its log has the status
+            log = (tmp_path / "logs" / "rocketmq" / "rocketmq-client.log").read_text(errors="replace")
+            assert reason in log, log[-3000:]
+            (tmp_path / "logs" / "rocketmq" / "rocketmq-client.log").unlink()
+    finally:
+        b.stop()
+

@@ -13,7 +13,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -34,6 +36,9 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *   consume ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (simple consumer, acks each message)
  *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (push consumer, SUCCESS for each)
  * </pre>
+ *
+ * With the environment variables CLIENT5_ACCESS_KEY and CLIENT5_SECRET_KEY set, the client signs its
+ * calls with them (a broker with aclEnable); otherwise it has no credentials.
  */
 public final class Client5Driver {
     private Client5Driver() {
@@ -41,8 +46,14 @@ public final class Client5Driver {
 
     public static void main(String[] args) {
         try {
-            ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args[1]).enableSsl(false)
-                .setRequestTimeout(Duration.ofSeconds(5)).build();
+            ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(args[1])
+                .enableSsl(false).setRequestTimeout(Duration.ofSeconds(5));
+            String accessKey = System.getenv("CLIENT5_ACCESS_KEY");
+            String secretKey = System.getenv("CLIENT5_SECRET_KEY");
+            if (accessKey != null && secretKey != null) {
+                builder.setCredentialProvider(new StaticSessionCredentialsProvider(accessKey, secretKey));
+            }
+            ClientConfiguration config = builder.build();
             ClientServiceProvider provider = ClientServiceProvider.loadService();
             switch (args[0]) {
                 case "produce" -> produce(provider, config, args);
@@ -52,7 +63,11 @@ public final class Client5Driver {
             }
             System.exit(0);
         } catch (Throwable e) {
-            emit("error", Map.of("error", e.toString()));
+            StringBuilder chain = new StringBuilder(e.toString());  // a refused call's status is in a cause
+            for (Throwable cause = e.getCause(); cause != null && cause != cause.getCause(); cause = cause.getCause()) {
+                chain.append(" <- ").append(cause);
+            }
+            emit("error", Map.of("error", chain.toString()));
             System.exit(1);
         }
     }
