@@ -8,4 +8,5 @@ remote_address_strategy.py  ``whiteRemoteAddress`` forms (``*``, ``a.b.c.*``, ``
 plain_access_resource.py    what a request needs (``PlainAccessValidator.parse``) and what an account owns
 plain_permission_manager.py the pure decision (``validate``), the files' parsing, and their hot reload
 plain_access_validator.py   the hook the RemotingServer runs before each request's handler
+mqv2_signature.py           gRPC calls' ``MQv2-HMAC-SHA1`` header and date, made into the same decision's input
 """
