@@ -18,7 +18,6 @@ e.g. ``Check signature failed for accessKey=AK`` or ``No default permission for 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -108,14 +107,13 @@ class AccessCheck:
     """Awaited with each parsed request and its call's context; aborts the call when the ACL refuses
     it and counts the outcome with the remoting port's (``rocketstore_acl_*_requests_total``)."""
 
-    def __init__(self, validator: PlainAccessValidator, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+    def __init__(self, validator: PlainAccessValidator) -> None:
         self.validator = validator
-        self.clock = clock
 
     async def __call__(self, request: Any, context: grpc.aio.ServicerContext) -> None:
         metadata = {key: value for key, value in context.invocation_metadata() or ()
                     if isinstance(value, str)}
-        refused = refusal(self.validator, request, metadata, context.peer(), self.clock())
+        refused = refusal(self.validator, request, metadata, context.peer(), datetime.now(UTC))
         if refused is None:
             self.validator.allowed += 1
             return
