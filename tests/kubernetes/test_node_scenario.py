@@ -311,14 +311,18 @@ def test_tls_and_acl_from_secrets_end_to_end(store: dict[str, Any], installed: T
     pod = client.CoreV1Api(kube).read_namespaced_pod("vault-0", SECURE_NS)
     addr = f"{pod.status.host_ip}:{VAULT_PORT}"
 
-    # our Python admin client, as the operator connects: plain TCP is refused by the enforcing port
+    # our Python admin client, as the operator connects: served over TLS with the admin account
+    # (retried: the node port may not lead to the new pod yet) ...
+    tls = client_ssl_context(trust_cert=certs.ca)
+    hook = AclClientRPCHook(SessionCredentials(OPERATOR_AK, OPERATOR_SK))
+    config = wait_until("the TLS broker answering on its node port", lambda: BrokerAdmin(
+        addr, timeout=5, ssl_context=tls, rpc_hook=hook).get_broker_config(), 60, interval=1)
+    assert config["aclEnable"] == "true"
+    with BrokerAdmin(addr, timeout=5, ssl_context=tls, rpc_hook=hook) as admin:
+        admin.create_topic("VaultTopic", read_queues=2, write_queues=2)
+    # ... and refused over plain TCP by the enforcing port
     with pytest.raises(RemotingConnectError):
         BrokerAdmin(addr, timeout=5).get_runtime_info()
-    tls = client_ssl_context(trust_cert=certs.ca)
-    with BrokerAdmin(addr, timeout=5, ssl_context=tls,
-                     rpc_hook=AclClientRPCHook(SessionCredentials(OPERATOR_AK, OPERATOR_SK))) as admin:
-        assert admin.get_broker_config()["aclEnable"] == "true"
-        admin.create_topic("VaultTopic", read_queues=2, write_queues=2)
 
     driver = ClientDriver(f"{pod.status.host_ip}:{VAULT_NAMESRV_NODE_PORT}", java / "vault",
                           jvm_args=tls_jvm(certs.ca))
@@ -503,8 +507,11 @@ def test_load_balancer_store_starts_once_its_balancer_has_an_address(installed: 
     wanted = (f"{namesrv}:9876", [f"{address}:{EDGE_PORT}"])
     wait_until(f"status naming the balancers {wanted}", lambda: (st := gate()["status"]).get("externalNamesrvAddr")
                == wanted[0] and [b.get("externalAddress") for b in st.get("brokers") or []] == wanted[1], 120)
+    # retried: Ready comes before kube-proxy has programmed the new endpoint
+    config = wait_until("broker-0 answering at its balancer",
+                        lambda: BrokerAdmin(f"{address}:{EDGE_PORT}", timeout=5).get_broker_config(), 60, interval=1)
+    assert config["brokerIP1"] == address
     with BrokerAdmin(f"{address}:{EDGE_PORT}", timeout=5) as admin:
-        assert admin.get_broker_config()["brokerIP1"] == address
         admin.create_topic("EdgeTopic", read_queues=2, write_queues=2)
     driver = ClientDriver(f"{namesrv}:9876", java / "edge")
     sent = driver.produce("EdgeTopic", 20)
