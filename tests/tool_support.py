@@ -16,11 +16,15 @@ Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tes
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +116,28 @@ def pip_tool_venv(package: str, version: str, module: str) -> Path:
     if not _has_package(venv, package, version, module):
         raise RuntimeError(f"{package}=={version} installed but `import {module}` fails")
     return _venv_python(venv)
+
+
+@dataclass
+class ScriptRun:
+    """What a client script run in a tool's virtualenv printed: its JSON lines (each with a
+    ``kind``), its exit code and its stderr."""
+
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("kind") == kind]
+
+
+def run_tool_script(python: Path, script: Path, args: Sequence[str | int], *, home: Path,
+                    timeout: float) -> ScriptRun:
+    """Run ``script`` with a tool virtualenv's ``python``, HOME at ``home`` (clients write logs
+    there) and no PYTHONPATH (nothing of ours may shadow the client's own package)."""
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([str(python), str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+    lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
+    return ScriptRun(proc.returncode, lines, proc.stderr)

@@ -11,19 +11,16 @@ so that redelivery after the invisible time takes seconds, not RocketMQ's 10 s m
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from broker_process import Broker
 from polling import wait_until
-from tool_support import pip_tool_venv, pip_tool_venv_dir, require_tool
+from tool_support import ScriptRun, pip_tool_venv, pip_tool_venv_dir, require_tool, run_tool_script
 
 from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
 from rocketstore.client.admin import BrokerAdmin, MQAdmin
@@ -36,31 +33,16 @@ SCRIPT = Path(__file__).resolve().parent / "python5" / "py5_client.py"
 
 
 @dataclass
-class Run:
-    returncode: int
-    lines: list[dict[str, Any]]
-    stderr: str
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [line for line in self.lines if line.get("kind") == kind]
-
-
-@dataclass
 class Py5Client:
     python: Path
     home: Path
     endpoint: str
 
-    def run(self, *args: str | int, timeout: float = 60.0, check: bool = True) -> Run:
+    def run(self, *args: str | int, timeout: float = 60.0, check: bool = True) -> ScriptRun:
         """The driver's output; unless ``check`` is off, it must have succeeded."""
-        env = {**os.environ, "HOME": str(self.home)}
-        env.pop("PYTHONPATH", None)  # nothing of ours may shadow the client's own package
-        proc = subprocess.run([str(self.python), str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, env=env, check=False)
-        lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
-        run = Run(proc.returncode, lines, proc.stderr)
+        run = run_tool_script(self.python, SCRIPT, args, home=self.home, timeout=timeout)
         if check:
-            assert proc.returncode == 0 and not run.of("error"), (run.of("error"), proc.stderr[-3000:])
+            assert run.returncode == 0 and not run.of("error"), (run.of("error"), run.stderr[-3000:])
         return run
 
     def client_log(self) -> str:
@@ -68,10 +50,10 @@ class Py5Client:
         path = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def produce(self, topic: str, count: int, *extra: str) -> Run:
+    def produce(self, topic: str, count: int, *extra: str) -> ScriptRun:
         return self.run("produce", self.endpoint, topic, count, *extra)
 
-    def consume(self, topic: str, group: str, expect: int, *extra: str | int) -> Run:
+    def consume(self, topic: str, group: str, expect: int, *extra: str | int) -> ScriptRun:
         return self.run("consume", self.endpoint, topic, group, "--expect", expect, *extra)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from e2e_support import RocketStoreBroker, java_driver
-from tool_support import pip_tool_venv, pip_tool_venv_dir, require_tool
+from tool_support import ScriptRun, pip_tool_venv, pip_tool_venv_dir, require_tool, run_tool_script
 
 from rocketstore.common.message import SysFlag
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -46,37 +46,23 @@ LARGE = 64 * 1024
 
 
 @dataclass
-class Run:
-    returncode: int
-    lines: list[dict[str, Any]]
-    stderr: str
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [line for line in self.lines if line.get("kind") == kind]
-
-
-@dataclass
 class CppClient:
     python: Path
     home: Path
     namesrv: str
 
-    def run(self, script: str, *args: str | int, timeout: float = 120.0) -> Run:
-        env = {**os.environ, "HOME": str(self.home)}
-        env.pop("PYTHONPATH", None)  # nothing of ours may shadow the client's own package
-        proc = subprocess.run([str(self.python), str(SCRIPTS / script), *map(str, args)], capture_output=True,
-                              text=True, timeout=timeout, env=env, check=False)
-        lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
-        return Run(proc.returncode, lines, proc.stderr)
+    def run(self, script: str, *args: str | int, timeout: float = 120.0) -> ScriptRun:
+        return run_tool_script(self.python, SCRIPTS / script, args, home=self.home, timeout=timeout)
 
-    def produce(self, topic: str, count: int, *, tags: tuple[str, ...] = (), size: int = 0, oneway: int = 0) -> Run:
+    def produce(self, topic: str, count: int, *, tags: tuple[str, ...] = (), size: int = 0,
+                oneway: int = 0) -> ScriptRun:
         run = self.run("cpp_produce.py", self.namesrv, topic, count, "--tags", ",".join(tags), "--size", size,
                        "--oneway", oneway)
         assert run.returncode == 0 and not run.of("error"), (run.lines[-3:], run.stderr[-3000:])
         return run
 
     def push_consume(self, topic: str, group: str, expected: int, *, tags: str = "*", fail_times: int = 0,
-                     timeout_s: int = 60, linger_ms: int = 0, check: bool = True) -> Run:
+                     timeout_s: int = 60, linger_ms: int = 0, check: bool = True) -> ScriptRun:
         run = self.run("cpp_push_consume.py", self.namesrv, topic, group, expected, "--tags", tags,
                        "--fail-times", fail_times, "--timeout", timeout_s, "--linger", linger_ms,
                        timeout=timeout_s + 60)
