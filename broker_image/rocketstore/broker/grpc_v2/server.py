@@ -124,38 +124,28 @@ SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
 Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
 
-def _parse(message_class: Any, raw: bytes) -> Any:
+async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerContext, check: Check | None) -> Any:
+    """``raw`` parsed as ``request_class`` inside the call (grpc's own deserializer would fail it
+    UNKNOWN), so an undecodable request is INVALID_ARGUMENT naming its type; then ``check``ed."""
     try:
-        return message_class.FromString(raw)
+        request = request_class.FromString(raw)
     except DecodeError as exc:
-        raise _Malformed(f"the request is not a valid {message_class.DESCRIPTOR.full_name}: {exc}") from None
-
-
-class _Malformed(Exception):
-    pass
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"the request is not a valid {request_class.DESCRIPTOR.full_name}: {exc}")
+    if check is not None:
+        await check(request, context)
+    return request
 
 
 def _unary(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            request = _parse(request_class, raw)
-        except _Malformed as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        if check is not None:
-            await check(request, context)
-        return await impl(request, context)
+        return await impl(await _accepted(request_class, raw, context, check), context)
     return call
 
 
 def _server_stream(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        try:
-            request = _parse(request_class, raw)
-        except _Malformed as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        if check is not None:
-            await check(request, context)
-        async for response in impl(request, context):
+        async for response in impl(await _accepted(request_class, raw, context, check), context):
             yield response
     return call
 
@@ -164,13 +154,7 @@ def _bidi_stream(impl: Callable[..., Any], request_class: Any, check: Check | No
     async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async def requests() -> AsyncIterator[Any]:
             async for raw in raw_iterator:
-                try:
-                    request = _parse(request_class, raw)
-                except _Malformed as exc:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-                if check is not None:
-                    await check(request, context)
-                yield request
+                yield await _accepted(request_class, raw, context, check)
 
         async for response in impl(requests(), context):
             yield response
