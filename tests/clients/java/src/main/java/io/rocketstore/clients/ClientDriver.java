@@ -516,10 +516,11 @@ public final class ClientDriver {
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.start();
         Collection<MessageQueue> queues = c.fetchMessageQueues(topic);
+        // No seekToBegin after assign: assign starts pulling at once, and a pull still in flight
+        // when a seek clears the cache lands in it afterwards, so messages came twice (seen against
+        // Apache's broker). A new group starts at the first offset anyway (CONSUME_FROM_FIRST_OFFSET),
+        // and a pull below a deleted head is moved to the queue's min offset by the broker's answer.
         c.assign(queues);
-        for (MessageQueue mq : queues) {
-            c.seekToBegin(mq); // the queue's min offset: 0 unless the broker has deleted old files
-        }
         Set<String> seen = new java.util.HashSet<>();
         Map<MessageQueue, Long> next = new HashMap<>();
         long deadline = System.currentTimeMillis() + timeoutS * 1000L;
