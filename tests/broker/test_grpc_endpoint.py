@@ -141,7 +141,7 @@ def test_undecodable_protobuf_is_refused_and_the_endpoint_keeps_serving(broker: 
 
 def test_a_method_not_served_yet_is_unimplemented(stub: pb_grpc.MessagingServiceStub) -> None:
     with pytest.raises(grpc.RpcError) as error:
-        stub.EndTransaction(pb.EndTransactionRequest(), timeout=5)
+        stub.RecallMessage(pb.RecallMessageRequest(), timeout=5)
     assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
@@ -362,3 +362,128 @@ def test_a_store_that_lost_its_tail_does_not_make_new_messages_skipped(
         assert "the store lost its tail" in b.log_text()
     finally:
         b.stop()
+
+
+def _queue(topic: str, queue_id: int) -> pb.MessageQueue:
+    return pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id)
+
+
+def _ack(stub: pb_grpc.MessagingServiceStub, group: str, topic: str, *messages: pb.Message) -> None:
+    entries = [pb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                  receipt_handle=m.system_properties.receipt_handle) for m in messages]
+    answer = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic),
+                                                  entries=entries))
+    assert answer.status.code == pb.OK, answer
+
+
+def _settings_of(stub: pb_grpc.MessagingServiceStub, group: str) -> pb.Settings:
+    command = pb.TelemetryCommand(settings=pb.Settings(
+        client_type=pb.SIMPLE_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name=group))))
+    stream = stub.Telemetry(iter([command]), timeout=5)
+    answer = next(stream)
+    stream.cancel()
+    return answer.settings
+
+
+def test_a_fifo_group_gets_a_queue_in_order_one_batch_at_a_time(stub: pb_grpc.MessagingServiceStub,
+                                                                 broker: Broker) -> None:
+    """consumeMessageOrderly: nothing after a queue's messages in flight until they are acked, and a
+    nacked one comes back before anything after it; a group without the flag is not held."""
+    topic = "GrpcOrderly"
+    with MQAdmin(broker.namesrv) as admin:
+        admin.create_topic(topic, QUEUES, QUEUES)
+        admin.broker(broker.addr).create_subscription_group(
+            SubscriptionGroupConfig(group_name="GroupOrderly", consume_message_orderly=True))
+    assert _settings_of(stub, "GroupOrderly").subscription.fifo
+    assert not _settings_of(stub, "GroupConcurrent").subscription.fifo
+    messages = [pb.Message(topic=pb.Resource(name=topic), body=f"o-{i}".encode(), system_properties=pb.SystemProperties(
+        message_id=f"id-o-{i}", body_encoding=pb.IDENTITY, message_group="order-7", message_type=pb.FIFO))
+        for i in range(5)]
+    assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+
+    def bodies(group: str, polling_s: int = 0) -> list[bytes]:
+        return [m.body for m in _messages(_receive(stub, group, batch=2, topic=topic, polling_s=polling_s))]
+
+    first = _collect(stub, "GroupOrderly", lambda m: True, 2, topic=topic, batch=2)
+    assert [m.body for m in first] == [b"o-0", b"o-1"]
+    assert bodies("GroupOrderly") == []  # held: o-0 and o-1 are in flight
+    assert bodies("GroupConcurrent", polling_s=3) == [b"o-0", b"o-1"]
+    assert bodies("GroupConcurrent") == [b"o-2", b"o-3"]  # not held
+    _ack(stub, "GroupOrderly", topic, first[0])
+    assert bodies("GroupOrderly") == []  # o-1 still in flight
+    nack = stub.ChangeInvisibleDuration(pb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name="GroupOrderly"), topic=pb.Resource(name=topic),
+        receipt_handle=first[1].system_properties.receipt_handle, message_id="id-o-1"))
+    assert nack.status.code == pb.OK
+    again = _messages(_receive(stub, "GroupOrderly", batch=2, topic=topic, polling_s=2))
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"o-1", 2)]
+    _ack(stub, "GroupOrderly", topic, *again)
+    rest = _collect(stub, "GroupOrderly", lambda m: True, 2, topic=topic, batch=2)
+    assert [m.body for m in rest] == [b"o-2", b"o-3"]
+
+
+def test_offset_based_pull_get_query_and_update_offsets(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
+    """PullMessage reads a queue from the offset the client names (long polling at its end);
+    UpdateOffset commits the group's offset, which GetOffset reads and a pop receive continues from."""
+    topic, group = "GrpcPull", "GroupPull"
+    with MQAdmin(broker.namesrv) as admin:
+        admin.create_topic(topic, 2, 2)
+    queue_id = java_string_hash("pull") % 2
+    queue = _queue(topic, queue_id)
+
+    def send(*bodies: str) -> None:
+        messages = [pb.Message(topic=pb.Resource(name=topic), body=b.encode(), system_properties=pb.SystemProperties(
+            message_id=f"id-{b}", body_encoding=pb.IDENTITY, message_group="pull", message_type=pb.FIFO))
+            for b in bodies]
+        assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+
+    def pull(offset: int, batch: int = 32, polling_ms: int = 0) -> tuple[int, list[bytes], int]:
+        request = pb.PullMessageRequest(group=pb.Resource(name=group), message_queue=queue, offset=offset,
+                                        batch_size=batch)
+        request.long_polling_timeout.FromMilliseconds(polling_ms)
+        responses = list(stub.PullMessage(request, timeout=polling_ms / 1000 + 5))
+        assert responses[0].HasField("status") and responses[-1].HasField("next_offset")
+        return responses[0].status.code, [r.message.body for r in responses if r.HasField("message")], \
+            responses[-1].next_offset
+
+    def query(policy: int, **extra: Any) -> int:
+        answer = stub.QueryOffset(pb.QueryOffsetRequest(message_queue=queue, query_offset_policy=policy, **extra))
+        assert answer.status.code == pb.OK, answer
+        return answer.offset
+
+    assert (query(pb.BEGINNING), query(pb.END)) == (0, 0)
+    send("p-0", "p-1", "p-2", "p-3", "p-4")
+    wait_ms = time.monotonic() + 10
+    while query(pb.END) < 5 and time.monotonic() < wait_ms:
+        time.sleep(0.05)
+    assert (query(pb.BEGINNING), query(pb.END)) == (0, 5)
+    assert pull(0, batch=3) == (pb.OK, [b"p-0", b"p-1", b"p-2"], 3)
+    assert pull(3) == (pb.OK, [b"p-3", b"p-4"], 5)
+    assert pull(5) == (pb.MESSAGE_NOT_FOUND, [], 5)
+    later = threading.Timer(1.0, send, ("p-5",))
+    later.start()
+    started = time.monotonic()
+    assert pull(5, polling_ms=8000) == (pb.OK, [b"p-5"], 6)
+    assert time.monotonic() - started < 6  # answered when p-5 arrived, not at the end of the polling
+    later.join()
+    code, bodies, next_offset = pull(99)
+    assert (code, bodies, next_offset) == (pb.ILLEGAL_OFFSET, [], 6)
+    by_time = pb.QueryOffsetRequest(message_queue=queue, query_offset_policy=pb.TIMESTAMP)
+    by_time.timestamp.FromMilliseconds(int(time.time() * 1000) - 3_600_000)
+    assert stub.QueryOffset(by_time).offset == 0
+    by_time.timestamp.FromMilliseconds(int(time.time() * 1000) + 60_000)
+    assert stub.QueryOffset(by_time).offset == 5  # past the newest: its offset, as RocketMQ answers
+
+    get = pb.GetOffsetRequest(group=pb.Resource(name=group), message_queue=queue)
+    assert stub.GetOffset(get).status.code == pb.OFFSET_NOT_FOUND
+    update = pb.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=queue, offset=4)
+    assert stub.UpdateOffset(update).status.code == pb.OK
+    assert (stub.GetOffset(get).status.code, stub.GetOffset(get).offset) == (pb.OK, 4)
+    received = _collect(stub, group, lambda m: True, 2, topic=topic)
+    assert sorted(m.body for m in received) == [b"p-4", b"p-5"]  # pop continues from the committed offset
+    too_far = pb.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=queue, offset=99)
+    assert stub.UpdateOffset(too_far).status.code == pb.ILLEGAL_OFFSET
+    assert stub.GetOffset(pb.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(topic, 7))) \
+        .status.code == pb.BAD_REQUEST
+    assert stub.GetOffset(pb.GetOffsetRequest(group=pb.Resource(name="NoSuchGroup"), message_queue=queue)) \
+        .status.code == pb.OFFSET_NOT_FOUND  # autoCreateSubscriptionGroup (on by default) made the group

@@ -316,6 +316,15 @@ def test_subscription_group_defaults_match_rocketmq() -> None:
     assert SubscriptionGroupConfig.from_dict({"groupName": "G"}) == group
 
 
+def test_a_fifo_group_carries_rocketmq_5s_consume_message_orderly() -> None:
+    """Written only when set (a 4.9.8 table stays as 4.9.8 writes it), read as 5.x writes it."""
+    fifo = SubscriptionGroupConfig.from_dict({"groupName": "G", "consumeMessageOrderly": True})
+    assert fifo.consume_message_orderly
+    assert fifo.to_dict()["consumeMessageOrderly"] is True
+    assert SubscriptionGroupConfig.from_dict(fifo.to_dict()) == fifo
+    assert "consumeMessageOrderly" not in SubscriptionGroupConfig("G").to_dict()
+
+
 def test_topics_round_trip_with_data_version(tmp_path: Path) -> None:
     manager = TopicConfigManager(tmp_path)
     start = manager.data_version.counter

@@ -10,7 +10,10 @@ from rocketstore.common.fastjson import Fields, as_bool, as_int, as_object, as_s
 
 @dataclass(frozen=True)
 class SubscriptionGroupConfig:
-    """RocketMQ 4.9.8 ``SubscriptionGroupConfig`` (consumer group settings)."""
+    """RocketMQ 4.9.8 ``SubscriptionGroupConfig`` (consumer group settings), plus 5.x's
+    ``consumeMessageOrderly``: the group consumes FIFO over gRPC (pop hands out a queue's messages
+    only after the previous ones are acked). It is written only when set, so the tables of a
+    store without FIFO groups stay byte for byte what 4.9.8 writes (4.9.8 ignores the key)."""
 
     group_name: str
     consume_enable: bool = True
@@ -21,13 +24,14 @@ class SubscriptionGroupConfig:
     broker_id: int = 0  # MixAll.MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     @property
     def table_key(self) -> str:
         return self.group_name
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -38,6 +42,9 @@ class SubscriptionGroupConfig:
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if self.consume_message_orderly:
+            data["consumeMessageOrderly"] = True
+        return dict(sorted(data.items()))
 
     @classmethod
     def from_dict(cls, value: object) -> SubscriptionGroupConfig:
@@ -54,4 +61,5 @@ class SubscriptionGroupConfig:
             broker_id=read("brokerId", 0, as_int),
             which_broker_when_consume_slowly=read("whichBrokerWhenConsumeSlowly", 1, as_int),
             notify_consumer_ids_changed_enable=read("notifyConsumerIdsChangedEnable", True, as_bool),
+            consume_message_orderly=read("consumeMessageOrderly", False, as_bool),
         )

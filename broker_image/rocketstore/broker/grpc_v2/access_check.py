@@ -60,6 +60,11 @@ def resources_of(request: Any) -> dict[str, int]:
                               pb.ForwardMessageToDeadLetterQueueRequest)):
         group(request.group.name)
         topic(request.topic.name, SUB)
+    elif isinstance(request, (pb.PullMessageRequest, pb.GetOffsetRequest, pb.UpdateOffsetRequest)):
+        group(request.group.name)
+        topic(request.message_queue.topic.name, SUB)
+    elif isinstance(request, pb.QueryOffsetRequest):
+        topic(request.message_queue.topic.name, SUB)
     elif isinstance(request, pb.HeartbeatRequest):
         group(request.group.name)
     elif isinstance(request, pb.EndTransactionRequest):

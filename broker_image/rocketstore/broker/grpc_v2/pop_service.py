@@ -19,6 +19,12 @@ CONSUMER_SEND_MSG_BACK path (``forward`` below), as a 4.x consumer's message pas
 is; ForwardMessageToDeadLetterQueue moves one there at a client's request. A move that fails is
 retried after :data:`DLQ_RETRY_MS`.
 
+FIFO groups (``consumeMessageOrderly``, as in RocketMQ 5.x): messages of one message group share
+a queue (the send path hashes the group to it), so a queue is handed out in order: while any of the
+group's messages of a queue is in flight and not due, that queue gives nothing, neither a new
+message nor a redelivery of a later one; when they come due, they are delivered again together,
+in offset order. A message past its last attempt goes to the DLQ and the queue moves on.
+
 Long polling: a receive that finds nothing waits, up to its polling time, for a message to arrive
 on the topic (the broker's message-arriving listeners), for one of the group's messages in flight
 to become visible again, or for an invisible time to change. All of it runs on the broker's event
@@ -147,15 +153,22 @@ class PopService:
             earliest = self._earliest_visible(group, topic)
             if earliest is not None:
                 remaining = min(remaining, max((earliest - now_ms()) / 1000, 0.001))
-            waiter: asyncio.Future[None] = loop.create_future()
-            waiters = self._waiters.setdefault(topic, set())
-            waiters.add(waiter)
-            try:
-                await asyncio.wait([waiter], timeout=remaining)
-            finally:
-                waiters.discard(waiter)
-                if not waiters:
-                    self._waiters.pop(topic, None)
+            await self.wait_for_news(topic, remaining)
+
+    async def wait_for_news(self, topic: str, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for a message to arrive on ``topic`` or an invisible time of it to
+        change (the long polling of receives, and of offset-based pulls)."""
+        if self._closed:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(topic, set())
+        waiters.add(waiter)
+        try:
+            await asyncio.wait([waiter], timeout=timeout_s)
+        finally:
+            waiters.discard(waiter)
+            if not waiters:
+                self._waiters.pop(topic, None)
 
     def _pick(self, group: str, topic: str, tag_filter: TagFilter, batch: int, invisible_ms: int) -> list[Received]:
         now = now_ms()
@@ -167,17 +180,20 @@ class PopService:
         state = self.log.state
         group_config = self.broker.subscription_group(group)
         max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
+        fifo = group_config is not None and group_config.consume_message_orderly
         # 1. messages whose invisible time passed: delivered again, attempt + 1 (or dead-lettered)
         for (g, t, queue_id), entries in state.in_flight.items():
             if g != group or t != topic:
                 continue
+            if fifo and any(held.visible_at_ms > now for held in entries.values()):
+                continue  # a FIFO queue waits until every message handed out before is acked or due
             for offset, held in sorted(entries.items()):
                 if len(picked) >= batch:
                     break
                 if held.visible_at_ms > now:
                     continue
                 touched.add(queue_id)
-                message = _decode(store.get_message_record(topic, queue_id, offset))
+                message = decode_message(store.get_message_record(topic, queue_id, offset))
                 if message is None:  # its CommitLog file was deleted: nothing left to deliver
                     log.warning("pop: %s of %s queue %d offset %d is gone from the store; dropped",
                                 group, topic, queue_id, offset)
@@ -198,8 +214,10 @@ class PopService:
             if len(picked) >= batch:
                 break
             queue_id = (first + i) % queue_nums
+            if fifo and state.in_flight.get((group, topic, queue_id)):
+                continue  # nothing after a FIFO queue's messages in flight until they are acked
             cursor = self._cursor((group, topic, queue_id))
-            if (group, topic, queue_id) not in state.cursors:  # remember where a new group started
+            if state.cursors.get((group, topic, queue_id)) != cursor:  # a new group, or one moved on
                 records.append(Cursor(group, topic, queue_id, cursor))
             result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), tag_filter)
             if result.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
@@ -213,7 +231,7 @@ class PopService:
             moved_to = cursor
             if result.status is GetMessageStatus.FOUND:
                 for raw, offset in zip(result.messages, result.message_queue_offsets, strict=True):
-                    message = _decode(raw)
+                    message = decode_message(raw)
                     if message is None:
                         continue
                     records.append(Invisible(group, topic, queue_id, offset, visible_at, 1))
@@ -247,11 +265,15 @@ class PopService:
         return picked
 
     def _cursor(self, key: QueueKey) -> int:
-        cursor = self.log.state.cursors.get(key)
-        if cursor is not None:
-            return cursor
+        """Where the group's next new message of the queue is: the pop cursor, moved on to the group's
+        committed offset when that is further (pop itself commits at most its cursor, so a further
+        one was committed by someone else: a 4.x consumer of the group, an UpdateOffset, an admin
+        tool; their consumption counts)."""
         group, topic, queue_id = key
         committed = self.broker.consumer_offset_manager.query_offset(group, topic, queue_id)
+        cursor = self.log.state.cursors.get(key)
+        if cursor is not None:
+            return max(cursor, committed)
         return committed if committed >= 0 else self.broker.store.get_min_offset_in_queue(topic, queue_id)
 
     def _commit_offset(self, group: str, topic: str, queue_id: int) -> None:
@@ -283,7 +305,7 @@ class PopService:
         """ForwardMessageToDeadLetterQueue: the message of ``handle`` goes to the DLQ now; None, or why
         not (InvalidHandle for a handle that names no delivery held)."""
         held = self._held(group, topic, handle)
-        message = _decode(self.broker.store.get_message_record(topic, handle.queue_id, handle.offset))
+        message = decode_message(self.broker.store.get_message_record(topic, handle.queue_id, handle.offset))
         if message is None:
             return f"the message at queue {handle.queue_id} offset {handle.offset} is gone from the store"
         record = self._dead_letter(group, message, handle.queue_id, handle.offset, held.attempt, now_ms())
@@ -333,7 +355,8 @@ class PopService:
                 waiter.set_result(None)
 
 
-def _decode(raw: bytes | None) -> StoredMessage | None:
+def decode_message(raw: bytes | None) -> StoredMessage | None:
+    """A raw store record as a message (None for no record, or one that is not a message)."""
     if raw is None:
         return None
     record = decode_record(raw)

@@ -15,6 +15,11 @@ A thin layer: it validates a request, calls what the broker already has, and bui
 * ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
   pop_service.py; a message goes to its dead-letter queue through the registered
   CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
+* PullMessage / GetOffset / QueryOffset / UpdateOffset: offset-based consumption of one queue,
+  the 4.x pull model over gRPC (RocketMQ's proxy leaves these UNIMPLEMENTED): a pull reads the
+  store from the offset the client names, long-polling at the queue's end; offsets are the
+  group's committed offsets in ConsumerOffsetManager, the ones 4.x consumers, pop and admin
+  tools share.
 * Heartbeat / NotifyClientTermination: OK (gRPC clients are not listed among a group's
   connections yet).
 
@@ -34,7 +39,14 @@ from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
-from rocketstore.broker.grpc_v2.pop_service import DeadLetterForwarder, InvalidHandle, PopService, parse_handle
+from rocketstore.broker.grpc_v2.pop_service import (
+    MAX_BATCH,
+    DeadLetterForwarder,
+    InvalidHandle,
+    PopService,
+    decode_message,
+    parse_handle,
+)
 from rocketstore.broker.mq_version import BROKER_VERSION
 from rocketstore.broker.server import Connection
 from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
@@ -44,7 +56,9 @@ from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, vali
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketstore.store.message_store import TagFilter
 from rocketstore.store.schedule_message_service import parse_delay_levels
+from rocketstore.store.status import GetMessageStatus
 
 #: what a queue accepts: no TRANSACTION (EndTransaction is not served over gRPC yet)
 ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY)
@@ -89,19 +103,21 @@ def queue_permission(queue_id: int, config: TopicConfig, broker_perm: int) -> in
 
 
 def settings_answer(client: pb.Settings, *, max_body_size: int, retry_max_times: int,
-                    delay_levels: list[int]) -> pb.Settings:
+                    delay_levels: list[int], fifo: bool = False) -> pb.Settings:
     """The settings a Telemetry settings command is answered with: the client's own, completed.
 
     A producer needs ``publishing.max_body_size`` (0 fails every send) and
     ``validate_message_type``; a consumer ``subscription.long_polling_timeout``, ``fifo`` and
-    ``receive_batch_size``, and a retry policy: ``retryMaxTimes + 1`` deliveries spaced by the
-    broker's delay levels from the third on (10 s, 30 s, 1 min, ...), as 4.x retries are spaced.
+    ``receive_batch_size`` (``fifo``: the group's ``consumeMessageOrderly``, which makes a push
+    consumer hand a message group's messages to its listener one after another), and a retry
+    policy: ``retryMaxTimes + 1`` deliveries spaced by the broker's delay levels from the third on
+    (10 s, 30 s, 1 min, ...), as 4.x retries are spaced.
     """
     answer = pb.Settings()
     answer.CopyFrom(client)
     if client.WhichOneof("pub_sub") == "subscription":
         sub = answer.subscription
-        sub.fifo = False
+        sub.fifo = fifo
         sub.receive_batch_size = 32
         sub.long_polling_timeout.FromMilliseconds(LONG_POLLING_MS)
         policy = answer.backoff_policy
@@ -255,7 +271,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 retry_max_times = group_config.retry_max_times if group_config is not None else 16
                 yield pb.TelemetryCommand(status=_status(pb.OK), settings=settings_answer(
                     command.settings, max_body_size=self.broker.store_config.max_message_size,
-                    retry_max_times=retry_max_times, delay_levels=delay_levels))
+                    retry_max_times=retry_max_times, delay_levels=delay_levels,
+                    fifo=group_config is not None and group_config.consume_message_orderly))
         finally:
             closing.cancel()
 
@@ -410,3 +427,131 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         except InvalidHandle as exc:
             return pb.ChangeInvisibleDurationResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         return pb.ChangeInvisibleDurationResponse(status=_status(pb.OK), receipt_handle=handle.encode())
+
+    # -- offset-based consumption ----------------------------------------------------------------
+    def _own_queue(self, queue: pb.MessageQueue, *, readable: bool = True) -> tuple[TopicConfig, int] | pb.Status:
+        """The topic config and queue id of a request's message queue, which must be one of this
+        broker's (a peer's queue is served by that peer) and exist."""
+        config = self._topic(queue.topic.name)
+        if isinstance(config, pb.Status):
+            return config
+        own = self.broker.broker_config.broker_name
+        if queue.broker.name and queue.broker.name != own:
+            return _status(pb.BAD_REQUEST, f"queue {queue.id} of {config.topic_name} belongs to broker "
+                           f"{queue.broker.name}; this is {own}")
+        queue_nums = config.read_queue_nums if readable else max(config.read_queue_nums, config.write_queue_nums)
+        if not 0 <= queue.id < queue_nums:
+            return _status(pb.BAD_REQUEST, f"topic {config.topic_name} has no readable queue {queue.id} "
+                           f"(readQueueNums {config.read_queue_nums})")
+        return config, queue.id
+
+    def _group_problem(self, group: str) -> pb.Status | None:
+        if not group:
+            return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
+        if self.broker.subscription_group(group) is None:
+            return _status(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
+        return None
+
+    async def PullMessage(self, request: pb.PullMessageRequest, context: Any) -> AsyncIterator[pb.PullMessageResponse]:
+        """Up to ``batch_size`` messages of one queue from ``offset``: a status, the messages, then the
+        offset to pull from next (also when nothing matched the filter, so the client moves on)."""
+        group = request.group.name
+        found = self._own_queue(request.message_queue)
+        problem = found if isinstance(found, pb.Status) else self._group_problem(group)
+        if problem is None and request.filter_expression.type == pb.SQL:
+            problem = _status(pb.NOT_IMPLEMENTED, "SQL92 filters are not served over gRPC yet; use a TAG expression")
+        if problem is None and request.batch_size <= 0:
+            problem = _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
+        if problem is None and request.offset < 0:
+            problem = _status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+        if problem is not None or isinstance(found, pb.Status):
+            yield pb.PullMessageResponse(status=problem)
+            return
+        config, queue_id = found
+        topic = config.topic_name
+        polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
+        wait_s = min(max(polling_ms, 0), LONG_POLLING_MS) / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        tag_filter = TagFilter(request.filter_expression.expression)
+        while True:
+            result = self.broker.store.get_message(group, topic, queue_id, request.offset,
+                                                   min(request.batch_size, MAX_BATCH), tag_filter)
+            at_end = result.status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+            left = deadline - loop.time()
+            if not at_end or left <= 0:
+                break
+            await self.pop.wait_for_news(topic, left)
+            if self._closing.is_set():
+                break
+        if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
+            yield pb.PullMessageResponse(status=_status(
+                pb.ILLEGAL_OFFSET, f"offset {request.offset} is outside queue {queue_id} of {topic}: "
+                f"[{result.min_offset}, {result.max_offset}]"))
+            yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
+            return
+        messages = [message for message in map(decode_message, result.messages) if message is not None]
+        if not messages:
+            yield pb.PullMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
+            return
+        yield pb.PullMessageResponse(status=_status(pb.OK))
+        store_host = str(self.broker.store_host)
+        for message in messages:
+            yield pb.PullMessageResponse(message=message_convert.received_message(
+                message, receipt_handle="", attempt=message.reconsume_times + 1, invisible_ms=0,
+                store_host=store_host))
+        yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
+
+    async def GetOffset(self, request: pb.GetOffsetRequest, context: Any) -> pb.GetOffsetResponse:
+        """The group's committed offset of the queue (OFFSET_NOT_FOUND when it never committed one)."""
+        found = self._own_queue(request.message_queue)
+        problem = found if isinstance(found, pb.Status) else self._group_problem(request.group.name)
+        if problem is not None or isinstance(found, pb.Status):
+            return pb.GetOffsetResponse(status=problem)
+        config, queue_id = found
+        offset = self.broker.consumer_offset_manager.query_offset(request.group.name, config.topic_name, queue_id)
+        if offset < 0:
+            return pb.GetOffsetResponse(status=_status(
+                pb.OFFSET_NOT_FOUND, f"group {request.group.name} has no offset for queue {queue_id} of "
+                f"{config.topic_name}"))
+        return pb.GetOffsetResponse(status=_status(pb.OK), offset=offset)
+
+    async def QueryOffset(self, request: pb.QueryOffsetRequest, context: Any) -> pb.QueryOffsetResponse:
+        """The queue's first offset, its end (the next message's offset), or the first offset stored
+        at or after a timestamp."""
+        found = self._own_queue(request.message_queue)
+        if isinstance(found, pb.Status):
+            return pb.QueryOffsetResponse(status=found)
+        config, queue_id = found
+        store = self.broker.store
+        if request.query_offset_policy == pb.BEGINNING:
+            offset = max(store.get_min_offset_in_queue(config.topic_name, queue_id), 0)
+        elif request.query_offset_policy == pb.END:
+            offset = store.get_max_offset_in_queue(config.topic_name, queue_id)
+        elif not request.HasField("timestamp"):
+            return pb.QueryOffsetResponse(status=_status(pb.BAD_REQUEST, "policy TIMESTAMP needs a timestamp"))
+        else:
+            offset = store.get_offset_in_queue_by_time(config.topic_name, queue_id,
+                                                       request.timestamp.ToMilliseconds())
+        return pb.QueryOffsetResponse(status=_status(pb.OK), offset=offset)
+
+    async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: Any) -> pb.UpdateOffsetResponse:
+        """Commit the group's offset of the queue (what it consumes next); pop receives of the group
+        continue from there too."""
+        found = self._own_queue(request.message_queue)
+        problem = found if isinstance(found, pb.Status) else self._group_problem(request.group.name)
+        if problem is not None or isinstance(found, pb.Status):
+            return pb.UpdateOffsetResponse(status=problem)
+        config, queue_id = found
+        end = self.broker.store.get_max_offset_in_queue(config.topic_name, queue_id)
+        if not 0 <= request.offset <= end:
+            return pb.UpdateOffsetResponse(status=_status(
+                pb.ILLEGAL_OFFSET, f"offset {request.offset} is outside queue {queue_id} of {config.topic_name}: "
+                f"[0, {end}]"))
+        self.broker.consumer_offset_manager.commit_offset(request.group.name, config.topic_name, queue_id,
+                                                          request.offset)
+        return pb.UpdateOffsetResponse(status=_status(pb.OK))
