@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from broker_process import Broker
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -487,3 +488,34 @@ def test_offset_based_pull_get_query_and_update_offsets(stub: pb_grpc.MessagingS
         .status.code == pb.BAD_REQUEST
     assert stub.GetOffset(pb.GetOffsetRequest(group=pb.Resource(name="NoSuchGroup"), message_queue=queue)) \
         .status.code == pb.OFFSET_NOT_FOUND  # autoCreateSubscriptionGroup (on by default) made the group
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    """The value of one series of a /metrics page (0 when it is absent)."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_calls_are_counted_by_method_and_outcome(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
+    """/metrics counts calls by the v2 code of their answer (or the gRPC code of a refusal) and times them."""
+    before = broker.metrics()
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))).status.code \
+        == pb.TOPIC_NOT_FOUND
+    assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))).status.code == pb.OK
+    assert _receive(stub, "GroupMetrics", topic="NoSuchTopic")[0].status.code == pb.TOPIC_NOT_FOUND
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel, pytest.raises(grpc.RpcError):
+        channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")(b"\xff\xff", timeout=5)
+    after = broker.metrics()
+    requests = "rocketstore_grpc_requests_total"
+
+    def grew(name: str, **labels: str) -> float:
+        return _sample(after, name, **labels) - _sample(before, name, **labels)
+
+    assert grew(requests, method="QueryRoute", code="TOPIC_NOT_FOUND") == 1
+    assert grew(requests, method="QueryRoute", code="OK") == 1
+    assert grew(requests, method="ReceiveMessage", code="TOPIC_NOT_FOUND") == 1
+    assert grew(requests, method="SendMessage", code="INVALID_ARGUMENT") == 1
+    assert grew("rocketstore_grpc_request_latency_seconds_count", method="QueryRoute") == 2

@@ -35,9 +35,11 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Final
+
+from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
@@ -395,6 +397,12 @@ class BrokerController:
         """Publish ``read()`` (a running total) as a /metrics counter; a no-op without an HTTP port."""
         if self.http is not None:
             self.http.add_counter(name, doc, read)
+
+    def add_metrics(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        """Publish the metric families ``collect()`` yields at each scrape (labelled ones a processor
+        keeps); a no-op without an HTTP port."""
+        if self.http is not None:
+            self.http.add_metrics(collect)
 
     # -- config tables -------------------------------------------------------------------------
     def _load_tables(self) -> None:

@@ -9,8 +9,10 @@ satisfies the protocol structurally; the attributes are documented on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
+
+from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig
@@ -83,6 +85,8 @@ class BrokerContext(Protocol):
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
 
     def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
+
+    def add_metrics(self, collect: Callable[[], Iterable[Metric]]) -> None: ...
 
 
 class RequestProcessor(Protocol):

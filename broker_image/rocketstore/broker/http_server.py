@@ -63,7 +63,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
@@ -98,6 +98,7 @@ class BrokerCollector(Collector):
         self.broker = broker
         self.gauges: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_gauge)
         self.counters: list[tuple[str, str, Callable[[], float]]] = []  # added by processors (add_counter)
+        self.families: list[Callable[[], Iterable[Metric]]] = []  # added by processors (add_metrics)
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -128,6 +129,8 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=read())
         for name, doc, read in self.counters:
             yield CounterMetricFamily(name, doc, value=read())
+        for collect in self.families:
+            yield from collect()
         yield from self._broker_stats_metrics()
         yield from exporter_metrics(broker)
 
@@ -264,6 +267,11 @@ class HttpServer:
         """Publish ``read()``, a running total a processor keeps, as counter ``name`` (exposed as
         ``name_total``)."""
         self._collector.counters.append((name, doc, read))
+
+    def add_metrics(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        """Publish the families ``collect()`` yields, read on the loop at each scrape (for labelled
+        metrics a processor keeps)."""
+        self._collector.families.append(collect)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +36,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
+from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
@@ -58,6 +60,7 @@ class GrpcServer:
         self.port = port
         self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR),
                               dead_letter_forwarder(broker))
+        self.metrics = CallMetrics()
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
         self._sync_task: asyncio.Task[None] | None = None
@@ -76,7 +79,7 @@ class GrpcServer:
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
         validator = self.broker.access_validator  # set at start when aclEnable is
         check = None if validator is None else AccessCheck(validator)
-        server.add_generic_rpc_handlers((method_handlers(service, check),))
+        server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             bound = server.add_insecure_port(address)
@@ -95,6 +98,7 @@ class GrpcServer:
         self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
                                 "queue after their last delivery attempt, or at a client's request",
                                 lambda: self.pop.dead_lettered)
+        self.broker.add_metrics(self.metrics.collect)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
@@ -137,33 +141,72 @@ async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerCo
     return request
 
 
-def _unary(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
+def _outcome(response: Any) -> str:
+    """The v2 status code an answer carries, by name."""
+    code = int(response.status.code)
+    return pb.Code.Name(code) if code in pb.Code.values() else str(code)
+
+
+def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
+    """The gRPC status code of a call that ended without an answer (aborted, cancelled, failed)."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    return "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
+
+
+def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+           metrics: CallMetrics) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        return await impl(await _accepted(request_class, raw, context, check), context)
+        started = time.perf_counter()
+        try:
+            response = await impl(await _accepted(request_class, raw, context, check), context)
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
+            raise
+        metrics.record(name, _outcome(response), time.perf_counter() - started)
+        return response
     return call
 
 
-def _server_stream(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
+def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+                   metrics: CallMetrics) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async for response in impl(await _accepted(request_class, raw, context, check), context):
-            yield response
+        started = time.perf_counter()
+        outcome = ""
+        try:
+            async for response in impl(await _accepted(request_class, raw, context, check), context):
+                if not outcome and response.HasField("status"):
+                    outcome = _outcome(response)
+                yield response
+        except BaseException as exc:
+            metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
+            raise
+        metrics.record(name, outcome or "OK", time.perf_counter() - started)
     return call
 
 
-def _bidi_stream(impl: Callable[..., Any], request_class: Any, check: Check | None) -> Callable[..., Any]:
+def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+                 metrics: CallMetrics) -> Callable[..., Any]:
     async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async def requests() -> AsyncIterator[Any]:
             async for raw in raw_iterator:
                 yield await _accepted(request_class, raw, context, check)
 
-        async for response in impl(requests(), context):
-            yield response
+        try:
+            async for response in impl(requests(), context):
+                yield response
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), None)
+            raise
+        metrics.record(name, "OK", None)
     return call
 
 
-def method_handlers(service: pb_grpc.MessagingServiceServicer, check: Check | None = None) -> grpc.GenericRpcHandler:
+def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
+                    check: Check | None = None) -> grpc.GenericRpcHandler:
     """The handlers of every MessagingService method ``service`` implements (see the module docstring),
-    each request passed to ``check`` first when one is given."""
+    each request passed to ``check`` first when one is given, each call counted in ``metrics``."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
         impl = getattr(type(service), method.name)
@@ -174,11 +217,11 @@ def method_handlers(service: pb_grpc.MessagingServiceServicer, check: Check | No
         serialize = getattr(pb, method.output_type.name).SerializeToString
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _bidi_stream(bound, request_class, check), response_serializer=serialize)
+                _bidi_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
         elif method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _server_stream(bound, request_class, check), response_serializer=serialize)
+                _server_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(bound, request_class, check), response_serializer=serialize)
+                _unary(method.name, bound, request_class, check, metrics), response_serializer=serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
