@@ -11,6 +11,8 @@ so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the mess
 own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
 does not implement are not registered: grpc answers them UNIMPLEMENTED.
 
+With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py).
+
 With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
 through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
 ``MQv2-HMAC-SHA1`` signatures, the accounts and permissions of the remoting port).
@@ -39,7 +41,9 @@ from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
+from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+from rocketstore.broker.tls_system_config import TlsMode, broker_tls_settings
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +85,15 @@ class GrpcServer:
         check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        tls = broker_tls_settings(self.broker.broker_config)
         try:
-            bound = server.add_insecure_port(address)
+            if tls.enabled:
+                if tls.mode is TlsMode.PERMISSIVE:
+                    log.warning("tls.server.mode=permissive: the gRPC port serves TLS only (grpc cannot take "
+                                "plaintext and TLS on one port); plaintext 5.x clients are refused")
+                bound = server.add_secure_port(address, ReloadingCredentials(tls).credentials)
+            else:
+                bound = server.add_insecure_port(address)
         except RuntimeError as exc:  # grpcio raises, rather than returning 0, when the bind fails
             raise OSError(f"grpcListenPort: cannot listen on {address}: {exc}") from exc
         if bound == 0:
