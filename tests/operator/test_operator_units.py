@@ -160,7 +160,19 @@ def test_broker_conf_has_rocketmq_keys_and_peers() -> None:
     assert conf["diskSpaceCleanForciblyRatio"] == "0.85"
     assert conf["clusterPeers"] == ("rs-0@rs-0.rs-headless.ns.svc:10911,rs-1@rs-1.rs-headless.ns.svc:10911")
     assert conf["namesrvListenPort"] == "9876" and conf["httpListenPort"] == "10925"
+    assert conf["grpcListenPort"] == "8081"
     assert conf["maxMessageSize"] == "1024"
+
+
+def test_5x_clients_reach_every_broker_on_the_grpc_port() -> None:
+    """Each pod serves gRPC on 8081, and both Services carry it (5.x clients start at the client
+    Service; routes then name each broker at its pod's address)."""
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in all_objects(plan({"brokers": 2}))}
+    container = objs[("StatefulSet", "rs")]["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "grpc", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    for name in ("rs", "rs-headless"):
+        assert {"name": "grpc", "port": 8081, "targetPort": "grpc", "protocol": "TCP"} \
+            in objs[("Service", name)]["spec"]["ports"]
 
 
 def test_broker_conf_parses_with_the_brokers_own_loader() -> None:

@@ -9,7 +9,7 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 =======================  ==============================================================
 ``NAME``                 StatefulSet of brokers; volumeClaimTemplate ``store`` (PVC ``store-NAME-<i>``)
 ``NAME-headless``        headless Service: stable DNS ``NAME-<i>.NAME-headless.NS.svc``
-``NAME``                 client Service (remoting 10911, name server 9876, HTTP/metrics)
+``NAME``                 client Service (remoting 10911, name server 9876, gRPC 8081, HTTP/metrics)
 ``NAME-config``          ConfigMap with ``broker.conf``
 ``NAME``                 PodDisruptionBudget, maxUnavailable 1
 ``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted)
@@ -58,6 +58,7 @@ __all__ = [
     "ACL_DIR",
     "ADDRESS_DIR",
     "HTTP_PORT_NAME",
+    "GRPC_PORT",
     "LISTEN_PORT",
     "NAMESRV_PORT",
     "STORE_DIR",
@@ -92,6 +93,8 @@ __all__ = [
 
 LISTEN_PORT: Final = 10911
 NAMESRV_PORT: Final = 9876
+#: RocketMQ 5.x clients' gRPC port (the proxy's default; every broker is its own proxy)
+GRPC_PORT: Final = 8081
 HTTP_PORT_NAME: Final = "http"
 STORE_DIR: Final = "/home/rocketmq/store"
 CONF_DIR: Final = "/etc/rocketstore"
@@ -249,6 +252,7 @@ def broker_conf(plan: Plan) -> dict[str, str]:
         "brokerId": "0",
         "listenPort": str(LISTEN_PORT),
         "namesrvListenPort": str(NAMESRV_PORT),
+        "grpcListenPort": str(GRPC_PORT),
         "httpListenPort": str(spec.metrics.port),
         "storePathRootDir": STORE_DIR,
         "mappedFileSizeCommitLog": str(spec.commit_log.segment_size),
@@ -326,6 +330,7 @@ def _ports(plan: Plan) -> list[dict[str, Any]]:
     return [
         *remoting,
         {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"},
+        {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
         {"name": HTTP_PORT_NAME, "port": plan.spec.metrics.port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"},
     ]
 
@@ -573,6 +578,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             # one template for every pod: with external access each listens on its own port
             *([] if spec.external_access else [{"name": "remoting", "containerPort": LISTEN_PORT, "protocol": "TCP"}]),
             {"name": "namesrv", "containerPort": NAMESRV_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
             {"name": HTTP_PORT_NAME, "containerPort": spec.metrics.port, "protocol": "TCP"},
         ],
         "readinessProbe": {
