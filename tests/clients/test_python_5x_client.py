@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
+from java_driver_support import require_java_driver
+from java_rocketmq import ClientDriver
 from polling import wait_until
 from tool_support import ScriptRun, pip_tool_venv, pip_tool_venv_dir, require_tool, run_tool_script
 
@@ -171,6 +173,36 @@ def test_push_consumer_consumes_and_acks(py5: Py5Client, broker: Broker, topic: 
     # its acks arrived: nothing of this group is left in flight (the client acks after its listener)
     wait_until("the push consumer's acks", lambda: _metric(broker, "rocketstore_pop_messages_in_flight") == 0,
                timeout=15)
+
+
+def test_a_4x_and_a_5x_client_see_one_consistent_group(py5: Py5Client, broker: Broker, topic: str,
+                                                       tmp_path: Path) -> None:
+    """One topic, one group, both protocols: what the 5.x client acked the 4.x push consumer never
+    gets (pop acks are the group's committed offsets), and what the 4.x consumer committed the 5.x
+    client never gets (pop moves on to them); admin tools see the group caught up after each."""
+    require_java_driver("the 4.x side of this test needs")
+    java = ClientDriver(broker.namesrv, tmp_path / "java", poll_namesrv_ms=1000, heartbeat_ms=1000,
+                        rebalance_interval_ms=1000)
+    group = "GroupBothProtocols"
+
+    def caught_up() -> bool:
+        with MQAdmin(broker.namesrv) as admin:
+            return admin.consumer_progress(group, topic).diff_total == 0
+
+    java.produce(topic, 8, keys=True)
+    by_5x = py5.consume(topic, group, 8, "--mode", "ack").of("received")
+    assert sorted(r["body"] for r in by_5x) == sorted(f"body-{i}" for i in range(8))
+    wait_until("the group caught up after the 5.x acks", caught_up, timeout=15)
+
+    java.produce(topic, 6, keys=True, start=8)
+    by_4x = java.push_consume(topic, group, 6, timeout_s=60).of("received")
+    assert sorted(r["body"] for r in by_4x) == sorted(f"body-{i}" for i in range(8, 14))
+    wait_until("the group caught up after the 4.x commits", caught_up, timeout=15)
+    assert py5.consume(topic, group, 1, "--timeout", 4).of("received") == []
+
+    sent = py5.produce(topic, 3, "--body-prefix", "after").of("sent")
+    again = py5.consume(topic, group, 3, "--mode", "ack").of("received")
+    assert sorted(r["message_id"] for r in again) == sorted(s["message_id"] for s in sent)
 
 
 def _metric(broker: Broker, name: str) -> float:
