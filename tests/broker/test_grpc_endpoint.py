@@ -36,7 +36,7 @@ QUEUES = 4
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     # segments large enough for the 3 MiB messages of the large-request test
     b = Broker(tmp_path_factory.mktemp("grpc-endpoint"),
-               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\n")
+               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\nenablePropertyFilter=true\n")
     b.start()
     try:
         with MQAdmin(b.namesrv) as admin:
@@ -553,3 +553,35 @@ def test_tls_serves_the_configured_certificate_and_can_require_client_certificat
             assert error.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         b.stop()
+
+
+def test_sql92_filters_select_by_properties_on_receive_and_pull(stub: pb_grpc.MessagingServiceStub,
+                                                               broker: Broker) -> None:
+    """A SQL92 expression (enablePropertyFilter) delivers only the messages whose properties match;
+    one that does not parse is ILLEGAL_FILTER_EXPRESSION."""
+    topic = "GrpcSql"
+    with MQAdmin(broker.namesrv) as admin:
+        admin.create_topic(topic, 1, 1)
+    messages = [pb.Message(topic=pb.Resource(name=topic), body=f"{color}-{i}".encode(),
+                           user_properties={"color": color, "n": str(i)},
+                           system_properties=pb.SystemProperties(message_id=f"id-sql-{i}", body_encoding=pb.IDENTITY))
+                for i, color in enumerate(["red", "blue", "red", "green", "red"])]
+    assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+
+    def receive(expression: str) -> list[pb.ReceiveMessageResponse]:
+        request = pb.ReceiveMessageRequest(group=pb.Resource(name="GroupSql"), batch_size=32,
+                                           message_queue=_queue(topic, 0),
+                                           filter_expression=pb.FilterExpression(type=pb.SQL, expression=expression))
+        request.invisible_duration.FromSeconds(30)
+        request.long_polling_timeout.FromSeconds(2)
+        return list(stub.ReceiveMessage(request, timeout=10))
+
+    red = [m.body for m in _messages(receive("color = 'red' AND n > 0"))]
+    assert red == [b"red-2", b"red-4"]
+    assert receive("color = = 'red'")[0].status.code == pb.ILLEGAL_FILTER_EXPRESSION
+    pull = pb.PullMessageRequest(group=pb.Resource(name="GroupSqlPull"), message_queue=_queue(topic, 0), offset=0,
+                                 batch_size=32, filter_expression=pb.FilterExpression(type=pb.SQL,
+                                                                                      expression="color <> 'red'"))
+    responses = list(stub.PullMessage(pull, timeout=10))
+    assert [r.message.body for r in responses if r.HasField("message")] == [b"blue-1", b"green-3"]
+    assert responses[-1].next_offset == 5

@@ -45,7 +45,7 @@ from rocketstore.broker.grpc_v2.pop_log import Ack, Cursor, InFlight, Invisible,
 from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import StoredMessage, decode_record
-from rocketstore.store.message_store import TagFilter
+from rocketstore.store.message_store import MessageFilter
 from rocketstore.store.status import GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class PopService:
         self.log.close()
 
     # -- receive -------------------------------------------------------------------------------
-    async def receive(self, group: str, topic: str, expression: str, batch: int, invisible_ms: int,
+    async def receive(self, group: str, topic: str, message_filter: MessageFilter, batch: int, invisible_ms: int,
                       wait_s: float, attempt_id: str = "") -> list[Received]:
         """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one.
 
@@ -142,9 +142,8 @@ class PopService:
                 return earlier
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
-        tag_filter = TagFilter(expression)
         while True:
-            picked = self._pick(group, topic, tag_filter, min(batch, MAX_BATCH), invisible_ms)
+            picked = self._pick(group, topic, message_filter, min(batch, MAX_BATCH), invisible_ms)
             remaining = deadline - loop.time()
             if picked or remaining <= 0 or self._closed:
                 if picked and attempt_id:
@@ -170,7 +169,8 @@ class PopService:
             if not waiters:
                 self._waiters.pop(topic, None)
 
-    def _pick(self, group: str, topic: str, tag_filter: TagFilter, batch: int, invisible_ms: int) -> list[Received]:
+    def _pick(self, group: str, topic: str, message_filter: MessageFilter, batch: int,
+              invisible_ms: int) -> list[Received]:
         now = now_ms()
         visible_at = now + invisible_ms
         records: list[Record] = []
@@ -219,7 +219,7 @@ class PopService:
             cursor = self._cursor((group, topic, queue_id))
             if state.cursors.get((group, topic, queue_id)) != cursor:  # a new group, or one moved on
                 records.append(Cursor(group, topic, queue_id, cursor))
-            result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), tag_filter)
+            result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), message_filter)
             if result.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
                 # the queue ends before the cursor although it did not at start (open() checks): a
                 # topic deleted and created again. Read on from its end

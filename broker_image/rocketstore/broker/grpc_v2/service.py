@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.filter.expression_message_filter import ExpressionMessageFilter
 from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -49,6 +50,7 @@ from rocketstore.broker.grpc_v2.pop_service import (
 )
 from rocketstore.broker.mq_version import BROKER_VERSION
 from rocketstore.broker.server import Connection
+from rocketstore.common.filter import SQL92, SelectorSyntaxError
 from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
@@ -56,7 +58,7 @@ from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, vali
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from rocketstore.store.message_store import TagFilter
+from rocketstore.store.message_store import MessageFilter, TagFilter
 from rocketstore.store.schedule_message_service import parse_delay_levels
 from rocketstore.store.status import GetMessageStatus
 
@@ -346,6 +348,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if problem is not None:
             yield pb.ReceiveMessageResponse(status=problem)
             return
+        message_filter = self._message_filter(group, topic, request.filter_expression)
+        if isinstance(message_filter, pb.Status):
+            yield pb.ReceiveMessageResponse(status=message_filter)
+            return
         invisible_ms = _ms(request.invisible_duration) if request.HasField("invisible_duration") \
             else DEFAULT_INVISIBLE_MS
         polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") \
@@ -354,8 +360,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         remaining = context.time_remaining()
         if remaining is not None:
             wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
-        received = await self.pop.receive(group, topic, request.filter_expression.expression,
-                                          request.batch_size, invisible_ms, wait_s, request.attempt_id)
+        received = await self.pop.receive(group, topic, message_filter, request.batch_size, invisible_ms, wait_s,
+                                          request.attempt_id)
         if not received:
             yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
@@ -369,14 +375,27 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 item.message, receipt_handle=item.handle.encode(), attempt=item.attempt, invisible_ms=invisible_ms,
                 store_host=store_host))
 
+    def _message_filter(self, group: str, topic: str, expression: pb.FilterExpression) -> MessageFilter | pb.Status:
+        """What a receive or pull filters by: a TAG expression (``*`` or empty for all), or a SQL92 one
+        compiled as a 4.x pull's is (same cache, same ``rocketstore_filter_*`` counters); a SQL92
+        expression needs ``enablePropertyFilter`` and must compile (ILLEGAL_FILTER_EXPRESSION)."""
+        if expression.type != pb.SQL:
+            return TagFilter(expression.expression)
+        if not self.broker.broker_config.enable_property_filter:
+            return _status(pb.ILLEGAL_FILTER_EXPRESSION, "the broker does not filter by SQL92 "
+                           "(enablePropertyFilter=false); use a TAG expression")
+        manager = self.broker.consumer_filter_manager
+        built = manager.build(topic, group, expression.expression, SQL92)
+        if isinstance(built, SelectorSyntaxError):
+            return _status(pb.ILLEGAL_FILTER_EXPRESSION, f"the SQL92 expression does not parse: {built}")
+        return ExpressionMessageFilter(built, manager.stats)
+
     def _receive_problem(self, request: pb.ReceiveMessageRequest) -> pb.Status | None:
         group = request.group.name
         if not group:
             return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
         if self.broker.subscription_group(group) is None:
             return _status(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
-        if request.filter_expression.type == pb.SQL:
-            return _status(pb.NOT_IMPLEMENTED, "SQL92 filters are not served over gRPC yet; use a TAG expression")
         if request.batch_size <= 0:
             return _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
         cfg = self.broker.broker_config
@@ -458,8 +477,6 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         group = request.group.name
         found = self._own_queue(request.message_queue)
         problem = found if isinstance(found, pb.Status) else self._group_problem(group)
-        if problem is None and request.filter_expression.type == pb.SQL:
-            problem = _status(pb.NOT_IMPLEMENTED, "SQL92 filters are not served over gRPC yet; use a TAG expression")
         if problem is None and request.batch_size <= 0:
             problem = _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
         if problem is None and request.offset < 0:
@@ -468,6 +485,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             yield pb.PullMessageResponse(status=problem)
             return
         config, queue_id = found
+        message_filter = self._message_filter(group, config.topic_name, request.filter_expression)
+        if isinstance(message_filter, pb.Status):
+            yield pb.PullMessageResponse(status=message_filter)
+            return
         topic = config.topic_name
         polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
         wait_s = min(max(polling_ms, 0), LONG_POLLING_MS) / 1000
@@ -476,10 +497,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
-        tag_filter = TagFilter(request.filter_expression.expression)
         while True:
             result = self.broker.store.get_message(group, topic, queue_id, request.offset,
-                                                   min(request.batch_size, MAX_BATCH), tag_filter)
+                                                   min(request.batch_size, MAX_BATCH), message_filter)
             at_end = result.status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
             left = deadline - loop.time()
             if not at_end or left <= 0:
