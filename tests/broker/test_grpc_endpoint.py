@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from broker_process import Broker
+from polling import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from tls_certs import make_certs
 
@@ -585,3 +586,52 @@ def test_sql92_filters_select_by_properties_on_receive_and_pull(stub: pb_grpc.Me
     responses = list(stub.PullMessage(pull, timeout=10))
     assert [r.message.body for r in responses if r.HasField("message")] == [b"blue-1", b"green-3"]
     assert responses[-1].next_offset == 5
+
+
+def test_auto_renew_keeps_a_message_invisible_while_its_client_lives(stub: pb_grpc.MessagingServiceStub,
+                                                                     broker: Broker) -> None:
+    """auto_renew: past its 1 s invisible time the message is not delivered again while its client holds
+    its Telemetry stream, and the handle it was given acks it; once the client is gone it comes back."""
+    topic, group = "GrpcRenew", "GroupRenew"
+    with MQAdmin(broker.namesrv) as admin:
+        admin.create_topic(topic, 1, 1)
+    metadata = [("x-mq-client-id", "renewing-client")]
+    ended = threading.Event()
+
+    def session() -> Iterator[pb.TelemetryCommand]:
+        yield pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PUSH_CONSUMER,
+                                                       subscription=pb.Subscription(group=pb.Resource(name=group))))
+        ended.wait(60)
+
+    telemetry = stub.Telemetry(session(), metadata=metadata, timeout=60)
+    assert next(telemetry).status.code == pb.OK
+
+    def receive(auto_renew: bool) -> list[pb.Message]:
+        request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=32, auto_renew=auto_renew,
+                                           message_queue=_queue(topic, 0))
+        request.invisible_duration.FromSeconds(1)
+        request.long_polling_timeout.FromSeconds(1)
+        return _messages(list(stub.ReceiveMessage(request, metadata=metadata, timeout=10)))
+
+    def send(body: bytes) -> None:
+        message = pb.Message(topic=pb.Resource(name=topic), body=body, system_properties=pb.SystemProperties(
+            message_id=f"id-{body.decode()}", body_encoding=pb.IDENTITY))
+        assert stub.SendMessage(pb.SendMessageRequest(messages=[message])).status.code == pb.OK
+
+    try:
+        send(b"renewed")
+        first: list[pb.Message] = []
+        wait_until("the message", lambda: first.extend(receive(True)) or bool(first), timeout=10)
+        assert [m.body for m in first] == [b"renewed"]
+        time.sleep(3)  # three invisible times
+        assert receive(False) == []
+        _ack(stub, group, topic, first[0])  # with the handle it was handed out with
+        send(b"abandoned")
+        second: list[pb.Message] = []
+        wait_until("the second message", lambda: second.extend(receive(True)) or bool(second), timeout=10)
+        assert [m.body for m in second] == [b"abandoned"]
+    finally:
+        ended.set()
+        telemetry.cancel()
+    again = _collect(stub, group, _body(b"abandoned"), topic=topic, timeout=10)
+    assert [m.system_properties.delivery_attempt for m in again] == [2]

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 #: how often appended pop-log records are fsynced (what a power loss may take back: see pop_log.py)
 POP_LOG_SYNC_INTERVAL_S: Final = 1.0
+#: how often auto-renewed messages are looked at (well within the least renew-ahead window, 0.5 s)
+RENEW_PERIOD_S: Final = 0.25
 #: the pop log's folder under the store's root directory
 POP_DIR: Final = "pop"
 #: largest request accepted (RocketMQ proxy's grpcMaxInboundMessageSize default, 130 MiB)
@@ -67,7 +69,7 @@ class GrpcServer:
         self.metrics = CallMetrics()
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
-        self._sync_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Replay the pop log, then listen; OSError when the port cannot be bound."""
@@ -81,6 +83,7 @@ class GrpcServer:
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
         service = self._service = MessagingService(self.broker, self.pop,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
+        self.pop.client_alive = service.client_alive
         validator = self.broker.access_validator  # set at start when aclEnable is
         check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
@@ -101,7 +104,9 @@ class GrpcServer:
         self.port = bound
         await server.start()
         self._server = server
-        self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop(), name="pop-log-sync")
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
+                       loop.create_task(self._renew_loop(), name="pop-auto-renew")]
         self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
                               lambda: self.pop.log.state.in_flight_count())
         self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
@@ -114,16 +119,24 @@ class GrpcServer:
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
         ``grace_s``), close the pop log."""
-        if self._sync_task is not None:
-            self._sync_task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sync_task
+                await task
         if self._service is not None:
             self._service.close()
         if self._server is not None:
             self.pop.close_waiters()
             await self._server.stop(grace_s)
         await asyncio.to_thread(self.pop.close)
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_PERIOD_S)
+            try:
+                self.pop.renew()
+            except OSError:  # the pop log's append failed; the next round tries again
+                log.exception("auto renew of pop messages failed")
 
     async def _sync_loop(self) -> None:
         while True:

@@ -167,6 +167,14 @@ def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
     return forward
 
 
+def client_id(context: Any) -> str:
+    """The calling client's id (``x-mq-client-id``; every 5.x client sends it), else its address."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-mq-client-id" and isinstance(value, str) and value:
+            return value
+    return str(context.peer())
+
+
 def _connection(broker: BrokerContext, peer: str) -> Connection:
     """What the remoting handlers take as the caller: a gRPC call has no remoting connection (RocketMQ's
     proxy in local mode hands its processors a channel of its own the same way)."""
@@ -194,6 +202,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.pop = pop
         self.endpoint = endpoint
         self._closing = asyncio.Event()
+        #: client id -> its open Telemetry streams (a client is alive while it holds one)
+        self._sessions: dict[str, int] = {}
+
+    def client_alive(self, client: str) -> bool:
+        """Whether the client holds a Telemetry stream (what auto renew goes on for)."""
+        return client in self._sessions
 
     # -- routes --------------------------------------------------------------------------------
     def _topic(self, name: str) -> TopicConfig | pb.Status:
@@ -255,6 +269,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
         requests = aiter(request_iterator)
         closing = asyncio.ensure_future(self._closing.wait())
+        client = client_id(context)
+        self._sessions[client] = self._sessions.get(client, 0) + 1
         try:
             while True:
                 following = asyncio.ensure_future(anext(requests))
@@ -277,6 +293,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     fifo=group_config is not None and group_config.consume_message_orderly))
         finally:
             closing.cancel()
+            left = self._sessions.pop(client) - 1
+            if left:
+                self._sessions[client] = left
 
     def close(self) -> None:
         """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
@@ -360,8 +379,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         remaining = context.time_remaining()
         if remaining is not None:
             wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
+        renew_for = client_id(context) if request.auto_renew else ""
         received = await self.pop.receive(group, topic, message_filter, request.batch_size, invisible_ms, wait_s,
-                                          request.attempt_id)
+                                          request.attempt_id, renew_for)
         if not received:
             yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
