@@ -17,6 +17,17 @@ through the plain ACL before its method sees it (:class:`~rocketstore.broker.grp
 
 The pop log is opened (replayed, compacted, held against the store) in a worker thread before
 the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
+
+TLS: with ``tls.server.mode=enforcing`` (tls_system_config.py, the remoting port's settings, as
+RocketMQ's proxy reads the same TlsSystemConfig keys for its gRPC port) the port serves TLS only,
+with ``tls.server.certPath`` / ``keyPath``; ``tls.server.need.client.auth=require`` then demands a
+client certificate signed by ``tls.server.trustCertPath``. grpcio cannot do what the remoting
+port does beyond that: ``permissive`` keeps this port plain (grpcio cannot tell TLS and plain
+connections apart on one port, and plain 5.x clients must keep working), ``optional`` does not ask
+for a client certificate (grpcio can only require one or not ask), an encrypted key
+(``tls.server.keyPassword``) is refused at start, and changed certificate files are read at the next
+start, not at once. The Go 5.x client always speaks TLS (and trusts any certificate), so it needs
+``enforcing``.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+from rocketstore.broker.tls_system_config import TlsMode, TlsSettings
+from rocketstore.store.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +91,12 @@ class GrpcServer:
         check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        tls = self.broker.remoting.tls
         try:
-            bound = server.add_insecure_port(address)
+            if tls is not None and tls.mode is TlsMode.ENFORCING:
+                bound = server.add_secure_port(address, server_credentials(tls))
+            else:
+                bound = server.add_insecure_port(address)
         except RuntimeError as exc:  # grpcio raises, rather than returning 0, when the bind fails
             raise OSError(f"grpcListenPort: cannot listen on {address}: {exc}") from exc
         if bound == 0:
@@ -117,6 +134,31 @@ class GrpcServer:
                 await asyncio.to_thread(self.pop.log.sync)
             except OSError:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+def server_credentials(tls: TlsSettings) -> grpc.ServerCredentials:
+    """The gRPC port's TLS credentials from the broker's TLS settings (see the module docstring);
+    ConfigError naming the key that is missing or cannot be used."""
+    if not tls.cert_path or not tls.key_path:
+        raise ConfigError("tls.server.certPath", tls.cert_path or "",
+                          f"tls.server.mode={tls.mode.value} needs tls.server.certPath and tls.server.keyPath")
+    if tls.key_password:
+        raise ConfigError("tls.server.keyPassword", "***", "the gRPC port (grpcListenPort) cannot use an encrypted "
+                          "key: give an unencrypted one, or set grpcListenPort=0")
+    require = tls.need_client_auth.strip().lower() == "require"
+    if require and not tls.trust_cert_path:
+        raise ConfigError("tls.server.need.client.auth", "require", "needs tls.server.trustCertPath to verify clients")
+    files = {"tls.server.certPath": tls.cert_path, "tls.server.keyPath": tls.key_path,
+             **({"tls.server.trustCertPath": tls.trust_cert_path} if require and tls.trust_cert_path else {})}
+    loaded: dict[str, bytes] = {}
+    for key, path in files.items():
+        try:
+            loaded[key] = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(key, path, f"cannot be read: {exc}") from exc
+    return grpc.ssl_server_credentials([(loaded["tls.server.keyPath"], loaded["tls.server.certPath"])],
+                                       root_certificates=loaded.get("tls.server.trustCertPath"),
+                                       require_client_auth=require)
 
 
 SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
