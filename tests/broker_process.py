@@ -157,6 +157,14 @@ class Broker:
         return self.process.stop(sig)
 
 
+def plain_acl_broker(tmp: Path, acl_file: str, extra_conf: str = "") -> Broker:
+    """A Broker (not started) with ``aclEnable`` whose plain ACL is ``acl_file``: the text of
+    ``conf/plain_acl.yml`` under its rocketmqHome, ``tmp``."""
+    (tmp / "conf").mkdir(exist_ok=True)
+    (tmp / "conf" / "plain_acl.yml").write_text(acl_file)
+    return Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n{extra_conf}")
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     b = Broker(tmp_path_factory.mktemp("broker"))

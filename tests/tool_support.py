@@ -8,20 +8,22 @@ pyspark, the C++ client wheel, Docker, debootstrap, root for tmpfs mounts, ...) 
 :func:`require_tool`, so the rule is written once.
 
 :func:`pip_tool_venv` builds (once, cached) the virtualenv of a client installed from PyPI that
-must not share an environment with ours.
+must not share an environment with ours; :func:`go_tool_binary` builds (once, cached) a driver
+program of a client that comes from the Go module proxy.
 
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tests/`` on sys.path.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,55 @@ def pip_tool_venv(package: str, version: str, module: str) -> Path:
     return _venv_python(venv)
 
 
+GO_BUILD_TIMEOUT_S = 900
+
+
+def go_sources_digest(source: Path) -> str:
+    """A hash of every file under ``source`` (names and contents): a changed driver or go.sum gets
+    a binary of its own instead of a stale one."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(source).as_posix()}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def go_tool_binary_path(source: Path, name: str, version: str) -> Path:
+    """Where :func:`go_tool_binary` keeps the program built from ``source``."""
+    return TOOL_CACHE / name / f"{version}-{go_sources_digest(source)}" / name
+
+
+def go_tool_binary(go: str, source: Path, name: str, version: str) -> Path:
+    """The executable ``go build`` makes of the Go module in ``source`` (a driver program of a client
+    pinned to ``version`` by its go.mod and go.sum), built on first use under :data:`TOOL_CACHE`
+    and reused while the sources are unchanged.
+
+    Modules come through the ordinary module proxy of ``go`` into its module cache, which may be
+    empty (a fresh CI machine): go.sum pins every one, and ``-mod=readonly`` refuses to build
+    rather than resolve anything go.sum does not name. Built atomically (into a temporary name,
+    then renamed). Raises RuntimeError (or subprocess.TimeoutExpired) when it cannot be built:
+    callers hand that to :func:`require_tool`.
+    """
+    binary = go_tool_binary_path(source, name, version)
+    if binary.is_file():
+        return binary
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    staging = binary.with_name(f"{name}.tmp-{os.getpid()}")
+    # GOWORK=off: a go.work above the checkout must not pull other modules in; -trimpath and
+    # -buildvcs=false: the binary does not depend on where the checkout is or on its git state
+    env = {**os.environ, "GOWORK": "off", "CGO_ENABLED": "0"}
+    cmd = [go, "build", "-mod=readonly", "-trimpath", "-buildvcs=false", "-o", str(staging), "."]
+    try:
+        proc = subprocess.run(cmd, cwd=source, capture_output=True, text=True, timeout=GO_BUILD_TIMEOUT_S,
+                              env=env, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"`go build` in {source} failed: {proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        os.replace(staging, binary)
+    finally:
+        staging.unlink(missing_ok=True)
+    return binary
+
+
 @dataclass
 class ScriptRun:
     """What a client script run in a tool's virtualenv printed: its JSON lines (each with a
@@ -137,7 +188,12 @@ def run_tool_script(python: Path, script: Path, args: Sequence[str | int], *, ho
     there) and no PYTHONPATH (nothing of ours may shadow the client's own package)."""
     env = {**os.environ, "HOME": str(home)}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([str(python), str(script), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)
+    return run_tool([python, script, *args], env=env, timeout=timeout)
+
+
+def run_tool(cmd: Sequence[str | int | Path], *, env: Mapping[str, str], timeout: float) -> ScriptRun:
+    """Run a client driver ``cmd`` that prints JSON lines on stdout (other lines are ignored)."""
+    proc = subprocess.run([str(part) for part in cmd], capture_output=True, text=True, timeout=timeout,
+                          env=dict(env), check=False)
     lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
     return ScriptRun(proc.returncode, lines, proc.stderr)

@@ -18,7 +18,6 @@ import pytest
 from broker_process import Broker
 from polling import wait_until
 from prometheus_client.parser import text_string_to_metric_families
-from tls_certs import make_certs
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -521,39 +520,6 @@ def test_calls_are_counted_by_method_and_outcome(stub: pb_grpc.MessagingServiceS
     assert grew(requests, method="ReceiveMessage", code="TOPIC_NOT_FOUND") == 1
     assert grew(requests, method="SendMessage", code="INVALID_ARGUMENT") == 1
     assert grew("rocketstore_grpc_request_latency_seconds_count", method="QueryRoute") == 2
-
-
-def test_tls_serves_the_configured_certificate_and_can_require_client_certificates(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """tls.server.mode=enforcing: a client trusting the CA is served over TLS; plaintext and a client
-    trusting another CA are not; need.client.auth=require refuses a client without a certificate."""
-    tmp = tmp_path_factory.mktemp("grpc-tls")
-    certs = make_certs(tmp)
-    conf = (f"tls.server.mode=enforcing\ntls.server.certPath={certs.server_cert}\n"
-            f"tls.server.keyPath={certs.server_key}\ntls.config.file=/nonexistent/tls.properties\n"
-            f"tls.server.need.client.auth=require\ntls.server.trustCertPath={certs.ca}\n")
-    (tmp / "broker").mkdir()
-    b = Broker(tmp / "broker", conf)
-    b.start()
-    request = pb.QueryRouteRequest(topic=pb.Resource(name="TBW102"))
-
-    def route(credentials: grpc.ChannelCredentials | None) -> pb.QueryRouteResponse:
-        with (grpc.insecure_channel(b.grpc_endpoint) if credentials is None else
-              grpc.secure_channel(b.grpc_endpoint, credentials)) as channel:
-            return pb_grpc.MessagingServiceStub(channel).QueryRoute(request, timeout=5)
-
-    try:
-        with_client_cert = grpc.ssl_channel_credentials(
-            certs.ca.read_bytes(), certs.client_key.read_bytes(), certs.client_cert.read_bytes())
-        assert route(with_client_cert).status.code == pb.OK
-        for refused in (None, grpc.ssl_channel_credentials(certs.ca.read_bytes()),
-                        grpc.ssl_channel_credentials(certs.other_ca.read_bytes(), certs.client_key.read_bytes(),
-                                                     certs.client_cert.read_bytes())):
-            with pytest.raises(grpc.RpcError) as error:
-                route(refused)
-            assert error.value.code() == grpc.StatusCode.UNAVAILABLE
-    finally:
-        b.stop()
 
 
 def test_sql92_filters_select_by_properties_on_receive_and_pull(stub: pb_grpc.MessagingServiceStub,

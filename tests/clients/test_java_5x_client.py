@@ -19,7 +19,7 @@ from typing import Any
 
 import java_rocketmq
 import pytest
-from broker_process import Broker
+from broker_process import Broker, plain_acl_broker
 from java_rocketmq import BuildError, ToolMissing
 from tool_support import require_tool
 
@@ -133,15 +133,12 @@ def test_with_acl_signed_calls_are_checked(java: str, tmp_path_factory: pytest.T
                                            tmp_path: Path) -> None:
     """aclEnable: the Java client's signatures (upper-case hex) verify for an account with the
     permission; a wrong secret and an account without PUB on the topic cannot send."""
-    tmp = tmp_path_factory.mktemp("grpc-java5-acl")
-    (tmp / "conf").mkdir()
-    (tmp / "conf" / "plain_acl.yml").write_text(
+    b = plain_acl_broker(tmp_path_factory.mktemp("grpc-java5-acl"),
         "accounts:\n"
         "- {accessKey: J5Writer, secretKey: writer-secret, defaultTopicPerm: DENY, defaultGroupPerm: SUB,"
         " topicPerms: [J5AclTopic=PUB|SUB]}\n"
         "- {accessKey: J5Reader, secretKey: reader-secret, defaultTopicPerm: DENY, topicPerms: [J5AclTopic=SUB]}\n"
         "- {accessKey: J5Admin1, secretKey: admin-secret, admin: true}\n")
-    b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
     b.start()
     try:
         with BrokerAdmin(b.addr, rpc_hook=AclClientRPCHook(SessionCredentials("J5Admin1", "admin-secret"))) as admin:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from broker_process import Broker
+from broker_process import Broker, plain_acl_broker
 from java_driver_support import require_java_driver
 from java_rocketmq import ClientDriver
 from polling import wait_until
@@ -227,10 +227,7 @@ accounts:
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """A broker with aclEnable and the three accounts of ACL_FILE, and the topic Py5AclTopic."""
-    tmp = tmp_path_factory.mktemp("grpc-acl-broker")
-    (tmp / "conf").mkdir()
-    (tmp / "conf" / "plain_acl.yml").write_text(ACL_FILE)
-    b = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp}\n")
+    b = plain_acl_broker(tmp_path_factory.mktemp("grpc-acl-broker"), ACL_FILE)
     b.start()
     try:
         hook = AclClientRPCHook(SessionCredentials("Py5Admin1", "admin-secret"))

@@ -57,8 +57,8 @@ from rocketstore.operator.model import LIVE_KEYS, Acl, Spec, Tls, format_quantit
 __all__ = [
     "ACL_DIR",
     "ADDRESS_DIR",
-    "HTTP_PORT_NAME",
     "GRPC_PORT",
+    "HTTP_PORT_NAME",
     "LISTEN_PORT",
     "NAMESRV_PORT",
     "STORE_DIR",
