@@ -72,6 +72,10 @@ def test_sub_group_verbs(cluster: Any, remoting: RemotingClient) -> None:
     assert made["brokers"] == [b]
     config = cluster.controller.subscription_group_manager.get("GSub")
     assert (config.retry_max_times, config.consume_broadcast_enable) == (3, False)
+    assert not config.consume_message_orderly
+    fifo = ok_json("-n", n, "updateSubGroup", "-g", "GFifo", "-b", b, "-o", "true")
+    assert fifo["subscriptionGroupConfig"]["consumeMessageOrderly"] is True
+    assert cluster.controller.subscription_group_manager.get("GFifo").consume_message_orderly
     bad = admin("-n", n, "updateSubGroup", "-g", "GSub", "-b", b, "-s", "yes")
     assert bad.returncode == 2 and "expected true or false" in bad.stderr
     PullConsumer(n, "GSub", client=remoting).commit_offset(MessageQueue("TBW102", "broker-a", 0), 1)

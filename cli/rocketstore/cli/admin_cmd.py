@@ -17,7 +17,7 @@
     topicRoute             -t TOPIC
     deleteTopic            -t TOPIC -c CLUSTER
     updateSubGroup         -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-s true] [-m true] [-d true]
-                           [-q 1] [-r 16] [-i 0] [-w 1] [-a true]
+                           [-o false] [-q 1] [-r 16] [-i 0] [-w 1] [-a true]
     deleteSubGroup         -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-r false]   (-r: remove its offsets)
     consumerConnection     -g GROUP
     producerConnection     -g GROUP -t TOPIC
@@ -259,6 +259,8 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                                    ("-d", "--consumeBroadcastEnable", "consume_broadcast_enable"),
                                    ("-a", "--notifyConsumerIdsChanged", "notify_consumer_ids_changed_enable")):
         p.add_argument(short, long_name, dest=dest, type=java_boolean, default=True, metavar="true|false")
+    p.add_argument("-o", "--consumeMessageOrderly", dest="consume_message_orderly", type=java_boolean,
+                   default=False, metavar="true|false", help="FIFO over gRPC (RocketMQ 5.x's key)")
     p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=int, default=1)
     p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16)
     p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0)
@@ -514,7 +516,8 @@ def _update_sub_group(args: argparse.Namespace, ctx: Context) -> Any:
         consume_broadcast_enable=args.consume_broadcast_enable, retry_queue_nums=args.retry_queue_nums,
         retry_max_times=args.retry_max_times, broker_id=args.broker_id,
         which_broker_when_consume_slowly=args.which_broker_when_consume_slowly,
-        notify_consumer_ids_changed_enable=args.notify_consumer_ids_changed_enable)
+        notify_consumer_ids_changed_enable=args.notify_consumer_ids_changed_enable,
+        consume_message_orderly=args.consume_message_orderly)
     addrs = ctx.brokers()
     for addr in addrs:
         ctx.broker(addr).create_subscription_group(config)
