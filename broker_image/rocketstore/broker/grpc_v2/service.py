@@ -237,6 +237,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
         requests = aiter(request_iterator)
         closing = asyncio.ensure_future(self._closing.wait())
+        following: asyncio.Future[pb.TelemetryCommand] | None = None
         try:
             while True:
                 following = asyncio.ensure_future(anext(requests))
@@ -258,6 +259,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     retry_max_times=retry_max_times, delay_levels=delay_levels))
         finally:
             closing.cancel()
+            # a call cancelled while waiting (a client that exits without waiting for the stream's end,
+            # as the Node.js client does) leaves the read of its next command pending: cancel it, or
+            # its end (StopAsyncIteration) is logged as "Task exception was never retrieved"
+            if following is not None and not following.cancel() and not following.cancelled():
+                following.exception()
 
     def close(self) -> None:
         """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
