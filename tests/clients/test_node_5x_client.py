@@ -7,6 +7,9 @@ tool_support.npm_tool_modules installs that lockfile with ``npm ci`` once into
 a scratch HOME) printing JSON lines. The brokers are the ones the Python 5.x client's test uses
 (``grpc_broker``, ``grpc_topic``, ``grpc_acl_broker`` in conftest.py). node and npm are required:
 under CI (env ``CI`` set) a missing one fails these tests, otherwise they are skipped with the reason.
+
+The package also ships the apache.rocketmq.v2 .proto files its generated code comes from; they are
+compiled with grpcio-tools' protoc and compared with our own protocol.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import grpc5_accounts
 import pytest
 from broker_process import Broker
+from google.protobuf.descriptor_pb2 import DescriptorProto, FileDescriptorProto, FileDescriptorSet
+from grpc_tools import protoc
 from tool_support import (
     ScriptRun,
     npm_tool_modules,
@@ -30,6 +36,7 @@ from tool_support import (
     run_tool_script,
 )
 
+from rocketstore.broker.grpc_v2 import messaging_pb2
 from rocketstore.client.admin import MQAdmin
 from rocketstore.common.message import java_string_hash
 
@@ -97,6 +104,49 @@ def node_client() -> tuple[str, Path]:
 def node5(node_client: tuple[str, Path], grpc_broker: Broker,
           tmp_path_factory: pytest.TempPathFactory) -> Node5Client:
     return Node5Client(*node_client, tmp_path_factory.mktemp("node5-home"), grpc_broker.grpc_endpoint)
+
+
+def _protocol(files: list[FileDescriptorProto]) -> dict[str, object]:
+    """Every message's fields, every enum's values and every method of apache.rocketmq.v2 in ``files``,
+    keyed by full name: what a client and a server must agree on (not comments, not options)."""
+    facts: dict[str, object] = {}
+
+    def walk(prefix: str, message: DescriptorProto) -> None:
+        facts[prefix + message.name] = sorted((f.number, f.name, f.type, f.label, f.type_name, f.proto3_optional)
+                                              for f in message.field)
+        for nested in message.nested_type:
+            walk(f"{prefix}{message.name}.", nested)
+        for enum in message.enum_type:
+            facts[f"{prefix}{message.name}.{enum.name}"] = sorted((v.name, v.number) for v in enum.value)
+
+    for file in files:
+        if file.package != "apache.rocketmq.v2":
+            continue
+        for message in file.message_type:
+            walk(f"{file.package}.", message)
+        for enum in file.enum_type:
+            facts[f"{file.package}.{enum.name}"] = sorted((v.name, v.number) for v in enum.value)
+        for service in file.service:
+            for method in service.method:
+                facts[f"{file.package}.{service.name}/{method.name}"] = (
+                    method.input_type, method.output_type, method.client_streaming, method.server_streaming)
+    return facts
+
+
+def test_the_protocol_matches_the_clients(node_client: tuple[str, Path], tmp_path: Path) -> None:
+    """The .proto files the npm package ships (the client's generated code comes from them), compiled
+    with grpcio-tools' protoc: each of their messages, fields, enums and methods is ours, equal."""
+    proto_root = node_client[1] / CLIENT_PACKAGE / "proto"
+    descriptor_set = tmp_path / "client.pb"
+    assert protoc.main(["protoc", f"-I{proto_root}", f"-I{resources.files('grpc_tools') / '_proto'}",
+                        f"--descriptor_set_out={descriptor_set}", "apache/rocketmq/v2/definition.proto",
+                        "apache/rocketmq/v2/service.proto"]) == 0
+    theirs = _protocol(list(FileDescriptorSet.FromString(descriptor_set.read_bytes()).file))
+    ours_file = FileDescriptorProto()
+    messaging_pb2.DESCRIPTOR.CopyToProto(ours_file)
+    ours = _protocol([ours_file])
+    assert len(theirs) > 90  # 66 messages, 14 enums, 17 methods in 1.0.8
+    assert {name: ours.get(name) for name in theirs} == theirs
 
 
 def test_producer_then_simple_consumer_reads_exactly_those_messages(node5: Node5Client, grpc_topic: str) -> None:
