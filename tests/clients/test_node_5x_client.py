@@ -207,6 +207,24 @@ def test_a_message_not_acked_comes_back_with_attempt_2(node5: Node5Client, grpc_
     assert node5.consume(grpc_topic, "NodeUnacked", 1, "--timeout", 4).of("received") == []
 
 
+def test_push_consumer_retries_a_failure_and_acks(node5: Node5Client, grpc_topic: str) -> None:
+    """A PushConsumer whose listener answers FAILURE to each first delivery and SUCCESS to the next.
+
+    The client drops a message whose body digest it cannot verify, as corrupted, before its listener
+    sees it, so the listener's calls show that the digest checks out. FAILURE: the client puts the
+    message back (ChangeInvisibleDuration) and it comes back with attempt 2; the broker's Telemetry
+    answer gives the proxy's customized back-off (10 s, 30 s, ...), which this client does not
+    implement (1.0.8), so it puts it back at once. SUCCESS: acked, never delivered again. (Its
+    shutdown waits for its long-polling receives, up to 20 s.)"""
+    sent = node5.produce(grpc_topic, 3, "--body-prefix", "push").of("sent")
+    received = node5.run("push", node5.endpoint, grpc_topic, "NodePush", "--expect", 6, "--mode", "fail-first",
+                         "--timeout", 40).of("received")
+    assert sorted((r["message_id"], r["attempt"]) for r in received) == sorted(
+        (s["message_id"], attempt) for s in sent for attempt in (1, 2))
+    assert sorted(r["body"] for r in received) == sorted(f"push-{i}" for i in range(3) for _ in (1, 2))
+    assert node5.consume(grpc_topic, "NodePush", 1, "--timeout", 3).of("received") == []
+
+
 # -- aclEnable: the client's MQv2-HMAC-SHA1 signatures (upper-case hex) against the broker's plain ACL ---
 
 @pytest.fixture

@@ -10,6 +10,9 @@
  *       -> {"kind": "sent", ...} per message (--group: FIFO message group; --delay-ms: delivery time)
  *   consume ENDPOINT TOPIC GROUP --expect N [--mode ack|ignore-first] [--invisible-ms N]
  *       -> {"kind": "received", ...} per delivery, {"kind": "acked", ...} per ack, then "done"
+ *   push ENDPOINT TOPIC GROUP --expect N [--mode ack|fail-first]
+ *       -> {"kind": "received", ...} per call of a PushConsumer's listener, which answers SUCCESS
+ *          (fail-first: FAILURE to a first delivery), then "done"
  *
  * Both take `--access-key AK --secret-key SK`: the client then signs its calls (MQv2-HMAC-SHA1);
  * and `--startup-timeout-ms N` (20 s): the client's startup fails after that long.
@@ -17,7 +20,7 @@
  * stderr (its default logger would write under $HOME/logs), where the test reads a refusal's status.
  */
 
-const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
 function emit(fields) {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
@@ -126,9 +129,39 @@ async function consume([ endpoint, topic, group ], options) {
   emit({ kind: 'done', deliveries });
 }
 
+async function push([ endpoint, topic, group ], options) {
+  const expect = Number(options.expect);
+  const started = Date.now();
+  let deliveries = 0;
+  let enough;
+  const done = new Promise(resolve => { enough = resolve; });
+  const messageListener = {
+    consume(message) {
+      deliveries++;
+      const attempt = message.deliveryAttempt;
+      emit({ kind: 'received', message_id: message.messageId, body: message.body.toString(), attempt,
+        at_ms: Date.now() });
+      if (deliveries >= expect) enough();
+      return options.mode === 'fail-first' && attempt === 1 ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
+    },
+  };
+  const consumer = new PushConsumer({ ...baseOptions(endpoint, options), consumerGroup: group,
+    subscriptions: new Map([ [ topic, options.tag || '*' ] ]), messageListener,
+    longPollingTimeout: Number(options['await-ms']) });  // its shutdown waits for the receives in flight
+  await startup(consumer, options);
+  let timer;
+  try {
+    await Promise.race([ done, new Promise(resolve => { timer = setTimeout(resolve, Number(options.timeout) * 1000); }) ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.shutdown();
+  }
+  emit({ kind: 'done', deliveries, seconds: (Date.now() - started) / 1000 });
+}
+
 async function main() {
   const { command, positional, options } = parse(process.argv.slice(2));
-  const commands = { produce, consume };
+  const commands = { produce, consume, push };
   if (!(command in commands)) throw new Error(`unknown command ${command}: one of ${Object.keys(commands)}`);
   await commands[command](positional, options);
 }
