@@ -4,6 +4,7 @@ Telemetry command is answered with."""
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 
 
-def _sent(**system: object) -> pb.Message:
+def _sent(**system: Any) -> pb.Message:  # SystemProperties fields of every type
     message = pb.Message(topic=pb.Resource(name="T"), body=b"x", user_properties={"color": "red"},
                          system_properties=pb.SystemProperties(message_id="MID", **system))
     return message
