@@ -8,8 +8,9 @@ pyspark, the C++ client wheel, Docker, debootstrap, root for tmpfs mounts, ...) 
 :func:`require_tool`, so the rule is written once.
 
 :func:`pip_tool_venv` builds (once, cached) the virtualenv of a client installed from PyPI that
-must not share an environment with ours; :func:`go_tool_binary` builds (once, cached) a driver
-program of a client that comes from the Go module proxy.
+must not share an environment with ours; :func:`npm_tool_modules` does the same for an npm
+package (``npm ci`` of a lockfile in the repository); :func:`go_tool_binary` builds (once, cached)
+a driver program of a client that comes from the Go module proxy.
 
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tests/`` on sys.path.
 """
@@ -169,6 +170,62 @@ def go_tool_binary(go: str, source: Path, name: str, version: str) -> Path:
     return binary
 
 
+NPM_TIMEOUT_S = 600
+
+
+def npm_pinned_version(project: Path, package: str) -> str:
+    """The version of ``package`` that ``project``'s package.json pins (an exact version, no range)."""
+    return str(json.loads((project / "package.json").read_text())["dependencies"][package])
+
+
+def npm_tool_modules_dir(name: str, project: Path, package: str) -> Path:
+    """The node_modules :func:`npm_tool_modules` installs: keyed by the pinned version and the
+    lockfile's hash, so a changed lockfile gets a fresh install and an unchanged one is reused."""
+    lock = hashlib.sha256((project / "package-lock.json").read_bytes()).hexdigest()[:16]
+    return TOOL_CACHE / name / f"{npm_pinned_version(project, package)}-{lock}" / "node_modules"
+
+
+def _has_npm_package(modules: Path, package: str, version: str) -> bool:
+    manifest = modules / package / "package.json"
+    return manifest.exists() and json.loads(manifest.read_text()).get("version") == version
+
+
+def npm_tool_modules(name: str, project: Path, package: str, npm: str) -> Path:
+    """A node_modules folder holding exactly what ``project``'s package-lock.json pins (``npm ci``
+    with the ``npm`` executable, from the npm registry), built on first use under
+    :data:`TOOL_CACHE` and reused afterwards; scripts point NODE_PATH at it.
+
+    Install scripts do not run (``--ignore-scripts``): the clients we test need none, and nothing
+    from the registry runs before the test does. Built atomically, as :func:`pip_tool_venv` is.
+    Raises RuntimeError (or subprocess.TimeoutExpired) when it cannot be built: callers hand that
+    to :func:`require_tool`.
+    """
+    modules = npm_tool_modules_dir(name, project, package)
+    version = npm_pinned_version(project, package)
+    if _has_npm_package(modules, package, version):
+        return modules
+    modules.parent.parent.mkdir(parents=True, exist_ok=True)
+    staging = modules.parent.with_name(f"{modules.parent.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for manifest in ("package.json", "package-lock.json"):
+            shutil.copy(project / manifest, staging / manifest)
+        cmd = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
+        proc = subprocess.run(cmd, cwd=staging, capture_output=True, text=True, timeout=NPM_TIMEOUT_S, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        if modules.parent.exists() and not _has_npm_package(modules, package, version):
+            shutil.rmtree(modules.parent)
+        if not modules.parent.exists():
+            os.rename(staging, modules.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not _has_npm_package(modules, package, version):
+        raise RuntimeError(f"npm ci ran but {modules / package} is not version {version}")
+    return modules
+
+
 @dataclass
 class ScriptRun:
     """What a client script run in a tool's virtualenv printed: its JSON lines (each with a
@@ -182,13 +239,14 @@ class ScriptRun:
         return [line for line in self.lines if line.get("kind") == kind]
 
 
-def run_tool_script(python: Path, script: Path, args: Sequence[str | int], *, home: Path,
-                    timeout: float) -> ScriptRun:
-    """Run ``script`` with a tool virtualenv's ``python``, HOME at ``home`` (clients write logs
-    there) and no PYTHONPATH (nothing of ours may shadow the client's own package)."""
-    env = {**os.environ, "HOME": str(home)}
-    env.pop("PYTHONPATH", None)
-    return run_tool([python, script, *args], env=env, timeout=timeout)
+def run_tool_script(interpreter: Path | str, script: Path, args: Sequence[str | int], *, home: Path,
+                    timeout: float, env: Mapping[str, str] | None = None) -> ScriptRun:
+    """Run ``script`` with a tool's ``interpreter`` (a tool virtualenv's python, or node), HOME at
+    ``home`` (clients write logs there), ``env`` added, and no PYTHONPATH (nothing of ours may
+    shadow the client's own package)."""
+    full_env = {**os.environ, "HOME": str(home), **(env or {})}
+    full_env.pop("PYTHONPATH", None)
+    return run_tool([interpreter, script, *args], env=full_env, timeout=timeout)
 
 
 def run_tool(cmd: Sequence[str | int | Path], *, env: Mapping[str, str], timeout: float) -> ScriptRun:

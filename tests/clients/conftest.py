@@ -1,4 +1,6 @@
-"""Fixtures for tests that drive a broker with the real RocketMQ Java client (see java_rocketmq.py).
+"""Fixtures for tests that drive a broker with the real RocketMQ Java client (see java_rocketmq.py),
+and the gRPC v2 brokers the 5.x client tests (Python, Node.js) share: ``grpc_broker``,
+``grpc_topic`` and ``grpc_acl_broker``.
 
 ``java`` and ``mvn`` are required: under CI (env ``CI`` set) a missing tool fails the tests; on a
 developer machine they are skipped with the reason.
@@ -15,12 +17,18 @@ from pathlib import Path
 
 import pytest
 
-# java_rocketmq.py lives beside this file (tests/ is not a package): make it importable as a top-level module.
+# java_rocketmq.py and grpc5_accounts.py live beside this file (tests/ is not a package): make them
+# importable as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import grpc5_accounts
 import java_rocketmq
+from broker_process import Broker, plain_acl_broker
 from java_driver_support import require_java_driver
 from java_rocketmq import AnchorError, BuildError, ClientDriver, RocketMQAnchor
+
+from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
+from rocketstore.client.admin import BrokerAdmin, MQAdmin
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +78,46 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{prefix}_{base}_{stamp}"
 
     return make
+
+
+@pytest.fixture(scope="module")
+def grpc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A broker process for 5.x clients, one per test module, with ``minInvisibleTimeMillsForRecv=1000``
+    so that redelivery after the invisible time takes seconds, not RocketMQ's 10 s minimum."""
+    b = Broker(tmp_path_factory.mktemp("grpc-broker"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def grpc_topic(grpc_broker: Broker, request: pytest.FixtureRequest) -> str:
+    """A topic of four queues of its own on ``grpc_broker``: a new group starts at the first message
+    of each queue, so messages of other tests must not be there."""
+    name = f"Grpc_{request.node.name.removeprefix('test_')[:40]}"
+    with MQAdmin(grpc_broker.namesrv) as admin:
+        admin.create_topic(name, 4, 4)
+    return name
+
+
+@pytest.fixture(scope="module")
+def grpc_acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A broker with aclEnable, the accounts of grpc5_accounts and its topic (two queues)."""
+    topic, (writer, writer_sk), (reader, reader_sk), (admin, admin_sk) = (
+        grpc5_accounts.TOPIC, grpc5_accounts.WRITER, grpc5_accounts.READER, grpc5_accounts.ADMIN)
+    b = plain_acl_broker(tmp_path_factory.mktemp("grpc-acl-broker"), (
+        "accounts:\n"
+        f"- {{accessKey: {writer}, secretKey: {writer_sk}, defaultTopicPerm: DENY, defaultGroupPerm: SUB,"
+        f" topicPerms: [{topic}=PUB|SUB]}}\n"
+        f"- {{accessKey: {reader}, secretKey: {reader_sk}, defaultTopicPerm: DENY, defaultGroupPerm: SUB,"
+        f" topicPerms: [{topic}=SUB]}}\n"
+        f"- {{accessKey: {admin}, secretKey: {admin_sk}, admin: true}}\n"))
+    b.start()
+    try:
+        with BrokerAdmin(b.addr, rpc_hook=AclClientRPCHook(SessionCredentials(admin, admin_sk))) as client:
+            client.create_topic(topic, 2, 2)
+        yield b
+    finally:
+        b.stop()

@@ -5,27 +5,27 @@ brings its own generated copy of the apache.rocketmq.v2 protocol, which must not
 process; so it lives in a virtualenv of its own (tool_support.pip_tool_venv, cached under
 ``~/.cache/rocketstore/venvs``) and ``python5/py5_client.py`` drives it as a subprocess with a
 scratch HOME (the client writes logs under ``$HOME/logs`` at import). The broker is a real
-``rocketstore broker`` process (broker_process.Broker) with ``minInvisibleTimeMillsForRecv=1000``
-so that redelivery after the invisible time takes seconds, not RocketMQ's 10 s minimum.
+``rocketstore broker`` process (``grpc_broker`` and ``grpc_acl_broker`` in conftest.py, shared with
+the Node.js client's test) with ``minInvisibleTimeMillsForRecv=1000`` so that redelivery after the
+invisible time takes seconds, not RocketMQ's 10 s minimum.
 """
 
 from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc5_accounts
 import pytest
-from broker_process import Broker, plain_acl_broker
+from broker_process import Broker
 from java_driver_support import require_java_driver
 from java_rocketmq import ClientDriver
 from polling import wait_until
 from tool_support import ScriptRun, pip_tool_venv, pip_tool_venv_dir, require_tool, run_tool_script
 
-from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
-from rocketstore.client.admin import BrokerAdmin, MQAdmin
+from rocketstore.client.admin import MQAdmin
 
 pytestmark = pytest.mark.integration
 
@@ -70,28 +70,8 @@ def client_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    b = Broker(tmp_path_factory.mktemp("grpc-broker"), "minInvisibleTimeMillsForRecv=1000\n")
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
-@pytest.fixture(scope="module")
-def py5(client_python: Path, broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Py5Client:
-    return Py5Client(client_python, tmp_path_factory.mktemp("py5-home"), broker.grpc_endpoint)
-
-
-@pytest.fixture
-def topic(broker: Broker, request: pytest.FixtureRequest) -> str:
-    """A topic of four queues of its own: a new group starts at the first message of each queue,
-    so messages of other tests must not be there."""
-    name = f"Grpc_{request.node.name.removeprefix('test_')[:40]}"
-    with MQAdmin(broker.namesrv) as admin:
-        admin.create_topic(name, 4, 4)
-    return name
+def py5(client_python: Path, grpc_broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Py5Client:
+    return Py5Client(client_python, tmp_path_factory.mktemp("py5-home"), grpc_broker.grpc_endpoint)
 
 
 def test_the_protocol_matches_the_clients(py5: Py5Client) -> None:
@@ -116,9 +96,9 @@ def test_the_protocol_matches_the_clients(py5: Py5Client) -> None:
                 method.server_streaming] == [request, response, client_streaming, server_streaming], path
 
 
-def test_producer_then_simple_consumer_reads_exactly_those_messages(py5: Py5Client, topic: str) -> None:
-    sent = py5.produce(topic, 6, "--tag", "TagA", "--body-prefix", "props", "--prop", "color=red").of("sent")
-    run = py5.consume(topic, "GroupProps", 6, "--mode", "ack", "--tag", "TagA")
+def test_producer_then_simple_consumer_reads_exactly_those_messages(py5: Py5Client, grpc_topic: str) -> None:
+    sent = py5.produce(grpc_topic, 6, "--tag", "TagA", "--body-prefix", "props", "--prop", "color=red").of("sent")
+    run = py5.consume(grpc_topic, "GroupProps", 6, "--mode", "ack", "--tag", "TagA")
     received = run.of("received")
     assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
     for r in received:
@@ -130,78 +110,79 @@ def test_producer_then_simple_consumer_reads_exactly_those_messages(py5: Py5Clie
         assert r["attempt"] == 1
     assert len(run.of("acked")) == 6
     # acked: never delivered again to this group
-    assert py5.consume(topic, "GroupProps", 1, "--timeout", 3).of("received") == []
+    assert py5.consume(grpc_topic, "GroupProps", 1, "--timeout", 3).of("received") == []
 
 
-def test_nack_redelivers_with_attempt_2(py5: Py5Client, topic: str) -> None:
-    sent = py5.produce(topic, 1, "--body-prefix", "nack").of("sent")
-    received = py5.consume(topic, "GroupNack", 2, "--mode", "nack-first", "--timeout", 20).of("received")
+def test_nack_redelivers_with_attempt_2(py5: Py5Client, grpc_topic: str) -> None:
+    sent = py5.produce(grpc_topic, 1, "--body-prefix", "nack").of("sent")
+    received = py5.consume(grpc_topic, "GroupNack", 2, "--mode", "nack-first", "--timeout", 20).of("received")
     assert [(r["message_id"], r["attempt"]) for r in received] == [(sent[0]["message_id"], 1),
                                                                    (sent[0]["message_id"], 2)]
 
 
-def test_a_message_not_acked_comes_back_after_its_invisible_time(py5: Py5Client, topic: str) -> None:
-    sent = py5.produce(topic, 1, "--body-prefix", "late").of("sent")
-    received = py5.consume(topic, "GroupLate", 2, "--mode", "ignore-first", "--invisible", 2,
+def test_a_message_not_acked_comes_back_after_its_invisible_time(py5: Py5Client, grpc_topic: str) -> None:
+    sent = py5.produce(grpc_topic, 1, "--body-prefix", "late").of("sent")
+    received = py5.consume(grpc_topic, "GroupLate", 2, "--mode", "ignore-first", "--invisible", 2,
                            "--timeout", 20).of("received")
     assert [(r["message_id"], r["attempt"]) for r in received] == [(sent[0]["message_id"], 1),
                                                                    (sent[0]["message_id"], 2)]
     assert received[1]["at"] - received[0]["at"] >= 1.9  # not before its invisible time (2 s)
 
 
-def test_broker_killed_between_receive_and_ack_loses_nothing(py5: Py5Client, broker: Broker, topic: str) -> None:
+def test_broker_killed_between_receive_and_ack_loses_nothing(py5: Py5Client, grpc_broker: Broker,
+                                                            grpc_topic: str) -> None:
     """Received, half of them acked, then kill -9: the unacked ones come back with attempt 2, the
     acked ones never do."""
-    sent = py5.produce(topic, 6, "--body-prefix", "crash").of("sent")
-    first = py5.consume(topic, "GroupCrash", 6, "--mode", "ack-even", "--invisible", 2)
+    sent = py5.produce(grpc_topic, 6, "--body-prefix", "crash").of("sent")
+    first = py5.consume(grpc_topic, "GroupCrash", 6, "--mode", "ack-even", "--invisible", 2)
     assert sorted(r["message_id"] for r in first.of("received")) == sorted(s["message_id"] for s in sent)
     assert len(first.of("acked")) == 3
-    broker.stop(signal.SIGKILL)
-    broker.start()
-    again = py5.consume(topic, "GroupCrash", 3, "--mode", "ack", "--timeout", 20).of("received")
+    grpc_broker.stop(signal.SIGKILL)
+    grpc_broker.start()
+    again = py5.consume(grpc_topic, "GroupCrash", 3, "--mode", "ack", "--timeout", 20).of("received")
     odd = sorted(s["message_id"] for s in sent if s["index"] % 2 == 1)
     assert sorted(r["message_id"] for r in again) == odd
     assert {r["attempt"] for r in again} == {2}
-    assert py5.consume(topic, "GroupCrash", 1, "--timeout", 4).of("received") == []
+    assert py5.consume(grpc_topic, "GroupCrash", 1, "--timeout", 4).of("received") == []
 
 
-def test_push_consumer_consumes_and_acks(py5: Py5Client, broker: Broker, topic: str) -> None:
-    sent = py5.produce(topic, 5, "--body-prefix", "push").of("sent")
-    received = py5.run("push", py5.endpoint, topic, "GroupPush", "--expect", 5).of("received")
+def test_push_consumer_consumes_and_acks(py5: Py5Client, grpc_broker: Broker, grpc_topic: str) -> None:
+    sent = py5.produce(grpc_topic, 5, "--body-prefix", "push").of("sent")
+    received = py5.run("push", py5.endpoint, grpc_topic, "GroupPush", "--expect", 5).of("received")
     assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
     assert {r["attempt"] for r in received} == {1}
     # its acks arrived: nothing of this group is left in flight (the client acks after its listener)
-    wait_until("the push consumer's acks", lambda: _metric(broker, "rocketstore_pop_messages_in_flight") == 0,
+    wait_until("the push consumer's acks", lambda: _metric(grpc_broker, "rocketstore_pop_messages_in_flight") == 0,
                timeout=15)
 
 
-def test_a_4x_and_a_5x_client_see_one_consistent_group(py5: Py5Client, broker: Broker, topic: str,
+def test_a_4x_and_a_5x_client_see_one_consistent_group(py5: Py5Client, grpc_broker: Broker, grpc_topic: str,
                                                        tmp_path: Path) -> None:
     """One topic, one group, both protocols: what the 5.x client acked the 4.x push consumer never
     gets (pop acks are the group's committed offsets), and what the 4.x consumer committed the 5.x
     client never gets (pop moves on to them); admin tools see the group caught up after each."""
     require_java_driver("the 4.x side of this test needs")
-    java = ClientDriver(broker.namesrv, tmp_path / "java", poll_namesrv_ms=1000, heartbeat_ms=1000,
+    java = ClientDriver(grpc_broker.namesrv, tmp_path / "java", poll_namesrv_ms=1000, heartbeat_ms=1000,
                         rebalance_interval_ms=1000)
     group = "GroupBothProtocols"
 
     def caught_up() -> bool:
-        with MQAdmin(broker.namesrv) as admin:
-            return admin.consumer_progress(group, topic).diff_total == 0
+        with MQAdmin(grpc_broker.namesrv) as admin:
+            return admin.consumer_progress(group, grpc_topic).diff_total == 0
 
-    java.produce(topic, 8, keys=True)
-    by_5x = py5.consume(topic, group, 8, "--mode", "ack").of("received")
+    java.produce(grpc_topic, 8, keys=True)
+    by_5x = py5.consume(grpc_topic, group, 8, "--mode", "ack").of("received")
     assert sorted(r["body"] for r in by_5x) == sorted(f"body-{i}" for i in range(8))
     wait_until("the group caught up after the 5.x acks", caught_up, timeout=15)
 
-    java.produce(topic, 6, keys=True, start=8)
-    by_4x = java.push_consume(topic, group, 6, timeout_s=60).of("received")
+    java.produce(grpc_topic, 6, keys=True, start=8)
+    by_4x = java.push_consume(grpc_topic, group, 6, timeout_s=60).of("received")
     assert sorted(r["body"] for r in by_4x) == sorted(f"body-{i}" for i in range(8, 14))
     wait_until("the group caught up after the 4.x commits", caught_up, timeout=15)
-    assert py5.consume(topic, group, 1, "--timeout", 4).of("received") == []
+    assert py5.consume(grpc_topic, group, 1, "--timeout", 4).of("received") == []
 
-    sent = py5.produce(topic, 3, "--body-prefix", "after").of("sent")
-    again = py5.consume(topic, group, 3, "--mode", "ack").of("received")
+    sent = py5.produce(grpc_topic, 3, "--body-prefix", "after").of("sent")
+    again = py5.consume(grpc_topic, group, 3, "--mode", "ack").of("received")
     assert sorted(r["message_id"] for r in again) == sorted(s["message_id"] for s in sent)
 
 
@@ -214,56 +195,34 @@ def _metric(broker: Broker, name: str) -> float:
 
 # -- aclEnable: the client's MQv2-HMAC-SHA1 signatures against the broker's plain ACL ---------------
 
-ACL_FILE = """\
-accounts:
-- {accessKey: Py5Writer, secretKey: writer-secret, defaultTopicPerm: DENY, defaultGroupPerm: SUB,
-   topicPerms: [Py5AclTopic=PUB|SUB]}
-- {accessKey: Py5Reader, secretKey: reader-secret, defaultTopicPerm: DENY, defaultGroupPerm: SUB,
-   topicPerms: [Py5AclTopic=SUB]}
-- {accessKey: Py5Admin1, secretKey: admin-secret, admin: true}
-"""
-
-
-@pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """A broker with aclEnable and the three accounts of ACL_FILE, and the topic Py5AclTopic."""
-    b = plain_acl_broker(tmp_path_factory.mktemp("grpc-acl-broker"), ACL_FILE)
-    b.start()
-    try:
-        hook = AclClientRPCHook(SessionCredentials("Py5Admin1", "admin-secret"))
-        with BrokerAdmin(b.addr, rpc_hook=hook) as admin:
-            admin.create_topic("Py5AclTopic", 2, 2)
-        yield b
-    finally:
-        b.stop()
-
-
-def test_with_acl_a_signed_client_sends_and_receives(client_python: Path, acl_broker: Broker,
+def test_with_acl_a_signed_client_sends_and_receives(client_python: Path, grpc_acl_broker: Broker,
                                                      tmp_path: Path) -> None:
-    py5 = Py5Client(client_python, tmp_path, acl_broker.grpc_endpoint)
-    keys = ("--access-key", "Py5Writer", "--secret-key", "writer-secret")
-    sent = py5.produce("Py5AclTopic", 3, "--body-prefix", "acl", *keys).of("sent")
-    run = py5.consume("Py5AclTopic", "GroupAcl", 3, "--mode", "ack", *keys)
+    py5 = Py5Client(client_python, tmp_path, grpc_acl_broker.grpc_endpoint)
+    keys = ("--access-key", grpc5_accounts.WRITER[0], "--secret-key", grpc5_accounts.WRITER[1])
+    sent = py5.produce(grpc5_accounts.TOPIC, 3, "--body-prefix", "acl", *keys).of("sent")
+    run = py5.consume(grpc5_accounts.TOPIC, "GroupAcl", 3, "--mode", "ack", *keys)
     assert sorted(r["message_id"] for r in run.of("received")) == sorted(s["message_id"] for s in sent)
     assert len(run.of("acked")) == 3
 
 
-def test_with_acl_a_wrong_secret_is_refused(client_python: Path, acl_broker: Broker, tmp_path: Path) -> None:
-    py5 = Py5Client(client_python, tmp_path, acl_broker.grpc_endpoint)
-    run = py5.run("produce", py5.endpoint, "Py5AclTopic", 1, "--access-key", "Py5Writer", "--secret-key",
-                  "not-the-secret", check=False, timeout=90)
+def test_with_acl_a_wrong_secret_is_refused(client_python: Path, grpc_acl_broker: Broker, tmp_path: Path) -> None:
+    py5 = Py5Client(client_python, tmp_path, grpc_acl_broker.grpc_endpoint)
+    run = py5.run("produce", py5.endpoint, grpc5_accounts.TOPIC, 1, "--access-key", grpc5_accounts.WRITER[0],
+                  "--secret-key", "not-the-secret", check=False, timeout=90)
     assert run.returncode != 0 and not run.of("sent"), run
     log = py5.client_log()
-    assert "StatusCode.UNAUTHENTICATED" in log and "Check signature failed for accessKey=Py5Writer" in log, log[-3000:]
+    assert "StatusCode.UNAUTHENTICATED" in log, log[-3000:]
+    assert f"Check signature failed for accessKey={grpc5_accounts.WRITER[0]}" in log, log[-3000:]
 
 
-def test_with_acl_an_account_without_pub_cannot_send(client_python: Path, acl_broker: Broker,
+def test_with_acl_an_account_without_pub_cannot_send(client_python: Path, grpc_acl_broker: Broker,
                                                      tmp_path: Path) -> None:
-    """Py5Reader may read Py5AclTopic, not write it: its route is served, its send refused."""
-    py5 = Py5Client(client_python, tmp_path, acl_broker.grpc_endpoint)
-    run = py5.run("produce", py5.endpoint, "Py5AclTopic", 1, "--access-key", "Py5Reader", "--secret-key",
-                  "reader-secret", check=False, timeout=90)
+    """The reader account may read the topic, not write it: its route is served, its send refused."""
+    py5 = Py5Client(client_python, tmp_path, grpc_acl_broker.grpc_endpoint)
+    run = py5.run("produce", py5.endpoint, grpc5_accounts.TOPIC, 1, "--access-key", grpc5_accounts.READER[0],
+                  "--secret-key", grpc5_accounts.READER[1], check=False, timeout=90)
     assert run.returncode != 0 and not run.of("sent"), run
     error = str(run.of("error"))
-    assert "StatusCode.PERMISSION_DENIED" in error and "No default permission for topic:Py5AclTopic" in error, run
-    assert "update topic:Py5AclTopic route" in py5.client_log()
+    assert "StatusCode.PERMISSION_DENIED" in error, run
+    assert f"No default permission for topic:{grpc5_accounts.TOPIC}" in error, run
+    assert f"update topic:{grpc5_accounts.TOPIC} route" in py5.client_log()

@@ -13,6 +13,7 @@ client reacts (retries, gives up) as it does against RocketMQ.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Mapping
 from typing import Final
@@ -100,7 +101,10 @@ def _timestamp(ms: int) -> Timestamp:
 
 def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int, invisible_ms: int,
                      store_host: str) -> pb.Message:
-    """A stored message as a ReceiveMessage response carries it (body plain, with its CRC32)."""
+    """A stored message as a ReceiveMessage response carries it: body plain, its digest the MD5 in
+    upper-case hex as RocketMQ's proxy sends it (every 5.x client checks that one alike; their CRC32
+    strings differ: the Node.js client's is decimal, the Java client's unpadded hex, and a client
+    that finds a mismatch drops the message as corrupted)."""
     body = stored.body
     if stored.sys_flag & SysFlag.COMPRESSED:  # 4.x producers deflate large bodies
         body = zlib.decompress(body)
@@ -108,7 +112,7 @@ def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int
     system = pb.SystemProperties(
         keys=[key for key in (props.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR) if key],
         message_id=stored.uniq_key or stored.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(body) & 0xFFFFFFFF:08X}"),
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
         body_encoding=pb.IDENTITY,
         message_type=message_type(props),
         born_timestamp=_timestamp(stored.born_timestamp),

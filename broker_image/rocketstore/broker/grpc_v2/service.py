@@ -271,6 +271,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         closing = asyncio.ensure_future(self._closing.wait())
         client = client_id(context)
         self._sessions[client] = self._sessions.get(client, 0) + 1
+        following: asyncio.Future[pb.TelemetryCommand] | None = None
         try:
             while True:
                 following = asyncio.ensure_future(anext(requests))
@@ -296,6 +297,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             left = self._sessions.pop(client) - 1
             if left:
                 self._sessions[client] = left
+            # a call cancelled while waiting (a client that exits without waiting for the stream's end,
+            # as the Node.js client does) leaves the read of its next command pending: cancel it, or
+            # its end (StopAsyncIteration) is logged as "Task exception was never retrieved"
+            if following is not None and not following.cancel() and not following.cancelled():
+                following.exception()
 
     def close(self) -> None:
         """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
