@@ -254,8 +254,9 @@ def run_client(contender: Contender, workdir: Path, durations: dict[str, int], a
            "--receive-threads", str(args.receive_threads), "--receive-max", str(durations["receive_max_s"])]
     limit = (2 * durations["warmup_s"] + durations["send_s"] * len(args.inflight) + durations["receive_max_s"]
              + 180)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(workdir / "client.stderr").open("wb"),
-                            text=True, env={**os.environ, "HOME": str(workdir / "home")})
+    with (workdir / "client.stderr").open("wb") as stderr:  # the child holds its own copy
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                env={**os.environ, "HOME": str(workdir / "home")})
     watchdog = threading.Timer(limit, proc.kill)
     watchdog.start()
     phases: dict[str, dict[str, Any]] = {}
