@@ -206,6 +206,7 @@ class OurBroker:
     pin: str | None
     wrap: Sequence[str] = ()  # e.g. a profiler command line that execs the broker
     env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
+    config: dict[str, str] = field(default_factory=dict)  # more broker.conf keys (e.g. grpcListenPort)
     listen_port: int = 0
     namesrv_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -223,7 +224,7 @@ class OurBroker:
             "brokerClusterName=BenchCluster\nbrokerName=rocketstore-broker-a\nbrokerIP1=127.0.0.1\n"
             f"storePathRootDir={self.workdir / 'store'}\nflushDiskType={self.flush}\n"
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort=0\n"
-            f"mappedFileSizeCommitLog={self.segment}\n")
+            f"mappedFileSizeCommitLog={self.segment}\n" + "".join(f"{k}={v}\n" for k, v in self.config.items()))
         out_path = self.workdir / "broker.stdout"
         out, err = out_path.open("wb"), (self.workdir / "broker.stderr").open("wb")
         self._files = [out, err]
