@@ -13,6 +13,7 @@ Importable from any test directory: pyproject's pytest ``pythonpath`` puts ``tes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -156,6 +157,15 @@ class Broker:
         assert self.process is not None, "broker not started"
         return self.process.stop(sig)
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Broker]:
+        """Started for the ``with`` block, stopped after it (what every broker fixture does)."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
 
 def plain_acl_broker(tmp: Path, acl_file: str, extra_conf: str = "") -> Broker:
     """A Broker (not started) with ``aclEnable`` whose plain ACL is ``acl_file``: the text of
@@ -167,12 +177,8 @@ def plain_acl_broker(tmp: Path, acl_file: str, extra_conf: str = "") -> Broker:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    b = Broker(tmp_path_factory.mktemp("broker"))
-    b.start()
-    try:
+    with Broker(tmp_path_factory.mktemp("broker")).running() as b:
         yield b
-    finally:
-        b.stop()
 
 
 def published_metric_names(text: str) -> set[str]:

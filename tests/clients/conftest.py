@@ -84,12 +84,8 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 def grpc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """A broker process for 5.x clients, one per test module, with ``minInvisibleTimeMillsForRecv=1000``
     so that redelivery after the invisible time takes seconds, not RocketMQ's 10 s minimum."""
-    b = Broker(tmp_path_factory.mktemp("grpc-broker"), "minInvisibleTimeMillsForRecv=1000\n")
-    b.start()
-    try:
+    with Broker(tmp_path_factory.mktemp("grpc-broker"), "minInvisibleTimeMillsForRecv=1000\n").running() as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture

@@ -119,12 +119,9 @@ def admin(broker: Broker, credentials: SessionCredentials | None = None) -> Brok
 
 @pytest.fixture(scope="module")
 def broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    b = Broker(tmp_path_factory.mktemp("grpc-go5"), "minInvisibleTimeMillsForRecv=1000\n" + tls_conf(certs))
-    b.start()
-    try:
+    conf = "minInvisibleTimeMillsForRecv=1000\n" + tls_conf(certs)
+    with Broker(tmp_path_factory.mktemp("grpc-go5"), conf).running() as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
