@@ -91,7 +91,7 @@ def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServi
     assert [q.id for q in route.message_queues] == list(range(QUEUES))
     queue = route.message_queues[0]
     assert queue.permission == pb.READ_WRITE
-    assert pb.NORMAL in queue.accept_message_types and pb.TRANSACTION not in queue.accept_message_types
+    assert set(queue.accept_message_types) == {pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION}
     assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [("127.0.0.1", broker.grpc_port)]
 
 
@@ -141,8 +141,50 @@ def test_undecodable_protobuf_is_refused_and_the_endpoint_keeps_serving(broker: 
 
 def test_a_method_not_served_yet_is_unimplemented(stub: pb_grpc.MessagingServiceStub) -> None:
     with pytest.raises(grpc.RpcError) as error:
-        stub.EndTransaction(pb.EndTransactionRequest(), timeout=5)
+        stub.RecallMessage(pb.RecallMessageRequest(), timeout=5)
     assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def _end(stub: pb_grpc.MessagingServiceStub, message_id: str, transaction_id: str,
+         resolution: pb.TransactionResolution) -> pb.Status:
+    response: pb.EndTransactionResponse = stub.EndTransaction(pb.EndTransactionRequest(
+        topic=pb.Resource(name=TOPIC), message_id=message_id, transaction_id=transaction_id, resolution=resolution,
+        source=pb.SOURCE_CLIENT), timeout=5)
+    return response.status
+
+
+def test_a_transactional_message_waits_for_its_commit(stub: pb_grpc.MessagingServiceStub) -> None:
+    """A TRANSACTION send stores a half message (not delivered); EndTransaction COMMIT delivers it,
+    ROLLBACK never; an id that names no half message of the topic is refused."""
+    sent = stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"txn-commit", message_type=pb.TRANSACTION),
+                                                            _message(b"txn-rollback", message_type=pb.TRANSACTION)]))
+    assert sent.status.code == pb.OK
+    commit, rollback = sent.entries
+    assert commit.transaction_id and rollback.transaction_id and commit.transaction_id != rollback.transaction_id
+    _receive(stub, "GroupTxn", polling_s=0)  # the group starts here
+    assert not _collect(stub, "GroupTxn", lambda m: m.body.startswith(b"txn-"), timeout=2)
+    assert _end(stub, rollback.message_id, commit.transaction_id, pb.TRANSACTION_RESOLUTION_UNSPECIFIED).code \
+        == pb.BAD_REQUEST
+    assert _end(stub, "x", "not-an-id", pb.COMMIT).code == pb.INVALID_TRANSACTION_ID
+    other_topic = stub.EndTransaction(pb.EndTransactionRequest(
+        topic=pb.Resource(name="OtherTopic"), message_id=commit.message_id, transaction_id=commit.transaction_id,
+        resolution=pb.COMMIT, source=pb.SOURCE_CLIENT), timeout=5).status
+    assert other_topic.code == pb.INVALID_TRANSACTION_ID and "producer group" in other_topic.message
+    assert _end(stub, rollback.message_id, rollback.transaction_id, pb.ROLLBACK).code == pb.OK
+    assert _end(stub, commit.message_id, commit.transaction_id, pb.COMMIT).code == pb.OK
+    received = _collect(stub, "GroupTxn", lambda m: m.body.startswith(b"txn-"), count=2, timeout=4)
+    assert [m.body for m in received] == [b"txn-commit"]
+    assert received[0].system_properties.message_type == pb.TRANSACTION
+    assert received[0].system_properties.message_id == "id-txn-commit"
+
+
+def test_a_body_digest_is_upper_case_md5(stub: pb_grpc.MessagingServiceStub) -> None:
+    """As RocketMQ's proxy sends it, and every client checks it alike (a CRC32 digest with a leading
+    zero, as b"again-0" has, is formatted differently by the Java and the Python client)."""
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"again-0")])).status.code == pb.OK
+    received = _collect(stub, "GroupDigest", _body(b"again-0"))
+    assert received[0].system_properties.body_digest == pb.Digest(
+        type=pb.MD5, checksum=hashlib.md5(b"again-0").hexdigest().upper())
 
 
 def test_a_fifo_group_stays_in_one_queue(stub: pb_grpc.MessagingServiceStub) -> None:

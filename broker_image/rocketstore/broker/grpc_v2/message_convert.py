@@ -13,6 +13,7 @@ client reacts (retries, gives up) as it does against RocketMQ.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Mapping
 from typing import Final
@@ -100,7 +101,23 @@ def _timestamp(ms: int) -> Timestamp:
 
 def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int, invisible_ms: int,
                      store_host: str) -> pb.Message:
-    """A stored message as a ReceiveMessage response carries it (body plain, with its CRC32)."""
+    """A stored message as a ReceiveMessage response carries it (see :func:`to_message`)."""
+    message = to_message(stored, store_host=store_host)
+    system = message.system_properties
+    system.receipt_handle = receipt_handle
+    system.invisible_duration.CopyFrom(Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000))
+    system.delivery_attempt = attempt
+    return message
+
+
+def to_message(stored: StoredMessage, *, store_host: str) -> pb.Message:
+    """A stored message as v2 carries it outside a delivery (GrpcConverter.buildMessage): body plain,
+    no receipt handle (a recover-orphaned-transaction command sends it so).
+
+    The body digest is MD5 in upper-case hex, as RocketMQ's proxy sends it: every client checks it
+    the same way. (A CRC32 digest is not: the Java client formats its own without leading zeros,
+    the Python client zero-pads it, so one of them would take every eighth message as corrupted,
+    and a push consumer discards a corrupted message.)"""
     body = stored.body
     if stored.sys_flag & SysFlag.COMPRESSED:  # 4.x producers deflate large bodies
         body = zlib.decompress(body)
@@ -108,18 +125,15 @@ def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int
     system = pb.SystemProperties(
         keys=[key for key in (props.get(PROPERTY_KEYS) or "").split(KEY_SEPARATOR) if key],
         message_id=stored.uniq_key or stored.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(body) & 0xFFFFFFFF:08X}"),
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
         body_encoding=pb.IDENTITY,
         message_type=message_type(props),
         born_timestamp=_timestamp(stored.born_timestamp),
         born_host=stored.born_host.host,
         store_timestamp=_timestamp(stored.store_timestamp),
         store_host=store_host,
-        receipt_handle=receipt_handle,
         queue_id=stored.queue_id,
         queue_offset=stored.queue_offset,
-        invisible_duration=Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000),
-        delivery_attempt=attempt,
     )
     if stored.tags is not None:
         system.tag = stored.tags
@@ -138,7 +152,10 @@ def user_properties(props: Mapping[str, str]) -> dict[str, str]:
 
 
 def message_type(props: Mapping[str, str]) -> pb.MessageType:
-    """NORMAL, FIFO (a message group) or DELAY (a delivery time), as the message was sent."""
+    """TRANSACTION, FIFO (a message group), DELAY (a delivery time) or NORMAL, as the message was sent
+    (a committed transactional message keeps ``TRAN_MSG=true``)."""
+    if props.get("TRAN_MSG") == "true":
+        return pb.TRANSACTION
     if PROPERTY_SHARDING_KEY in props:
         return pb.FIFO
     if PROPERTY_TIMER_DELIVER_MS in props or "DELAY" in props:

@@ -11,11 +11,15 @@ A thin layer: it validates a request, calls what the broker already has, and bui
   proxy in local mode hands its sends to the broker's processor. A FIFO message's group picks its
   queue by hash; other messages go to a random writable queue.
 * Telemetry: every settings command is answered OK with the settings a client needs to run
-  (publishing: the maximum body size; subscription: batch size and long-polling time).
+  (publishing: the maximum body size; subscription: batch size and long-polling time). A
+  producer's stream joins the producer groups of its topics, so transaction checks reach it
+  (transaction.py); Heartbeat keeps it there, NotifyClientTermination or the stream's end removes it.
+* SendMessage of a TRANSACTION message / EndTransaction: a half message and its commit or
+  rollback, through the broker's 4.x transaction paths (transaction.py).
 * ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
   pop_service.py; a message goes to its dead-letter queue through the registered
   CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
-* Heartbeat / NotifyClientTermination: OK (gRPC clients are not listed among a group's
+* Heartbeat / NotifyClientTermination: OK (gRPC consumers are not listed among a group's
   connections yet).
 
 Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
@@ -30,24 +34,36 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
 from rocketstore.broker.grpc_v2.pop_service import DeadLetterForwarder, InvalidHandle, PopService, parse_handle
+from rocketstore.broker.grpc_v2.transaction import (
+    TelemetryChannel,
+    parse_transaction_id,
+    transaction_id,
+    transaction_properties,
+)
 from rocketstore.broker.mq_version import BROKER_VERSION
+from rocketstore.broker.processor.end_transaction import check_prepare_message
 from rocketstore.broker.server import Connection
-from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
+from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, decode_message_id, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketstore.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+)
 from rocketstore.store.schedule_message_service import parse_delay_levels
 
-#: what a queue accepts: no TRANSACTION (EndTransaction is not served over gRPC yet)
-ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY)
+#: what a queue accepts (topics carry no message type here: every queue takes every type)
+ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 #: queue count of a topic auto-created by a send (RocketMQ producers' defaultTopicQueueNums)
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_INVISIBLE_MS: Final = 60_000
@@ -56,6 +72,10 @@ LONG_POLLING_MS: Final = 20_000
 #: answered before the client's deadline by this much (RocketMQ proxy's longPollingReserveTimeInMillis)
 DEADLINE_RESERVE_S: Final = 0.1
 PRODUCER_MAX_ATTEMPTS: Final = 3
+#: the metadata key a 5.x client names itself with
+CLIENT_ID_KEY: Final = "x-mq-client-id"
+#: EndTransaction's resolution as END_TRANSACTION's commitOrRollback
+_RESOLUTIONS: Final = {pb.COMMIT: SysFlag.TRANSACTION_COMMIT, pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK}
 
 
 def _status(code: int, message: str = "") -> pb.Status:
@@ -158,6 +178,10 @@ def _connection(broker: BrokerContext, peer: str) -> Connection:
     return conn
 
 
+def _client_id(context: Any) -> str:
+    return next((value for key, value in context.invocation_metadata() or () if key == CLIENT_ID_KEY), "")
+
+
 def _peer_host(peer: str) -> HostAddress:
     """grpc's ``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` as a bornHost."""
     _, _, rest = peer.partition(":")
@@ -176,6 +200,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.pop = pop
         self.endpoint = endpoint
         self._closing = asyncio.Event()
+        #: producers' Telemetry streams by client id (Heartbeat keeps them in their groups)
+        self._producers: dict[str, TelemetryChannel] = {}
 
     # -- routes --------------------------------------------------------------------------------
     def _topic(self, name: str) -> TopicConfig | pb.Status:
@@ -223,11 +249,28 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     # -- client session ------------------------------------------------------------------------
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        channel = self._producers.get(_client_id(context))
+        if channel is not None:
+            self._join_groups(channel)
         return pb.HeartbeatResponse(status=_status(pb.OK))
 
     async def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
                                       context: Any) -> pb.NotifyClientTerminationResponse:
+        channel = self._producers.get(_client_id(context))
+        if channel is not None:
+            self._leave_groups(channel)
         return pb.NotifyClientTerminationResponse(status=_status(pb.OK))
+
+    def _join_groups(self, channel: TelemetryChannel) -> None:
+        """The producer is a member of each of its topics' groups (registering again only renews it)."""
+        for topic in channel.topics:
+            self.broker.producer_manager.register(topic, ClientChannelInfo(
+                connection=channel, client_id=channel.client_id, language=0, version=0))
+
+    def _leave_groups(self, channel: TelemetryChannel) -> None:
+        self.broker.producer_manager.connection_closed(channel)
+        if self._producers.get(channel.client_id) is channel:
+            del self._producers[channel.client_id]
 
     async def Telemetry(self, request_iterator: AsyncIterator[pb.TelemetryCommand],
                         context: Any) -> AsyncIterator[pb.TelemetryCommand]:
@@ -237,19 +280,31 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
         requests = aiter(request_iterator)
         closing = asyncio.ensure_future(self._closing.wait())
+        channel = TelemetryChannel(server=self.broker.remoting, peer=context.peer(), client_id=_client_id(context),
+                                   store_host=str(self.broker.store_host))
+        following = asyncio.ensure_future(anext(requests))
+        outgoing = asyncio.ensure_future(channel.outgoing.get())
         try:
             while True:
-                following = asyncio.ensure_future(anext(requests))
-                await asyncio.wait([following, closing], return_when=asyncio.FIRST_COMPLETED)
-                if not following.done():
-                    following.cancel()
+                await asyncio.wait([following, closing, outgoing], return_when=asyncio.FIRST_COMPLETED)
+                if closing.done():
                     return
+                if outgoing.done():  # a transaction check for this producer, or None: the broker dropped it
+                    command = outgoing.result()
+                    if command is None:
+                        return
+                    yield command
+                    outgoing = asyncio.ensure_future(channel.outgoing.get())
+                    continue
                 try:
                     command = following.result()
                 except StopAsyncIteration:
                     return
+                following = asyncio.ensure_future(anext(requests))
                 if command.WhichOneof("command") != "settings":
                     continue  # answers to commands this broker never sends
+                if command.settings.WhichOneof("pub_sub") == "publishing":
+                    self._producer_settings(channel, command.settings.publishing)
                 group = command.settings.subscription.group.name
                 group_config = self.broker.subscription_group(group) if group else None
                 retry_max_times = group_config.retry_max_times if group_config is not None else 16
@@ -257,7 +312,23 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     command.settings, max_body_size=self.broker.store_config.max_message_size,
                     retry_max_times=retry_max_times, delay_levels=delay_levels))
         finally:
-            closing.cancel()
+            for waiting in (closing, following, outgoing):
+                if waiting.done() and not waiting.cancelled():
+                    waiting.exception()  # retrieved: the stream's end is no error
+                waiting.cancel()
+            self._leave_groups(channel)
+            channel.close()
+
+    def _producer_settings(self, channel: TelemetryChannel, publishing: pb.Publishing) -> None:
+        """A producer's (new) settings: it joins the groups of the topics it names."""
+        self.broker.producer_manager.connection_closed(channel)  # topics it no longer names
+        channel.topics = tuple(topic.name for topic in publishing.topics)
+        if channel.client_id:
+            earlier = self._producers.get(channel.client_id)
+            if earlier is not None and earlier is not channel:  # the client opened a new stream
+                self._leave_groups(earlier)
+            self._producers[channel.client_id] = channel
+        self._join_groups(channel)
 
     def close(self) -> None:
         """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
@@ -286,14 +357,18 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if code != pb.OK:
             return pb.SendResultEntry(status=_status(code, response.remark or ""), message_id=message_id)
         offset = int(response.ext_fields.get("queueOffset", "0"))
-        return pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
-                                  offset=offset)
+        entry = pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
+                                   offset=offset)
+        if message.system_properties.message_type == pb.TRANSACTION:
+            # a half message: the response names its half queue offset and (in its offset message
+            # id) its CommitLog offset, what a 4.x producer's END_TRANSACTION sends back
+            _, commit_log_offset = decode_message_id(response.ext_fields["msgId"])
+            entry.transaction_id = transaction_id(commit_log_offset, offset)
+        return entry
 
     def _send_command(self, message: pb.Message) -> RemotingCommand:
         """The SEND_MESSAGE_V2 request a 4.x producer would send for ``message``."""
         system = message.system_properties
-        if system.message_type == pb.TRANSACTION:
-            raise BadMessage(pb.NOT_IMPLEMENTED, "transactional messages are not served over gRPC yet")
         if not message.body:
             raise BadMessage(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
         if len(message.body) > self.broker.store_config.max_message_size:
@@ -306,6 +381,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if invalid is not None:
             raise BadMessage(pb.ILLEGAL_TOPIC, invalid)
         properties = message_convert.store_properties(message)
+        sys_flag = 0
+        if system.message_type == pb.TRANSACTION:
+            properties.update(transaction_properties(message))
+            sys_flag = SysFlag.TRANSACTION_PREPARED
         queue_id = -1  # the send path picks a random writable queue
         if system.HasField("message_group"):
             config = self.broker.topic_config_manager.get(topic)
@@ -315,10 +394,43 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             time.time() * 1000)
         header = SendMessageRequestHeader(
             producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=0,
+            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
             born_timestamp=born_ms, flag=0, properties=properties_to_string(properties), reconsume_times=0)
         return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_v2_ext_fields(),
                                body=message.body, version=BROKER_VERSION)
+
+    # -- transactions ----------------------------------------------------------------------------
+    async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
+        """The END_TRANSACTION a 4.x producer sends, through the registered handler; a transaction id
+        that names no half message of the topic is INVALID_TRANSACTION_ID."""
+        kind = _RESOLUTIONS.get(request.resolution)
+        if kind is None:
+            return pb.EndTransactionResponse(status=_status(
+                pb.BAD_REQUEST, f"resolution {pb.TransactionResolution.Name(request.resolution)} ends no transaction; "
+                "COMMIT or ROLLBACK"))
+        try:
+            commit_log_offset, half_offset = parse_transaction_id(request.transaction_id)
+        except ValueError as exc:
+            return pb.EndTransactionResponse(status=_status(pb.INVALID_TRANSACTION_ID, str(exc)))
+        header = EndTransactionRequestHeader(
+            producer_group=request.topic.name, tran_state_table_offset=half_offset,
+            commit_log_offset=commit_log_offset, commit_or_rollback=kind, msg_id=request.message_id,
+            from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK, transaction_id=request.transaction_id)
+        half = self.broker.transactional_message_service.bridge.look_message_by_offset(commit_log_offset)
+        refusal = check_prepare_message(half, header)
+        if refusal is not None:
+            return pb.EndTransactionResponse(status=_status(
+                pb.INVALID_TRANSACTION_ID, f"{refusal}: transaction {request.transaction_id} of topic "
+                f"{request.topic.name}"))
+        command = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields=header.to_ext_fields(),
+                                  version=BROKER_VERSION)
+        reply = self.broker.remoting.handlers[RequestCode.END_TRANSACTION](_connection(self.broker, context.peer()),
+                                                                           command)
+        response = await reply if isinstance(reply, Awaitable) else reply
+        if response is None:  # answered for COMMIT and ROLLBACK; never expected
+            return pb.EndTransactionResponse(status=_status(pb.INTERNAL_SERVER_ERROR, "no answer"))
+        code = message_convert.send_status_code(response.code)
+        return pb.EndTransactionResponse(status=_status(code, response.remark or ""))
 
     # -- pop -----------------------------------------------------------------------------------
     async def ReceiveMessage(self, request: pb.ReceiveMessageRequest,
