@@ -21,6 +21,7 @@ from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
 from rocketstore.client.admin import BrokerAdmin, MQAdmin
+from rocketstore.client.remoting_client import RemotingError
 from rocketstore.common.message import java_string_hash
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 
@@ -176,6 +177,31 @@ def test_a_transactional_message_waits_for_its_commit(stub: pb_grpc.MessagingSer
     assert [m.body for m in received] == [b"txn-commit"]
     assert received[0].system_properties.message_type == pb.TRANSACTION
     assert received[0].system_properties.message_id == "id-txn-commit"
+
+
+def test_a_producers_telemetry_stream_joins_its_topics_producer_group(broker: Broker,
+                                                                      stub: pb_grpc.MessagingServiceStub) -> None:
+    """Where the transaction check looks for a producer: listed (as admin tools show it) while its
+    stream is open, gone once the client ends it."""
+    done = threading.Event()
+
+    def commands() -> Iterator[pb.TelemetryCommand]:
+        yield pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(
+            topics=[pb.Resource(name=TOPIC)])))
+        done.wait(30)
+
+    stream = stub.Telemetry(commands(), timeout=30, metadata=[("x-mq-client-id", "py-producer-1"),
+                                                               ("x-mq-language", "GOLANG")])
+    try:
+        assert next(stream).status.code == pb.OK
+        with BrokerAdmin(broker.addr) as admin:
+            [connection] = admin.producer_connection(TOPIC)
+        assert (connection.client_id, connection.language, connection.version) == ("py-producer-1", "GO", 413)
+    finally:
+        done.set()
+    assert list(stream) == []  # the client ended its side: the broker ends the stream
+    with BrokerAdmin(broker.addr) as admin, pytest.raises(RemotingError, match="not exist"):
+        admin.producer_connection(TOPIC)
 
 
 def test_a_body_digest_is_upper_case_md5(stub: pb_grpc.MessagingServiceStub) -> None:

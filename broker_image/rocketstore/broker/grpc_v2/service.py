@@ -53,7 +53,7 @@ from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, deco
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
-from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -72,8 +72,12 @@ LONG_POLLING_MS: Final = 20_000
 #: answered before the client's deadline by this much (RocketMQ proxy's longPollingReserveTimeInMillis)
 DEADLINE_RESERVE_S: Final = 0.1
 PRODUCER_MAX_ATTEMPTS: Final = 3
-#: the metadata key a 5.x client names itself with
+#: the metadata keys a 5.x client names itself and its language with
 CLIENT_ID_KEY: Final = "x-mq-client-id"
+LANGUAGE_KEY: Final = "x-mq-language"
+#: the version a gRPC producer is listed with among a group's connections (MQVersion's V5_0_0, as
+#: RocketMQ's proxy lists them)
+GRPC_CLIENT_VERSION: Final = 413
 #: EndTransaction's resolution as END_TRANSACTION's commitOrRollback
 _RESOLUTIONS: Final = {pb.COMMIT: SysFlag.TRANSACTION_COMMIT, pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK}
 
@@ -178,8 +182,18 @@ def _connection(broker: BrokerContext, peer: str) -> Connection:
     return conn
 
 
+def _metadata(context: Any, name: str) -> str:
+    return next((value for key, value in context.invocation_metadata() or () if key == name), "")
+
+
 def _client_id(context: Any) -> str:
-    return next((value for key, value in context.invocation_metadata() or () if key == CLIENT_ID_KEY), "")
+    return _metadata(context, CLIENT_ID_KEY)
+
+
+def language_code(language: str) -> LanguageCode:
+    """A client's ``x-mq-language`` as the LanguageCode admin tools show (Go sends GOLANG)."""
+    name = "GO" if language == "GOLANG" else language
+    return LanguageCode.__members__.get(name, LanguageCode.OTHER)
 
 
 def _peer_host(peer: str) -> HostAddress:
@@ -265,7 +279,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         """The producer is a member of each of its topics' groups (registering again only renews it)."""
         for topic in channel.topics:
             self.broker.producer_manager.register(topic, ClientChannelInfo(
-                connection=channel, client_id=channel.client_id, language=0, version=0))
+                connection=channel, client_id=channel.client_id, language=channel.language,
+                version=GRPC_CLIENT_VERSION))
 
     def _leave_groups(self, channel: TelemetryChannel) -> None:
         self.broker.producer_manager.connection_closed(channel)
@@ -281,7 +296,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         requests = aiter(request_iterator)
         closing = asyncio.ensure_future(self._closing.wait())
         channel = TelemetryChannel(server=self.broker.remoting, peer=context.peer(), client_id=_client_id(context),
-                                   store_host=str(self.broker.store_host))
+                                   store_host=str(self.broker.store_host),
+                                   language=language_code(_metadata(context, LANGUAGE_KEY)))
         following = asyncio.ensure_future(anext(requests))
         outgoing = asyncio.ensure_future(channel.outgoing.get())
         try:

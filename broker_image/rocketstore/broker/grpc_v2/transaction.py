@@ -78,6 +78,8 @@ class TelemetryChannel(Connection):
     #: the topics (producer groups) the client publishes to, from its settings
     topics: tuple[str, ...] = ()
     store_host: str = ""
+    #: LanguageCode, for admin views of the group's connections
+    language: int = 0
     outgoing: asyncio.Queue[pb.TelemetryCommand | None] = dataclasses.field(default_factory=asyncio.Queue)
     ended: bool = False
 
