@@ -35,7 +35,10 @@ QUEUES = 4
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     # segments large enough for the 3 MiB messages of the large-request test
     b = Broker(tmp_path_factory.mktemp("grpc-endpoint"),
-               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\n")
+               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\n"
+               # auto renew in seconds: an auto_renew receive is invisible 3 s, renewed by 3 s when
+               # less than 2 s are left
+               "defaultInvisibleTimeMills=3000\nrenewAheadTimeMillis=2000\nrenewSliceTimeMillis=3000\n")
     b.start()
     try:
         with MQAdmin(b.namesrv) as admin:
@@ -202,6 +205,52 @@ def test_a_producers_telemetry_stream_joins_its_topics_producer_group(broker: Br
     assert list(stream) == []  # the client ended its side: the broker ends the stream
     with BrokerAdmin(broker.addr) as admin, pytest.raises(RemotingError, match="not exist"):
         admin.producer_connection(TOPIC)
+
+
+def _renewed_receive(stub: pb_grpc.MessagingServiceStub, group: str, client_id: str,
+                     body: bytes) -> pb.Message:
+    """The message ``body`` received with auto_renew (as a push consumer receives) by ``client_id``."""
+    request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=32, auto_renew=True,
+                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)))
+    request.long_polling_timeout.FromSeconds(1)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        responses = stub.ReceiveMessage(request, timeout=6, metadata=[("x-mq-client-id", client_id)])
+        found = [m for m in _messages(list(responses)) if m.body == body]
+        if found:
+            return found[0]
+    raise AssertionError(f"{body!r} never arrived")
+
+
+def test_auto_renew_keeps_a_message_invisible_until_its_client_acks(stub: pb_grpc.MessagingServiceStub,
+                                                                   broker: Broker) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"renewed")])).status.code == pb.OK
+    received = _renewed_receive(stub, "GroupRenew", "client-renew", b"renewed")
+    assert received.system_properties.invisible_duration.ToMilliseconds() == 3000
+    # three times its invisible time: without renewal it would have come back twice by now
+    assert not _collect(stub, "GroupRenew", _body(b"renewed"), timeout=9, invisible_s=30)
+    [renewals] = [float(line.split()[1]) for line in broker.metrics().splitlines()
+                  if line.startswith("rocketstore_pop_auto_renewals_total ")]
+    assert renewals >= 2
+    # the client acks with the handle it received, which the renewals replaced
+    ack = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="GroupRenew"), topic=pb.Resource(name=TOPIC),
+                                               entries=[pb.AckMessageEntry(
+                                                   message_id=received.system_properties.message_id,
+                                                   receipt_handle=received.system_properties.receipt_handle)]))
+    assert ack.entries[0].status.code == pb.OK, ack
+    assert not _collect(stub, "GroupRenew", _body(b"renewed"), timeout=5, invisible_s=30)
+
+
+def test_a_terminating_client_releases_what_the_broker_renews_for_it(stub: pb_grpc.MessagingServiceStub) -> None:
+    assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"released")])).status.code == pb.OK
+    _renewed_receive(stub, "GroupRelease", "client-gone", b"released")
+    ended = stub.NotifyClientTermination(pb.NotifyClientTerminationRequest(group=pb.Resource(name="GroupRelease")),
+                                         metadata=[("x-mq-client-id", "client-gone")], timeout=5)
+    assert ended.status.code == pb.OK
+    started = time.monotonic()
+    again = _collect(stub, "GroupRelease", _body(b"released"), timeout=5, invisible_s=30)
+    assert again and again[0].system_properties.delivery_attempt == 2
+    assert time.monotonic() - started < 2.5  # visible a second after the client left, not after 3 s
 
 
 def test_a_body_digest_is_upper_case_md5(stub: pb_grpc.MessagingServiceStub) -> None:

@@ -17,6 +17,9 @@ through the plain ACL before its method sees it (:class:`~rocketstore.broker.grp
 
 The pop log is opened (replayed, compacted, held against the store) in a worker thread before
 the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
+Auto renew (auto_renew.py) runs its pass on the loop every
+:data:`~rocketstore.broker.grpc_v2.auto_renew.RENEW_PERIOD_S`, or twice within ``renewAheadTimeMillis``
+when that is shorter (a delivery must not end between two passes).
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
+from rocketstore.broker.grpc_v2.auto_renew import RENEW_PERIOD_S, AutoRenew, RenewTimes
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+from rocketstore.common.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +63,14 @@ class GrpcServer:
         self.port = port
         self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR),
                               dead_letter_forwarder(broker))
+        cfg = broker.broker_config
+        self.renew = AutoRenew(self.pop, RenewTimes(ahead_ms=cfg.renew_ahead_time_millis,
+                                                    slice_ms=cfg.renew_slice_time_millis,
+                                                    max_ms=cfg.renew_max_time_millis))
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
         self._sync_task: asyncio.Task[None] | None = None
+        self._renew_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Replay the pop log, then listen; OSError when the port cannot be bound."""
@@ -72,7 +82,7 @@ class GrpcServer:
         # refuse a SendMessage carrying several messages)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
-        service = self._service = MessagingService(self.broker, self.pop,
+        service = self._service = MessagingService(self.broker, self.pop, self.renew,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
         validator = self.broker.access_validator  # set at start when aclEnable is
         check = None if validator is None else AccessCheck(validator)
@@ -88,6 +98,7 @@ class GrpcServer:
         await server.start()
         self._server = server
         self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop(), name="pop-log-sync")
+        self._renew_task = asyncio.get_running_loop().create_task(self._renew_loop(), name="pop-auto-renew")
         self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
                               lambda: self.pop.log.state.in_flight_count())
         self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
@@ -95,20 +106,33 @@ class GrpcServer:
         self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
                                 "queue after their last delivery attempt, or at a client's request",
                                 lambda: self.pop.dead_lettered)
+        self.broker.add_counter("rocketstore_pop_auto_renewals", "Invisible times the broker extended for a "
+                                "client consuming a message it received with auto_renew (push consumers)",
+                                lambda: self.renew.renewals)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
         ``grace_s``), close the pop log."""
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sync_task
+        for task in (self._sync_task, self._renew_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._service is not None:
             self._service.close()
         if self._server is not None:
             self.pop.close_waiters()
             await self._server.stop(grace_s)
         await asyncio.to_thread(self.pop.close)
+
+    async def _renew_loop(self) -> None:
+        period_s = max(min(RENEW_PERIOD_S, self.renew.times.ahead_ms / 2000), 0.1)
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                self.renew.renew_due(now_ms())
+            except Exception:  # one bad pass must not end renewing for good
+                log.exception("auto renew pass failed; retrying at the next period")
 
     async def _sync_loop(self) -> None:
         while True:

@@ -18,7 +18,8 @@ A thin layer: it validates a request, calls what the broker already has, and bui
   rollback, through the broker's 4.x transaction paths (transaction.py).
 * ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
   pop_service.py; a message goes to its dead-letter queue through the registered
-  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
+  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py). A receive with ``auto_renew`` (push
+  consumers) is renewed by the broker until its client decides (auto_renew.py).
 * Heartbeat / NotifyClientTermination: OK (gRPC consumers are not listed among a group's
   connections yet).
 
@@ -38,8 +39,10 @@ from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.auto_renew import AutoRenew
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
 from rocketstore.broker.grpc_v2.pop_service import DeadLetterForwarder, InvalidHandle, PopService, parse_handle
+from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
 from rocketstore.broker.grpc_v2.transaction import (
     TelemetryChannel,
     parse_transaction_id,
@@ -49,6 +52,7 @@ from rocketstore.broker.grpc_v2.transaction import (
 from rocketstore.broker.mq_version import BROKER_VERSION
 from rocketstore.broker.processor.end_transaction import check_prepare_message
 from rocketstore.broker.server import Connection
+from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, decode_message_id, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
@@ -66,7 +70,6 @@ from rocketstore.store.schedule_message_service import parse_delay_levels
 ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 #: queue count of a topic auto-created by a send (RocketMQ producers' defaultTopicQueueNums)
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
-DEFAULT_INVISIBLE_MS: Final = 60_000
 #: long polling a consumer is told to use, and the longest the broker holds a receive
 LONG_POLLING_MS: Final = 20_000
 #: answered before the client's deadline by this much (RocketMQ proxy's longPollingReserveTimeInMillis)
@@ -209,9 +212,11 @@ def _peer_host(peer: str) -> HostAddress:
 class MessagingService(pb_grpc.MessagingServiceServicer):
     """The servicer; ``endpoint`` is this broker's gRPC address as clients reach it."""
 
-    def __init__(self, broker: BrokerContext, pop: PopService, endpoint: Callable[[], pb.Endpoints]) -> None:
+    def __init__(self, broker: BrokerContext, pop: PopService, renew: AutoRenew,
+                 endpoint: Callable[[], pb.Endpoints]) -> None:
         self.broker = broker
         self.pop = pop
+        self.renew = renew
         self.endpoint = endpoint
         self._closing = asyncio.Event()
         #: producers' Telemetry streams by client id (Heartbeat keeps them in their groups)
@@ -266,6 +271,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         channel = self._producers.get(_client_id(context))
         if channel is not None:
             self._join_groups(channel)
+        self.renew.seen(_client_id(context), now_ms())
         return pb.HeartbeatResponse(status=_status(pb.OK))
 
     async def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
@@ -273,6 +279,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         channel = self._producers.get(_client_id(context))
         if channel is not None:
             self._leave_groups(channel)
+        self.renew.release_client(_client_id(context))
         return pb.NotifyClientTerminationResponse(status=_status(pb.OK))
 
     def _join_groups(self, channel: TelemetryChannel) -> None:
@@ -458,7 +465,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             yield pb.ReceiveMessageResponse(status=problem)
             return
         invisible_ms = _ms(request.invisible_duration) if request.HasField("invisible_duration") \
-            else DEFAULT_INVISIBLE_MS
+            else self.broker.broker_config.default_invisible_time_mills
+        if request.auto_renew:  # the broker keeps it invisible while the client consumes (as the proxy)
+            invisible_ms = self.broker.broker_config.default_invisible_time_mills
         polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") \
             else LONG_POLLING_MS
         wait_s = min(polling_ms, LONG_POLLING_MS) / 1000
@@ -470,6 +479,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if not received:
             yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if request.auto_renew:
+            client_id, now = _client_id(context), now_ms()
+            for item in received:
+                self.renew.track(group, topic, client_id, item.handle, now)
         yield pb.ReceiveMessageResponse(status=_status(pb.OK))
         now = pb.ReceiveMessageResponse()
         now.delivery_timestamp.GetCurrentTime()
@@ -491,7 +504,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if request.batch_size <= 0:
             return _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
         cfg = self.broker.broker_config
-        if request.HasField("invisible_duration"):
+        if request.HasField("invisible_duration") and not request.auto_renew:
             invisible_ms = _ms(request.invisible_duration)
             if not cfg.min_invisible_time_mills_for_recv <= invisible_ms <= cfg.max_invisible_time_mills:
                 return _status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside "
@@ -500,13 +513,18 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return _status(pb.ILLEGAL_POLLING_TIME, "the long polling timeout is negative")
         return None
 
+    def _handle(self, request: Any, text: str) -> ReceiptHandle:
+        """The delivery a client's receipt handle names now (renewed since, if the broker renews it);
+        InvalidHandle when it names none."""
+        return self.renew.current(request.group.name, request.topic.name, parse_handle(text))
+
     async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
         if not request.entries:
             return pb.AckMessageResponse(status=_status(pb.BAD_REQUEST, "no entries to ack"))
         results = []
         for entry in request.entries:
             try:
-                self.pop.ack(request.group.name, request.topic.name, parse_handle(entry.receipt_handle))
+                self.pop.ack(request.group.name, request.topic.name, self._handle(request, entry.receipt_handle))
                 status = _status(pb.OK)
             except InvalidHandle as exc:
                 status = _status(pb.INVALID_RECEIPT_HANDLE, str(exc))
@@ -518,7 +536,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                               context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
         try:
             error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
-                                                          parse_handle(request.receipt_handle))
+                                                          self._handle(request, request.receipt_handle))
         except InvalidHandle as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         if error is not None:
@@ -534,7 +552,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside [0, {limit}] ms"))
         try:
             handle = self.pop.change_invisible(request.group.name, request.topic.name,
-                                               parse_handle(request.receipt_handle), invisible_ms)
+                                               self._handle(request, request.receipt_handle), invisible_ms)
         except InvalidHandle as exc:
             return pb.ChangeInvisibleDurationResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         return pb.ChangeInvisibleDurationResponse(status=_status(pb.OK), receipt_handle=handle.encode())
