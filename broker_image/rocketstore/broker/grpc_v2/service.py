@@ -20,8 +20,9 @@ A thin layer: it validates a request, calls what the broker already has, and bui
   pop_service.py; a message goes to its dead-letter queue through the registered
   CONSUMER_SEND_MSG_BACK handler (processor/send_back.py). A receive with ``auto_renew`` (push
   consumers) is renewed by the broker until its client decides (auto_renew.py).
-* Heartbeat / NotifyClientTermination: OK (gRPC consumers are not listed among a group's
-  connections yet).
+* Heartbeat / NotifyClientTermination: OK; they keep a producer in its groups or remove it, and
+  keep renewing a consumer's messages or release them (gRPC consumers are not listed among a
+  group's connections yet).
 
 Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
 """
