@@ -38,9 +38,9 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * <pre>
  *   produce ENDPOINT TOPIC COUNT PREFIX [fifo GROUP | delay MILLIS]
  *   consume ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (simple consumer, acks each message)
- *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S [FAIL_FIRST]
+ *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S [FAIL_FIRST [BUSY_MS]]
  *           (push consumer; EXPECT deliveries; with FAIL_FIRST=true the listener answers FAILURE to
- *           a message's first delivery and SUCCESS to the later ones)
+ *           a message's first delivery and SUCCESS to the later ones; it takes BUSY_MS per message)
  *   transact ENDPOINT TOPIC CHECK_TIMEOUT_S ENDING...
  *           (transactional producer: one message per ENDING, each in a transaction of its own,
  *           ended by "commit" or "rollback", or left unresolved by "open-ANSWER"; the checker answers
@@ -153,6 +153,7 @@ public final class Client5Driver {
         String topic = args[2];
         int expect = Integer.parseInt(args[4]);
         boolean failFirst = args.length > 6 && Boolean.parseBoolean(args[6]);
+        long busyMs = args.length > 7 ? Long.parseLong(args[7]) : 0;
         CountDownLatch done = new CountDownLatch(expect);
         AtomicInteger consumed = new AtomicInteger();
         try (PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(config)
@@ -163,6 +164,13 @@ public final class Client5Driver {
                 ConsumeResult result = failFirst && view.getDeliveryAttempt() == 1 ? ConsumeResult.FAILURE
                     : ConsumeResult.SUCCESS;
                 Map<String, Object> fields = describe(view);
+                if (busyMs > 0) {
+                    try {
+                        Thread.sleep(busyMs);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
                 fields.put("result", result.name());
                 emit("received", fields);
                 consumed.incrementAndGet();
