@@ -49,6 +49,11 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
 ``minInvisibleTimeMillsForRecv``, ``maxInvisibleTimeMills``  the range of invisible durations a
                        gRPC ReceiveMessage may ask for (defaults 10 s and 12 h, as RocketMQ's
                        proxy: its rmq-proxy.json keys of the same names)
+``defaultInvisibleTimeMills``, ``renewAheadTimeMillis``, ``renewSliceTimeMillis``, ``renewMaxTimeMillis``
+                       auto renew of a gRPC receive that asks for it (push consumers): invisible
+                       time of such a receive, and how soon before it ends, by how much and for
+                       how long the broker renews it (defaults 60 s, 10 s, 60 s, 3 h, as
+                       RocketMQ's proxy; see ``rocketstore.broker.grpc_v2.auto_renew``)
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -238,6 +243,10 @@ class BrokerConfig:
     grpc_listen_port: int = 8081
     min_invisible_time_mills_for_recv: int = 10_000  # Java long
     max_invisible_time_mills: int = 12 * 3600 * 1000  # Java long
+    default_invisible_time_mills: int = 60_000  # Java long
+    renew_ahead_time_millis: int = 10_000  # Java long
+    renew_slice_time_millis: int = 60_000  # Java long
+    renew_max_time_millis: int = 3 * 3600 * 1000  # Java long
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))
@@ -302,6 +311,10 @@ def _check_grpc_settings(config: BrokerConfig) -> None:
     if not 0 < config.min_invisible_time_mills_for_recv <= config.max_invisible_time_mills:
         raise ConfigError("minInvisibleTimeMillsForRecv", str(config.min_invisible_time_mills_for_recv),
                           f"must be positive and at most maxInvisibleTimeMills ({config.max_invisible_time_mills})")
+    for key, value in (("defaultInvisibleTimeMills", config.default_invisible_time_mills),
+                       ("renewSliceTimeMillis", config.renew_slice_time_millis)):
+        if value <= 0:
+            raise ConfigError(key, str(value), "must be positive")
 
 
 def _camel(name: str) -> str:
@@ -319,6 +332,7 @@ _LONG_FIELDS: Final = frozenset({
     "wait_time_mills_in_pull_queue", "wait_time_mills_in_heartbeat_queue", "wait_time_mills_in_transaction_queue",
     "start_accept_send_request_time_stamp", "filter_data_clean_time_span", "transaction_time_out",
     "transaction_check_interval", "min_invisible_time_mills_for_recv", "max_invisible_time_mills",
+    "default_invisible_time_mills", "renew_ahead_time_millis", "renew_slice_time_millis", "renew_max_time_millis",
 })
 _CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(BrokerConfig, _LONG_FIELDS)
 

@@ -101,10 +101,23 @@ def _timestamp(ms: int) -> Timestamp:
 
 def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int, invisible_ms: int,
                      store_host: str) -> pb.Message:
-    """A stored message as a ReceiveMessage response carries it: body plain, its digest the MD5 in
-    upper-case hex as RocketMQ's proxy sends it (every 5.x client checks that one alike; their CRC32
-    strings differ: the Node.js client's is decimal, the Java client's unpadded hex, and a client
-    that finds a mismatch drops the message as corrupted)."""
+    """A stored message as a ReceiveMessage response carries it (see :func:`to_message`)."""
+    message = to_message(stored, store_host=store_host)
+    system = message.system_properties
+    system.receipt_handle = receipt_handle
+    system.invisible_duration.CopyFrom(Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000))
+    system.delivery_attempt = attempt
+    return message
+
+
+def to_message(stored: StoredMessage, *, store_host: str) -> pb.Message:
+    """A stored message as v2 carries it outside a delivery (GrpcConverter.buildMessage): body plain,
+    no receipt handle (a recover-orphaned-transaction command sends it so).
+
+    The body digest is MD5 in upper-case hex, as RocketMQ's proxy sends it: every client checks it
+    the same way. (A CRC32 digest is not: the Java client formats its own without leading zeros,
+    the Python client zero-pads it, so one of them would take every eighth message as corrupted,
+    and a push consumer discards a corrupted message.)"""
     body = stored.body
     if stored.sys_flag & SysFlag.COMPRESSED:  # 4.x producers deflate large bodies
         body = zlib.decompress(body)
@@ -119,11 +132,8 @@ def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int
         born_host=stored.born_host.host,
         store_timestamp=_timestamp(stored.store_timestamp),
         store_host=store_host,
-        receipt_handle=receipt_handle,
         queue_id=stored.queue_id,
         queue_offset=stored.queue_offset,
-        invisible_duration=Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000),
-        delivery_attempt=attempt,
     )
     if stored.tags is not None:
         system.tag = stored.tags
@@ -142,7 +152,10 @@ def user_properties(props: Mapping[str, str]) -> dict[str, str]:
 
 
 def message_type(props: Mapping[str, str]) -> pb.MessageType:
-    """NORMAL, FIFO (a message group) or DELAY (a delivery time), as the message was sent."""
+    """TRANSACTION, FIFO (a message group), DELAY (a delivery time) or NORMAL, as the message was sent
+    (a committed transactional message keeps ``TRAN_MSG=true``)."""
+    if props.get("TRAN_MSG") == "true":
+        return pb.TRANSACTION
     if PROPERTY_SHARDING_KEY in props:
         return pb.FIFO
     if PROPERTY_TIMER_DELIVER_MS in props or "DELAY" in props:

@@ -25,14 +25,6 @@ group's messages of a queue is in flight and not due, that queue gives nothing, 
 message nor a redelivery of a later one; when they come due, they are delivered again together,
 in offset order. A message past its last attempt goes to the DLQ and the queue moves on.
 
-Auto renew (a receive with ``auto_renew``, as 5.x push consumers send): the broker keeps the
-message invisible for its client, extending it by its invisible time whenever less than
-:data:`RENEW_AHEAD_MS` is left, while the client's Telemetry stream is open and for at most
-:data:`RENEW_MAX_MS` (RocketMQ proxy's renewAheadTimeMillis / renewMaxTimeMillis), so a slow
-listener does not see its message delivered again. The client keeps the handle it was given: an
-ack, change or DLQ move with it acts on the renewed delivery (the proxy maps handles the same
-way). Renewals are in memory: after a restart the messages come back after their invisible time.
-
 Long polling: a receive that finds nothing waits, up to its polling time, for a message to arrive
 on the topic (the broker's message-arriving listeners), for one of the group's messages in flight
 to become visible again, or for an invisible time to change. All of it runs on the broker's event
@@ -62,10 +54,6 @@ log = logging.getLogger(__name__)
 MAX_BATCH: Final = 32
 #: how long a message whose move to the dead-letter queue failed waits before the next try
 DLQ_RETRY_MS: Final = 10_000
-#: an auto-renewed message is extended when less than this is left of its invisible time
-RENEW_AHEAD_MS: Final = 10_000
-#: longest a message is kept invisible by auto renew (then it comes back, as on RocketMQ's proxy)
-RENEW_MAX_MS: Final = 3 * 3600 * 1000
 
 #: moves a message of a group to its dead-letter queue; returns None, or why it could not
 DeadLetterForwarder = Callable[[str, StoredMessage], "str | None"]
@@ -73,17 +61,6 @@ DeadLetterForwarder = Callable[[str, StoredMessage], "str | None"]
 
 class InvalidHandle(ValueError):
     """A receipt handle that names no delivery the broker holds (answered INVALID_RECEIPT_HANDLE)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Renewal:
-    """A message kept invisible for a client: the handle time it was given, how much each renewal
-    adds, and until when renewals go on."""
-
-    client_id: str
-    handed_visible_at_ms: int
-    invisible_ms: int
-    until_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +73,8 @@ class Received:
 class PopService:
     """Pop state of every group (through its :class:`PopLog`) and the receives waiting for messages."""
 
-    def __init__(self, broker: BrokerContext, pop_log: PopLog, forward: DeadLetterForwarder,
-                 client_alive: Callable[[str], bool] = lambda client_id: False) -> None:
+    def __init__(self, broker: BrokerContext, pop_log: PopLog, forward: DeadLetterForwarder) -> None:
         self.broker = broker
-        #: whether a client (by client id) still holds its Telemetry stream: auto renew goes on only then
-        self.client_alive = client_alive
-        #: (group, topic, queue id, offset) -> the auto renew of that message
-        self._renewals: dict[tuple[str, str, int, int], Renewal] = {}
         self.log = pop_log
         self.forward = forward
         #: messages moved to a dead-letter queue (for /metrics)
@@ -157,9 +129,8 @@ class PopService:
 
     # -- receive -------------------------------------------------------------------------------
     async def receive(self, group: str, topic: str, message_filter: MessageFilter, batch: int, invisible_ms: int,
-                      wait_s: float, attempt_id: str = "", renew_for: str = "") -> list[Received]:
-        """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one; kept invisible for
-        client ``renew_for`` while it lives when that is given (auto renew).
+                      wait_s: float, attempt_id: str = "") -> list[Received]:
+        """Up to ``batch`` messages, waiting up to ``wait_s`` for the first one.
 
         ``attempt_id`` names a client's receive across its retries: a retry (the answer was lost,
         e.g. the call timed out on the way back) gets the messages the first attempt took, while
@@ -177,11 +148,6 @@ class PopService:
             if picked or remaining <= 0 or self._closed:
                 if picked and attempt_id:
                     self._remember_attempt(group, topic, attempt_id, picked)
-                if renew_for:
-                    until = now_ms() + RENEW_MAX_MS
-                    for item in picked:
-                        self._renewals[(group, topic, item.handle.queue_id, item.handle.offset)] = Renewal(
-                            renew_for, item.handle.visible_at_ms, invisible_ms, until)
                 return picked
             earliest = self._earliest_visible(group, topic)
             if earliest is not None:
@@ -226,7 +192,6 @@ class PopService:
                     break
                 if held.visible_at_ms > now:
                     continue
-                self._renewals.pop((group, topic, queue_id, offset), None)  # its client let it come back
                 touched.add(queue_id)
                 message = decode_message(store.get_message_record(topic, queue_id, offset))
                 if message is None:  # its CommitLog file was deleted: nothing left to deliver
@@ -339,7 +304,6 @@ class PopService:
     def forward_to_dead_letter_queue(self, group: str, topic: str, handle: ReceiptHandle) -> str | None:
         """ForwardMessageToDeadLetterQueue: the message of ``handle`` goes to the DLQ now; None, or why
         not (InvalidHandle for a handle that names no delivery held)."""
-        handle = self._renewed(group, topic, handle, stop=True)
         held = self._held(group, topic, handle)
         message = decode_message(self.broker.store.get_message_record(topic, handle.queue_id, handle.offset))
         if message is None:
@@ -361,7 +325,6 @@ class PopService:
     def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         """Consume the message of ``handle``; acking it again is fine (a client's retry), acking it
         with the handle of an earlier delivery is not (InvalidHandle)."""
-        handle = self._renewed(group, topic, handle, stop=True)
         key = (group, topic, handle.queue_id)
         held = self.log.state.in_flight.get(key, {}).get(handle.offset)
         if held is None:
@@ -373,9 +336,7 @@ class PopService:
 
     def change_invisible(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         """Make the message invisible for ``invisible_ms`` from now (0: visible at once, a nack);
-        returns the handle of the changed delivery (the old one no longer matches); the client takes
-        over from auto renew."""
-        handle = self._renewed(group, topic, handle, stop=True)
+        returns the handle of the changed delivery (the old one no longer matches)."""
         held = self._held(group, topic, handle)
         visible_at = now_ms() + invisible_ms
         if visible_at == held.visible_at_ms:  # the new handle must differ from the old one
@@ -383,37 +344,6 @@ class PopService:
         self.log.append([Invisible(group, topic, handle.queue_id, handle.offset, visible_at, held.attempt)])
         self._wake(topic)  # a waiting receive recomputes when to look again
         return ReceiptHandle(handle.queue_id, handle.offset, visible_at)
-
-    # -- auto renew ----------------------------------------------------------------------------
-    def _renewed(self, group: str, topic: str, handle: ReceiptHandle, *, stop: bool) -> ReceiptHandle:
-        """The handle of the current delivery when ``handle`` is the one an auto-renewed message was
-        handed out with (else ``handle`` itself); ``stop`` ends the renewal."""
-        key = (group, topic, handle.queue_id, handle.offset)
-        renewal = self._renewals.get(key)
-        if renewal is None or renewal.handed_visible_at_ms != handle.visible_at_ms:
-            return handle
-        if stop:
-            del self._renewals[key]
-        held = self.log.state.in_flight.get((group, topic, handle.queue_id), {}).get(handle.offset)
-        return handle if held is None else ReceiptHandle(handle.queue_id, handle.offset, held.visible_at_ms)
-
-    def renew(self) -> int:
-        """Extend the auto-renewed messages that are about to come back (called periodically on the
-        loop); drop the renewals of clients gone, past :data:`RENEW_MAX_MS`, or of messages no
-        longer in flight. Returns how many were extended."""
-        now = now_ms()
-        records: list[Record] = []
-        in_flight = self.log.state.in_flight
-        for key, renewal in list(self._renewals.items()):
-            group, topic, queue_id, offset = key
-            held = in_flight.get((group, topic, queue_id), {}).get(offset)
-            if held is None or now >= renewal.until_ms or not self.client_alive(renewal.client_id):
-                del self._renewals[key]
-                continue
-            if held.visible_at_ms - now < min(RENEW_AHEAD_MS, renewal.invisible_ms // 2):
-                records.append(Invisible(group, topic, queue_id, offset, now + renewal.invisible_ms, held.attempt))
-        self.log.append(records)
-        return len(records)
 
     # -- wake-ups ------------------------------------------------------------------------------
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, arrived: int) -> None:

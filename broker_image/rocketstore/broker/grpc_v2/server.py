@@ -19,6 +19,9 @@ through the plain ACL before its method sees it (:class:`~rocketstore.broker.grp
 
 The pop log is opened (replayed, compacted, held against the store) in a worker thread before
 the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
+Auto renew (auto_renew.py) runs its pass on the loop every
+:data:`~rocketstore.broker.grpc_v2.auto_renew.RENEW_PERIOD_S`, or twice within ``renewAheadTimeMillis``
+when that is shorter (a delivery must not end between two passes).
 """
 
 from __future__ import annotations
@@ -38,19 +41,19 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
+from rocketstore.broker.grpc_v2.auto_renew import RENEW_PERIOD_S, AutoRenew, RenewTimes
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
 from rocketstore.broker.tls_system_config import TlsMode, broker_tls_settings
+from rocketstore.common.clock import now_ms
 
 log = logging.getLogger(__name__)
 
 #: how often appended pop-log records are fsynced (what a power loss may take back: see pop_log.py)
 POP_LOG_SYNC_INTERVAL_S: Final = 1.0
-#: how often auto-renewed messages are looked at (well within the least renew-ahead window, 0.5 s)
-RENEW_PERIOD_S: Final = 0.25
 #: the pop log's folder under the store's root directory
 POP_DIR: Final = "pop"
 #: largest request accepted (RocketMQ proxy's grpcMaxInboundMessageSize default, 130 MiB)
@@ -66,9 +69,13 @@ class GrpcServer:
         self.port = port
         self.pop = PopService(broker, PopLog(Path(broker.store_config.root_dir()) / POP_DIR),
                               dead_letter_forwarder(broker))
-        self.metrics = CallMetrics()
+        cfg = broker.broker_config
+        self.renew = AutoRenew(self.pop, RenewTimes(ahead_ms=cfg.renew_ahead_time_millis,
+                                                    slice_ms=cfg.renew_slice_time_millis,
+                                                    max_ms=cfg.renew_max_time_millis))
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
+        self.metrics = CallMetrics()
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -81,9 +88,8 @@ class GrpcServer:
         # refuse a SendMessage carrying several messages)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
-        service = self._service = MessagingService(self.broker, self.pop,
+        service = self._service = MessagingService(self.broker, self.pop, self.renew,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
-        self.pop.client_alive = service.client_alive
         validator = self.broker.access_validator  # set at start when aclEnable is
         check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
@@ -115,6 +121,9 @@ class GrpcServer:
                                 "queue after their last delivery attempt, or at a client's request",
                                 lambda: self.pop.dead_lettered)
         self.broker.add_metrics(self.metrics.collect)
+        self.broker.add_counter("rocketstore_pop_auto_renewals", "Invisible times the broker extended for a "
+                                "client consuming a message it received with auto_renew (push consumers)",
+                                lambda: self.renew.renewals)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
@@ -131,12 +140,13 @@ class GrpcServer:
         await asyncio.to_thread(self.pop.close)
 
     async def _renew_loop(self) -> None:
+        period_s = max(min(RENEW_PERIOD_S, self.renew.times.ahead_ms / 2000), 0.1)
         while True:
-            await asyncio.sleep(RENEW_PERIOD_S)
+            await asyncio.sleep(period_s)
             try:
-                self.pop.renew()
-            except OSError:  # the pop log's append failed; the next round tries again
-                log.exception("auto renew of pop messages failed")
+                self.renew.renew_due(now_ms())
+            except Exception:  # one bad pass must not end renewing for good
+                log.exception("auto renew pass failed; retrying at the next period")
 
     async def _sync_loop(self) -> None:
         while True:

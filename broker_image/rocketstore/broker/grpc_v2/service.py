@@ -11,17 +11,23 @@ A thin layer: it validates a request, calls what the broker already has, and bui
   proxy in local mode hands its sends to the broker's processor. A FIFO message's group picks its
   queue by hash; other messages go to a random writable queue.
 * Telemetry: every settings command is answered OK with the settings a client needs to run
-  (publishing: the maximum body size; subscription: batch size and long-polling time).
+  (publishing: the maximum body size; subscription: batch size and long-polling time). A
+  producer's stream joins the producer groups of its topics, so transaction checks reach it
+  (transaction.py); Heartbeat keeps it there, NotifyClientTermination or the stream's end removes it.
+* SendMessage of a TRANSACTION message / EndTransaction: a half message and its commit or
+  rollback, through the broker's 4.x transaction paths (transaction.py).
 * ReceiveMessage / AckMessage / ChangeInvisibleDuration / ForwardMessageToDeadLetterQueue:
   pop_service.py; a message goes to its dead-letter queue through the registered
-  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py).
+  CONSUMER_SEND_MSG_BACK handler (processor/send_back.py). A receive with ``auto_renew`` (push
+  consumers) is renewed by the broker until its client decides (auto_renew.py).
 * PullMessage / GetOffset / QueryOffset / UpdateOffset: offset-based consumption of one queue,
   the 4.x pull model over gRPC (RocketMQ's proxy leaves these UNIMPLEMENTED): a pull reads the
   store from the offset the client names, long-polling at the queue's end; offsets are the
   group's committed offsets in ConsumerOffsetManager, the ones 4.x consumers, pop and admin
   tools share.
-* Heartbeat / NotifyClientTermination: OK (gRPC clients are not listed among a group's
-  connections yet).
+* Heartbeat / NotifyClientTermination: OK; they keep a producer in its groups or remove it, and
+  keep renewing a consumer's messages or release them (gRPC consumers are not listed among a
+  group's connections yet).
 
 Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
 """
@@ -35,10 +41,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.filter.expression_message_filter import ExpressionMessageFilter
 from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.auto_renew import AutoRenew
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
 from rocketstore.broker.grpc_v2.pop_service import (
     MAX_BATCH,
@@ -48,30 +56,50 @@ from rocketstore.broker.grpc_v2.pop_service import (
     decode_message,
     parse_handle,
 )
+from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
+from rocketstore.broker.grpc_v2.transaction import (
+    TelemetryChannel,
+    parse_transaction_id,
+    transaction_id,
+    transaction_properties,
+)
 from rocketstore.broker.mq_version import BROKER_VERSION
+from rocketstore.broker.processor.end_transaction import check_prepare_message
 from rocketstore.broker.server import Connection
+from rocketstore.common.clock import now_ms
 from rocketstore.common.filter import SQL92, SelectorSyntaxError
-from rocketstore.common.message import HostAddress, StoredMessage, properties_to_string
+from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, decode_message_id, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
-from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketstore.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+)
 from rocketstore.store.message_store import MessageFilter, TagFilter
 from rocketstore.store.schedule_message_service import parse_delay_levels
 from rocketstore.store.status import GetMessageStatus
 
-#: what a queue accepts: no TRANSACTION (EndTransaction is not served over gRPC yet)
-ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY)
+#: what a queue accepts (topics carry no message type here: every queue takes every type)
+ACCEPTED_TYPES: Final = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 #: queue count of a topic auto-created by a send (RocketMQ producers' defaultTopicQueueNums)
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
-DEFAULT_INVISIBLE_MS: Final = 60_000
 #: long polling a consumer is told to use, and the longest the broker holds a receive
 LONG_POLLING_MS: Final = 20_000
 #: answered before the client's deadline by this much (RocketMQ proxy's longPollingReserveTimeInMillis)
 DEADLINE_RESERVE_S: Final = 0.1
 PRODUCER_MAX_ATTEMPTS: Final = 3
+#: the metadata keys a 5.x client names itself and its language with
+CLIENT_ID_KEY: Final = "x-mq-client-id"
+LANGUAGE_KEY: Final = "x-mq-language"
+#: the version a gRPC producer is listed with among a group's connections (MQVersion's V5_0_0, as
+#: RocketMQ's proxy lists them)
+GRPC_CLIENT_VERSION: Final = 413
+#: EndTransaction's resolution as END_TRANSACTION's commitOrRollback
+_RESOLUTIONS: Final = {pb.COMMIT: SysFlag.TRANSACTION_COMMIT, pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK}
 
 
 def _status(code: int, message: str = "") -> pb.Status:
@@ -167,14 +195,6 @@ def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
     return forward
 
 
-def client_id(context: Any) -> str:
-    """The calling client's id (``x-mq-client-id``; every 5.x client sends it), else its address."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "x-mq-client-id" and isinstance(value, str) and value:
-            return value
-    return str(context.peer())
-
-
 def _connection(broker: BrokerContext, peer: str) -> Connection:
     """What the remoting handlers take as the caller: a gRPC call has no remoting connection (RocketMQ's
     proxy in local mode hands its processors a channel of its own the same way)."""
@@ -182,6 +202,20 @@ def _connection(broker: BrokerContext, peer: str) -> Connection:
     conn.peer = peer
     conn.peer_host = _peer_host(peer)
     return conn
+
+
+def _metadata(context: Any, name: str) -> str:
+    return next((value for key, value in context.invocation_metadata() or () if key == name), "")
+
+
+def _client_id(context: Any) -> str:
+    return _metadata(context, CLIENT_ID_KEY)
+
+
+def language_code(language: str) -> LanguageCode:
+    """A client's ``x-mq-language`` as the LanguageCode admin tools show (Go sends GOLANG)."""
+    name = "GO" if language == "GOLANG" else language
+    return LanguageCode.__members__.get(name, LanguageCode.OTHER)
 
 
 def _peer_host(peer: str) -> HostAddress:
@@ -197,17 +231,15 @@ def _peer_host(peer: str) -> HostAddress:
 class MessagingService(pb_grpc.MessagingServiceServicer):
     """The servicer; ``endpoint`` is this broker's gRPC address as clients reach it."""
 
-    def __init__(self, broker: BrokerContext, pop: PopService, endpoint: Callable[[], pb.Endpoints]) -> None:
+    def __init__(self, broker: BrokerContext, pop: PopService, renew: AutoRenew,
+                 endpoint: Callable[[], pb.Endpoints]) -> None:
         self.broker = broker
         self.pop = pop
+        self.renew = renew
         self.endpoint = endpoint
         self._closing = asyncio.Event()
-        #: client id -> its open Telemetry streams (a client is alive while it holds one)
-        self._sessions: dict[str, int] = {}
-
-    def client_alive(self, client: str) -> bool:
-        """Whether the client holds a Telemetry stream (what auto renew goes on for)."""
-        return client in self._sessions
+        #: producers' Telemetry streams by client id (Heartbeat keeps them in their groups)
+        self._producers: dict[str, TelemetryChannel] = {}
 
     # -- routes --------------------------------------------------------------------------------
     def _topic(self, name: str) -> TopicConfig | pb.Status:
@@ -255,11 +287,31 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     # -- client session ------------------------------------------------------------------------
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        channel = self._producers.get(_client_id(context))
+        if channel is not None:
+            self._join_groups(channel)
+        self.renew.seen(_client_id(context), now_ms())
         return pb.HeartbeatResponse(status=_status(pb.OK))
 
     async def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
                                       context: Any) -> pb.NotifyClientTerminationResponse:
+        channel = self._producers.get(_client_id(context))
+        if channel is not None:
+            self._leave_groups(channel)
+        self.renew.release_client(_client_id(context))
         return pb.NotifyClientTerminationResponse(status=_status(pb.OK))
+
+    def _join_groups(self, channel: TelemetryChannel) -> None:
+        """The producer is a member of each of its topics' groups (registering again only renews it)."""
+        for topic in channel.topics:
+            self.broker.producer_manager.register(topic, ClientChannelInfo(
+                connection=channel, client_id=channel.client_id, language=channel.language,
+                version=GRPC_CLIENT_VERSION))
+
+    def _leave_groups(self, channel: TelemetryChannel) -> None:
+        self.broker.producer_manager.connection_closed(channel)
+        if self._producers.get(channel.client_id) is channel:
+            del self._producers[channel.client_id]
 
     async def Telemetry(self, request_iterator: AsyncIterator[pb.TelemetryCommand],
                         context: Any) -> AsyncIterator[pb.TelemetryCommand]:
@@ -269,22 +321,32 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         delay_levels = list(parse_delay_levels(self.broker.store_config.message_delay_level))
         requests = aiter(request_iterator)
         closing = asyncio.ensure_future(self._closing.wait())
-        client = client_id(context)
-        self._sessions[client] = self._sessions.get(client, 0) + 1
-        following: asyncio.Future[pb.TelemetryCommand] | None = None
+        channel = TelemetryChannel(server=self.broker.remoting, peer=context.peer(), client_id=_client_id(context),
+                                   store_host=str(self.broker.store_host),
+                                   language=language_code(_metadata(context, LANGUAGE_KEY)))
+        following = asyncio.ensure_future(anext(requests))
+        outgoing = asyncio.ensure_future(channel.outgoing.get())
         try:
             while True:
-                following = asyncio.ensure_future(anext(requests))
-                await asyncio.wait([following, closing], return_when=asyncio.FIRST_COMPLETED)
-                if not following.done():
-                    following.cancel()
+                await asyncio.wait([following, closing, outgoing], return_when=asyncio.FIRST_COMPLETED)
+                if closing.done():
                     return
+                if outgoing.done():  # a transaction check for this producer, or None: the broker dropped it
+                    command = outgoing.result()
+                    if command is None:
+                        return
+                    yield command
+                    outgoing = asyncio.ensure_future(channel.outgoing.get())
+                    continue
                 try:
                     command = following.result()
                 except StopAsyncIteration:
                     return
+                following = asyncio.ensure_future(anext(requests))
                 if command.WhichOneof("command") != "settings":
                     continue  # answers to commands this broker never sends
+                if command.settings.WhichOneof("pub_sub") == "publishing":
+                    self._producer_settings(channel, command.settings.publishing)
                 group = command.settings.subscription.group.name
                 group_config = self.broker.subscription_group(group) if group else None
                 retry_max_times = group_config.retry_max_times if group_config is not None else 16
@@ -293,15 +355,23 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                     retry_max_times=retry_max_times, delay_levels=delay_levels,
                     fifo=group_config is not None and group_config.consume_message_orderly))
         finally:
-            closing.cancel()
-            left = self._sessions.pop(client) - 1
-            if left:
-                self._sessions[client] = left
-            # a call cancelled while waiting (a client that exits without waiting for the stream's end,
-            # as the Node.js client does) leaves the read of its next command pending: cancel it, or
-            # its end (StopAsyncIteration) is logged as "Task exception was never retrieved"
-            if following is not None and not following.cancel() and not following.cancelled():
-                following.exception()
+            for waiting in (closing, following, outgoing):
+                if waiting.done() and not waiting.cancelled():
+                    waiting.exception()  # retrieved: the stream's end is no error
+                waiting.cancel()
+            self._leave_groups(channel)
+            channel.close()
+
+    def _producer_settings(self, channel: TelemetryChannel, publishing: pb.Publishing) -> None:
+        """A producer's (new) settings: it joins the groups of the topics it names."""
+        self.broker.producer_manager.connection_closed(channel)  # topics it no longer names
+        channel.topics = tuple(topic.name for topic in publishing.topics)
+        if channel.client_id:
+            earlier = self._producers.get(channel.client_id)
+            if earlier is not None and earlier is not channel:  # the client opened a new stream
+                self._leave_groups(earlier)
+            self._producers[channel.client_id] = channel
+        self._join_groups(channel)
 
     def close(self) -> None:
         """The broker stops: end every Telemetry stream (calls of other methods finish as they are)."""
@@ -330,14 +400,18 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if code != pb.OK:
             return pb.SendResultEntry(status=_status(code, response.remark or ""), message_id=message_id)
         offset = int(response.ext_fields.get("queueOffset", "0"))
-        return pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
-                                  offset=offset)
+        entry = pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
+                                   offset=offset)
+        if message.system_properties.message_type == pb.TRANSACTION:
+            # a half message: the response names its half queue offset and (in its offset message
+            # id) its CommitLog offset, what a 4.x producer's END_TRANSACTION sends back
+            _, commit_log_offset = decode_message_id(response.ext_fields["msgId"])
+            entry.transaction_id = transaction_id(commit_log_offset, offset)
+        return entry
 
     def _send_command(self, message: pb.Message) -> RemotingCommand:
         """The SEND_MESSAGE_V2 request a 4.x producer would send for ``message``."""
         system = message.system_properties
-        if system.message_type == pb.TRANSACTION:
-            raise BadMessage(pb.NOT_IMPLEMENTED, "transactional messages are not served over gRPC yet")
         if not message.body:
             raise BadMessage(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
         if len(message.body) > self.broker.store_config.max_message_size:
@@ -350,6 +424,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if invalid is not None:
             raise BadMessage(pb.ILLEGAL_TOPIC, invalid)
         properties = message_convert.store_properties(message)
+        sys_flag = 0
+        if system.message_type == pb.TRANSACTION:
+            properties.update(transaction_properties(message))
+            sys_flag = SysFlag.TRANSACTION_PREPARED
         queue_id = -1  # the send path picks a random writable queue
         if system.HasField("message_group"):
             config = self.broker.topic_config_manager.get(topic)
@@ -359,10 +437,43 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             time.time() * 1000)
         header = SendMessageRequestHeader(
             producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=0,
+            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
             born_timestamp=born_ms, flag=0, properties=properties_to_string(properties), reconsume_times=0)
         return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_v2_ext_fields(),
                                body=message.body, version=BROKER_VERSION)
+
+    # -- transactions ----------------------------------------------------------------------------
+    async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
+        """The END_TRANSACTION a 4.x producer sends, through the registered handler; a transaction id
+        that names no half message of the topic is INVALID_TRANSACTION_ID."""
+        kind = _RESOLUTIONS.get(request.resolution)
+        if kind is None:
+            return pb.EndTransactionResponse(status=_status(
+                pb.BAD_REQUEST, f"resolution {pb.TransactionResolution.Name(request.resolution)} ends no transaction; "
+                "COMMIT or ROLLBACK"))
+        try:
+            commit_log_offset, half_offset = parse_transaction_id(request.transaction_id)
+        except ValueError as exc:
+            return pb.EndTransactionResponse(status=_status(pb.INVALID_TRANSACTION_ID, str(exc)))
+        header = EndTransactionRequestHeader(
+            producer_group=request.topic.name, tran_state_table_offset=half_offset,
+            commit_log_offset=commit_log_offset, commit_or_rollback=kind, msg_id=request.message_id,
+            from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK, transaction_id=request.transaction_id)
+        half = self.broker.transactional_message_service.bridge.look_message_by_offset(commit_log_offset)
+        refusal = check_prepare_message(half, header)
+        if refusal is not None:
+            return pb.EndTransactionResponse(status=_status(
+                pb.INVALID_TRANSACTION_ID, f"{refusal}: transaction {request.transaction_id} of topic "
+                f"{request.topic.name}"))
+        command = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields=header.to_ext_fields(),
+                                  version=BROKER_VERSION)
+        reply = self.broker.remoting.handlers[RequestCode.END_TRANSACTION](_connection(self.broker, context.peer()),
+                                                                           command)
+        response = await reply if isinstance(reply, Awaitable) else reply
+        if response is None:  # answered for COMMIT and ROLLBACK; never expected
+            return pb.EndTransactionResponse(status=_status(pb.INTERNAL_SERVER_ERROR, "no answer"))
+        code = message_convert.send_status_code(response.code)
+        return pb.EndTransactionResponse(status=_status(code, response.remark or ""))
 
     # -- pop -----------------------------------------------------------------------------------
     async def ReceiveMessage(self, request: pb.ReceiveMessageRequest,
@@ -378,19 +489,24 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             yield pb.ReceiveMessageResponse(status=message_filter)
             return
         invisible_ms = _ms(request.invisible_duration) if request.HasField("invisible_duration") \
-            else DEFAULT_INVISIBLE_MS
+            else self.broker.broker_config.default_invisible_time_mills
+        if request.auto_renew:  # the broker keeps it invisible while the client consumes (as the proxy)
+            invisible_ms = self.broker.broker_config.default_invisible_time_mills
         polling_ms = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") \
             else LONG_POLLING_MS
         wait_s = min(polling_ms, LONG_POLLING_MS) / 1000
         remaining = context.time_remaining()
         if remaining is not None:
             wait_s = max(min(wait_s, remaining - DEADLINE_RESERVE_S), 0.0)
-        renew_for = client_id(context) if request.auto_renew else ""
         received = await self.pop.receive(group, topic, message_filter, request.batch_size, invisible_ms, wait_s,
-                                          request.attempt_id, renew_for)
+                                          request.attempt_id)
         if not received:
             yield pb.ReceiveMessageResponse(status=_status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if request.auto_renew:
+            client_id, now = _client_id(context), now_ms()
+            for item in received:
+                self.renew.track(group, topic, client_id, item.handle, now)
         yield pb.ReceiveMessageResponse(status=_status(pb.OK))
         now = pb.ReceiveMessageResponse()
         now.delivery_timestamp.GetCurrentTime()
@@ -425,7 +541,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         if request.batch_size <= 0:
             return _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
         cfg = self.broker.broker_config
-        if request.HasField("invisible_duration"):
+        if request.HasField("invisible_duration") and not request.auto_renew:
             invisible_ms = _ms(request.invisible_duration)
             if not cfg.min_invisible_time_mills_for_recv <= invisible_ms <= cfg.max_invisible_time_mills:
                 return _status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside "
@@ -434,13 +550,18 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return _status(pb.ILLEGAL_POLLING_TIME, "the long polling timeout is negative")
         return None
 
+    def _handle(self, request: Any, text: str) -> ReceiptHandle:
+        """The delivery a client's receipt handle names now (renewed since, if the broker renews it);
+        InvalidHandle when it names none."""
+        return self.renew.current(request.group.name, request.topic.name, parse_handle(text))
+
     async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
         if not request.entries:
             return pb.AckMessageResponse(status=_status(pb.BAD_REQUEST, "no entries to ack"))
         results = []
         for entry in request.entries:
             try:
-                self.pop.ack(request.group.name, request.topic.name, parse_handle(entry.receipt_handle))
+                self.pop.ack(request.group.name, request.topic.name, self._handle(request, entry.receipt_handle))
                 status = _status(pb.OK)
             except InvalidHandle as exc:
                 status = _status(pb.INVALID_RECEIPT_HANDLE, str(exc))
@@ -452,7 +573,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                               context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
         try:
             error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
-                                                          parse_handle(request.receipt_handle))
+                                                          self._handle(request, request.receipt_handle))
         except InvalidHandle as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         if error is not None:
@@ -468,7 +589,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is outside [0, {limit}] ms"))
         try:
             handle = self.pop.change_invisible(request.group.name, request.topic.name,
-                                               parse_handle(request.receipt_handle), invisible_ms)
+                                               self._handle(request, request.receipt_handle), invisible_ms)
         except InvalidHandle as exc:
             return pb.ChangeInvisibleDurationResponse(status=_status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         return pb.ChangeInvisibleDurationResponse(status=_status(pb.OK), receipt_handle=handle.encode())

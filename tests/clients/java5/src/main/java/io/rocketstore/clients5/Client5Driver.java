@@ -7,7 +7,9 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -26,6 +28,8 @@ import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
+import org.apache.rocketmq.client.apis.producer.Transaction;
+import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 
 /**
  * Drives the real RocketMQ 5.x Java client for tests/clients/test_java_5x_client.py. One JSON object
@@ -34,7 +38,15 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * <pre>
  *   produce ENDPOINT TOPIC COUNT PREFIX [fifo GROUP | delay MILLIS]
  *   consume ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (simple consumer, acks each message)
- *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (push consumer, SUCCESS for each)
+ *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S [FAIL_FIRST [BUSY_MS]]
+ *           (push consumer; EXPECT deliveries; with FAIL_FIRST=true the listener answers FAILURE to
+ *           a message's first delivery and SUCCESS to the later ones; it takes BUSY_MS per message)
+ *   transact ENDPOINT TOPIC CHECK_TIMEOUT_S ENDING...
+ *           (transactional producer: one message per ENDING, each in a transaction of its own,
+ *           ended by "commit" or "rollback", or left unresolved by "open-ANSWER"; the checker answers
+ *           a check with the message's "check" property: ANSWER (commit, rollback, unknown) for an
+ *           open one, unknown for the rest; then waits up to CHECK_TIMEOUT_S for a check of every
+ *           open one)
  * </pre>
  *
  * With the environment variables CLIENT5_ACCESS_KEY and CLIENT5_SECRET_KEY set, the client signs its
@@ -59,6 +71,7 @@ public final class Client5Driver {
                 case "produce" -> produce(provider, config, args);
                 case "consume" -> consume(provider, config, args);
                 case "push" -> push(provider, config, args);
+                case "transact" -> transact(provider, config, args);
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
             }
             System.exit(0);
@@ -139,6 +152,8 @@ public final class Client5Driver {
         throws Exception {
         String topic = args[2];
         int expect = Integer.parseInt(args[4]);
+        boolean failFirst = args.length > 6 && Boolean.parseBoolean(args[6]);
+        long busyMs = args.length > 7 ? Long.parseLong(args[7]) : 0;
         CountDownLatch done = new CountDownLatch(expect);
         AtomicInteger consumed = new AtomicInteger();
         try (PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(config)
@@ -146,17 +161,76 @@ public final class Client5Driver {
             .setSubscriptionExpressions(Collections.singletonMap(topic,
                 new FilterExpression("*", FilterExpressionType.TAG)))
             .setMessageListener(view -> {
-                synchronized (Client5Driver.class) {
-                    emit("received", describe(view));
+                ConsumeResult result = failFirst && view.getDeliveryAttempt() == 1 ? ConsumeResult.FAILURE
+                    : ConsumeResult.SUCCESS;
+                Map<String, Object> fields = describe(view);
+                if (busyMs > 0) {
+                    try {
+                        Thread.sleep(busyMs);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
                 }
+                fields.put("result", result.name());
+                emit("received", fields);
                 consumed.incrementAndGet();
                 done.countDown();
-                return ConsumeResult.SUCCESS;
+                return result;
             }).build()) {
             done.await(Long.parseLong(args[5]), TimeUnit.SECONDS);
             Thread.sleep(500); // the acks of the last messages go out after the listener returns
         }
         emit("done", Map.of("deliveries", consumed.get()));
+    }
+
+    private static void transact(ClientServiceProvider provider, ClientConfiguration config, String[] args)
+        throws Exception {
+        String topic = args[2];
+        long checkTimeoutS = Long.parseLong(args[3]);
+        List<String> endings = List.of(args).subList(4, args.length);
+        Set<String> unchecked = ConcurrentHashMap.newKeySet();
+        try (Producer producer = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic)
+            .setTransactionChecker(view -> {
+                String answer = view.getProperties().getOrDefault("check", "unknown");
+                Map<String, Object> fields = describe(view);
+                fields.put("answer", answer);
+                emit("checked", fields);
+                unchecked.remove(view.getMessageId().toString());
+                return switch (answer) {
+                    case "commit" -> TransactionResolution.COMMIT;
+                    case "rollback" -> TransactionResolution.ROLLBACK;
+                    default -> TransactionResolution.UNKNOWN;
+                };
+            }).build()) {
+            for (int i = 0; i < endings.size(); i++) {
+                String ending = endings.get(i);
+                boolean open = ending.startsWith("open-");
+                Message message = provider.newMessageBuilder().setTopic(topic).setTag("TagT")
+                    .setKeys("txn-key-" + i).addProperty("index", String.valueOf(i))
+                    .addProperty("check", open ? ending.substring("open-".length()) : "unknown")
+                    .setBody(("txn-" + i + "-" + ending).getBytes(StandardCharsets.UTF_8)).build();
+                Transaction transaction = producer.beginTransaction();
+                SendReceipt receipt = producer.send(message, transaction);
+                String messageId = receipt.getMessageId().toString();
+                if (open) {
+                    unchecked.add(messageId);
+                }
+                emit("sent", Map.of("index", i, "message_id", messageId, "ending", ending,
+                    "at_ms", System.currentTimeMillis()));
+                switch (ending) {
+                    case "commit" -> transaction.commit();
+                    case "rollback" -> transaction.rollback();
+                    default -> {
+                    }
+                }
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(checkTimeoutS);
+            while (!unchecked.isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(100);
+            }
+            Thread.sleep(1000); // the answers to the last checks go out after the checker returns
+        }
+        emit("done", Map.of("unchecked", new ArrayList<>(unchecked)));
     }
 
     private static synchronized void emit(String kind, Map<String, ?> fields) {
