@@ -9,6 +9,7 @@ belongs outside the markers: it is the only part a person edits.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import shlex
@@ -79,3 +80,14 @@ def replace_section(readme: Path, name: str, body: str) -> None:
     tmp = readme.with_name(f".{readme.name}.{os.getpid()}.tmp")
     tmp.write_text(new)
     os.replace(tmp, readme)
+
+
+def add_output_arguments(ap: argparse.ArgumentParser, section: str, kept: str) -> None:
+    """The options every anchored benchmark takes for where its results and scratch files go:
+    ``--readme`` (rewrite the block between the ``bench:section`` markers), ``--json``, ``--dir`` and
+    ``--keep`` (``kept`` says what the scratch dir holds)."""
+    ap.add_argument("--readme", metavar="README", type=Path,
+                    help=f"rewrite the block between the bench:{section} markers of this file with the table")
+    ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
+    ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
+    ap.add_argument("--keep", action="store_true", help=f"keep the scratch dir ({kept})")

@@ -688,11 +688,7 @@ def main() -> None:
     ap.add_argument("--segment", type=int, default=GiB, help="mappedFileSizeCommitLog of every broker (1 GiB)")
     ap.add_argument("--heap", default=java_rocketmq.DEFAULT_HEAP,
                     help=f"-Xms/-Xmx of Apache RocketMQ's name server and broker ({java_rocketmq.DEFAULT_HEAP})")
-    ap.add_argument("--readme", metavar="README", type=Path,
-                    help=f"rewrite the block between the bench:{README_SECTION} markers of this file with the table")
-    ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
-    ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch dir (stores, logs)")
+    readme_table.add_output_arguments(ap, README_SECTION, "stores, logs")
     ap.add_argument("--profile", metavar="PREFIX", help="py-spy our broker under produce load instead")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]

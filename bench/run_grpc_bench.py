@@ -467,11 +467,7 @@ def main() -> None:
     ap.add_argument("--heap", default="1g", help="-Xms/-Xmx of Apache's proxy JVM (1g; it holds the broker too)")
     ap.add_argument("--ours-env", metavar="KEY=VALUE", action="append", default=[],
                     help="an environment variable for our broker (e.g. ROCKETSTORE_UVLOOP=0), repeatable")
-    ap.add_argument("--readme", metavar="README", type=Path,
-                    help=f"rewrite the block between the bench:{README_SECTION} markers of this file")
-    ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
-    ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch dir (logs)")
+    readme_table.add_output_arguments(ap, README_SECTION, "logs")
     ap.add_argument("--profile", metavar="PREFIX", help="py-spy our broker under the same load instead")
     args = ap.parse_args()
     args.inflight = [int(t) for t in args.inflight.split(",") if t.strip()]

@@ -57,6 +57,18 @@ def make_certs(directory: Path) -> Certs:
                  directory / "other-ca.pem", directory / "other-ca.key")
 
 
+def renew_from_other_ca(certs: Certs, scratch: Path, live: Path) -> None:
+    """Replace ``live``'s ``tls.crt`` / ``tls.key`` (as a certificate renewal does, each by an atomic
+    rename) with a server certificate for 127.0.0.1 that the other CA signed."""
+    shutil.copy(certs.other_ca, scratch / "other-ca.pem")
+    shutil.copy(certs.other_ca_key, scratch / "other-ca.key")
+    new_cert, new_key = sign(scratch, "renewed", "/CN=127.0.0.1", SERVER_EXT, "other-ca")
+    shutil.copy(new_key, live / "tls.key.new")
+    shutil.copy(new_cert, live / "tls.crt.new")
+    (live / "tls.key.new").replace(live / "tls.key")
+    (live / "tls.crt.new").replace(live / "tls.crt")
+
+
 def tls_jvm(trust: Path, cert: Path | None = None, key: Path | None = None) -> list[str]:
     """RocketMQ's client TLS switch, verifying the server against ``trust``."""
     args = ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from broker_process import Broker
 from polling import wait_until
-from tls_certs import SERVER_EXT, Certs, make_certs, sign
+from tls_certs import Certs, make_certs, renew_from_other_ca
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -120,13 +120,7 @@ def test_a_replaced_certificate_is_served_to_new_connections(certs: Certs, tmp_p
     try:
         with tls_channel(b, certs) as channel:
             assert query_route(channel).status.code == pb.TOPIC_NOT_FOUND
-        shutil.copy(certs.other_ca, tmp_path / "other-ca.pem")
-        shutil.copy(certs.other_ca_key, tmp_path / "other-ca.key")
-        new_cert, new_key = sign(tmp_path, "renewed", "/CN=127.0.0.1", SERVER_EXT, "other-ca")
-        shutil.copy(new_key, live / "tls.key.new")
-        shutil.copy(new_cert, live / "tls.crt.new")
-        (live / "tls.key.new").replace(live / "tls.key")
-        (live / "tls.crt.new").replace(live / "tls.crt")
+        renew_from_other_ca(certs, tmp_path, live)
         renewed = grpc.ssl_channel_credentials(root_certificates=certs.other_ca.read_bytes())
 
         def served_renewed() -> bool:

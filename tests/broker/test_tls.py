@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import BrokerHandle, RawClient
-from tls_certs import SERVER_EXT, Certs, make_certs, sign
+from tls_certs import Certs, make_certs, renew_from_other_ca
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
@@ -93,13 +93,7 @@ def test_replaced_certificate_is_served_to_new_connections(broker_factory: Calla
                             tls_server_key_path=str(live / "tls.key"), tls_config_file="/nonexistent")
     assert works(tls_client(broker.port, certs.ca))
     # renewed: a certificate from the other CA replaces the files
-    shutil.copy(certs.other_ca, tmp_path / "other-ca.pem")
-    shutil.copy(certs.other_ca_key, tmp_path / "other-ca.key")
-    new_cert, new_key = sign(tmp_path, "renewed", "/CN=127.0.0.1", SERVER_EXT, "other-ca")
-    shutil.copy(new_key, live / "tls.key.new")
-    shutil.copy(new_cert, live / "tls.crt.new")
-    (live / "tls.key.new").replace(live / "tls.key")
-    (live / "tls.crt.new").replace(live / "tls.crt")
+    renew_from_other_ca(certs, tmp_path, live)
     deadline = time.monotonic() + 10
     while True:
         try:
