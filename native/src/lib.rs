@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 pub mod dispatch;
+pub mod grpc_front;
 pub mod index;
 pub mod java;
 pub mod record;
@@ -428,6 +429,7 @@ fn decode_header_fields<'py>(
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<grpc_front::GrpcFront>()?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;
     m.add_function(wrap_pyfunction!(stamp_records, m)?)?;

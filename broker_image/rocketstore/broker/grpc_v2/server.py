@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -43,7 +43,11 @@ from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
-from rocketstore.broker.tls_system_config import TlsMode, broker_tls_settings
+from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, broker_tls_settings
+from rocketstore.common.native import NATIVE
+
+if TYPE_CHECKING:
+    from rocketstore.broker.grpc_v2.native_front import NativeFront
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,7 @@ class GrpcServer:
                               dead_letter_forwarder(broker))
         self.metrics = CallMetrics()
         self._server: grpc.aio.Server | None = None
+        self._front: NativeFront | None = None
         self._service: MessagingService | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -75,20 +80,46 @@ class GrpcServer:
         """Replay the pop log, then listen; OSError when the port cannot be bound."""
         await asyncio.to_thread(self.pop.open)
         self.pop.attach()
+        service = self._service = MessagingService(self.broker, self.pop,
+                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
+        self.pop.client_alive = service.client_alive
+        validator = self.broker.access_validator  # set at start when aclEnable is
+        check = None if validator is None else AccessCheck(validator)
+        tls = broker_tls_settings(self.broker.broker_config)
+        front_class = native_front_class(self.broker.broker_config.grpc_native_front, tls.enabled)
+        if front_class is not None:
+            from rocketstore.broker.grpc_v2.native_front import NativeFront
+            try:
+                self._front = NativeFront(front_class, methods(service, self.metrics, check), self.host, self.port,
+                                          MAX_INBOUND_MESSAGE_BYTES)
+            except OSError as exc:
+                raise OSError(f"grpcListenPort: {exc}") from exc
+            self.port = self._front.port
+            self._front.start()
+            log.info("gRPC port %s served by the native HTTP/2 front end", self.port)
+        else:
+            await self._start_grpcio(service, check, tls)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
+                       loop.create_task(self._renew_loop(), name="pop-auto-renew")]
+        self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
+                              lambda: self.pop.log.state.in_flight_count())
+        self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
+                                "time passed", lambda: self.pop.redeliveries)
+        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
+                                "queue after their last delivery attempt, or at a client's request",
+                                lambda: self.pop.dead_lettered)
+        self.broker.add_metrics(self.metrics.collect)
+
+    async def _start_grpcio(self, service: MessagingService, check: Check | None, tls: TlsSettings) -> None:
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
         # and a request may be as large as RocketMQ's proxy accepts (grpc's default of 4 MiB would
         # refuse a SendMessage carrying several messages)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
-        service = self._service = MessagingService(self.broker, self.pop,
-                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
-        self.pop.client_alive = service.client_alive
-        validator = self.broker.access_validator  # set at start when aclEnable is
-        check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-        tls = broker_tls_settings(self.broker.broker_config)
         try:
             if tls.enabled:
                 if tls.mode is TlsMode.PERMISSIVE:
@@ -104,17 +135,6 @@ class GrpcServer:
         self.port = bound
         await server.start()
         self._server = server
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
-                       loop.create_task(self._renew_loop(), name="pop-auto-renew")]
-        self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
-                              lambda: self.pop.log.state.in_flight_count())
-        self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
-                                "time passed", lambda: self.pop.redeliveries)
-        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
-                                "queue after their last delivery attempt, or at a client's request",
-                                lambda: self.pop.dead_lettered)
-        self.broker.add_metrics(self.metrics.collect)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
@@ -128,6 +148,9 @@ class GrpcServer:
         if self._server is not None:
             self.pop.close_waiters()
             await self._server.stop(grace_s)
+        if self._front is not None:
+            self.pop.close_waiters()
+            await self._front.stop(grace_s)
         await asyncio.to_thread(self.pop.close)
 
     async def _renew_loop(self) -> None:
@@ -148,6 +171,14 @@ class GrpcServer:
 
 
 SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+
+
+def native_front_class(wanted: bool, tls: bool) -> Any:
+    """The extension's GrpcFront when ``grpcNativeFront`` asks for it, the extension is loaded
+    (not ``ROCKETSTORE_NATIVE=0``) and has it, and the port is plaintext (TLS stays on grpcio)."""
+    if not wanted or tls or NATIVE is None:
+        return None
+    return getattr(NATIVE, "GrpcFront", None)
 #: awaited with each parsed request before its method runs; aborts the call to refuse it
 Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -227,25 +258,50 @@ def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check:
     return call
 
 
-def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
-                    check: Check | None = None) -> grpc.GenericRpcHandler:
-    """The handlers of every MessagingService method ``service`` implements (see the module docstring),
-    each request passed to ``check`` first when one is given, each call counted in ``metrics``."""
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
+class Method(NamedTuple):
+    """One implemented method as both transports serve it: ``behaviour`` takes the raw request (an
+    async iterator of raw requests for a client stream) and the call's context."""
+
+    name: str
+    client_streaming: bool
+    server_streaming: bool
+    behaviour: Callable[..., Any]
+    serialize: Callable[[Any], bytes]
+
+
+def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics, check: Check | None = None) -> list[Method]:
+    """Every MessagingService method ``service`` implements (see the module docstring), each request
+    passed to ``check`` first when one is given, each call counted in ``metrics``."""
+    found: list[Method] = []
     for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
         impl = getattr(type(service), method.name)
         if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
-            continue  # not implemented: left to grpc's UNIMPLEMENTED
+            continue  # not implemented: answered UNIMPLEMENTED
         bound = getattr(service, method.name)
         request_class = getattr(pb, method.input_type.name)
         serialize = getattr(pb, method.output_type.name).SerializeToString
         if method.client_streaming:
+            behaviour = _bidi_stream(method.name, bound, request_class, check, metrics)
+        elif method.server_streaming:
+            behaviour = _server_stream(method.name, bound, request_class, check, metrics)
+        else:
+            behaviour = _unary(method.name, bound, request_class, check, metrics)
+        found.append(Method(method.name, method.client_streaming, method.server_streaming, behaviour, serialize))
+    return found
+
+
+def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
+                    check: Check | None = None) -> grpc.GenericRpcHandler:
+    """:func:`methods` as grpcio handlers."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in methods(service, metrics, check):
+        if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _bidi_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
         elif method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _server_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
