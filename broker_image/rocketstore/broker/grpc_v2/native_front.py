@@ -74,6 +74,7 @@ class NativeFront:
         self._front = front_class(host, port, max_message_bytes=max_message_bytes, client_streaming=streaming)
         self.port: int = self._front.port
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._ids: dict[asyncio.Task[None], int] = {}
         self._inbound: dict[int, asyncio.Queue[bytes | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -114,7 +115,8 @@ class NativeFront:
                     coro = self._unary(call_id, method, message, context)
                 task = loop.create_task(coro)
                 self._tasks[call_id] = task
-                task.add_done_callback(lambda _t, i=call_id: self._forget(i))
+                self._ids[task] = call_id
+                task.add_done_callback(self._forget)
             elif kind == _MESSAGE:
                 queue = self._inbound.get(call_id)
                 if queue is not None:
@@ -124,11 +126,12 @@ class NativeFront:
                 if queue is not None:
                     queue.put_nowait(None)
             elif kind == _CANCEL:
-                task = self._tasks.get(call_id)
-                if task is not None:
-                    task.cancel()
+                ended = self._tasks.get(call_id)
+                if ended is not None:
+                    ended.cancel()
 
-    def _forget(self, call_id: int) -> None:
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        call_id = self._ids.pop(task)
         self._tasks.pop(call_id, None)
         self._inbound.pop(call_id, None)
 

@@ -269,7 +269,8 @@ class Method(NamedTuple):
     serialize: Callable[[Any], bytes]
 
 
-def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics, check: Check | None = None) -> list[Method]:
+def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
+            check: Check | None = None) -> list[Method]:
     """Every MessagingService method ``service`` implements (see the module docstring), each request
     passed to ``check`` first when one is given, each call counted in ``metrics``."""
     found: list[Method] = []
