@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import grpc
 
-from rocketstore.broker.grpc_v2.server import SERVICE_NAME, Method
+from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Method
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,12 @@ so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the mess
 own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
 does not implement are not registered: grpc answers them UNIMPLEMENTED.
 
-With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py).
+A plaintext port is served by the native HTTP/2 front end instead (native_front.py, the Rust
+``GrpcFront``) when the extension is loaded and ``grpcNativeFront`` is not false: grpcio's hand-overs
+between its threads cost more CPU per call than the broker's work. Both run the same per-call
+logic (call_logic.py).
+
+With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py), on grpcio.
 
 With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
 through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
@@ -26,28 +31,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
+from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Check, methods
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
+from rocketstore.broker.grpc_v2.native_front import NativeFront
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, broker_tls_settings
 from rocketstore.common.native import NATIVE
-
-if TYPE_CHECKING:
-    from rocketstore.broker.grpc_v2.native_front import NativeFront
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,6 @@ class GrpcServer:
         tls = broker_tls_settings(self.broker.broker_config)
         front_class = native_front_class(self.broker.broker_config.grpc_native_front, tls.enabled)
         if front_class is not None:
-            from rocketstore.broker.grpc_v2.native_front import NativeFront
             try:
                 self._front = NativeFront(front_class, methods(service, self.metrics, check), self.host, self.port,
                                           MAX_INBOUND_MESSAGE_BYTES)
@@ -170,127 +169,12 @@ class GrpcServer:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
 
 
-SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
-
-
 def native_front_class(wanted: bool, tls: bool) -> Any:
     """The extension's GrpcFront when ``grpcNativeFront`` asks for it, the extension is loaded
     (not ``ROCKETSTORE_NATIVE=0``) and has it, and the port is plaintext (TLS stays on grpcio)."""
     if not wanted or tls or NATIVE is None:
         return None
     return getattr(NATIVE, "GrpcFront", None)
-#: awaited with each parsed request before its method runs; aborts the call to refuse it
-Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
-
-
-async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerContext, check: Check | None) -> Any:
-    """``raw`` parsed as ``request_class`` inside the call (grpc's own deserializer would fail it
-    UNKNOWN), so an undecodable request is INVALID_ARGUMENT naming its type; then ``check``ed."""
-    try:
-        request = request_class.FromString(raw)
-    except DecodeError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"the request is not a valid {request_class.DESCRIPTOR.full_name}: {exc}")
-    if check is not None:
-        await check(request, context)
-    return request
-
-
-def _outcome(response: Any) -> str:
-    """The v2 status code an answer carries, by name."""
-    code = int(response.status.code)
-    return pb.Code.Name(code) if code in pb.Code.values() else str(code)
-
-
-def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
-    """The gRPC status code of a call that ended without an answer (aborted, cancelled, failed)."""
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return str(code.name)
-    return "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
-
-
-def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-           metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        started = time.perf_counter()
-        try:
-            response = await impl(await _accepted(request_class, raw, context, check), context)
-        except BaseException as exc:
-            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
-            raise
-        metrics.record(name, _outcome(response), time.perf_counter() - started)
-        return response
-    return call
-
-
-def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                   metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started = time.perf_counter()
-        outcome = ""
-        try:
-            async for response in impl(await _accepted(request_class, raw, context, check), context):
-                if not outcome and response.HasField("status"):
-                    outcome = _outcome(response)
-                yield response
-        except BaseException as exc:
-            metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
-            raise
-        metrics.record(name, outcome or "OK", time.perf_counter() - started)
-    return call
-
-
-def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                 metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async def requests() -> AsyncIterator[Any]:
-            async for raw in raw_iterator:
-                yield await _accepted(request_class, raw, context, check)
-
-        try:
-            async for response in impl(requests(), context):
-                yield response
-        except BaseException as exc:
-            metrics.record(name, _failure(context, exc), None)
-            raise
-        metrics.record(name, "OK", None)
-    return call
-
-
-class Method(NamedTuple):
-    """One implemented method as both transports serve it: ``behaviour`` takes the raw request (an
-    async iterator of raw requests for a client stream) and the call's context."""
-
-    name: str
-    client_streaming: bool
-    server_streaming: bool
-    behaviour: Callable[..., Any]
-    serialize: Callable[[Any], bytes]
-
-
-def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
-            check: Check | None = None) -> list[Method]:
-    """Every MessagingService method ``service`` implements (see the module docstring), each request
-    passed to ``check`` first when one is given, each call counted in ``metrics``."""
-    found: list[Method] = []
-    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
-        impl = getattr(type(service), method.name)
-        if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
-            continue  # not implemented: answered UNIMPLEMENTED
-        bound = getattr(service, method.name)
-        request_class = getattr(pb, method.input_type.name)
-        serialize = getattr(pb, method.output_type.name).SerializeToString
-        if method.client_streaming:
-            behaviour = _bidi_stream(method.name, bound, request_class, check, metrics)
-        elif method.server_streaming:
-            behaviour = _server_stream(method.name, bound, request_class, check, metrics)
-        else:
-            behaviour = _unary(method.name, bound, request_class, check, metrics)
-        found.append(Method(method.name, method.client_streaming, method.server_streaming, behaviour, serialize))
-    return found
-
-
 def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
                     check: Check | None = None) -> grpc.GenericRpcHandler:
     """:func:`methods` as grpcio handlers."""
