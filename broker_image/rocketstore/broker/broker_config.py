@@ -48,7 +48,8 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        must be a port number (1-65535), checked at start
 ``grpcNativeFront``    serve the gRPC port with the Rust HTTP/2 front end (``native/src/grpc_front.rs``,
                        ``rocketstore.broker.grpc_v2.native_front``) instead of grpcio, when the native
-                       extension is loaded and TLS is off (TLS stays on grpcio). Default false
+                       extension is loaded and TLS is off (TLS stays on grpcio). Default true;
+                       false keeps grpcio
 ``minInvisibleTimeMillsForRecv``, ``maxInvisibleTimeMills``  the range of invisible durations a
                        gRPC ReceiveMessage may ask for (defaults 10 s and 12 h, as RocketMQ's
                        proxy: its rmq-proxy.json keys of the same names)
