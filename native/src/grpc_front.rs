@@ -41,10 +41,24 @@ const UNIMPLEMENTED: u32 = 12;
 const INTERNAL: u32 = 13;
 
 enum Event {
-    Call { id: u64, path: String, metadata: Vec<(String, MetaValue)>, peer: String, timeout: Option<f64>, message: Option<Bytes> },
-    Message { id: u64, message: Bytes },
-    HalfClose { id: u64 },
-    Cancel { id: u64 },
+    Call {
+        id: u64,
+        path: String,
+        metadata: Vec<(String, MetaValue)>,
+        peer: String,
+        timeout: Option<f64>,
+        message: Option<Bytes>,
+    },
+    Message {
+        id: u64,
+        message: Bytes,
+    },
+    HalfClose {
+        id: u64,
+    },
+    Cancel {
+        id: u64,
+    },
 }
 
 enum MetaValue {
@@ -94,13 +108,22 @@ fn next_message(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, Failure
     let compressed = buf[0];
     let length = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
     if compressed > 1 {
-        return Err(Failure(INTERNAL, format!("invalid gRPC frame: compressed flag {compressed}")));
+        return Err(Failure(
+            INTERNAL,
+            format!("invalid gRPC frame: compressed flag {compressed}"),
+        ));
     }
     if compressed == 1 {
-        return Err(Failure(UNIMPLEMENTED, "compressed messages are not supported (no grpc-encoding)".into()));
+        return Err(Failure(
+            UNIMPLEMENTED,
+            "compressed messages are not supported (no grpc-encoding)".into(),
+        ));
     }
     if length > max {
-        return Err(Failure(RESOURCE_EXHAUSTED, format!("Received message larger than max ({length} vs. {max})")));
+        return Err(Failure(
+            RESOURCE_EXHAUSTED,
+            format!("Received message larger than max ({length} vs. {max})"),
+        ));
     }
     if buf.len() < 5 + length {
         buf.reserve(5 + length - buf.len());
@@ -133,17 +156,27 @@ fn metadata_of(headers: &HeaderMap) -> Vec<(String, MetaValue)> {
     let mut out = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let key = name.as_str();
-        if matches!(key, "content-type" | "te" | "grpc-timeout" | "grpc-encoding" | "grpc-accept-encoding") {
+        if matches!(
+            key,
+            "content-type" | "te" | "grpc-timeout" | "grpc-encoding" | "grpc-accept-encoding"
+        ) {
             continue;
         }
         if key.ends_with("-bin") {
             let text = value.as_bytes();
             let decoded = base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(text.strip_suffix(b"==").or_else(|| text.strip_suffix(b"=")).unwrap_or(text))
+                .decode(
+                    text.strip_suffix(b"==")
+                        .or_else(|| text.strip_suffix(b"="))
+                        .unwrap_or(text),
+                )
                 .unwrap_or_else(|_| text.to_vec());
             out.push((key.to_string(), MetaValue::Binary(decoded)));
         } else {
-            out.push((key.to_string(), MetaValue::Text(String::from_utf8_lossy(value.as_bytes()).into_owned())));
+            out.push((
+                key.to_string(),
+                MetaValue::Text(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+            ));
         }
     }
     out
@@ -159,7 +192,9 @@ fn peer_name(addr: &SocketAddr) -> String {
 fn grpc_headers() -> Response<()> {
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::OK;
-    response.headers_mut().insert("content-type", HeaderValue::from_static("application/grpc"));
+    response
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/grpc"));
     response
 }
 
@@ -266,7 +301,11 @@ async fn serve_call(
 ) {
     let (parts, body) = request.into_parts();
     let mut responder = Responder { respond, stream: None };
-    let grpc = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/grpc"));
+    let grpc = parts
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
     if !grpc || parts.method != http::Method::POST {
         let mut response = Response::new(());
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
@@ -274,13 +313,23 @@ async fn serve_call(
         return;
     }
     let path = parts.uri.path().to_string();
-    let timeout = parts.headers.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_timeout);
+    let timeout = parts
+        .headers
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_timeout);
     let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
     let metadata = metadata_of(&parts.headers);
     let streaming = shared.client_streaming.iter().any(|p| p == &path);
-    let mut reader = Reader { body, buf: BytesMut::new(), max: shared.max_message };
+    let mut reader = Reader {
+        body,
+        buf: BytesMut::new(),
+        max: shared.max_message,
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365))));
+    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(
+        deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365)),
+    ));
     tokio::pin!(sleep);
 
     // a unary or server-streaming request is read whole before Python hears of the call
@@ -293,7 +342,10 @@ async fn serve_call(
                 return Err(Failure(INTERNAL, "the request carried no message".into()));
             };
             if reader.next().await?.is_some() {
-                return Err(Failure(INTERNAL, "more than one request message for a unary request".into()));
+                return Err(Failure(
+                    INTERNAL,
+                    "more than one request message for a unary request".into(),
+                ));
             }
             Ok(first)
         };
@@ -313,7 +365,14 @@ async fn serve_call(
         }
     };
     shared.calls.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
-    shared.push(Event::Call { id, path, metadata, peer, timeout, message });
+    shared.push(Event::Call {
+        id,
+        path,
+        metadata,
+        peer,
+        timeout,
+        message,
+    });
 
     let mut reading = streaming;
     let ended = loop {
@@ -355,7 +414,12 @@ async fn serve_call(
     }
 }
 
-async fn serve_connection(shared: Arc<Shared>, socket: tokio::net::TcpStream, peer: SocketAddr, next_id: Arc<Mutex<u64>>) {
+async fn serve_connection(
+    shared: Arc<Shared>,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    next_id: Arc<Mutex<u64>>,
+) {
     let _ = socket.set_nodelay(true);
     let mut builder = h2::server::Builder::new();
     builder
@@ -377,7 +441,14 @@ async fn serve_connection(shared: Arc<Shared>, socket: tokio::net::TcpStream, pe
             *next += 1;
             *next
         };
-        tokio::spawn(serve_call(shared.clone(), id, peer.clone(), request, respond, closed_rx.clone()));
+        tokio::spawn(serve_call(
+            shared.clone(),
+            id,
+            peer.clone(),
+            request,
+            respond,
+            closed_rx.clone(),
+        ));
     }
     let _ = closed_tx.send(true);
 }
@@ -407,7 +478,10 @@ impl GrpcFront {
         wake_read.set_nonblocking(true)?;
         wake_write.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue { events: Vec::new(), signalled: false }),
+            queue: Mutex::new(Queue {
+                events: Vec::new(),
+                signalled: false,
+            }),
             wake: wake_write,
             calls: Mutex::new(HashMap::new()),
             max_message: max_message_bytes,
@@ -439,7 +513,13 @@ impl GrpcFront {
             });
             // dropping the runtime drops every connection and call task
         })?;
-        Ok(GrpcFront { shared, wake_read, port: bound, stop: Some(stop_tx), thread: Some(thread) })
+        Ok(GrpcFront {
+            shared,
+            wake_read,
+            port: bound,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
     }
 
     /// The bound port.
@@ -467,7 +547,14 @@ impl GrpcFront {
         let list = PyList::empty(py);
         for event in events {
             let item = match event {
-                Event::Call { id, path, metadata, peer, timeout, message } => {
+                Event::Call {
+                    id,
+                    path,
+                    metadata,
+                    peer,
+                    timeout,
+                    message,
+                } => {
                     let mut pairs = Vec::with_capacity(metadata.len());
                     for (key, value) in metadata {
                         let value: Bound<'py, PyAny> = match value {
@@ -477,9 +564,13 @@ impl GrpcFront {
                         pairs.push((key, value));
                     }
                     let message = message.map(|m| PyBytes::new(py, &m));
-                    (EV_CALL, id, path, pairs, peer, timeout, message).into_pyobject(py)?.into_any()
+                    (EV_CALL, id, path, pairs, peer, timeout, message)
+                        .into_pyobject(py)?
+                        .into_any()
                 }
-                Event::Message { id, message } => (EV_MESSAGE, id, PyBytes::new(py, &message)).into_pyobject(py)?.into_any(),
+                Event::Message { id, message } => (EV_MESSAGE, id, PyBytes::new(py, &message))
+                    .into_pyobject(py)?
+                    .into_any(),
                 Event::HalfClose { id } => (EV_HALF_CLOSE, id).into_pyobject(py)?.into_any(),
                 Event::Cancel { id } => (EV_CANCEL, id).into_pyobject(py)?.into_any(),
             };
@@ -551,8 +642,14 @@ mod tests {
         let mut buf = BytesMut::from(&[0u8, 0, 0, 0, 3, 1, 2][..]);
         assert!(matches!(next_message(&mut buf, 10), Ok(None)));
         buf.extend_from_slice(&[3]);
-        assert_eq!(next_message(&mut buf, 10).ok().flatten().as_deref(), Some(&[1u8, 2, 3][..]));
+        assert_eq!(
+            next_message(&mut buf, 10).ok().flatten().as_deref(),
+            Some(&[1u8, 2, 3][..])
+        );
         let mut big = BytesMut::from(&[0u8, 0, 0, 1, 0][..]);
-        assert!(matches!(next_message(&mut big, 10), Err(Failure(RESOURCE_EXHAUSTED, _))));
+        assert!(matches!(
+            next_message(&mut big, 10),
+            Err(Failure(RESOURCE_EXHAUSTED, _))
+        ));
     }
 }
