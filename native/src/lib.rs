@@ -4,6 +4,9 @@
 //! per-message byte work. Each has a pure-Python twin, named in its doc, that stays the
 //! reference: the differential tests hold them byte-identical, and `ROCKETSTORE_NATIVE=0`
 //! runs the twins instead. Work over mapped segments runs without the interpreter lock.
+//!
+//! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
+//! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
