@@ -46,6 +46,10 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        ``rocketstore.broker.grpc_v2``). 0 turns it off: a broker serving only 4.x
                        clients, or a second broker on a host whose 8081 is taken. Other values
                        must be a port number (1-65535), checked at start
+``grpcNativeFront``    serve the gRPC port with the Rust HTTP/2 front end (``native/src/grpc_front.rs``,
+                       ``rocketstore.broker.grpc_v2.native_front``) instead of grpcio, when the native
+                       extension is loaded and TLS is off (TLS stays on grpcio). Default true;
+                       false keeps grpcio
 ``minInvisibleTimeMillsForRecv``, ``maxInvisibleTimeMills``  the range of invisible durations a
                        gRPC ReceiveMessage may ask for (defaults 10 s and 12 h, as RocketMQ's
                        proxy: its rmq-proxy.json keys of the same names)
@@ -241,6 +245,7 @@ class BrokerConfig:
     cluster_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024
     grpc_listen_port: int = 8081
+    grpc_native_front: bool = True
     min_invisible_time_mills_for_recv: int = 10_000  # Java long
     max_invisible_time_mills: int = 12 * 3600 * 1000  # Java long
     default_invisible_time_mills: int = 60_000  # Java long

@@ -11,7 +11,12 @@ so one that is not a valid protobuf is answered INVALID_ARGUMENT naming the mess
 own deserializer failure surfaces as UNKNOWN "Unexpected DecodeError"). Methods the servicer
 does not implement are not registered: grpc answers them UNIMPLEMENTED.
 
-With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py).
+A plaintext port is served by the native HTTP/2 front end instead (native_front.py, the Rust
+``GrpcFront``) when the extension is loaded and ``grpcNativeFront`` is not false: grpcio's hand-overs
+between its threads cost more CPU per call than the broker's work. Both run the same per-call
+logic (call_logic.py).
+
+With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py), on grpcio.
 
 With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
 through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
@@ -29,26 +34,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.auto_renew import RENEW_PERIOD_S, AutoRenew, RenewTimes
+from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Check, methods
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
+from rocketstore.broker.grpc_v2.native_front import NativeFront
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
-from rocketstore.broker.tls_system_config import TlsMode, broker_tls_settings
+from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, broker_tls_settings
 from rocketstore.common.clock import now_ms
+from rocketstore.common.native import NATIVE
 
 log = logging.getLogger(__name__)
 
@@ -73,28 +77,57 @@ class GrpcServer:
         self.renew = AutoRenew(self.pop, RenewTimes(ahead_ms=cfg.renew_ahead_time_millis,
                                                     slice_ms=cfg.renew_slice_time_millis,
                                                     max_ms=cfg.renew_max_time_millis))
-        self._server: grpc.aio.Server | None = None
-        self._service: MessagingService | None = None
         self.metrics = CallMetrics()
+        self._server: grpc.aio.Server | None = None
+        self._front: NativeFront | None = None
+        self._service: MessagingService | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Replay the pop log, then listen; OSError when the port cannot be bound."""
         await asyncio.to_thread(self.pop.open)
         self.pop.attach()
+        service = self._service = MessagingService(self.broker, self.pop, self.renew,
+                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
+        validator = self.broker.access_validator  # set at start when aclEnable is
+        check = None if validator is None else AccessCheck(validator)
+        tls = broker_tls_settings(self.broker.broker_config)
+        front_class = native_front_class(self.broker.broker_config.grpc_native_front, tls.enabled)
+        if front_class is not None:
+            try:
+                self._front = NativeFront(front_class, methods(service, self.metrics, check), self.host, self.port,
+                                          MAX_INBOUND_MESSAGE_BYTES)
+            except OSError as exc:
+                raise OSError(f"grpcListenPort: {exc}") from exc
+            self.port = self._front.port
+            self._front.start()
+            log.info("gRPC port %s served by the native HTTP/2 front end", self.port)
+        else:
+            await self._start_grpcio(service, check, tls)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
+                       loop.create_task(self._renew_loop(), name="pop-auto-renew")]
+        self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
+                              lambda: self.pop.log.state.in_flight_count())
+        self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
+                                "time passed", lambda: self.pop.redeliveries)
+        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
+                                "queue after their last delivery attempt, or at a client's request",
+                                lambda: self.pop.dead_lettered)
+        self.broker.add_counter("rocketstore_pop_auto_renewals", "Invisible times the broker extended for a "
+                                "client consuming a message it received with auto_renew (push consumers)",
+                                lambda: self.renew.renewals)
+        self.broker.add_metrics(self.metrics.collect)
+
+    async def _start_grpcio(self, service: MessagingService, check: Check | None, tls: TlsSettings) -> None:
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
         # and a request may be as large as RocketMQ's proxy accepts (grpc's default of 4 MiB would
         # refuse a SendMessage carrying several messages)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
                                           ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
-        service = self._service = MessagingService(self.broker, self.pop, self.renew,
-                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
-        validator = self.broker.access_validator  # set at start when aclEnable is
-        check = None if validator is None else AccessCheck(validator)
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-        tls = broker_tls_settings(self.broker.broker_config)
         try:
             if tls.enabled:
                 if tls.mode is TlsMode.PERMISSIVE:
@@ -110,20 +143,6 @@ class GrpcServer:
         self.port = bound
         await server.start()
         self._server = server
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
-                       loop.create_task(self._renew_loop(), name="pop-auto-renew")]
-        self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
-                              lambda: self.pop.log.state.in_flight_count())
-        self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
-                                "time passed", lambda: self.pop.redeliveries)
-        self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "
-                                "queue after their last delivery attempt, or at a client's request",
-                                lambda: self.pop.dead_lettered)
-        self.broker.add_metrics(self.metrics.collect)
-        self.broker.add_counter("rocketstore_pop_auto_renewals", "Invisible times the broker extended for a "
-                                "client consuming a message it received with auto_renew (push consumers)",
-                                lambda: self.renew.renewals)
 
     async def stop(self, grace_s: float) -> None:
         """End Telemetry streams, release waiting receives, stop serving (other calls in flight get
@@ -137,6 +156,9 @@ class GrpcServer:
         if self._server is not None:
             self.pop.close_waiters()
             await self._server.stop(grace_s)
+        if self._front is not None:
+            self.pop.close_waiters()
+            await self._front.stop(grace_s)
         await asyncio.to_thread(self.pop.close)
 
     async def _renew_loop(self) -> None:
@@ -157,105 +179,26 @@ class GrpcServer:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
 
 
-SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
-#: awaited with each parsed request before its method runs; aborts the call to refuse it
-Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
-
-
-async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerContext, check: Check | None) -> Any:
-    """``raw`` parsed as ``request_class`` inside the call (grpc's own deserializer would fail it
-    UNKNOWN), so an undecodable request is INVALID_ARGUMENT naming its type; then ``check``ed."""
-    try:
-        request = request_class.FromString(raw)
-    except DecodeError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"the request is not a valid {request_class.DESCRIPTOR.full_name}: {exc}")
-    if check is not None:
-        await check(request, context)
-    return request
-
-
-def _outcome(response: Any) -> str:
-    """The v2 status code an answer carries, by name."""
-    code = int(response.status.code)
-    return pb.Code.Name(code) if code in pb.Code.values() else str(code)
-
-
-def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
-    """The gRPC status code of a call that ended without an answer (aborted, cancelled, failed)."""
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return str(code.name)
-    return "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
-
-
-def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-           metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        started = time.perf_counter()
-        try:
-            response = await impl(await _accepted(request_class, raw, context, check), context)
-        except BaseException as exc:
-            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
-            raise
-        metrics.record(name, _outcome(response), time.perf_counter() - started)
-        return response
-    return call
-
-
-def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                   metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started = time.perf_counter()
-        outcome = ""
-        try:
-            async for response in impl(await _accepted(request_class, raw, context, check), context):
-                if not outcome and response.HasField("status"):
-                    outcome = _outcome(response)
-                yield response
-        except BaseException as exc:
-            metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
-            raise
-        metrics.record(name, outcome or "OK", time.perf_counter() - started)
-    return call
-
-
-def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                 metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async def requests() -> AsyncIterator[Any]:
-            async for raw in raw_iterator:
-                yield await _accepted(request_class, raw, context, check)
-
-        try:
-            async for response in impl(requests(), context):
-                yield response
-        except BaseException as exc:
-            metrics.record(name, _failure(context, exc), None)
-            raise
-        metrics.record(name, "OK", None)
-    return call
+def native_front_class(wanted: bool, tls: bool) -> Any:
+    """The extension's GrpcFront when ``grpcNativeFront`` asks for it, the extension is loaded
+    (not ``ROCKETSTORE_NATIVE=0``) and has it, and the port is plaintext (TLS stays on grpcio)."""
+    if not wanted or tls or NATIVE is None:
+        return None
+    return getattr(NATIVE, "GrpcFront", None)
 
 
 def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
                     check: Check | None = None) -> grpc.GenericRpcHandler:
-    """The handlers of every MessagingService method ``service`` implements (see the module docstring),
-    each request passed to ``check`` first when one is given, each call counted in ``metrics``."""
+    """:func:`methods` as grpcio handlers."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
-        impl = getattr(type(service), method.name)
-        if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
-            continue  # not implemented: left to grpc's UNIMPLEMENTED
-        bound = getattr(service, method.name)
-        request_class = getattr(pb, method.input_type.name)
-        serialize = getattr(pb, method.output_type.name).SerializeToString
+    for method in methods(service, metrics, check):
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _bidi_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
         elif method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _server_stream(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(method.name, bound, request_class, check, metrics), response_serializer=serialize)
+                method.behaviour, response_serializer=method.serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

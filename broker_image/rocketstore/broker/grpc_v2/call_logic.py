@@ -1,0 +1,133 @@
+"""The per-call logic both transports of the gRPC port run (grpcio's, server.py, and the native
+front end's, native_front.py): the request parsed inside the call, so an undecodable one is
+INVALID_ARGUMENT naming its type (grpc's own deserializer would fail it UNKNOWN), the ACL check,
+and the call counted in /metrics. A call's context is grpc.aio's ServicerContext or
+native_front.CallContext: both offer ``abort``, ``code``, ``peer``, ``invocation_metadata``,
+``time_remaining``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, NamedTuple
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
+
+SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+#: awaited with each parsed request before its method runs; aborts the call to refuse it
+Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerContext, check: Check | None) -> Any:
+    """``raw`` parsed as ``request_class`` inside the call (grpc's own deserializer would fail it
+    UNKNOWN), so an undecodable request is INVALID_ARGUMENT naming its type; then ``check``ed."""
+    try:
+        request = request_class.FromString(raw)
+    except DecodeError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"the request is not a valid {request_class.DESCRIPTOR.full_name}: {exc}")
+    if check is not None:
+        await check(request, context)
+    return request
+
+
+def _outcome(response: Any) -> str:
+    """The v2 status code an answer carries, by name."""
+    code = int(response.status.code)
+    return pb.Code.Name(code) if code in pb.Code.values() else str(code)
+
+
+def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
+    """The gRPC status code of a call that ended without an answer (aborted, cancelled, failed)."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    return "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
+
+
+def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+           metrics: CallMetrics) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        started = time.perf_counter()
+        try:
+            response = await impl(await _accepted(request_class, raw, context, check), context)
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
+            raise
+        metrics.record(name, _outcome(response), time.perf_counter() - started)
+        return response
+    return call
+
+
+def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+                   metrics: CallMetrics) -> Callable[..., Any]:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started = time.perf_counter()
+        outcome = ""
+        try:
+            async for response in impl(await _accepted(request_class, raw, context, check), context):
+                if not outcome and response.HasField("status"):
+                    outcome = _outcome(response)
+                yield response
+        except BaseException as exc:
+            metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
+            raise
+        metrics.record(name, outcome or "OK", time.perf_counter() - started)
+    return call
+
+
+def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+                 metrics: CallMetrics) -> Callable[..., Any]:
+    async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def requests() -> AsyncIterator[Any]:
+            async for raw in raw_iterator:
+                yield await _accepted(request_class, raw, context, check)
+
+        try:
+            async for response in impl(requests(), context):
+                yield response
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), None)
+            raise
+        metrics.record(name, "OK", None)
+    return call
+
+
+class Method(NamedTuple):
+    """One implemented method as both transports serve it: ``behaviour`` takes the raw request (an
+    async iterator of raw requests for a client stream) and the call's context."""
+
+    name: str
+    client_streaming: bool
+    server_streaming: bool
+    behaviour: Callable[..., Any]
+    serialize: Callable[[Any], bytes]
+
+
+def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
+            check: Check | None = None) -> list[Method]:
+    """Every MessagingService method ``service`` implements (see the module docstring), each request
+    passed to ``check`` first when one is given, each call counted in ``metrics``."""
+    found: list[Method] = []
+    for method in pb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        impl = getattr(type(service), method.name)
+        if impl is getattr(pb_grpc.MessagingServiceServicer, method.name):
+            continue  # not implemented: answered UNIMPLEMENTED
+        bound = getattr(service, method.name)
+        request_class = getattr(pb, method.input_type.name)
+        serialize = getattr(pb, method.output_type.name).SerializeToString
+        if method.client_streaming:
+            behaviour = _bidi_stream(method.name, bound, request_class, check, metrics)
+        elif method.server_streaming:
+            behaviour = _server_stream(method.name, bound, request_class, check, metrics)
+        else:
+            behaviour = _unary(method.name, bound, request_class, check, metrics)
+        found.append(Method(method.name, method.client_streaming, method.server_streaming, behaviour, serialize))
+    return found

@@ -1,0 +1,182 @@
+"""NativeFront: the gRPC port served by the Rust HTTP/2 front end (``GrpcFront`` in native/), the
+calls run by the same per-call logic as grpcio's (:func:`~rocketstore.broker.grpc_v2.server.methods`).
+
+grpcio spends ~300 µs of CPU per call handing it between its threads and the event loop. The
+front end speaks HTTP/2 and gRPC framing on a thread of its own and hands calls over in batches:
+the loop watches one descriptor, takes every waiting event in one call and answers through the
+front's methods, which queue the answer for the front's thread. Protobuf stays in Python.
+
+Each call runs as a task with a :class:`CallContext`, the part of grpc.aio's ServicerContext the
+servicer uses. A call the client ends (cancel, reset, deadline, lost connection) cancels its task.
+TLS is not served here: a TLS port stays on grpcio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import grpc
+
+from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Method
+
+log = logging.getLogger(__name__)
+
+_CALL, _MESSAGE, _HALF_CLOSE, _CANCEL = 0, 1, 2, 3
+
+
+class CallAborted(Exception):
+    """Raised by :meth:`CallContext.abort`: the call ends with the status it set."""
+
+
+class CallContext:
+    """What the servicer and the per-call logic ask of a call: its peer, metadata, deadline, and abort."""
+
+    __slots__ = ("_code", "_deadline", "_details", "_metadata", "_peer")
+
+    def __init__(self, peer: str, metadata: list[tuple[str, Any]], deadline: float | None) -> None:
+        self._peer = peer
+        self._metadata = tuple(metadata)
+        self._deadline = deadline
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+
+    def peer(self) -> str:
+        """``ipv4:host:port`` / ``ipv6:[host]:port``, as grpc names a peer."""
+        return self._peer
+
+    def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return self._metadata
+
+    def time_remaining(self) -> float | None:
+        """Seconds until the client's deadline, None without one."""
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - asyncio.get_running_loop().time())
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        self._code = code
+        self._details = details
+        raise CallAborted(details)
+
+    def code(self) -> grpc.StatusCode | None:
+        return self._code
+
+
+class NativeFront:
+    """Serves ``methods`` on ``host:port`` through ``front_class`` (the extension's GrpcFront)."""
+
+    def __init__(self, front_class: Any, methods: list[Method], host: str, port: int, max_message_bytes: int) -> None:
+        self._methods = {f"/{SERVICE_NAME}/{m.name}": m for m in methods}
+        streaming = [path for path, m in self._methods.items() if m.client_streaming]
+        self._front = front_class(host, port, max_message_bytes=max_message_bytes, client_streaming=streaming)
+        self.port: int = self._front.port
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._ids: dict[asyncio.Task[None], int] = {}
+        self._inbound: dict[int, asyncio.Queue[bytes | None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._front.fileno(), self._drain)
+
+    async def stop(self, grace_s: float) -> None:
+        """Calls in flight get ``grace_s`` to finish, then every connection is dropped."""
+        if self._loop is not None:
+            self._loop.remove_reader(self._front.fileno())
+        if self._tasks:
+            _, pending = await asyncio.wait(list(self._tasks.values()), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+        await asyncio.to_thread(self._front.close)
+
+    def _drain(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        for event in self._front.take():
+            kind, call_id = event[0], event[1]
+            if kind == _CALL:
+                _, _, path, metadata, peer, timeout, message = event
+                deadline = None if timeout is None else loop.time() + timeout
+                context = CallContext(peer, metadata, deadline)
+                method = self._methods.get(path)
+                if method is None:
+                    self._front.finish(call_id, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {path}")
+                    continue
+                if method.client_streaming:
+                    inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
+                    self._inbound[call_id] = inbound
+                    coro = self._bidi(call_id, method, inbound, context)
+                elif method.server_streaming:
+                    coro = self._server_stream(call_id, method, message, context)
+                else:
+                    coro = self._unary(call_id, method, message, context)
+                task = loop.create_task(coro)
+                self._tasks[call_id] = task
+                self._ids[task] = call_id
+                task.add_done_callback(self._forget)
+            elif kind == _MESSAGE:
+                queue = self._inbound.get(call_id)
+                if queue is not None:
+                    queue.put_nowait(event[2])
+            elif kind == _HALF_CLOSE:
+                queue = self._inbound.get(call_id)
+                if queue is not None:
+                    queue.put_nowait(None)
+            elif kind == _CANCEL:
+                ended = self._tasks.get(call_id)
+                if ended is not None:
+                    ended.cancel()
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        call_id = self._ids.pop(task)
+        self._tasks.pop(call_id, None)
+        self._inbound.pop(call_id, None)
+
+    def _failed(self, call_id: int, context: CallContext, exc: Exception) -> None:
+        """Ends a call whose behaviour raised: its abort status, else UNKNOWN as grpcio answers."""
+        code = context.code()
+        if isinstance(exc, CallAborted) and code is not None:
+            self._front.finish(call_id, code.value[0], context._details)
+        else:
+            log.error("gRPC call %s failed", call_id, exc_info=exc)
+            self._front.finish(call_id, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
+
+    async def _unary(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
+        try:
+            response = await method.behaviour(raw, context)
+        except asyncio.CancelledError:
+            return  # the client ended the call: nobody is listening
+        except Exception as exc:
+            self._failed(call_id, context, exc)
+            return
+        self._front.reply(call_id, method.serialize(response))
+
+    async def _server_stream(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
+        try:
+            async for response in method.behaviour(raw, context):
+                self._front.send(call_id, method.serialize(response))
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            self._failed(call_id, context, exc)
+            return
+        self._front.finish(call_id, 0, "")
+
+    async def _bidi(self, call_id: int, method: Method, inbound: asyncio.Queue[bytes | None],
+                    context: CallContext) -> None:
+        async def requests() -> AsyncIterator[bytes]:
+            while (raw := await inbound.get()) is not None:
+                yield raw
+
+        try:
+            async for response in method.behaviour(requests(), context):
+                self._front.send(call_id, method.serialize(response))
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            self._failed(call_id, context, exc)
+            return
+        self._front.finish(call_id, 0, "")

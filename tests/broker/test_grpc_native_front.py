@@ -1,0 +1,168 @@
+"""The gRPC port on the native HTTP/2 front end (native/src/grpc_front.rs), from grpcio's client, an
+independent HTTP/2 implementation: framing edge cases, many calls at once, calls the client ends.
+test_grpc_endpoint.py and the 5.x client tests cover the methods themselves (the front is on by default)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from broker_process import Broker
+from polling import wait_until
+from prometheus_client.parser import text_string_to_metric_families
+from tool_support import require_tool
+
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.client.admin import MQAdmin
+from rocketstore.common.native import NATIVE
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.environ.get("ROCKETSTORE_NATIVE") == "0",
+                                 reason="ROCKETSTORE_NATIVE=0: the pure-Python run serves gRPC with grpcio")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native_front_built() -> None:
+    """Outside the pure-Python run the extension must have the front (cargo builds it at install):
+    under CI its absence fails, elsewhere it skips saying why."""
+    require_tool("the native extension with GrpcFront", NATIVE is not None and hasattr(NATIVE, "GrpcFront"),
+                 "these tests need the Rust extension built by `pip install` with cargo")
+
+TOPIC = "NativeFront"
+SERVED_NATIVE = "served by the native HTTP/2 front end"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    b = Broker(tmp_path_factory.mktemp("grpc-native-front"), "minInvisibleTimeMillsForRecv=1000\n")
+    b.start()
+    try:
+        with MQAdmin(b.namesrv) as admin:
+            admin.create_topic(TOPIC, 2, 2)
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(broker: Broker) -> Iterator[pb_grpc.MessagingServiceStub]:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        yield pb_grpc.MessagingServiceStub(channel)
+
+
+def _count(broker: Broker, method: str, code: str) -> float:
+    for family in text_string_to_metric_families(broker.metrics()):
+        for sample in family.samples:
+            if (sample.name == "rocketstore_grpc_requests_total" and sample.labels.get("method") == method
+                    and sample.labels.get("code") == code):
+                return float(sample.value)
+    return 0.0
+
+
+def _route_ok(stub: pb_grpc.MessagingServiceStub) -> bool:
+    return stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=10).status.code == pb.OK
+
+
+def _long_receive(group: str) -> pb.ReceiveMessageRequest:
+    request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=1,
+                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)))
+    request.invisible_duration.FromSeconds(30)
+    request.long_polling_timeout.FromSeconds(20)
+    return request
+
+
+def test_the_native_front_serves_the_port(broker: Broker, stub: pb_grpc.MessagingServiceStub) -> None:
+    assert SERVED_NATIVE in broker.log_text()
+    assert _route_ok(stub)
+
+
+def test_grpc_native_front_false_keeps_grpcio(tmp_path_factory: pytest.TempPathFactory) -> None:
+    b = Broker(tmp_path_factory.mktemp("grpc-grpcio"), "grpcNativeFront=false\n")
+    b.start()
+    try:
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            answer = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")), timeout=10)
+        assert answer.status.code == pb.TOPIC_NOT_FOUND
+        assert SERVED_NATIVE not in b.log_text()
+    finally:
+        b.stop()
+
+
+def test_an_oversized_message_fails_its_call_not_the_server(broker: Broker,
+                                                            stub: pb_grpc.MessagingServiceStub) -> None:
+    """Over 130 MiB (the proxy's limit): RESOURCE_EXHAUSTED for that call; the connection serves on."""
+    with grpc.insecure_channel(broker.grpc_endpoint, options=[("grpc.max_send_message_length", -1)]) as channel:
+        send = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+        with pytest.raises(grpc.RpcError) as failed:
+            send(b"\x00" * (130 * 1024 * 1024 + 1), timeout=60)
+        assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "larger than max" in (failed.value.details() or "")
+        assert pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=10).status.code == pb.OK
+    assert _route_ok(stub)
+
+
+def test_a_compressed_frame_gets_a_status_not_a_dropped_connection(stub: pb_grpc.MessagingServiceStub) -> None:
+    """The front does not decompress (no grpc-encoding support yet): a gzip frame is UNIMPLEMENTED.
+    (grpcio sends a message uncompressed when gzip does not make it smaller: hence the long name.)"""
+    with pytest.raises(grpc.RpcError) as failed:
+        stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="a" * 10000)), timeout=10,
+                        compression=grpc.Compression.Gzip)
+    assert failed.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert _route_ok(stub)
+
+
+def test_an_unknown_method_is_unimplemented(stub: pb_grpc.MessagingServiceStub, broker: Broker) -> None:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel, pytest.raises(grpc.RpcError) as failed:
+        channel.unary_unary("/apache.rocketmq.v2.MessagingService/NoSuchMethod")(b"", timeout=5)
+    assert failed.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_many_concurrent_calls_each_get_their_own_answer(broker: Broker) -> None:
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        stub = pb_grpc.MessagingServiceStub(channel)
+        topics = [TOPIC if i % 2 else f"Missing{i}" for i in range(400)]
+        with ThreadPoolExecutor(32) as pool:
+            codes = list(pool.map(lambda t: stub.QueryRoute(
+                pb.QueryRouteRequest(topic=pb.Resource(name=t)), timeout=30).status.code, topics))
+    assert codes == [pb.OK if t == TOPIC else pb.TOPIC_NOT_FOUND for t in topics]
+
+
+def test_a_cancelled_long_polling_receive_is_dropped(broker: Broker, stub: pb_grpc.MessagingServiceStub) -> None:
+    before = _count(broker, "ReceiveMessage", "CANCELLED")
+    call = stub.ReceiveMessage(_long_receive("GroupCancel"), timeout=30)
+    time.sleep(1)
+    started = time.monotonic()
+    call.cancel()
+    wait_until("the cancelled receive ends on the broker",
+               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 1, timeout=10)
+    assert time.monotonic() - started < 10  # not the 20 s of its long polling
+    assert _route_ok(stub)
+
+
+def test_a_connection_dropped_mid_stream_ends_its_calls(broker: Broker, stub: pb_grpc.MessagingServiceStub) -> None:
+    before = _count(broker, "ReceiveMessage", "CANCELLED")
+    channel = grpc.insecure_channel(broker.grpc_endpoint)
+    calls = [pb_grpc.MessagingServiceStub(channel).ReceiveMessage(_long_receive(f"GroupDrop{i}"), timeout=30)
+             for i in range(3)]
+    time.sleep(1)
+    channel.close()
+    wait_until("the receives of the dropped connection end on the broker",
+               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 3, timeout=10)
+    assert all(c.code() == grpc.StatusCode.CANCELLED for c in calls)
+    assert _route_ok(stub)
+
+
+def test_a_deadline_passing_ends_the_call(stub: pb_grpc.MessagingServiceStub) -> None:
+    """grpc-timeout shorter than the long polling: the receive answers before its deadline (the servicer
+    reads time_remaining()), never hangs."""
+    started = time.monotonic()
+    responses = list(stub.ReceiveMessage(_long_receive("GroupDeadline"), timeout=3))
+    assert time.monotonic() - started < 3.5
+    assert responses and responses[0].status.code in (pb.MESSAGE_NOT_FOUND, pb.OK)
