@@ -183,6 +183,9 @@ def test_reset_offset_by_time_pushes_to_live_consumer(rocketstore_broker: Rocket
 def test_clone_group_offset(rocketstore_broker: RocketStoreBroker,
                             live_consumer: LiveConsumer) -> None:
     topic, group, _, _, _ = live_consumer
+    # a reset by an earlier test makes the consumer consume again and commit within 5 s: clone a
+    # source offset that no longer moves
+    _wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
     dest = f"{group}_clone"
     mqadmin(rocketstore_broker, "updateSubGroup", "-c", "E2ECluster", "-g", dest)
     out = mqadmin(rocketstore_broker, "cloneGroupOffset", "-s", group, "-d", dest, "-t", topic).stdout
