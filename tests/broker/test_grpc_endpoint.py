@@ -35,18 +35,14 @@ QUEUES = 4
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     # segments large enough for the 3 MiB messages of the large-request test
-    b = Broker(tmp_path_factory.mktemp("grpc-endpoint"),
-               "minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\nenablePropertyFilter=true\n"
-               # auto renew in seconds: an auto_renew receive is invisible 3 s, renewed by 3 s when
-               # less than 2 s are left
-               "defaultInvisibleTimeMills=3000\nrenewAheadTimeMillis=2000\nrenewSliceTimeMillis=3000\n")
-    b.start()
-    try:
+    conf = ("minInvisibleTimeMillsForRecv=1000\nmappedFileSizeCommitLog=8388608\nenablePropertyFilter=true\n"
+            # auto renew in seconds: an auto_renew receive is invisible 3 s, renewed by 3 s when
+            # less than 2 s are left
+            "defaultInvisibleTimeMills=3000\nrenewAheadTimeMillis=2000\nrenewSliceTimeMillis=3000\n")
+    with Broker(tmp_path_factory.mktemp("grpc-endpoint"), conf).running() as b:
         with MQAdmin(b.namesrv) as admin:
             admin.create_topic(TOPIC, QUEUES, QUEUES)
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")

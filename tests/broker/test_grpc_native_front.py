@@ -39,14 +39,10 @@ SERVED_NATIVE = "served by the native HTTP/2 front end"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    b = Broker(tmp_path_factory.mktemp("grpc-native-front"), "minInvisibleTimeMillsForRecv=1000\n")
-    b.start()
-    try:
+    with Broker(tmp_path_factory.mktemp("grpc-native-front"), "minInvisibleTimeMillsForRecv=1000\n").running() as b:
         with MQAdmin(b.namesrv) as admin:
             admin.create_topic(TOPIC, 2, 2)
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")

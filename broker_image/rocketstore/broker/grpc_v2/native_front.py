@@ -155,15 +155,7 @@ class NativeFront:
         self._front.reply(call_id, method.serialize(response))
 
     async def _server_stream(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
-        try:
-            async for response in method.behaviour(raw, context):
-                self._front.send(call_id, method.serialize(response))
-        except asyncio.CancelledError:
-            return
-        except Exception as exc:
-            self._failed(call_id, context, exc)
-            return
-        self._front.finish(call_id, 0, "")
+        await self._stream(call_id, method, method.behaviour(raw, context), context)
 
     async def _bidi(self, call_id: int, method: Method, inbound: asyncio.Queue[bytes | None],
                     context: CallContext) -> None:
@@ -171,8 +163,13 @@ class NativeFront:
             while (raw := await inbound.get()) is not None:
                 yield raw
 
+        await self._stream(call_id, method, method.behaviour(requests(), context), context)
+
+    async def _stream(self, call_id: int, method: Method, responses: AsyncIterator[Any],
+                      context: CallContext) -> None:
+        """Send each response of a streaming call as it comes, then end the call OK."""
         try:
-            async for response in method.behaviour(requests(), context):
+            async for response in responses:
                 self._front.send(call_id, method.serialize(response))
         except asyncio.CancelledError:
             return
