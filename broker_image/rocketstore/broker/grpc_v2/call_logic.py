@@ -38,10 +38,14 @@ async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerCo
     return request
 
 
+#: v2 status codes by number (looked up per call: protobuf's enum wrapper lists its values anew each time)
+_CODE_NAMES: Final = {number: name for name, number in pb.Code.items()}
+
+
 def _outcome(response: Any) -> str:
     """The v2 status code an answer carries, by name."""
-    code = int(response.status.code)
-    return pb.Code.Name(code) if code in pb.Code.values() else str(code)
+    code = response.status.code
+    return _CODE_NAMES.get(code) or str(code)
 
 
 def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:

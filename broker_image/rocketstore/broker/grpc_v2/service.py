@@ -65,10 +65,11 @@ from rocketstore.broker.grpc_v2.transaction import (
 )
 from rocketstore.broker.mq_version import BROKER_VERSION
 from rocketstore.broker.processor.end_transaction import check_prepare_message
+from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome
 from rocketstore.broker.server import Connection
 from rocketstore.common.clock import now_ms
 from rocketstore.common.filter import SQL92, SelectorSyntaxError
-from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, decode_message_id, properties_to_string
+from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, properties_to_string
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
@@ -195,6 +196,22 @@ def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
     return forward
 
 
+def _send_result(message: pb.Message, outcome: SendOutcome) -> pb.SendResultEntry:
+    """A send's outcome as the client's result entry: the v2 status the proxy maps the response code
+    to and, when stored, the queue offset (and a half message's transaction id, which names its
+    CommitLog and half-queue offsets: what a 4.x producer's END_TRANSACTION sends back)."""
+    message_id = message.system_properties.message_id
+    code = message_convert.send_status_code(outcome.code)
+    append = None if outcome.result is None else outcome.result.append
+    if code != pb.OK or append is None:
+        return pb.SendResultEntry(status=_status(code, outcome.remark or ""), message_id=message_id)
+    entry = pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or append.msg_id,
+                               offset=append.logics_offset)
+    if message.system_properties.message_type == pb.TRANSACTION:
+        entry.transaction_id = transaction_id(append.wrote_offset, append.logics_offset)
+    return entry
+
+
 def _connection(broker: BrokerContext, peer: str) -> Connection:
     """What the remoting handlers take as the caller: a gRPC call has no remoting connection (RocketMQ's
     proxy in local mode hands its processors a channel of its own the same way)."""
@@ -237,6 +254,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self.pop = pop
         self.renew = renew
         self.endpoint = endpoint
+        #: the broker's send path, called directly as RocketMQ's proxy in local mode calls it
+        self._sender = SendMessageProcessor(broker)
         self._closing = asyncio.Event()
         #: producers' Telemetry streams by client id (Heartbeat keeps them in their groups)
         self._producers: dict[str, TelemetryChannel] = {}
@@ -381,36 +400,35 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
         if not request.messages:
             return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages to send"))
-        conn = _connection(self.broker, context.peer())
-        entries = [await self._send_one(conn, message) for message in request.messages]
+        peer = context.peer()
+        born_host = _peer_host(peer)
+        entries = []
+        for message in request.messages:
+            sent = self._send_one(message, born_host, peer)
+            entries.append(sent if isinstance(sent, pb.SendResultEntry) else await sent)
         return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
 
-    async def _send_one(self, conn: Connection, message: pb.Message) -> pb.SendResultEntry:
-        message_id = message.system_properties.message_id
+    def _send_one(self, message: pb.Message, born_host: HostAddress,
+                  peer: str) -> pb.SendResultEntry | Coroutine[Any, Any, pb.SendResultEntry]:
+        """The broker's send path for one message (as RocketMQ's proxy in local mode calls the broker's
+        SendMessageProcessor): its entry, or a coroutine when the put waits (SYNC_FLUSH, back-pressure)."""
         try:
-            command = self._send_command(message)
+            header = self._send_header(message)
         except BadMessage as exc:
-            return pb.SendResultEntry(status=_status(exc.code, str(exc)), message_id=message_id)
-        handler = self.broker.remoting.handlers[RequestCode.SEND_MESSAGE_V2]
-        reply = handler(conn, command)
-        response = await reply if isinstance(reply, Awaitable) else reply
-        if response is None:  # the send path always answers a two-way request
-            return pb.SendResultEntry(status=_status(pb.INTERNAL_SERVER_ERROR, "no answer"), message_id=message_id)
-        code = message_convert.send_status_code(response.code)
-        if code != pb.OK:
-            return pb.SendResultEntry(status=_status(code, response.remark or ""), message_id=message_id)
-        offset = int(response.ext_fields.get("queueOffset", "0"))
-        entry = pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or response.ext_fields.get("msgId", ""),
-                                   offset=offset)
-        if message.system_properties.message_type == pb.TRANSACTION:
-            # a half message: the response names its half queue offset and (in its offset message
-            # id) its CommitLog offset, what a 4.x producer's END_TRANSACTION sends back
-            _, commit_log_offset = decode_message_id(response.ext_fields["msgId"])
-            entry.transaction_id = transaction_id(commit_log_offset, offset)
-        return entry
+            return pb.SendResultEntry(status=_status(exc.code, str(exc)),
+                                      message_id=message.system_properties.message_id)
+        sent = self._sender.send(header, message.body, born_host, peer, BROKER_VERSION)
+        if isinstance(sent, SendOutcome):
+            return _send_result(message, sent)
+        return self._send_result_when_stored(message, sent)
 
-    def _send_command(self, message: pb.Message) -> RemotingCommand:
-        """The SEND_MESSAGE_V2 request a 4.x producer would send for ``message``."""
+    @staticmethod
+    async def _send_result_when_stored(message: pb.Message,
+                                       sending: Coroutine[Any, Any, SendOutcome]) -> pb.SendResultEntry:
+        return _send_result(message, await sending)
+
+    def _send_header(self, message: pb.Message) -> SendMessageRequestHeader:
+        """The send header a 4.x producer would send for ``message``; BadMessage names what is wrong."""
         system = message.system_properties
         if not message.body:
             raise BadMessage(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
@@ -435,12 +453,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 queue_id = message_convert.fifo_queue(system.message_group, config.write_queue_nums)
         born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else int(
             time.time() * 1000)
-        header = SendMessageRequestHeader(
+        return SendMessageRequestHeader(
             producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
             born_timestamp=born_ms, flag=0, properties=properties_to_string(properties), reconsume_times=0)
-        return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_v2_ext_fields(),
-                               body=message.body, version=BROKER_VERSION)
 
     # -- transactions ----------------------------------------------------------------------------
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:

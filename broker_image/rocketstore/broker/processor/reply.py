@@ -30,7 +30,7 @@ import logging
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.processor.send import SendMessageProcessor, random_queue_id
+from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome, random_queue_id
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress, Message, properties_to_string, string_to_properties
@@ -100,9 +100,9 @@ class ReplyMessageProcessor(SendMessageProcessor):
         start_accept = self.broker.broker_config.start_accept_send_request_time_stamp
         if now_ms() < start_accept:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
-        checked = self._check(conn, request, header)
-        if isinstance(checked, RemotingCommand):
-            return checked
+        checked = self._check(conn.peer, header)
+        if isinstance(checked, SendOutcome):
+            return self.respond(request, checked)
         queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(checked.write_queue_nums)
         properties = string_to_properties(header.properties or "")
         msg = Message(
@@ -161,9 +161,10 @@ class ReplyMessageProcessor(SendMessageProcessor):
         """Put the reply in the reply topic; its response-header fields when stored, else none (logged)."""
         result = self.broker.store.put_message(msg, wait_flush=False)
         if self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            stored = await self._answer_when_durable(request, result, msg.topic, msg.queue_id, batch=False)
+            outcome = await self._outcome_when_durable(result, msg.topic, msg.queue_id, batch=False)
         else:
-            stored = self._answer(request, result, msg.topic, msg.queue_id, batch=False)
+            outcome = self._outcome(result, msg.topic, msg.queue_id, batch=False)
+        stored = self.respond(request, outcome)
         if not result.ok:
             log.warning("reply message to %s not stored: %s %s", msg.topic, result.status.value, stored.remark or "")
             return {}

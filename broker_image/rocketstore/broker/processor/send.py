@@ -44,12 +44,13 @@ import logging
 import random
 import time
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.broker.transaction.bridge import half_message
 from rocketstore.common.message import (
+    HostAddress,
     Message,
     SysFlag,
     create_message_id,
@@ -181,6 +182,25 @@ async def wait_until_durable(broker: BrokerContext, result: PutMessageResult) ->
     return result
 
 
+class SendOutcome(NamedTuple):
+    """What a send came to before a protocol shapes the answer: RocketMQ's response code and remark,
+    the put's result once it got that far, and the topic and queue it went to (the DLQ for a retry
+    message past its maximum). The remoting port answers it as a RemotingCommand
+    (:meth:`SendMessageProcessor.respond`), the gRPC port as a SendResultEntry, neither through the
+    other's encoding."""
+
+    code: int
+    remark: str | None
+    result: PutMessageResult | None = None
+    topic: str = ""
+    queue_id: int = 0
+    batch: bool = False
+
+
+#: a send's outcome, or a coroutine when the send must wait (back-pressure, SYNC_FLUSH)
+Sending = SendOutcome | Coroutine[Any, Any, SendOutcome]
+
+
 class SendMessageProcessor:
     """The send path; one instance per broker, registered for codes 10, 310 and 320."""
 
@@ -200,43 +220,40 @@ class SendMessageProcessor:
     def _fail(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return request.response(code, remark, self._response_fields())
 
-    def _check(
-        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> TopicConfig | RemotingCommand:
+    def _check(self, peer: str, header: SendMessageRequestHeader) -> TopicConfig | SendOutcome:
         """msgCheck: the topic's config, or the refusal to send."""
         broker = self.broker
         topic = header.topic
         existing = broker.topic_config_manager.get(topic)
         if not broker.broker_config.broker_permission & PERM_WRITE and existing is not None and existing.order:
-            return self._fail(request, ResponseCode.NO_PERMISSION,
-                              f"the broker[{broker.store_host.host}] sending message is forbidden")
+            return SendOutcome(ResponseCode.NO_PERMISSION,
+                               f"the broker[{broker.store_host.host}] sending message is forbidden")
         invalid = validate_topic(topic)
         if invalid is not None:
-            return self._fail(request, ResponseCode.SYSTEM_ERROR, invalid)
+            return SendOutcome(ResponseCode.SYSTEM_ERROR, invalid)
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            return self._fail(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            return SendOutcome(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = existing
         if topic_config is None:
             sys_flag = 0
             if header.unit_mode:  # TopicSysFlag: unit 0x1, unit-sub 0x2
                 sys_flag = 0x2 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 0x1
-            log.warning("topic %s does not exist, producer %s", topic, conn.peer)
+            log.warning("topic %s does not exist, producer %s", topic, peer)
             topic_config = broker.topic_config_for_send(topic, header.default_topic,
                                                         header.default_topic_queue_nums, sys_flag)
             if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 topic_config = broker.create_topic_in_send_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
             if topic_config is None:
-                return self._fail(request, ResponseCode.TOPIC_NOT_EXIST,
-                                  f"topic[{topic}] not exist, apply first please!")
+                return SendOutcome(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         id_valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
         if header.queue_id >= id_valid:
-            return self._fail(request, ResponseCode.SYSTEM_ERROR,
-                              f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {conn.peer}")
+            return SendOutcome(ResponseCode.SYSTEM_ERROR,
+                               f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {peer}")
         return topic_config
 
     def _retry_or_dlq(
-        self, request: RemotingCommand, header: SendMessageRequestHeader, topic_config: TopicConfig, queue_id: int
-    ) -> tuple[str, int, TopicConfig] | RemotingCommand:
+        self, header: SendMessageRequestHeader, topic_config: TopicConfig, queue_id: int, version: int
+    ) -> tuple[str, int, TopicConfig] | SendOutcome:
         """handleRetryAndDLQ: a retry message past its group's maximum goes to the DLQ topic."""
         topic = header.topic
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -244,10 +261,9 @@ class SendMessageProcessor:
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
         group_config = self.broker.subscription_group(group)
         if group_config is None:
-            return self._fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                              f"subscription group not exist, {group}")
+            return SendOutcome(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
         max_reconsume = group_config.retry_max_times
-        if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
+        if version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
             max_reconsume = header.max_reconsume_times
         if (header.reconsume_times or 0) < max_reconsume:
             return topic, queue_id, topic_config
@@ -299,69 +315,78 @@ class SendMessageProcessor:
             within.clear()
 
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
-        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH);
-        its latency, waits included, goes to the send histogram when the response is ready."""
+        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
+        sent = self.send(decode_send_header(request), request.body, conn.peer_host, conn.peer, request.version)
+        if isinstance(sent, SendOutcome):
+            return self.respond(request, sent)
+        return self._respond_when_sent(request, sent)
+
+    async def _respond_when_sent(self, request: RemotingCommand,
+                                 sending: Coroutine[Any, Any, SendOutcome]) -> RemotingCommand:
+        return self.respond(request, await sending)
+
+    def send(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress, peer: str,
+             version: int) -> Sending:
+        """One send as a producer (a 4.x one, or a 5.x one through the gRPC port) asked for it with
+        ``header`` and ``body``; its latency, waits included, goes to the send histogram when its
+        outcome is known."""
         start = time.perf_counter()
-        reply = self._handle(conn, request)
-        if isinstance(reply, RemotingCommand):
+        sent = self._send(header, body, born_host, peer, version)
+        if isinstance(sent, SendOutcome):
             self.stats.send_latency.observe(time.perf_counter() - start)
-            return reply
-        return self._timed(reply, start)
+            return sent
+        return self._timed(sent, start)
 
-    async def _timed(self, waiting: Coroutine[Any, Any, RemotingCommand], start: float) -> RemotingCommand:
-        response = await waiting
+    async def _timed(self, waiting: Coroutine[Any, Any, SendOutcome], start: float) -> SendOutcome:
+        outcome = await waiting
         self.stats.send_latency.observe(time.perf_counter() - start)
-        return response
+        return outcome
 
-    def _handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | Coroutine[
-            Any, Any, RemotingCommand]:
-        header = decode_send_header(request)
+    def _send(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress, peer: str,
+              version: int) -> Sending:
         store = self.broker.store
         if store.is_os_page_cache_busy():
             # NettyRemotingAbstract asks processor.rejectRequest() before running it
-            return request.response(ResponseCode.SYSTEM_BUSY,
-                                    "[REJECTREQUEST]system busy, start flow control for a while")
+            return SendOutcome(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
         start_accept = self.broker.broker_config.start_accept_send_request_time_stamp
         if time.time() * 1000 < start_accept:
-            return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
+            return SendOutcome(ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start_accept}")
         if self._dispatch_lagging():
-            return self._put_after_catch_up(conn, request, header)
-        return self._put(conn, request, header)
+            return self._put_after_catch_up(header, body, born_host, peer, version)
+        return self._put(header, body, born_host, peer, version)
 
-    async def _put_after_catch_up(self, conn: Connection, request: RemotingCommand,
-                                  header: SendMessageRequestHeader) -> RemotingCommand:
+    async def _put_after_catch_up(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress,
+                                  peer: str, version: int) -> SendOutcome:
         await self._let_dispatch_catch_up()
-        reply = self._put(conn, request, header)
-        return reply if isinstance(reply, RemotingCommand) else await reply
+        sent = self._put(header, body, born_host, peer, version)
+        return sent if isinstance(sent, SendOutcome) else await sent
 
-    async def _answer_when_durable(self, request: RemotingCommand, result: PutMessageResult, topic: str,
-                                   queue_id: int, *, batch: bool) -> RemotingCommand:
-        """SYNC_FLUSH: the response once the group commit has made the put durable, or
+    async def _outcome_when_durable(self, result: PutMessageResult, topic: str, queue_id: int, *,
+                                    batch: bool) -> SendOutcome:
+        """SYNC_FLUSH: the outcome once the group commit has made the put durable, or
         FLUSH_DISK_TIMEOUT after syncFlushTimeout (the put itself stays, as in RocketMQ)."""
-        return self._answer(request, await wait_until_durable(self.broker, result), topic, queue_id, batch=batch)
+        return self._outcome(await wait_until_durable(self.broker, result), topic, queue_id, batch=batch)
 
-    def _put(self, conn: Connection, request: RemotingCommand,
-             header: SendMessageRequestHeader) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
-        """The checks and the put: the response, or a coroutine when the put waits for its flush."""
+    def _put(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress, peer: str,
+             version: int) -> Sending:
+        """The checks and the put: the outcome, or a coroutine when the put waits for its flush."""
         store = self.broker.store
-        checked = self._check(conn, request, header)
-        if isinstance(checked, RemotingCommand):
+        checked = self._check(peer, header)
+        if isinstance(checked, SendOutcome):
             return checked
         topic_config = checked
         queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(topic_config.write_queue_nums)
         sys_flag = header.sys_flag
-        born_host = conn.peer_host
         cluster = self.broker.broker_config.broker_cluster_name
         if header.batch:
             if len(header.topic) > TOPIC_MAX_LENGTH:
-                return self._fail(request, ResponseCode.MESSAGE_ILLEGAL,
-                                  f"message topic length too long {len(header.topic)}")
+                return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(header.topic)}")
             if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
                 sys_flag |= SysFlag.MULTI_TAGS
             try:
-                items = decode_batch(request.body)
+                items = decode_batch(body)
             except ValueError as exc:
-                return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+                return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
             batch_props = string_to_properties(header.properties or "")
             batch_props[PROPERTY_CLUSTER] = cluster
             batch = MessageBatch(
@@ -371,12 +396,12 @@ class SendMessageProcessor:
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
             if self._wants_sync_wait(batch_props):
-                return self._answer_when_durable(request, store.put_messages(batch, wait_flush=False), header.topic,
-                                                 queue_id, batch=True)
-            return self._answer(request, store.put_messages(batch), header.topic, queue_id, batch=True)
+                return self._outcome_when_durable(store.put_messages(batch, wait_flush=False), header.topic,
+                                                  queue_id, batch=True)
+            return self._outcome(store.put_messages(batch), header.topic, queue_id, batch=True)
 
-        routed = self._retry_or_dlq(request, header, topic_config, queue_id)
-        if isinstance(routed, RemotingCommand):
+        routed = self._retry_or_dlq(header, topic_config, queue_id, version)
+        if isinstance(routed, SendOutcome):
             return routed
         topic, queue_id, routed_config = routed
         if routed_config.topic_filter_type is TopicFilterType.MULTI_TAG:
@@ -384,16 +409,15 @@ class SendMessageProcessor:
         properties = string_to_properties(header.properties or "")
         prepared = properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"  # Boolean.parseBoolean
         if prepared and self.broker.broker_config.reject_transaction_message:
-            return self._fail(request, ResponseCode.NO_PERMISSION,
-                              f"the broker[{self.broker.broker_config.broker_ip1}] sending transaction message is "
-                              "forbidden")
+            return SendOutcome(ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_config.broker_ip1}] "
+                               "sending transaction message is forbidden")
         properties[PROPERTY_CLUSTER] = cluster
         if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "true" and not prepared:
             # 4.9.8 does not store the default; a half message keeps it, as parseHalfMessageInner
             # rebuilds the properties string after the send path has put WAIT back
             del properties[PROPERTY_WAIT_STORE_MSG_OK]
         msg = Message(
-            topic=topic, body=request.body, queue_id=queue_id, flag=header.flag, properties=properties,
+            topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
             sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
             store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
         )
@@ -404,22 +428,32 @@ class SendMessageProcessor:
         if prepared and result.ok:
             self.broker.transactional_message_service.metrics.half_messages += 1
         if sync:
-            return self._answer_when_durable(request, result, topic, queue_id, batch=False)
-        return self._answer(request, result, topic, queue_id, batch=False)
+            return self._outcome_when_durable(result, topic, queue_id, batch=False)
+        return self._outcome(result, topic, queue_id, batch=False)
 
-    def _answer(self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int, *,
-                batch: bool) -> RemotingCommand:
+    def _outcome(self, result: PutMessageResult, topic: str, queue_id: int, *, batch: bool) -> SendOutcome:
         code, remark = put_status_response(self.broker, result.status)
-        fields = self._response_fields()
         append = result.append
         if result.ok and append is not None:
             # RocketMQ counts a stored put (flush or slave timeouts included) under the topic it
             # was stored in: the DLQ topic for a retry message past its maximum
             self.stats.inc_topic_put(topic, append.msg_num, append.wrote_bytes)
-            msg_id = self._batch_msg_ids(result) if batch else append.msg_id
+        return SendOutcome(code, remark, result, topic, queue_id, batch)
+
+    def respond(self, request: RemotingCommand, outcome: SendOutcome) -> RemotingCommand:
+        """``outcome`` as RocketMQ's send response to ``request``: with the broker's region and trace
+        switch and, when stored, the message id, queue and queue offset."""
+        if outcome.code == ResponseCode.SYSTEM_BUSY:
+            # the remoting layer's refusal (rejectRequest): no processor fields, as in RocketMQ
+            return request.response(outcome.code, outcome.remark)
+        fields = self._response_fields()
+        result = outcome.result
+        append = None if result is None else result.append
+        if result is not None and result.ok and append is not None:
+            msg_id = self._batch_msg_ids(result) if outcome.batch else append.msg_id
             fields.update(SendMessageResponseHeader(
-                msg_id=msg_id, queue_id=queue_id, queue_offset=append.logics_offset).to_ext_fields())
-        return request.response(code, remark, fields)
+                msg_id=msg_id, queue_id=outcome.queue_id, queue_offset=append.logics_offset).to_ext_fields())
+        return request.response(outcome.code, outcome.remark, fields)
 
     def _batch_msg_ids(self, result: PutMessageResult) -> str:
         """Comma-joined offset ids of every record of a batch, as RocketMQ's batch append builds them.
