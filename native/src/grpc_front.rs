@@ -5,8 +5,9 @@
 //! context switches a call). Here one thread speaks HTTP/2 (`h2`) and gRPC framing; it never
 //! touches Python. Events (a call, a message of a client stream, a half-close, a cancel) go into
 //! a queue behind a mutex; a byte written to a socket pair, only when the queue turns non-empty,
-//! wakes Python's loop, which takes the whole batch in one call. Python's answers go to each
-//! call's task through a channel. Protobuf is not decoded here: Python keeps the logic.
+//! wakes Python's loop, which takes the whole batch in one call. Python hands back the answers of
+//! one pass of its loop in one call too; they go to each call's task through a channel.
+//! Protobuf is not decoded here: Python keeps the logic.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -24,6 +25,7 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -579,22 +581,27 @@ impl GrpcFront {
         Ok(list)
     }
 
-    /// One response message of call `id` (a stream's next one); False when the call is gone.
-    fn send(&self, id: u64, message: &[u8]) -> bool {
-        self.out(id, Out::Message(Bytes::copy_from_slice(message)))
-    }
-
-    /// The unary answer of call `id`: its message and status OK.
-    fn reply(&self, id: u64, message: &[u8]) -> bool {
-        self.out(id, Out::Message(Bytes::copy_from_slice(message))) && self.out(id, Out::Finish(0, String::new()))
-    }
-
-    /// Ends call `id` with a gRPC status and message.
-    fn finish(&self, id: u64, status: u32, message: &str) -> PyResult<bool> {
-        if status > 16 {
+    /// Python's answers of one pass of its loop, in order: each `(id, message | None, status | None,
+    /// details)` sends `message` on call `id` when there is one (a stream's next response, a unary
+    /// call's answer), then ends the call with gRPC `status` and `details` when there is one. Taken
+    /// in one call so the front's thread is woken once for all of them, not once per answer (on
+    /// a shared core every wake-up can be a context switch). Answers to calls that are gone are
+    /// dropped: the client ended them.
+    fn answer(&self, answers: Vec<(u64, Option<PyBackedBytes>, Option<u32>, String)>) -> PyResult<()> {
+        if let Some((_, _, Some(status), _)) = answers.iter().find(|a| a.2.is_some_and(|s| s > 16)) {
             return Err(PyValueError::new_err(format!("not a gRPC status code: {status}")));
         }
-        Ok(self.out(id, Out::Finish(status, message.to_string())))
+        let calls = self.shared.calls.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, message, status, details) in answers {
+            let Some(tx) = calls.get(&id) else { continue };
+            if let Some(message) = message {
+                let _ = tx.send(Out::Message(Bytes::copy_from_slice(&message)));
+            }
+            if let Some(status) = status {
+                let _ = tx.send(Out::Finish(status, details));
+            }
+        }
+        Ok(())
     }
 
     /// Stops listening and drops every connection.
@@ -607,13 +614,6 @@ impl GrpcFront {
                 let _ = thread.join();
             });
         }
-    }
-}
-
-impl GrpcFront {
-    fn out(&self, id: u64, out: Out) -> bool {
-        let calls = self.shared.calls.lock().unwrap_or_else(|e| e.into_inner());
-        calls.get(&id).is_some_and(|tx| tx.send(out).is_ok())
     }
 }
 

@@ -4,7 +4,9 @@ calls run by the same per-call logic as grpcio's (:func:`~rocketstore.broker.grp
 grpcio spends ~300 µs of CPU per call handing it between its threads and the event loop. The
 front end speaks HTTP/2 and gRPC framing on a thread of its own and hands calls over in batches:
 the loop watches one descriptor, takes every waiting event in one call and answers through the
-front's methods, which queue the answer for the front's thread. Protobuf stays in Python.
+answers of one loop pass go back in one call (:meth:`NativeFront._answer` queues them, a callback
+scheduled with the first hands them over), so the front's thread wakes once for the pass, not
+once per answer. Protobuf stays in Python.
 
 Each call runs as a task with a :class:`CallContext`, the part of grpc.aio's ServicerContext the
 servicer uses. A call the client ends (cancel, reset, deadline, lost connection) cancels its task.
@@ -77,6 +79,8 @@ class NativeFront:
         self._ids: dict[asyncio.Task[None], int] = {}
         self._inbound: dict[int, asyncio.Queue[bytes | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: answers not handed to the front yet: (call id, message or None, status or None, details)
+        self._outbox: list[tuple[int, bytes | None, int | None, str]] = []
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -90,7 +94,21 @@ class NativeFront:
             _, pending = await asyncio.wait(list(self._tasks.values()), timeout=grace_s)
             for task in pending:
                 task.cancel()
+        if self._outbox:
+            self._hand_over()
         await asyncio.to_thread(self._front.close)
+
+    def _answer(self, call_id: int, message: bytes | None, status: int | None, details: str = "") -> None:
+        """Queue an answer of call ``call_id``: ``message`` sent on it (when given), then the call
+        ended with ``status`` (when given)."""
+        if not self._outbox:
+            assert self._loop is not None
+            self._loop.call_soon(self._hand_over)
+        self._outbox.append((call_id, message, status, details))
+
+    def _hand_over(self) -> None:
+        answers, self._outbox = self._outbox, []
+        self._front.answer(answers)
 
     def _drain(self) -> None:
         loop = self._loop
@@ -103,7 +121,7 @@ class NativeFront:
                 context = CallContext(peer, metadata, deadline)
                 method = self._methods.get(path)
                 if method is None:
-                    self._front.finish(call_id, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {path}")
+                    self._answer(call_id, None, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {path}")
                     continue
                 if method.client_streaming:
                     inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -139,10 +157,10 @@ class NativeFront:
         """Ends a call whose behaviour raised: its abort status, else UNKNOWN as grpcio answers."""
         code = context.code()
         if isinstance(exc, CallAborted) and code is not None:
-            self._front.finish(call_id, code.value[0], context._details)
+            self._answer(call_id, None, code.value[0], context._details)
         else:
             log.error("gRPC call %s failed", call_id, exc_info=exc)
-            self._front.finish(call_id, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
+            self._answer(call_id, None, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
 
     async def _unary(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
         try:
@@ -152,7 +170,7 @@ class NativeFront:
         except Exception as exc:
             self._failed(call_id, context, exc)
             return
-        self._front.reply(call_id, method.serialize(response))
+        self._answer(call_id, method.serialize(response), 0)
 
     async def _server_stream(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
         await self._stream(call_id, method, method.behaviour(raw, context), context)
@@ -170,10 +188,10 @@ class NativeFront:
         """Send each response of a streaming call as it comes, then end the call OK."""
         try:
             async for response in responses:
-                self._front.send(call_id, method.serialize(response))
+                self._answer(call_id, method.serialize(response), None)
         except asyncio.CancelledError:
             return
         except Exception as exc:
             self._failed(call_id, context, exc)
             return
-        self._front.finish(call_id, 0, "")
+        self._answer(call_id, None, 0)
