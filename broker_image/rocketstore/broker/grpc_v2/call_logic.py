@@ -4,13 +4,20 @@ INVALID_ARGUMENT naming its type (grpc's own deserializer would fail it UNKNOWN)
 and the call counted in /metrics. A call's context is grpc.aio's ServicerContext or
 native_front.CallContext: both offer ``abort``, ``code``, ``peer``, ``invocation_metadata``,
 ``time_remaining``.
+
+A unary method the servicer implements with a plain ``def`` answers inline: it returns its
+response, or a coroutine when it has to wait (as the remoting handlers do), and so does its
+behaviour here. The native front answers such a call in the pass that took it, without a task
+per call; most sends (ASYNC_FLUSH) and every ack do not wait. With an ACL check the behaviour
+always returns a coroutine (the check may abort, which awaits).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final, NamedTuple
 
 import grpc
@@ -56,17 +63,50 @@ def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
     return "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
 
 
+#: a unary behaviour's answer: the response, or a coroutine when the call waits
+Answer = Any
+
+
 def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-           metrics: CallMetrics) -> Callable[..., Any]:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        started = time.perf_counter()
+           metrics: CallMetrics) -> Callable[..., Answer]:
+    inline = not inspect.iscoroutinefunction(impl)
+
+    async def waiting(raw: bytes, context: grpc.aio.ServicerContext, started: float) -> Any:
         try:
-            response = await impl(await _accepted(request_class, raw, context, check), context)
+            answer = impl(await _accepted(request_class, raw, context, check), context)
+            response = await answer if asyncio.iscoroutine(answer) else answer
         except BaseException as exc:
             metrics.record(name, _failure(context, exc), time.perf_counter() - started)
             raise
         metrics.record(name, _outcome(response), time.perf_counter() - started)
         return response
+
+    async def finishing(answer: Coroutine[Any, Any, Any], context: grpc.aio.ServicerContext, started: float) -> Any:
+        try:
+            response = await answer
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
+            raise
+        metrics.record(name, _outcome(response), time.perf_counter() - started)
+        return response
+
+    def call(raw: bytes, context: grpc.aio.ServicerContext) -> Answer:
+        started = time.perf_counter()
+        if check is not None or not inline:
+            return waiting(raw, context, started)
+        try:
+            request = request_class.FromString(raw)
+        except DecodeError:
+            return waiting(raw, context, started)  # refused there, by the same path as a checked call
+        try:
+            answer = impl(request, context)
+        except BaseException as exc:
+            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
+            raise
+        if asyncio.iscoroutine(answer):
+            return finishing(answer, context, started)
+        metrics.record(name, _outcome(answer), time.perf_counter() - started)
+        return answer
     return call
 
 
@@ -106,7 +146,8 @@ def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check:
 
 class Method(NamedTuple):
     """One implemented method as both transports serve it: ``behaviour`` takes the raw request (an
-    async iterator of raw requests for a client stream) and the call's context."""
+    async iterator of raw requests for a client stream) and the call's context; a unary one
+    returns an :data:`Answer`, a streaming one an async iterator of responses."""
 
     name: str
     client_streaming: bool

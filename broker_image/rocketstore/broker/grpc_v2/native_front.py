@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, NoReturn
 
 import grpc
@@ -94,25 +94,27 @@ class NativeFront:
             _, pending = await asyncio.wait(list(self._tasks.values()), timeout=grace_s)
             for task in pending:
                 task.cancel()
-        if self._outbox:
-            self._hand_over()
+        self._hand_over()
         await asyncio.to_thread(self._front.close)
 
     def _answer(self, call_id: int, message: bytes | None, status: int | None, details: str = "") -> None:
         """Queue an answer of call ``call_id``: ``message`` sent on it (when given), then the call
         ended with ``status`` (when given)."""
         if not self._outbox:
-            assert self._loop is not None
-            self._loop.call_soon(self._hand_over)
+            self._loop_or_fail().call_soon(self._hand_over)
         self._outbox.append((call_id, message, status, details))
 
     def _hand_over(self) -> None:
-        answers, self._outbox = self._outbox, []
-        self._front.answer(answers)
+        if self._outbox:
+            answers, self._outbox = self._outbox, []
+            self._front.answer(answers)
+
+    def _loop_or_fail(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "NativeFront.start() first"
+        return self._loop
 
     def _drain(self) -> None:
-        loop = self._loop
-        assert loop is not None
+        loop = self._loop_or_fail()
         for event in self._front.take():
             kind, call_id = event[0], event[1]
             if kind == _CALL:
@@ -126,15 +128,11 @@ class NativeFront:
                 if method.client_streaming:
                     inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
                     self._inbound[call_id] = inbound
-                    coro = self._bidi(call_id, method, inbound, context)
+                    self._spawn(call_id, self._bidi(call_id, method, inbound, context))
                 elif method.server_streaming:
-                    coro = self._server_stream(call_id, method, message, context)
+                    self._spawn(call_id, self._server_stream(call_id, method, message, context))
                 else:
-                    coro = self._unary(call_id, method, message, context)
-                task = loop.create_task(coro)
-                self._tasks[call_id] = task
-                self._ids[task] = call_id
-                task.add_done_callback(self._forget)
+                    self._start_unary(call_id, method, message, context)
             elif kind == _MESSAGE:
                 queue = self._inbound.get(call_id)
                 if queue is not None:
@@ -147,6 +145,25 @@ class NativeFront:
                 ended = self._tasks.get(call_id)
                 if ended is not None:
                     ended.cancel()
+        self._hand_over()  # the answers given inline
+
+    def _spawn(self, call_id: int, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop_or_fail().create_task(coro)
+        self._tasks[call_id] = task
+        self._ids[task] = call_id
+        task.add_done_callback(self._forget)
+
+    def _start_unary(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
+        """Answer the call now when its behaviour answers inline; a task only for one that waits."""
+        try:
+            answer = method.behaviour(raw, context)
+        except Exception as exc:
+            self._failed(call_id, context, exc)
+            return
+        if asyncio.iscoroutine(answer):
+            self._spawn(call_id, self._unary(call_id, method, answer, context))
+        else:
+            self._answer(call_id, method.serialize(answer), 0)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         call_id = self._ids.pop(task)
@@ -162,9 +179,10 @@ class NativeFront:
             log.error("gRPC call %s failed", call_id, exc_info=exc)
             self._answer(call_id, None, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}")
 
-    async def _unary(self, call_id: int, method: Method, raw: bytes, context: CallContext) -> None:
+    async def _unary(self, call_id: int, method: Method, answer: Coroutine[Any, Any, Any],
+                     context: CallContext) -> None:
         try:
-            response = await method.behaviour(raw, context)
+            response = await answer
         except asyncio.CancelledError:
             return  # the client ended the call: nobody is listening
         except Exception as exc:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,7 +44,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.auto_renew import RENEW_PERIOD_S, AutoRenew, RenewTimes
-from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Check, methods
+from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Answer, Check, methods
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
 from rocketstore.broker.grpc_v2.native_front import NativeFront
 from rocketstore.broker.grpc_v2.pop_log import PopLog
@@ -200,5 +201,13 @@ def method_handlers(service: pb_grpc.MessagingServiceServicer, metrics: CallMetr
                 method.behaviour, response_serializer=method.serialize)
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                method.behaviour, response_serializer=method.serialize)
+                _awaited(method.behaviour), response_serializer=method.serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+def _awaited(behaviour: Callable[[bytes, grpc.aio.ServicerContext], Answer]) -> Callable[..., Any]:
+    """A unary behaviour as grpc.aio runs it: a coroutine function (an inline answer is returned as is)."""
+    async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        answer = behaviour(raw, context)
+        return await answer if asyncio.iscoroutine(answer) else answer
+    return call

@@ -196,6 +196,10 @@ def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
     return forward
 
 
+def _send_response(entries: list[pb.SendResultEntry]) -> pb.SendMessageResponse:
+    return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
+
+
 def _send_result(message: pb.Message, outcome: SendOutcome) -> pb.SendResultEntry:
     """A send's outcome as the client's result entry: the v2 status the proxy maps the response code
     to and, when stored, the queue offset (and a half message's transaction id, which names its
@@ -290,13 +294,13 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 for broker, perm in brokers
                 for queue_id in range(max(config.read_queue_nums, config.write_queue_nums))]
 
-    async def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
+    def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
         config = self._topic(request.topic.name)
         if isinstance(config, pb.Status):
             return pb.QueryRouteResponse(status=config)
         return pb.QueryRouteResponse(status=_status(pb.OK), message_queues=self._queues(config))
 
-    async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: Any) -> pb.QueryAssignmentResponse:
+    def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: Any) -> pb.QueryAssignmentResponse:
         config = self._topic(request.topic.name)
         if isinstance(config, pb.Status):
             return pb.QueryAssignmentResponse(status=config)
@@ -305,14 +309,14 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return pb.QueryAssignmentResponse(status=_status(pb.OK), assignments=assignments)
 
     # -- client session ------------------------------------------------------------------------
-    async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
         channel = self._producers.get(_client_id(context))
         if channel is not None:
             self._join_groups(channel)
         self.renew.seen(_client_id(context), now_ms())
         return pb.HeartbeatResponse(status=_status(pb.OK))
 
-    async def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
+    def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
                                       context: Any) -> pb.NotifyClientTerminationResponse:
         channel = self._producers.get(_client_id(context))
         if channel is not None:
@@ -397,16 +401,30 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         self._closing.set()
 
     # -- send ----------------------------------------------------------------------------------
-    async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
+    def SendMessage(self, request: pb.SendMessageRequest,
+                    context: Any) -> pb.SendMessageResponse | Coroutine[Any, Any, pb.SendMessageResponse]:
+        """Answers inline unless a put waits (SYNC_FLUSH, back-pressure): then a coroutine sends the
+        rest of the request's messages after it, in order."""
         if not request.messages:
             return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages to send"))
         peer = context.peer()
         born_host = _peer_host(peer)
-        entries = []
-        for message in request.messages:
+        entries: list[pb.SendResultEntry] = []
+        for index, message in enumerate(request.messages):
+            sent = self._send_one(message, born_host, peer)
+            if not isinstance(sent, pb.SendResultEntry):
+                return self._send_after_wait(request, entries, sent, index + 1, born_host, peer)
+            entries.append(sent)
+        return _send_response(entries)
+
+    async def _send_after_wait(self, request: pb.SendMessageRequest, entries: list[pb.SendResultEntry],
+                               waiting: Coroutine[Any, Any, pb.SendResultEntry], rest: int, born_host: HostAddress,
+                               peer: str) -> pb.SendMessageResponse:
+        entries.append(await waiting)
+        for message in request.messages[rest:]:
             sent = self._send_one(message, born_host, peer)
             entries.append(sent if isinstance(sent, pb.SendResultEntry) else await sent)
-        return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
+        return _send_response(entries)
 
     def _send_one(self, message: pb.Message, born_host: HostAddress,
                   peer: str) -> pb.SendResultEntry | Coroutine[Any, Any, pb.SendResultEntry]:
@@ -571,7 +589,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         InvalidHandle when it names none."""
         return self.renew.current(request.group.name, request.topic.name, parse_handle(text))
 
-    async def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
+    def AckMessage(self, request: pb.AckMessageRequest, context: Any) -> pb.AckMessageResponse:
         if not request.entries:
             return pb.AckMessageResponse(status=_status(pb.BAD_REQUEST, "no entries to ack"))
         results = []
@@ -585,7 +603,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                                     status=status))
         return pb.AckMessageResponse(status=overall_status([r.status for r in results]), entries=results)
 
-    async def ForwardMessageToDeadLetterQueue(self, request: pb.ForwardMessageToDeadLetterQueueRequest,
+    def ForwardMessageToDeadLetterQueue(self, request: pb.ForwardMessageToDeadLetterQueueRequest,
                                               context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
         try:
             error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
@@ -596,7 +614,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.INTERNAL_SERVER_ERROR, error))
         return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.OK))
 
-    async def ChangeInvisibleDuration(self, request: pb.ChangeInvisibleDurationRequest,
+    def ChangeInvisibleDuration(self, request: pb.ChangeInvisibleDurationRequest,
                                       context: Any) -> pb.ChangeInvisibleDurationResponse:
         invisible_ms = _ms(request.invisible_duration)
         limit = self.broker.broker_config.max_invisible_time_mills
@@ -689,7 +707,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 store_host=store_host))
         yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
 
-    async def GetOffset(self, request: pb.GetOffsetRequest, context: Any) -> pb.GetOffsetResponse:
+    def GetOffset(self, request: pb.GetOffsetRequest, context: Any) -> pb.GetOffsetResponse:
         """The group's committed offset of the queue (OFFSET_NOT_FOUND when it never committed one)."""
         found = self._own_queue(request.message_queue)
         problem = found if isinstance(found, pb.Status) else self._group_problem(request.group.name)
@@ -703,7 +721,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 f"{config.topic_name}"))
         return pb.GetOffsetResponse(status=_status(pb.OK), offset=offset)
 
-    async def QueryOffset(self, request: pb.QueryOffsetRequest, context: Any) -> pb.QueryOffsetResponse:
+    def QueryOffset(self, request: pb.QueryOffsetRequest, context: Any) -> pb.QueryOffsetResponse:
         """The queue's first offset, its end (the next message's offset), or the first offset stored
         at or after a timestamp."""
         found = self._own_queue(request.message_queue)
@@ -722,7 +740,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                                        request.timestamp.ToMilliseconds())
         return pb.QueryOffsetResponse(status=_status(pb.OK), offset=offset)
 
-    async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: Any) -> pb.UpdateOffsetResponse:
+    def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: Any) -> pb.UpdateOffsetResponse:
         """Commit the group's offset of the queue (what it consumes next); pop receives of the group
         continue from there too."""
         found = self._own_queue(request.message_queue)
