@@ -18,7 +18,6 @@ import zlib
 from collections.abc import Mapping
 from typing import Final
 
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
@@ -94,9 +93,8 @@ def fifo_queue(message_group: str, queue_nums: int) -> int:
 
 
 def _timestamp(ms: int) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromMilliseconds(ms)
-    return stamp
+    # the constructor, not FromMilliseconds: one call into upb instead of Python-level setters
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
 def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int, invisible_ms: int,
@@ -105,7 +103,8 @@ def received_message(stored: StoredMessage, *, receipt_handle: str, attempt: int
     message = to_message(stored, store_host=store_host)
     system = message.system_properties
     system.receipt_handle = receipt_handle
-    system.invisible_duration.CopyFrom(Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000))
+    system.invisible_duration.seconds = invisible_ms // 1000
+    system.invisible_duration.nanos = (invisible_ms % 1000) * 1_000_000
     system.delivery_attempt = attempt
     return message
 
