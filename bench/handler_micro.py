@@ -1,4 +1,5 @@
-"""Micro-benchmark of the broker's SEND and PULL handlers (a real store, no sockets).
+"""Micro-benchmark of the broker's SEND and PULL handlers and of the gRPC port's per-call logic
+(a real store, no sockets).
 
     python3 bench/handler_micro.py              # ~20 s
     python3 bench/handler_micro.py -n 20000 --repeat 7
@@ -11,10 +12,18 @@ worse):
 
 * ``send 1 KiB``: one SEND_MESSAGE_V2 of a 1 KiB body (decode header, checks, put, response);
 * ``pull 32``: one PULL_MESSAGE returning 32 of those messages (checks, store read, response);
-* ``pull 1``: one PULL_MESSAGE returning a single message.
+* ``pull 1``: one PULL_MESSAGE returning a single message;
+* ``grpc send 1 KiB``: one SendMessage of a 1 KiB body through the gRPC port's per-call logic
+  (grpc_v2/call_logic.py: parse, the servicer, the call's metrics) and its response serialized,
+  as the native front runs a call that answers inline;
+* ``grpc receive, per msg``: ReceiveMessage calls of 32 messages each (pop state, conversion to
+  v2 messages, every response serialized), per message received;
+* ``grpc ack``: one AckMessage of one receipt handle, as a SimpleConsumer acks.
 
 What it is for: the cost the broker's own bookkeeping (per-topic and per-group counters, latency
-histograms) adds per request, measured by running it before and after a change.
+histograms) adds per request, and the gRPC port's Python work per call, measured by running it
+before and after a change. What the transports add (sockets, HTTP/2, the event loop) is not in
+it: bench/run_broker_bench.py and bench/run_grpc_bench.py measure those end to end.
 """
 
 from __future__ import annotations
@@ -29,6 +38,10 @@ from typing import Any
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2.call_logic import Method, methods
+from rocketstore.broker.grpc_v2.native_front import CallContext
+from rocketstore.broker.grpc_v2.server import GrpcServer
 from rocketstore.broker.server import Connection
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -54,6 +67,83 @@ def pull_request(offset: int, max_msgs: int) -> RemotingCommand:
         "subscription": "*", "subVersion": "0", "expressionType": "TAG"})
 
 
+def grpc_send_request() -> bytes:
+    message = pb.Message(topic=pb.Resource(name=TOPIC), body=b"x" * 1024)
+    system = message.system_properties
+    system.message_id = "01" + "AB" * 16
+    system.tag = "TagA"
+    system.born_timestamp.FromMilliseconds(int(time.time() * 1000))
+    system.born_host = "127.0.0.1"
+    system.message_type = pb.NORMAL
+    raw: bytes = pb.SendMessageRequest(messages=[message]).SerializeToString()
+    return raw
+
+
+def grpc_receive_request(batch: int) -> bytes:
+    request = pb.ReceiveMessageRequest(
+        group=pb.Resource(name=GROUP), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=batch)
+    request.invisible_duration.FromSeconds(300)
+    request.long_polling_timeout.FromSeconds(0)
+    raw: bytes = request.SerializeToString()
+    return raw
+
+
+def inline(method: Method, raw: bytes, context: CallContext) -> Any:
+    """A unary call's response, which these calls give inline (a coroutine would mean they waited)."""
+    answer = method.behaviour(raw, context)
+    assert not asyncio.iscoroutine(answer), f"{method.name} waited"
+    return answer
+
+
+async def grpc_cases(broker: BrokerController, n: int, repeat: int) -> dict[str, float]:
+    server = GrpcServer(broker, "127.0.0.1", 0)
+    await server.start()
+    try:
+        assert server._service is not None
+        by_name = {m.name: m for m in methods(server._service, server.metrics)}
+        send, receive, ack = by_name["SendMessage"], by_name["ReceiveMessage"], by_name["AckMessage"]
+        context = CallContext("ipv4:127.0.0.1:50000", [("x-mq-client-id", "bench-client")], None)
+        raw_send = grpc_send_request()
+
+        def one_send(_: int) -> None:
+            response = inline(send, raw_send, context)
+            assert response.status.code == pb.OK, response
+            send.serialize(response)
+
+        results = {"grpc send 1 KiB": best_us(one_send, n, repeat)}
+        assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
+        raw_receive = grpc_receive_request(32)
+        handles: list[bytes] = []
+        receive_s = 0.0
+        while len(handles) < n:  # the messages the sends left, 32 a call
+            start = time.perf_counter()
+            got = 0
+            async for response in receive.behaviour(raw_receive, context):
+                receive.serialize(response)
+                if response.HasField("message"):
+                    got += 1
+                    system = response.message.system_properties
+                    handles.append(pb.AckMessageRequest(
+                        group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
+                        entries=[pb.AckMessageEntry(message_id=system.message_id,
+                                                    receipt_handle=system.receipt_handle)],
+                    ).SerializeToString())
+            receive_s += time.perf_counter() - start
+            assert got, "the store ran out of messages to receive"
+        results["grpc receive, per msg"] = receive_s / len(handles) * 1e6
+
+        def one_ack(i: int) -> None:
+            response = inline(ack, handles[i], context)
+            assert response.status.code == pb.OK, response
+            ack.serialize(response)
+
+        results["grpc ack"] = best_us(one_ack, len(handles), 1)  # a handle acks once
+        return results
+    finally:
+        await server.stop(grace_s=1.0)
+
+
 def best_us(fn: Callable[[int], Any], n: int, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -67,7 +157,8 @@ def best_us(fn: Callable[[int], Any], n: int, repeat: int) -> float:
 async def run(root: Path, n: int, repeat: int) -> dict[str, float]:
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
-                     http_listen_port=0, max_dispatch_lag_bytes=0),  # no back-pressure waits: inline only
+                     http_listen_port=0, grpc_listen_port=0,  # the gRPC logic is started below, without a port
+                     max_dispatch_lag_bytes=0),  # no back-pressure waits: inline only
         StoreConfig(store_path_root_dir=str(root)))
     await broker.start()
     try:
@@ -91,6 +182,7 @@ async def run(root: Path, n: int, repeat: int) -> dict[str, float]:
                 assert isinstance(reply, RemotingCommand) and reply.code == ResponseCode.SUCCESS, reply
 
             results[label] = best_us(one_pull, n, repeat)
+        results.update(await grpc_cases(broker, n, repeat))
         return results
     finally:
         await broker.stop(grace_s=1.0)
@@ -104,7 +196,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="handler-micro-") as tmp:
         results = asyncio.run(run(Path(tmp), args.n, args.repeat))
     for label, us in results.items():
-        print(f"{label:12s} {us:8.2f} us/call")
+        print(f"{label:22s} {us:8.2f} us/call")
 
 
 if __name__ == "__main__":
