@@ -49,10 +49,14 @@ async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerCo
 _CODE_NAMES: Final = {number: name for name, number in pb.Code.items()}
 
 
+def code_name(code: int) -> str:
+    """A v2 status code's name (its number when the protos name none)."""
+    return _CODE_NAMES.get(code) or str(code)
+
+
 def _outcome(response: Any) -> str:
     """The v2 status code an answer carries, by name."""
-    code = response.status.code
-    return _CODE_NAMES.get(code) or str(code)
+    return code_name(response.status.code)
 
 
 def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:

@@ -35,6 +35,7 @@ Methods not overridden here answer UNIMPLEMENTED (grpc's default servicer).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -47,6 +48,7 @@ from rocketstore.broker.grpc_v2 import message_convert
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.auto_renew import AutoRenew
+from rocketstore.broker.grpc_v2.call_logic import code_name
 from rocketstore.broker.grpc_v2.message_convert import BadMessage
 from rocketstore.broker.grpc_v2.pop_service import (
     MAX_BATCH,
@@ -104,10 +106,11 @@ _RESOLUTIONS: Final = {pb.COMMIT: SysFlag.TRANSACTION_COMMIT, pb.ROLLBACK: SysFl
 
 
 def _status(code: int, message: str = "") -> pb.Status:
-    return pb.Status(code=code, message=message or pb.Code.Name(code))  # type: ignore[arg-type]
+    return pb.Status(code=code, message=message or code_name(code))  # type: ignore[arg-type]
 
 
 def _ms(duration: Any) -> int:
+    """A Duration or Timestamp in ms (the arithmetic inline: ToMilliseconds is Python-level code)."""
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
 
 
@@ -239,6 +242,7 @@ def language_code(language: str) -> LanguageCode:
     return LanguageCode.__members__.get(name, LanguageCode.OTHER)
 
 
+@functools.lru_cache(maxsize=4096)  # a send asks it for the peer of each call
 def _peer_host(peer: str) -> HostAddress:
     """grpc's ``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` as a bornHost."""
     _, _, rest = peer.partition(":")
@@ -469,8 +473,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             config = self.broker.topic_config_manager.get(topic)
             if config is not None:
                 queue_id = message_convert.fifo_queue(system.message_group, config.write_queue_nums)
-        born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else int(
-            time.time() * 1000)
+        born_ms = _ms(system.born_timestamp) if system.HasField("born_timestamp") else int(time.time() * 1000)
         return SendMessageRequestHeader(
             producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
