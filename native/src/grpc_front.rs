@@ -35,6 +35,9 @@ pub const EV_MESSAGE: u8 = 1;
 pub const EV_HALF_CLOSE: u8 = 2;
 pub const EV_CANCEL: u8 = 3;
 
+/// How long `close()` lets connections write what they were given after their GOAWAY.
+const STOP_DRAIN: Duration = Duration::from_secs(1);
+
 /// gRPC status codes this module sets itself.
 const CANCELLED: u32 = 1;
 const DEADLINE_EXCEEDED: u32 = 4;
@@ -421,6 +424,7 @@ async fn serve_connection(
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
     next_id: Arc<Mutex<u64>>,
+    mut stopping: watch::Receiver<bool>,
 ) {
     let _ = socket.set_nodelay(true);
     let mut builder = h2::server::Builder::new();
@@ -434,23 +438,33 @@ async fn serve_connection(
     };
     let peer = peer_name(&peer);
     let (closed_tx, closed_rx) = watch::channel(false);
-    while let Some(accepted) = connection.accept().await {
-        let Ok((request, respond)) = accepted else {
-            break;
-        };
-        let id = {
-            let mut next = next_id.lock().unwrap_or_else(|e| e.into_inner());
-            *next += 1;
-            *next
-        };
-        tokio::spawn(serve_call(
-            shared.clone(),
-            id,
-            peer.clone(),
-            request,
-            respond,
-            closed_rx.clone(),
-        ));
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            accepted = connection.accept() => {
+                // None once a graceful shutdown has seen every open stream end
+                let Some(Ok((request, respond))) = accepted else { break };
+                let id = {
+                    let mut next = next_id.lock().unwrap_or_else(|e| e.into_inner());
+                    *next += 1;
+                    *next
+                };
+                tokio::spawn(serve_call(
+                    shared.clone(),
+                    id,
+                    peer.clone(),
+                    request,
+                    respond,
+                    closed_rx.clone(),
+                ));
+            }
+            _ = stopping.changed(), if !going_away => {
+                // GOAWAY: the client opens no new streams here and retries them elsewhere; the
+                // connection keeps being driven, so answers already given are written out
+                going_away = true;
+                connection.graceful_shutdown();
+            }
+        }
     }
     let _ = closed_tx.send(true);
 }
@@ -501,17 +515,35 @@ impl GrpcFront {
                     return;
                 };
                 let next_id = Arc::new(Mutex::new(0u64));
-                let accept = async {
-                    loop {
-                        if let Ok((socket, peer)) = listener.accept().await {
-                            tokio::spawn(serve_connection(serving.clone(), socket, peer, next_id.clone()));
+                let (stopping_tx, stopping_rx) = watch::channel(false);
+                let mut connections = tokio::task::JoinSet::new();
+                let mut stop_rx = stop_rx;
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            if let Ok((socket, peer)) = accepted {
+                                connections.spawn(serve_connection(
+                                    serving.clone(),
+                                    socket,
+                                    peer,
+                                    next_id.clone(),
+                                    stopping_rx.clone(),
+                                ));
+                            }
                         }
+                        Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                        _ = &mut stop_rx => break,
                     }
-                };
-                tokio::select! {
-                    () = accept => {}
-                    _ = stop_rx => {}
                 }
+                drop(listener);
+                let _ = stopping_tx.send(true);
+                // answers Python gave before close() reach their clients; calls still open then
+                // (Python stopped waiting for them) are dropped with their connection after
+                // STOP_DRAIN
+                let _ = tokio::time::timeout(STOP_DRAIN, async {
+                    while connections.join_next().await.is_some() {}
+                })
+                .await;
             });
             // dropping the runtime drops every connection and call task
         })?;
@@ -604,7 +636,8 @@ impl GrpcFront {
         Ok(())
     }
 
-    /// Stops listening and drops every connection.
+    /// Stops listening, sends every connection a GOAWAY and gives them up to `STOP_DRAIN` to write
+    /// the answers already given, then drops them.
     fn close(&mut self, py: Python<'_>) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -5,9 +5,12 @@ test_grpc_endpoint.py and the 5.x client tests cover the methods themselves (the
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
@@ -162,3 +165,51 @@ def test_a_deadline_passing_ends_the_call(stub: pb_grpc.MessagingServiceStub) ->
     responses = list(stub.ReceiveMessage(_long_receive("GroupDeadline"), timeout=3))
     assert time.monotonic() - started < 3.5
     assert responses and responses[0].status.code in (pb.MESSAGE_NOT_FOUND, pb.OK)
+
+
+#: HTTP/2 (RFC 9113): the client's connection preface and the frame types this test reads
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_SETTINGS, _GOAWAY = 0x4, 0x7
+
+
+def _read_frame(sock: socket.socket) -> tuple[int, bytes] | None:
+    """The next HTTP/2 frame as (type, payload); None when the server closed the connection."""
+    header = b""
+    while len(header) < 9:
+        chunk = sock.recv(9 - len(header))
+        if not chunk:
+            return None
+        header += chunk
+    length = int.from_bytes(header[:3], "big")
+    payload = b""
+    while len(payload) < length:
+        chunk = sock.recv(length - len(payload))
+        if not chunk:
+            return None
+        payload += chunk
+    return header[3], payload
+
+
+def test_a_stopping_broker_says_goaway_before_it_closes(tmp_path: Path) -> None:
+    """At stop each connection gets an HTTP/2 GOAWAY (NO_ERROR) before the broker closes it: its
+    client opens no new calls there and goes elsewhere, and the answers the broker gave are
+    written out first. A bare close would leave the client to find out from a reset connection."""
+    broker = Broker(tmp_path)
+    broker.start()
+    try:
+        host, port = broker.grpc_endpoint.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(_PREFACE + struct.pack(">I", 0)[1:] + bytes([_SETTINGS, 0]) + struct.pack(">I", 0))
+        first = _read_frame(sock)
+        assert first is not None and first[0] == _SETTINGS, first  # the connection is served
+    finally:
+        exit_code = broker.stop()
+    frames = []
+    while (frame := _read_frame(sock)) is not None:
+        frames.append(frame)
+    sock.close()
+    goaways = [payload for kind, payload in frames if kind == _GOAWAY]
+    assert goaways, f"the connection was closed without a GOAWAY (frames: {[kind for kind, _ in frames]})"
+    error_code = struct.unpack(">I", goaways[0][4:8])[0]  # after the last stream id
+    assert error_code == 0, f"GOAWAY with error code {error_code}, not NO_ERROR"
+    assert exit_code == 0

@@ -87,13 +87,16 @@ class NativeFront:
         self._loop.add_reader(self._front.fileno(), self._drain)
 
     async def stop(self, grace_s: float) -> None:
-        """Calls in flight get ``grace_s`` to finish, then every connection is dropped."""
+        """Calls in flight get ``grace_s`` to finish; those still running then end UNAVAILABLE (a
+        status clients retry on). The front then sends each connection a GOAWAY, writes what it
+        was given and closes them."""
         if self._loop is not None:
             self._loop.remove_reader(self._front.fileno())
         if self._tasks:
             _, pending = await asyncio.wait(list(self._tasks.values()), timeout=grace_s)
             for task in pending:
                 task.cancel()
+                self._answer(self._ids[task], None, grpc.StatusCode.UNAVAILABLE.value[0], "the broker is stopping")
         self._hand_over()
         await asyncio.to_thread(self._front.close)
 
