@@ -98,14 +98,10 @@ def test_route_lists_every_queue_with_this_endpoint(stub: pb_grpc.MessagingServi
 
 def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.TempPathFactory) -> None:
     """clusterPeers brokers carry the same topics; each listens on the same gRPC port at its own host."""
-    b = Broker(tmp_path_factory.mktemp("grpc-peers"), "clusterPeers=broker-b@10.1.2.3:10911\n")
-    b.start()
-    try:
-        with grpc.insecure_channel(b.grpc_endpoint) as channel:
-            route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
-                pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
-    finally:
-        b.stop()
+    broker = Broker(tmp_path_factory.mktemp("grpc-peers"), "clusterPeers=broker-b@10.1.2.3:10911\n")
+    with broker.running() as b, grpc.insecure_channel(b.grpc_endpoint) as channel:
+        route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
     brokers = {(q.broker.name, q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port)
                for q in route.message_queues}
     assert brokers == {("broker-a", "127.0.0.1", b.grpc_port), ("broker-b", "10.1.2.3", b.grpc_port)}

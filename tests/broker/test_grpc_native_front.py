@@ -81,16 +81,12 @@ def test_the_native_front_serves_the_port(broker: Broker, stub: pb_grpc.Messagin
 
 
 def test_grpc_native_front_false_keeps_grpcio(tmp_path_factory: pytest.TempPathFactory) -> None:
-    b = Broker(tmp_path_factory.mktemp("grpc-grpcio"), "grpcNativeFront=false\n")
-    b.start()
-    try:
+    with Broker(tmp_path_factory.mktemp("grpc-grpcio"), "grpcNativeFront=false\n").running() as b:
         with grpc.insecure_channel(b.grpc_endpoint) as channel:
             answer = pb_grpc.MessagingServiceStub(channel).QueryRoute(
                 pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")), timeout=10)
         assert answer.status.code == pb.TOPIC_NOT_FOUND
         assert SERVED_NATIVE not in b.log_text()
-    finally:
-        b.stop()
 
 
 def test_an_oversized_message_fails_its_call_not_the_server(broker: Broker,

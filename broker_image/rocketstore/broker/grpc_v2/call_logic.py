@@ -75,17 +75,11 @@ def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check
            metrics: CallMetrics) -> Callable[..., Answer]:
     inline = not inspect.iscoroutinefunction(impl)
 
-    async def waiting(raw: bytes, context: grpc.aio.ServicerContext, started: float) -> Any:
-        try:
-            answer = impl(await _accepted(request_class, raw, context, check), context)
-            response = await answer if asyncio.iscoroutine(answer) else answer
-        except BaseException as exc:
-            metrics.record(name, _failure(context, exc), time.perf_counter() - started)
-            raise
-        metrics.record(name, _outcome(response), time.perf_counter() - started)
-        return response
+    async def accepted_then_answered(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        answer = impl(await _accepted(request_class, raw, context, check), context)
+        return await answer if asyncio.iscoroutine(answer) else answer
 
-    async def finishing(answer: Coroutine[Any, Any, Any], context: grpc.aio.ServicerContext, started: float) -> Any:
+    async def recorded(answer: Coroutine[Any, Any, Any], context: grpc.aio.ServicerContext, started: float) -> Any:
         try:
             response = await answer
         except BaseException as exc:
@@ -97,18 +91,18 @@ def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check
     def call(raw: bytes, context: grpc.aio.ServicerContext) -> Answer:
         started = time.perf_counter()
         if check is not None or not inline:
-            return waiting(raw, context, started)
+            return recorded(accepted_then_answered(raw, context), context, started)
         try:
             request = request_class.FromString(raw)
-        except DecodeError:
-            return waiting(raw, context, started)  # refused there, by the same path as a checked call
+        except DecodeError:  # refused by _accepted, as for a checked call
+            return recorded(accepted_then_answered(raw, context), context, started)
         try:
             answer = impl(request, context)
         except BaseException as exc:
             metrics.record(name, _failure(context, exc), time.perf_counter() - started)
             raise
         if asyncio.iscoroutine(answer):
-            return finishing(answer, context, started)
+            return recorded(answer, context, started)
         metrics.record(name, _outcome(answer), time.perf_counter() - started)
         return answer
     return call

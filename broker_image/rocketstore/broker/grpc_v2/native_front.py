@@ -1,16 +1,17 @@
 """NativeFront: the gRPC port served by the Rust HTTP/2 front end (``GrpcFront`` in native/), the
-calls run by the same per-call logic as grpcio's (:func:`~rocketstore.broker.grpc_v2.server.methods`).
+calls run by the same per-call logic as grpcio's (:func:`~rocketstore.broker.grpc_v2.call_logic.methods`).
 
 grpcio spends ~300 µs of CPU per call handing it between its threads and the event loop. The
 front end speaks HTTP/2 and gRPC framing on a thread of its own and hands calls over in batches:
-the loop watches one descriptor, takes every waiting event in one call and answers through the
-answers of one loop pass go back in one call (:meth:`NativeFront._answer` queues them, a callback
-scheduled with the first hands them over), so the front's thread wakes once for the pass, not
-once per answer. Protobuf stays in Python.
+the loop watches one descriptor and takes every waiting event in one call. The answers of one
+loop pass go back in one call too (:meth:`NativeFront._answer` queues them; the end of the pass,
+or a callback scheduled with the first answer given outside one, hands them over), so the front's
+thread wakes once for the pass, not once per answer. Protobuf stays in Python.
 
-Each call runs as a task with a :class:`CallContext`, the part of grpc.aio's ServicerContext the
-servicer uses. A call the client ends (cancel, reset, deadline, lost connection) cancels its task.
-TLS is not served here: a TLS port stays on grpcio.
+Each call gets a :class:`CallContext`, the part of grpc.aio's ServicerContext the servicer uses.
+A unary call whose behaviour answers inline is answered in the pass that took it; one that waits,
+and every streaming call, runs as a task, which a call the client ends (cancel, reset, deadline,
+lost connection) cancels. TLS is not served here: a TLS port stays on grpcio.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class NativeFront:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: answers not handed to the front yet: (call id, message or None, status or None, details)
         self._outbox: list[tuple[int, bytes | None, int | None, str]] = []
+        #: inside _drain, which hands the outbox over when it ends
+        self._draining = False
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -103,7 +106,7 @@ class NativeFront:
     def _answer(self, call_id: int, message: bytes | None, status: int | None, details: str = "") -> None:
         """Queue an answer of call ``call_id``: ``message`` sent on it (when given), then the call
         ended with ``status`` (when given)."""
-        if not self._outbox:
+        if not self._outbox and not self._draining:
             self._loop_or_fail().call_soon(self._hand_over)
         self._outbox.append((call_id, message, status, details))
 
@@ -118,37 +121,41 @@ class NativeFront:
 
     def _drain(self) -> None:
         loop = self._loop_or_fail()
-        for event in self._front.take():
-            kind, call_id = event[0], event[1]
-            if kind == _CALL:
-                _, _, path, metadata, peer, timeout, message = event
-                deadline = None if timeout is None else loop.time() + timeout
-                context = CallContext(peer, metadata, deadline)
-                method = self._methods.get(path)
-                if method is None:
-                    self._answer(call_id, None, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {path}")
-                    continue
-                if method.client_streaming:
-                    inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
-                    self._inbound[call_id] = inbound
-                    self._spawn(call_id, self._bidi(call_id, method, inbound, context))
-                elif method.server_streaming:
-                    self._spawn(call_id, self._server_stream(call_id, method, message, context))
-                else:
-                    self._start_unary(call_id, method, message, context)
-            elif kind == _MESSAGE:
-                queue = self._inbound.get(call_id)
-                if queue is not None:
-                    queue.put_nowait(event[2])
-            elif kind == _HALF_CLOSE:
-                queue = self._inbound.get(call_id)
-                if queue is not None:
-                    queue.put_nowait(None)
-            elif kind == _CANCEL:
-                ended = self._tasks.get(call_id)
-                if ended is not None:
-                    ended.cancel()
-        self._hand_over()  # the answers given inline
+        self._draining = True
+        try:
+            for event in self._front.take():
+                kind, call_id = event[0], event[1]
+                if kind == _CALL:
+                    _, _, path, metadata, peer, timeout, message = event
+                    deadline = None if timeout is None else loop.time() + timeout
+                    context = CallContext(peer, metadata, deadline)
+                    method = self._methods.get(path)
+                    if method is None:
+                        self._answer(call_id, None, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {path}")
+                        continue
+                    if method.client_streaming:
+                        inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
+                        self._inbound[call_id] = inbound
+                        self._spawn(call_id, self._bidi(call_id, method, inbound, context))
+                    elif method.server_streaming:
+                        self._spawn(call_id, self._server_stream(call_id, method, message, context))
+                    else:
+                        self._start_unary(call_id, method, message, context)
+                elif kind == _MESSAGE:
+                    queue = self._inbound.get(call_id)
+                    if queue is not None:
+                        queue.put_nowait(event[2])
+                elif kind == _HALF_CLOSE:
+                    queue = self._inbound.get(call_id)
+                    if queue is not None:
+                        queue.put_nowait(None)
+                elif kind == _CANCEL:
+                    ended = self._tasks.get(call_id)
+                    if ended is not None:
+                        ended.cancel()
+        finally:
+            self._draining = False
+            self._hand_over()  # the answers given in this pass
 
     def _spawn(self, call_id: int, coro: Coroutine[Any, Any, None]) -> None:
         task = self._loop_or_fail().create_task(coro)

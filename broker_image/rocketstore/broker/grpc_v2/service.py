@@ -321,7 +321,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return pb.HeartbeatResponse(status=_status(pb.OK))
 
     def NotifyClientTermination(self, request: pb.NotifyClientTerminationRequest,
-                                      context: Any) -> pb.NotifyClientTerminationResponse:
+                                context: Any) -> pb.NotifyClientTerminationResponse:
         channel = self._producers.get(_client_id(context))
         if channel is not None:
             self._leave_groups(channel)
@@ -607,7 +607,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return pb.AckMessageResponse(status=overall_status([r.status for r in results]), entries=results)
 
     def ForwardMessageToDeadLetterQueue(self, request: pb.ForwardMessageToDeadLetterQueueRequest,
-                                              context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
+                                        context: Any) -> pb.ForwardMessageToDeadLetterQueueResponse:
         try:
             error = self.pop.forward_to_dead_letter_queue(request.group.name, request.topic.name,
                                                           self._handle(request, request.receipt_handle))
@@ -618,7 +618,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(pb.OK))
 
     def ChangeInvisibleDuration(self, request: pb.ChangeInvisibleDurationRequest,
-                                      context: Any) -> pb.ChangeInvisibleDurationResponse:
+                                context: Any) -> pb.ChangeInvisibleDurationResponse:
         invisible_ms = _ms(request.invisible_duration)
         limit = self.broker.broker_config.max_invisible_time_mills
         if not 0 <= invisible_ms <= limit:
