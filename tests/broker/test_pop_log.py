@@ -116,3 +116,38 @@ def test_receipt_handles() -> None:
     for bad in ("", "rs1_1_2", "rs2_1_2_3", "rs1_a_2_3", "rs1_-1_2_3"):
         with pytest.raises(ValueError, match="receipt handle"):
             receipt_handle.decode(bad)
+
+
+small_records = st.one_of(  # few groups, queues and offsets, so records meet the same entries
+    st.builds(Invisible, st.sampled_from("gh"), st.just("t"), st.integers(0, 3), st.integers(0, 30),
+              st.integers(0, 100), st.integers(1, 5)),
+    st.builds(Ack, st.sampled_from("gh"), st.just("t"), st.integers(0, 3), st.integers(0, 30)),
+    st.builds(Cursor, st.sampled_from("gh"), st.just("t"), st.integers(0, 3), st.integers(0, 30)),
+)
+
+
+@given(st.lists(small_records, max_size=200), st.integers(0, 100))
+def test_the_indexes_agree_with_the_state(batch: list[Record], now: int) -> None:
+    """What a receive and an ack read off the indexes (oldest offset of a queue, earliest visible time,
+    the due messages earliest first) is what a scan of the whole state gives."""
+    state = PopState()
+    for record in batch:
+        pop_log.apply(state, record)
+    assert state.in_flight_count() == sum(len(entries) for entries in state.in_flight.values())
+    for key, entries in state.in_flight.items():
+        assert state.oldest_in_flight(key) == min(entries)
+    for group in "gh":
+        held = sorted((h.visible_at_ms, q, o) for (g, _, q), entries in state.in_flight.items() if g == group
+                      for o, h in entries.items())
+        assert state.earliest_visible(group, "t") == (held[0][0] if held else None)
+        taken = []
+        while (due := state.pop_due(group, "t", now)) is not None:
+            queue_id, offset, entry = due
+            taken.append((entry.visible_at_ms, queue_id, offset))
+        assert taken == [item for item in held if item[0] <= now]
+        for _, queue_id, offset in taken:  # put back, they come off again in the same order
+            state.rearm(group, "t", queue_id, offset)
+        again = []
+        while (due := state.pop_due(group, "t", now)) is not None:
+            again.append((due[2].visible_at_ms, due[0], due[1]))
+        assert again == taken

@@ -26,6 +26,7 @@ four times the snapshot size, so it stays proportional to the messages in flight
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import struct
@@ -99,15 +100,81 @@ class InFlight:
     attempt: int
 
 
+TopicKey = tuple[str, str]  # group, topic
+
+
 @dataclass(slots=True)
 class PopState:
-    """What the records add up to (see the module docstring)."""
+    """What the records add up to (see the module docstring), with two indexes over it that keep a
+    receive and an ack independent of how many messages are in flight, both heaps: each queue's
+    offsets in flight (its oldest is the group's committed offset) and each group's visible-again
+    times (the messages a receive hands out again come off the top). Items of entries acked or
+    changed since stay until they reach the top, where they are dropped; a heap that holds more
+    of them than live ones is rebuilt."""
 
     cursors: dict[QueueKey, int] = field(default_factory=dict)
     in_flight: dict[QueueKey, dict[int, InFlight]] = field(default_factory=dict)
+    #: (group, topic, queue id) -> heap of its offsets in flight, stale items included
+    _offsets: dict[QueueKey, list[int]] = field(default_factory=dict, compare=False, repr=False)
+    #: (group, topic) -> heap of (visible-at ms, queue id, offset), stale items included
+    _visible: dict[TopicKey, list[tuple[int, int, int]]] = field(default_factory=dict, compare=False, repr=False)
+    #: (group, topic) -> its messages in flight
+    _live: dict[TopicKey, int] = field(default_factory=dict, compare=False, repr=False)
 
     def in_flight_count(self) -> int:
-        return sum(len(entries) for entries in self.in_flight.values())
+        return sum(self._live.values())
+
+    def oldest_in_flight(self, key: QueueKey) -> int | None:
+        """The lowest offset of the queue in flight."""
+        entries = self.in_flight.get(key)
+        if not entries:
+            return None
+        heap = self._offsets[key]
+        if len(heap) > 2 * len(entries) + 1024:
+            heap[:] = entries
+            heapq.heapify(heap)
+        while heap[0] not in entries:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def earliest_visible(self, group: str, topic: str) -> int | None:
+        """When the first of the group's messages of ``topic`` in flight becomes visible again."""
+        heap = self._visible.get((group, topic))
+        return heap[0][0] if heap and self._drop_stale_top(group, topic, heap) else None
+
+    def pop_due(self, group: str, topic: str, now_ms: int) -> tuple[int, int, InFlight] | None:
+        """Take the top of the group's heap if it is visible again by ``now_ms``: (queue id, offset,
+        entry), the earliest first, each once (an entry applied twice unchanged has two equal
+        items). The entry stays in flight: the caller records what happens to it, or puts it
+        back with :meth:`rearm` to be taken again."""
+        heap = self._visible.get((group, topic))
+        if not heap or not self._drop_stale_top(group, topic, heap) or heap[0][0] > now_ms:
+            return None
+        top = heapq.heappop(heap)
+        while heap and heap[0] == top:
+            heapq.heappop(heap)
+        _, queue_id, offset = top
+        return queue_id, offset, self.in_flight[(group, topic, queue_id)][offset]
+
+    def rearm(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Put an entry taken by :meth:`pop_due` and left as it was back on the heap."""
+        held = self.in_flight[(group, topic, queue_id)][offset]
+        heapq.heappush(self._visible.setdefault((group, topic), []), (held.visible_at_ms, queue_id, offset))
+
+    def _drop_stale_top(self, group: str, topic: str, heap: list[tuple[int, int, int]]) -> bool:
+        """Pop stale items off the top (rebuilding a heap mostly stale); whether a live one is left."""
+        if len(heap) > 2 * self._live.get((group, topic), 0) + 1024:
+            heap[:] = [(held.visible_at_ms, queue_id, offset)
+                       for (g, t, queue_id), entries in self.in_flight.items() if g == group and t == topic
+                       for offset, held in entries.items()]
+            heapq.heapify(heap)
+        while heap:
+            visible_at, queue_id, offset = heap[0]
+            held = self.in_flight.get((group, topic, queue_id), {}).get(offset)
+            if held is not None and held.visible_at_ms == visible_at:
+                return True
+            heapq.heappop(heap)
+        return False
 
 
 # -- record format (pure) ------------------------------------------------------------------------
@@ -176,14 +243,24 @@ def apply(state: PopState, record: Record) -> None:
     """Change ``state`` as ``record`` says (the log's semantics; replay is this in a loop)."""
     key = (record.group, record.topic, record.queue_id)
     if isinstance(record, Invisible):
-        state.in_flight.setdefault(key, {})[record.offset] = InFlight(record.visible_at_ms, record.attempt)
+        entries = state.in_flight.get(key)
+        if entries is None:
+            entries = state.in_flight[key] = {}
+        if record.offset not in entries:
+            topic_key = (record.group, record.topic)
+            state._live[topic_key] = state._live.get(topic_key, 0) + 1
+            heapq.heappush(state._offsets.setdefault(key, []), record.offset)
+        entries[record.offset] = InFlight(record.visible_at_ms, record.attempt)
+        heapq.heappush(state._visible.setdefault((record.group, record.topic), []),
+                       (record.visible_at_ms, record.queue_id, record.offset))
         state.cursors[key] = max(state.cursors.get(key, 0), record.offset + 1)
     elif isinstance(record, Ack):
         entries = state.in_flight.get(key)
-        if entries is not None:
-            entries.pop(record.offset, None)
+        if entries is not None and entries.pop(record.offset, None) is not None:
+            state._live[(record.group, record.topic)] -= 1
             if not entries:
                 del state.in_flight[key]
+                del state._offsets[key]
     else:
         state.cursors[key] = record.next_offset
 

@@ -149,7 +149,7 @@ class PopService:
                 if picked and attempt_id:
                     self._remember_attempt(group, topic, attempt_id, picked)
                 return picked
-            earliest = self._earliest_visible(group, topic)
+            earliest = self.log.state.earliest_visible(group, topic)
             if earliest is not None:
                 remaining = min(remaining, max((earliest - now_ms()) / 1000, 0.001))
             await self.wait_for_news(topic, remaining)
@@ -181,17 +181,31 @@ class PopService:
         group_config = self.broker.subscription_group(group)
         max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
         fifo = group_config is not None and group_config.consume_message_orderly
-        # 1. messages whose invisible time passed: delivered again, attempt + 1 (or dead-lettered)
-        for (g, t, queue_id), entries in state.in_flight.items():
-            if g != group or t != topic:
+        # 1. messages whose invisible time passed, the earliest first: delivered again, attempt + 1
+        # (or dead-lettered). The records apply when the pick ends, so ``taken`` keeps an entry
+        # from being handed out twice in one pick
+        taken: set[tuple[int, int]] = set()
+        waiting: list[tuple[int, int]] = []  # due messages of FIFO queues that wait for the rest
+        while len(picked) < batch:
+            due = state.pop_due(group, topic, now)
+            if due is None:
+                break
+            queue_id, offset, held = due
+            if (queue_id, offset) in taken:
                 continue
-            if fifo and any(held.visible_at_ms > now for held in entries.values()):
-                continue  # a FIFO queue waits until every message handed out before is acked or due
-            for offset, held in sorted(entries.items()):
+            if not fifo:
+                candidates = [(offset, held)]
+            else:
+                entries = state.in_flight[(group, topic, queue_id)]
+                if any(other.visible_at_ms > now for other in entries.values()):
+                    waiting.append((queue_id, offset))  # a FIFO queue waits until every message handed out before
+                    continue                            # is acked or due
+                candidates = [(o, h) for o, h in sorted(entries.items()) if (queue_id, o) not in taken]
+            for offset, held in candidates:
                 if len(picked) >= batch:
+                    state.rearm(group, topic, queue_id, offset)  # the rest of a FIFO queue, next time
                     break
-                if held.visible_at_ms > now:
-                    continue
+                taken.add((queue_id, offset))
                 touched.add(queue_id)
                 message = decode_message(store.get_message_record(topic, queue_id, offset))
                 if message is None:  # its CommitLog file was deleted: nothing left to deliver
@@ -205,6 +219,8 @@ class PopService:
                 records.append(Invisible(group, topic, queue_id, offset, visible_at, held.attempt + 1))
                 picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), held.attempt + 1))
                 self.redeliveries += 1
+        for queue_id, offset in waiting:
+            state.rearm(group, topic, queue_id, offset)
         # 2. new messages from each queue's cursor
         config = self.broker.topic_config_manager.get(topic)
         queue_nums = config.read_queue_nums if config is not None else 0
@@ -279,15 +295,11 @@ class PopService:
     def _commit_offset(self, group: str, topic: str, queue_id: int) -> None:
         """The group's committed offset: its oldest message in flight, else its cursor."""
         key = (group, topic, queue_id)
-        entries = self.log.state.in_flight.get(key)
-        offset = min(entries) if entries else self.log.state.cursors.get(key)
+        offset = self.log.state.oldest_in_flight(key)
+        if offset is None:
+            offset = self.log.state.cursors.get(key)
         if offset is not None:
             self.broker.consumer_offset_manager.commit_offset(group, topic, queue_id, offset)
-
-    def _earliest_visible(self, group: str, topic: str) -> int | None:
-        times = [held.visible_at_ms for (g, t, _), entries in self.log.state.in_flight.items()
-                 if g == group and t == topic for held in entries.values()]
-        return min(times) if times else None
 
     def _dead_letter(self, group: str, message: StoredMessage, queue_id: int, offset: int, attempt: int,
                      now: int) -> Record:
