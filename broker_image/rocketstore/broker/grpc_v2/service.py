@@ -71,7 +71,7 @@ from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome
 from rocketstore.broker.server import Connection
 from rocketstore.common.clock import now_ms
 from rocketstore.common.filter import SQL92, SelectorSyntaxError
-from rocketstore.common.message import HostAddress, StoredMessage, SysFlag, properties_to_string
+from rocketstore.common.message import HostAddress, StoredMessage, SysFlag
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
@@ -435,11 +435,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         """The broker's send path for one message (as RocketMQ's proxy in local mode calls the broker's
         SendMessageProcessor): its entry, or a coroutine when the put waits (SYNC_FLUSH, back-pressure)."""
         try:
-            header = self._send_header(message)
+            header, properties = self._send_header(message)
         except BadMessage as exc:
             return pb.SendResultEntry(status=_status(exc.code, str(exc)),
                                       message_id=message.system_properties.message_id)
-        sent = self._sender.send(header, message.body, born_host, peer, BROKER_VERSION)
+        sent = self._sender.send(header, message.body, born_host, peer, BROKER_VERSION, properties)
         if isinstance(sent, SendOutcome):
             return _send_result(message, sent)
         return self._send_result_when_stored(message, sent)
@@ -449,8 +449,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                        sending: Coroutine[Any, Any, SendOutcome]) -> pb.SendResultEntry:
         return _send_result(message, await sending)
 
-    def _send_header(self, message: pb.Message) -> SendMessageRequestHeader:
-        """The send header a 4.x producer would send for ``message``; BadMessage names what is wrong."""
+    def _send_header(self, message: pb.Message) -> tuple[SendMessageRequestHeader, dict[str, str]]:
+        """The send header a 4.x producer would send for ``message`` and its properties (as a map, which
+        the send path takes as it is); BadMessage names what is wrong."""
         system = message.system_properties
         if not message.body:
             raise BadMessage(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
@@ -474,10 +475,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             if config is not None:
                 queue_id = message_convert.fifo_queue(system.message_group, config.write_queue_nums)
         born_ms = _ms(system.born_timestamp) if system.HasField("born_timestamp") else int(time.time() * 1000)
-        return SendMessageRequestHeader(
+        header = SendMessageRequestHeader(
             producer_group="", topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
             default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=queue_id, sys_flag=sys_flag,
-            born_timestamp=born_ms, flag=0, properties=properties_to_string(properties), reconsume_times=0)
+            born_timestamp=born_ms, flag=0, reconsume_times=0)
+        return header, properties
 
     # -- transactions ----------------------------------------------------------------------------
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
