@@ -77,6 +77,26 @@ enum Out {
     Finish(u32, String),
 }
 
+/// One of Python's answers: the call, a message to send on it, the status that ends it.
+type Answer = (u64, Option<Bytes>, Option<(u32, String)>);
+
+/// Hands each answer of Python's batches to its call's task. It runs on the front's thread, so
+/// Python's thread wakes that thread once per batch, however many calls the batch answers.
+async fn hand_out(shared: Arc<Shared>, mut batches: mpsc::UnboundedReceiver<Vec<Answer>>) {
+    while let Some(batch) = batches.recv().await {
+        let calls = shared.calls.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, message, finish) in batch {
+            let Some(tx) = calls.get(&id) else { continue };
+            if let Some(message) = message {
+                let _ = tx.send(Out::Message(message));
+            }
+            if let Some((status, details)) = finish {
+                let _ = tx.send(Out::Finish(status, details));
+            }
+        }
+    }
+}
+
 struct Queue {
     events: Vec<Event>,
     signalled: bool,
@@ -474,6 +494,7 @@ async fn serve_connection(
 pub struct GrpcFront {
     shared: Arc<Shared>,
     wake_read: UnixStream,
+    answers: mpsc::UnboundedSender<Vec<Answer>>,
     port: u16,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -508,9 +529,11 @@ impl GrpcFront {
             .build()
             .map_err(|e| PyOSError::new_err(format!("tokio runtime: {e}")))?;
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (answers_tx, answers_rx) = mpsc::unbounded_channel::<Vec<Answer>>();
         let serving = shared.clone();
         let thread = std::thread::Builder::new().name("grpc-front".into()).spawn(move || {
             runtime.block_on(async move {
+                tokio::spawn(hand_out(serving.clone(), answers_rx));
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                     return;
                 };
@@ -550,6 +573,7 @@ impl GrpcFront {
         Ok(GrpcFront {
             shared,
             wake_read,
+            answers: answers_tx,
             port: bound,
             stop: Some(stop_tx),
             thread: Some(thread),
@@ -616,23 +640,22 @@ impl GrpcFront {
     /// Python's answers of one pass of its loop, in order: each `(id, message | None, status | None,
     /// details)` sends `message` on call `id` when there is one (a stream's next response, a unary
     /// call's answer), then ends the call with gRPC `status` and `details` when there is one. Taken
-    /// in one call so the front's thread is woken once for all of them, not once per answer (on
-    /// a shared core every wake-up can be a context switch). Answers to calls that are gone are
-    /// dropped: the client ended them.
+    /// in one call and handed to the front's thread as one batch (`hand_out`), so that thread is
+    /// woken once for all of them: waking each call's task from here cost a wake-up per answer,
+    /// each a system call made with the interpreter lock held and, on a core both threads share,
+    /// often a context switch. Answers to calls that are gone are dropped: the client ended them.
     fn answer(&self, answers: Vec<(u64, Option<PyBackedBytes>, Option<u32>, String)>) -> PyResult<()> {
         if let Some((_, _, Some(status), _)) = answers.iter().find(|a| a.2.is_some_and(|s| s > 16)) {
             return Err(PyValueError::new_err(format!("not a gRPC status code: {status}")));
         }
-        let calls = self.shared.calls.lock().unwrap_or_else(|e| e.into_inner());
-        for (id, message, status, details) in answers {
-            let Some(tx) = calls.get(&id) else { continue };
-            if let Some(message) = message {
-                let _ = tx.send(Out::Message(Bytes::copy_from_slice(&message)));
-            }
-            if let Some(status) = status {
-                let _ = tx.send(Out::Finish(status, details));
-            }
-        }
+        let batch: Vec<Answer> = answers
+            .into_iter()
+            .map(|(id, message, status, details)| {
+                (id, message.map(|m| Bytes::copy_from_slice(&m)), status.map(|s| (s, details)))
+            })
+            .collect();
+        // fails only once the front's thread has ended (after close): nobody is left to answer
+        let _ = self.answers.send(batch);
         Ok(())
     }
 
