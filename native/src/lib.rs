@@ -5,6 +5,9 @@
 //! reference: the differential tests hold them byte-identical, and `ROCKETSTORE_NATIVE=0`
 //! runs the twins instead. Work over mapped segments runs without the interpreter lock.
 //!
+//! `received_message_response` (grpc_convert.rs) is the gRPC port's per-message conversion, twin of
+//! the Python one in `message_convert`.
+//!
 //! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
 //! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.
 
@@ -14,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 pub mod dispatch;
+pub mod grpc_convert;
 pub mod grpc_front;
 pub mod index;
 pub mod java;
@@ -433,6 +437,7 @@ fn decode_header_fields<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_front::GrpcFront>()?;
+    m.add_function(wrap_pyfunction!(grpc_convert::received_message_response, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;
     m.add_function(wrap_pyfunction!(stamp_records, m)?)?;

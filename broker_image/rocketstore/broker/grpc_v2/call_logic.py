@@ -115,7 +115,7 @@ def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, chec
         outcome = ""
         try:
             async for response in impl(await _accepted(request_class, raw, context, check), context):
-                if not outcome and response.HasField("status"):
+                if not outcome and type(response) is not bytes and response.HasField("status"):
                     outcome = _outcome(response)
                 yield response
         except BaseException as exc:
@@ -142,10 +142,18 @@ def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check:
     return call
 
 
+def _passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    def serialized(response: Any) -> bytes:
+        return response if type(response) is bytes else serialize(response)
+    return serialized
+
+
 class Method(NamedTuple):
     """One implemented method as both transports serve it: ``behaviour`` takes the raw request (an
     async iterator of raw requests for a client stream) and the call's context; a unary one
-    returns an :data:`Answer`, a streaming one an async iterator of responses."""
+    returns an :data:`Answer`, a streaming one an async iterator of responses. A server-streaming
+    response may come serialized already (ReceiveMessage's messages: see
+    message_convert.received_message_response); ``serialize`` passes those on as they are."""
 
     name: str
     client_streaming: bool
@@ -166,6 +174,8 @@ def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
         bound = getattr(service, method.name)
         request_class = getattr(pb, method.input_type.name)
         serialize = getattr(pb, method.output_type.name).SerializeToString
+        if method.server_streaming and not method.client_streaming:
+            serialize = _passing_bytes(serialize)
         if method.client_streaming:
             behaviour = _bidi_stream(method.name, bound, request_class, check, metrics)
         elif method.server_streaming:

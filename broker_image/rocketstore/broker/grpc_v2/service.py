@@ -516,7 +516,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
 
     # -- pop -----------------------------------------------------------------------------------
     async def ReceiveMessage(self, request: pb.ReceiveMessageRequest,
-                             context: Any) -> AsyncIterator[pb.ReceiveMessageResponse]:
+                             context: Any) -> AsyncIterator[pb.ReceiveMessageResponse | bytes]:
         group, topic = request.group.name, request.message_queue.topic.name
         config = self._topic(topic)
         problem = config if isinstance(config, pb.Status) else self._receive_problem(request)
@@ -551,10 +551,10 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         now.delivery_timestamp.GetCurrentTime()
         yield now
         store_host = str(self.broker.store_host)
-        for item in received:
-            yield pb.ReceiveMessageResponse(message=message_convert.received_message(
+        for item in received:  # serialized already (see call_logic.Method.serialize)
+            yield message_convert.received_message_response(
                 item.message, receipt_handle=item.handle.encode(), attempt=item.attempt, invisible_ms=invisible_ms,
-                store_host=store_host))
+                store_host=store_host)
 
     def _message_filter(self, group: str, topic: str, expression: pb.FilterExpression) -> MessageFilter | pb.Status:
         """What a receive or pull filters by: a TAG expression (``*`` or empty for all), or a SQL92 one
