@@ -125,6 +125,21 @@ def test_unknown_topic_and_bad_requests_get_v2_codes(stub: pb_grpc.MessagingServ
     assert ack.status.code == pb.INVALID_RECEIPT_HANDLE
 
 
+def test_a_send_of_several_messages_answers_each_and_sums_them_up(stub: pb_grpc.MessagingServiceStub) -> None:
+    """Each message gets its own entry, in order; the top-level status is theirs when they agree,
+    else MULTIPLE_RESULTS (a refused message does not stop the ones after it)."""
+    both = stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"m1"), _message(b"m2")]))
+    assert both.status.code == pb.OK and both.status.message == "OK"
+    assert [(e.status.code, e.message_id) for e in both.entries] == [(pb.OK, "id-m1"), (pb.OK, "id-m2")]
+    mixed = stub.SendMessage(pb.SendMessageRequest(messages=[_message(b""), _message(b"m3")]))
+    assert mixed.status.code == pb.MULTIPLE_RESULTS
+    empty, stored = mixed.entries
+    assert (empty.status.code, empty.message_id) == (pb.MESSAGE_BODY_EMPTY, "id-")
+    assert "empty" in empty.status.message
+    assert (stored.status.code, stored.message_id) == (pb.OK, "id-m3")
+    assert stored.offset >= 0
+
+
 def test_undecodable_protobuf_is_refused_and_the_endpoint_keeps_serving(broker: Broker,
                                                                         stub: pb_grpc.MessagingServiceStub) -> None:
     with grpc.insecure_channel(broker.grpc_endpoint) as channel:

@@ -199,24 +199,38 @@ def dead_letter_forwarder(broker: BrokerContext) -> DeadLetterForwarder:
     return forward
 
 
-def _send_response(entries: list[pb.SendResultEntry]) -> pb.SendMessageResponse:
-    return pb.SendMessageResponse(status=overall_status([entry.status for entry in entries]), entries=entries)
+def _send_response(response: pb.SendMessageResponse) -> pb.SendMessageResponse:
+    """``response`` with its top-level status: its entries' when they agree (the status fields set in
+    place: building statuses and entries as objects and copying them in cost a tenth of a send)."""
+    entries = response.entries
+    first = entries[0].status
+    if len(entries) == 1 or len({entry.status.code for entry in entries}) == 1:
+        response.status.code = first.code
+        response.status.message = first.message
+    else:
+        response.status.code = pb.MULTIPLE_RESULTS
+        response.status.message = "the entries have different results"
+    return response
 
 
-def _send_result(message: pb.Message, outcome: SendOutcome) -> pb.SendResultEntry:
-    """A send's outcome as the client's result entry: the v2 status the proxy maps the response code
-    to and, when stored, the queue offset (and a half message's transaction id, which names its
-    CommitLog and half-queue offsets: what a 4.x producer's END_TRANSACTION sends back)."""
-    message_id = message.system_properties.message_id
+def _send_result(entry: pb.SendResultEntry, message: pb.Message, outcome: SendOutcome) -> None:
+    """Fill ``entry`` with a send's outcome as the client's result: the v2 status the proxy maps the
+    response code to and, when stored, the queue offset (and a half message's transaction id,
+    which names its CommitLog and half-queue offsets: what a 4.x producer's END_TRANSACTION sends
+    back)."""
+    system = message.system_properties
     code = message_convert.send_status_code(outcome.code)
     append = None if outcome.result is None else outcome.result.append
+    entry.status.code = code  # type: ignore[assignment]
     if code != pb.OK or append is None:
-        return pb.SendResultEntry(status=_status(code, outcome.remark or ""), message_id=message_id)
-    entry = pb.SendResultEntry(status=_status(pb.OK), message_id=message_id or append.msg_id,
-                               offset=append.logics_offset)
-    if message.system_properties.message_type == pb.TRANSACTION:
+        entry.status.message = outcome.remark or code_name(code)
+        entry.message_id = system.message_id
+        return
+    entry.status.message = "OK"
+    entry.message_id = system.message_id or append.msg_id
+    entry.offset = append.logics_offset
+    if system.message_type == pb.TRANSACTION:
         entry.transaction_id = transaction_id(append.wrote_offset, append.logics_offset)
-    return entry
 
 
 def _connection(broker: BrokerContext, peer: str) -> Connection:
@@ -413,41 +427,45 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages to send"))
         peer = context.peer()
         born_host = _peer_host(peer)
-        entries: list[pb.SendResultEntry] = []
+        response = pb.SendMessageResponse()
         for index, message in enumerate(request.messages):
-            sent = self._send_one(message, born_host, peer)
-            if not isinstance(sent, pb.SendResultEntry):
-                return self._send_after_wait(request, entries, sent, index + 1, born_host, peer)
-            entries.append(sent)
-        return _send_response(entries)
+            waiting = self._send_one(response.entries.add(), message, born_host, peer)
+            if waiting is not None:
+                return self._send_after_wait(request, response, waiting, index + 1, born_host, peer)
+        return _send_response(response)
 
-    async def _send_after_wait(self, request: pb.SendMessageRequest, entries: list[pb.SendResultEntry],
-                               waiting: Coroutine[Any, Any, pb.SendResultEntry], rest: int, born_host: HostAddress,
+    async def _send_after_wait(self, request: pb.SendMessageRequest, response: pb.SendMessageResponse,
+                               waiting: Coroutine[Any, Any, None], rest: int, born_host: HostAddress,
                                peer: str) -> pb.SendMessageResponse:
-        entries.append(await waiting)
+        await waiting
         for message in request.messages[rest:]:
-            sent = self._send_one(message, born_host, peer)
-            entries.append(sent if isinstance(sent, pb.SendResultEntry) else await sent)
-        return _send_response(entries)
+            waiting_too = self._send_one(response.entries.add(), message, born_host, peer)
+            if waiting_too is not None:
+                await waiting_too
+        return _send_response(response)
 
-    def _send_one(self, message: pb.Message, born_host: HostAddress,
-                  peer: str) -> pb.SendResultEntry | Coroutine[Any, Any, pb.SendResultEntry]:
+    def _send_one(self, entry: pb.SendResultEntry, message: pb.Message, born_host: HostAddress,
+                  peer: str) -> Coroutine[Any, Any, None] | None:
         """The broker's send path for one message (as RocketMQ's proxy in local mode calls the broker's
-        SendMessageProcessor): its entry, or a coroutine when the put waits (SYNC_FLUSH, back-pressure)."""
+        SendMessageProcessor), its result filled into ``entry``; a coroutine that fills it when the
+        put waits (SYNC_FLUSH, back-pressure)."""
         try:
             header, properties = self._send_header(message)
         except BadMessage as exc:
-            return pb.SendResultEntry(status=_status(exc.code, str(exc)),
-                                      message_id=message.system_properties.message_id)
+            entry.status.code = exc.code  # type: ignore[assignment]
+            entry.status.message = str(exc)
+            entry.message_id = message.system_properties.message_id
+            return None
         sent = self._sender.send(header, message.body, born_host, peer, BROKER_VERSION, properties)
         if isinstance(sent, SendOutcome):
-            return _send_result(message, sent)
-        return self._send_result_when_stored(message, sent)
+            _send_result(entry, message, sent)
+            return None
+        return self._send_result_when_stored(entry, message, sent)
 
     @staticmethod
-    async def _send_result_when_stored(message: pb.Message,
-                                       sending: Coroutine[Any, Any, SendOutcome]) -> pb.SendResultEntry:
-        return _send_result(message, await sending)
+    async def _send_result_when_stored(entry: pb.SendResultEntry, message: pb.Message,
+                                       sending: Coroutine[Any, Any, SendOutcome]) -> None:
+        _send_result(entry, message, await sending)
 
     def _send_header(self, message: pb.Message) -> tuple[SendMessageRequestHeader, dict[str, str]]:
         """The send header a 4.x producer would send for ``message`` and its properties (as a map, which
