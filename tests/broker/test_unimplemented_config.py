@@ -2,20 +2,30 @@
 at start saying what the broker does instead, and refused by a live update (UPDATE_BROKER_CONFIG);
 SYNC_MASTER without a slave answers what RocketMQ answers then (SLAVE_NOT_AVAILABLE), not a plain
 success.
+
+No silent insecurity: a security key the broker does not implement (RocketMQ 5.3's authentication
+and authorization, TLS on its own connections) stops the start with one line naming it, and is
+refused by a live update; so is a live change of a TLS or ACL key read at start only.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_process import Broker
+from broker_process import Broker, BrokerProcess
 from conftest import BrokerHandle
 
 from rocketstore.broker.broker_config import BROKER_FIELD_BY_KEY
-from rocketstore.broker.unimplemented_config import UNIMPLEMENTED, unimplemented_settings
+from rocketstore.broker.unimplemented_config import (
+    UNIMPLEMENTED,
+    Response,
+    refused_settings,
+    unimplemented_settings,
+)
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
 from rocketstore.store.config import BrokerRole
@@ -38,9 +48,27 @@ SET: dict[str, str] = {
 _WARNING = re.compile(r"broker\.conf (\w+)=(\S*) is not implemented: (.+)$", re.MULTILINE)
 
 
-def test_every_listed_key_is_a_key_the_broker_accepts() -> None:
+def test_every_warned_key_is_a_key_the_broker_accepts_and_no_refused_one_is() -> None:
     accepted = set(BROKER_FIELD_BY_KEY) | set(STORE_FIELD_BY_KEY)
-    assert set(UNIMPLEMENTED) <= accepted, set(UNIMPLEMENTED) - accepted
+    warned = {key for key, entry in UNIMPLEMENTED.items() if entry.response is Response.WARN}
+    refused = set(UNIMPLEMENTED) - warned
+    assert warned <= accepted, warned - accepted
+    # refused keys are checked on broker.conf's text: a config field would let one in unchecked
+    assert refused and not refused & accepted, refused & accepted
+
+
+def test_a_security_key_counts_as_set_unless_blank_or_false() -> None:
+    unset = {"authenticationEnabled": "false", "authorizationEnabled": "FALSE", "authenticationProvider": "",
+             "useTLS": " false "}
+    assert refused_settings(unset) == []
+    asked = {"authenticationEnabled": "true", "authorizationEnabled": "yes", "useTLS": "True",
+             "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+             "initAuthenticationUser": '{"username":"rocketmq","password":"12345678"}', "tls.enable": "1",
+             "migrateAuthFromV1Enabled": "true", "sendMessageThreadPoolNums": "64"}
+    found = refused_settings(asked)
+    assert {s.key for s in found} == set(asked) - {"sendMessageThreadPoolNums"}  # a WARN key is not refused
+    assert all(s.response is Response.REFUSE for s in found)
+    assert "authentication" in next(s for s in found if s.key == "authenticationEnabled").instead
 
 
 def test_defaults_and_implemented_values_warn_of_nothing() -> None:
@@ -99,3 +127,60 @@ def test_sync_master_without_a_slave_answers_slave_not_available(
     # a send that does not wait for the store (WAIT=false) is answered at once, as RocketMQ does
     reply = client.send_message("SyncMasterTopic", b"no wait", properties={"WAIT": "false"})
     assert reply.code == ResponseCode.SUCCESS, reply.remark
+
+
+#: What a RocketMQ 5.3 broker.conf locking its broker down looks like.
+_AUTH_CONF = ("authenticationEnabled=true\nauthorizationEnabled=true\n"
+              "authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider\n"
+              'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n')
+
+
+@pytest.mark.integration
+def test_broker_conf_with_unimplemented_authentication_does_not_start(tmp_path: Path) -> None:
+    conf = Broker(tmp_path, _AUTH_CONF).conf
+    process = BrokerProcess(["-c", str(conf)], tmp_path / "broker.log", {"HOME": str(tmp_path / "home")})
+    deadline = time.monotonic() + 60
+    while process.proc.poll() is None and "ready" not in process.lines and time.monotonic() < deadline:
+        time.sleep(0.05)
+    code = process.stop()  # returns the exit code of one that exited; stops one that started (the bug)
+    log = process.log_text()
+    assert code == 2, f"exit {code}; stdout={process.lines}\n{log[-4000:]}"
+    assert "ready" not in process.lines
+    error = [line for line in log.splitlines() if "authenticationEnabled" in line]
+    assert len(error) == 1 and "error" in error[0] and "refused" in error[0] and "authentication" in error[0], log
+    assert "authorizationEnabled" in error[0]  # the other refused keys are named in the same line
+
+
+@pytest.mark.integration
+def test_security_keys_at_their_defaults_start(tmp_path: Path) -> None:
+    conf = "authenticationEnabled=false\nauthorizationEnabled=false\nauthenticationProvider=\nuseTLS=false\n"
+    broker = Broker(tmp_path, conf)
+    with broker.running():
+        assert broker.proc.poll() is None
+    assert broker.proc.returncode == 0
+
+
+@pytest.mark.integration
+def test_live_update_of_a_security_key_is_refused(broker: BrokerHandle) -> None:
+    client = broker.client()
+    for body, key in ((b"authenticationEnabled=true\n", "authenticationEnabled"),
+                      (b"fileReservedTime=7\nauthorizationEnabled=true\n", "authorizationEnabled"),
+                      (b"useTLS=true\n", "useTLS")):
+        reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        assert reply.code == ResponseCode.SYSTEM_ERROR, (body, reply.remark)
+        assert key in (reply.remark or "") and "refused" in (reply.remark or ""), reply.remark
+    assert broker.controller.store_config.file_reserved_time == 72  # all or nothing
+
+
+@pytest.mark.integration
+def test_live_change_of_a_start_only_tls_or_acl_key_is_refused(broker: BrokerHandle) -> None:
+    client = broker.client()
+    for body, key in ((b"aclEnable=true\n", "aclEnable"), (b"tls.server.mode=enforcing\n", "tls.server.mode"),
+                      (b"rocketmq.acl.plain.file=/etc/acl.yml\n", "rocketmq.acl.plain.file")):
+        reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        assert reply.code == ResponseCode.SYSTEM_ERROR, (body, reply.remark)
+        assert key in (reply.remark or "") and "start" in (reply.remark or ""), reply.remark
+    config = broker.controller.broker_config
+    assert (config.acl_enable, config.tls_server_mode, config.acl_plain_file) == (False, "disabled", None)
+    # a start-only key set to the value it has changes nothing: accepted
+    assert client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"aclEnable=false\n").code == ResponseCode.SUCCESS

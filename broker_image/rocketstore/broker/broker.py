@@ -69,7 +69,12 @@ from rocketstore.broker.transaction.bridge import TransactionalMessageBridge
 from rocketstore.broker.transaction.check_listener import TransactionalMessageCheckListener
 from rocketstore.broker.transaction.check_service import run_check_service
 from rocketstore.broker.transaction.service import TransactionalMessageService
-from rocketstore.broker.unimplemented_config import unimplemented_settings
+from rocketstore.broker.unimplemented_config import (
+    refusal,
+    refused_settings,
+    start_only_changes,
+    unimplemented_settings,
+)
 from rocketstore.client.remoting_client import split_namesrv_addr
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
@@ -557,18 +562,25 @@ class BrokerController:
         (ports, paths) are stored but take effect at the next start, as in RocketMQ. A key set to a
         value this broker does not implement (unimplemented_config.py) raises ConfigError saying
         what the broker does instead: RocketMQ would accept it, but answering success would be a
-        success that does something else.
+        success that does something else. So does a change of a start-only security key
+        (``aclEnable``, ``tls.*``): it would never take effect.
         """
+        refused = refused_settings(props)  # security keys (RocketMQ 5 auth...), which are no config keys here
+        if refused:
+            raise refusal(refused)
         store_part, broker_part, unknown = split_properties(props)
         if unknown:
             key, raw = next(iter(unknown.items()))
             raise ConfigError(key, raw, "not a broker or message store config key")
         broker_values = self.broker_config.parse_update(broker_part)
-        asked = BrokerConfig.from_properties(broker_part)[0].to_properties()
-        asked.update(StoreConfig.from_properties(store_part)[0].to_properties())
-        refused = unimplemented_settings({key: asked[key] for key in props if key in asked}, _default_properties())
+        parsed = BrokerConfig.from_properties(broker_part)[0].to_properties()
+        parsed.update(StoreConfig.from_properties(store_part)[0].to_properties())
+        asked = {key: parsed.get(key) for key in props}
+        refused = unimplemented_settings({key: value for key, value in asked.items() if value is not None},
+                                         _default_properties())
+        refused += start_only_changes(asked, self.all_config_properties())
         if refused:
-            raise ConfigError(refused[0].key, props[refused[0].key], f"not implemented: {refused[0].instead}")
+            raise refusal(refused)
         changed = self.store_config.update(store_part)  # parses everything before assigning anything
         changed.update(self.broker_config.apply(broker_values))
         if changed:

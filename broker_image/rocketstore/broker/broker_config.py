@@ -3,13 +3,16 @@
 One broker.conf configures the whole process, as in RocketMQ: :func:`load_config` hands the keys
 :class:`store.config.StoreConfig` knows to it and every other key to :class:`BrokerConfig`. Keys
 neither knows (Netty tuning such as ``serverWorkerThreads``, keys of newer RocketMQ versions) are
-logged once and ignored, which is what RocketMQ does with them. Values are parsed by the same
+logged once and ignored, which is what RocketMQ does with them, except security keys (RocketMQ 5's
+authentication and authorization, TLS on the broker's own connections): one of those set stops
+the start with an error naming it, since ignoring it would leave the broker open
+(:mod:`rocketstore.broker.unimplemented_config`). Values are parsed by the same
 converters as the store's half (``store.config.config_converters``): Java int/long ranges, Java
 booleans, and an error naming the key for a value RocketMQ would silently drop.
 
 Every RocketMQ 4.9.8 ``BrokerConfig`` field is here, with its default and its key spelled the way
 RocketMQ's setters spell it (``brokerIP1``, ``namesrvAddr``...), so ``GET_BROKER_CONFIG`` prints the
-keys an operator knows. Many of them (thread pool sizes, commercial counters, ACL, HA) have no
+keys an operator knows. Many of them (thread pool sizes, commercial counters, HA) have no
 effect in RocketStore: the broker is one asyncio loop plus the store's threads, with no
 replication. :mod:`rocketstore.broker.unimplemented_config` lists those keys; one set away from
 its default is named in a warning at start and refused by a live update. ``storeReplyMessageEnable``
@@ -88,6 +91,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Final
 
+from rocketstore.broker.unimplemented_config import refusal, refused_settings
 from rocketstore.client.remoting_client import split_namesrv_addr
 from rocketstore.store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
 from rocketstore.store.config import (
@@ -388,7 +392,8 @@ def split_properties(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str
 
 
 def load_config(props: Mapping[str, str]) -> tuple[BrokerConfig, StoreConfig]:
-    """Both configs from broker.conf properties; unknown keys are logged once and ignored."""
+    """Both configs from broker.conf properties; unknown keys are logged once and ignored, a
+    security key this broker does not implement raises ConfigError naming it."""
     store_config, rest = StoreConfig.from_properties(props)
     return _broker_half(rest), store_config
 
@@ -400,6 +405,9 @@ def load_config_file(path: str | os.PathLike[str]) -> tuple[BrokerConfig, StoreC
 
 
 def _broker_half(rest: Mapping[str, str]) -> BrokerConfig:
+    refused = refused_settings(rest)  # security keys this broker lacks: no start (unimplemented_config.py)
+    if refused:
+        raise refusal(refused)
     broker_config, unknown = BrokerConfig.from_properties(rest)
     if unknown:
         log.warning("ignoring broker.conf keys RocketStore does not use: %s", ", ".join(sorted(unknown)))

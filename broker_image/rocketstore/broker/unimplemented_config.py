@@ -1,23 +1,85 @@
-"""broker.conf keys RocketStore accepts (RocketMQ 4.9.8 spells them, so a RocketMQ broker.conf loads
-unchanged) but does not implement, with what the broker does instead.
+"""broker.conf keys RocketStore does not implement, and what the broker does when one is set.
 
-Accepting a key and ignoring it silently is how an operator ends up believing messages are
-replicated, authenticated or thread-pooled when they are not. So every such key set to anything
-but its default is named in a warning at start (and refused by a live update, UPDATE_BROKER_CONFIG) by
-:func:`unimplemented_settings`, and README.md lists them. Keys missing here are implemented (or,
-for the transaction keys, owned by that feature).
+Accepting a key and ignoring it is how an operator ends up believing messages are replicated,
+authenticated or thread-pooled when they are not. Each key of :data:`UNIMPLEMENTED` says what the
+broker does instead and how it answers a broker.conf (or a live update) that sets it:
 
-The table is keyed by broker.conf key; each entry says what the broker does instead. An entry
-applies when the key's current value differs from RocketMQ's default, except where
+``Response.REFUSE``  security keys: the broker does not start (exit code 2, one line naming the key
+                     and why), and a live update setting one is refused naming it. A warning is not
+                     enough here: the broker would report ready and serve everyone while the
+                     operator believes it locked.
+``Response.WARN``    every other key: named in a warning at start, refused by a live update
+                     (UPDATE_BROKER_CONFIG), listed in the docs. Serving without them changes
+                     performance or durability, not who may do what, and the client sees the
+                     difference where it matters (SYNC_MASTER answers every waiting send
+                     SLAVE_NOT_AVAILABLE). The HA keys (``brokerRole``, ``ha*``) stay warnings until
+                     replication is implemented (the next issue), which will make them work.
+
+Keys missing here are implemented (or, for the transaction keys, owned by that feature).
+
+REFUSE keys. RocketMQ 5.3's ``AuthConfig`` (auth module), which BrokerStartup fills from broker.conf
+(``properties2Object``) next to BrokerConfig, NettyServerConfig, NettyClientConfig and
+MessageStoreConfig; RocketStore implements none of it (its access control is 4.9's plain ACL,
+``aclEnable``). Its keys that decide who may do what are refused: the switches
+``authenticationEnabled`` / ``authorizationEnabled``, the provider, metadata-provider and strategy
+class names, the two whitelists, the user created at start (``initAuthenticationUser``), the
+credentials the broker signs its own requests with (``innerClientAuthenticationCredentials``) and
+``migrateAuthFromV1Enabled``. Not refused: its cache sizes and expiries (``userCache*``,
+``aclCache*``, ``stateful*Cache*``: tuning of the refused features, logged as unknown keys and
+ignored) and ``configName`` / ``clusterName`` / ``authConfigPath``, which BrokerStartup overwrites
+from brokerName, brokerClusterName and storePathRootDir whatever broker.conf says. Also refused:
+NettyClientConfig's ``useTLS`` (and ``tls.enable``, the system property it defaults from, which an
+operator moving ``-D`` options into broker.conf would write, as RocketStore takes ``tls.server.*``
+from there): TLS on the broker's own connections, which register it with the name servers in
+plain text here.
+
+What counts as set: RocketMQ's defaults are off (false) and unset (null). A switch is refused
+unless its value is blank or ``false`` (any case); RocketMQ's Boolean.parseBoolean reads ``yes`` or
+``1`` as false too, but whoever wrote them meant on, and refusing costs one edited line where
+accepting leaves the broker open. A class name, whitelist, user or credential is refused when not
+blank, even with its switch off: the line is there because someone means to configure auth, and
+its switch may be a line further down or flipped later. ``authenticationEnabled=false`` (the
+default, written out) starts. None of the REFUSE keys is a BrokerConfig field, so they are checked
+on the text itself: broker.conf's at load (:func:`refused_settings`, from
+:func:`rocketstore.broker.broker_config.load_config`) and an update's body.
+
+The TLS and ACL keys BrokerConfig accepts (``aclEnable``, ``rocketmq.acl.plain.file``,
+``tls.server.*``, ``tls.config.file``) are implemented, but read at start only, and a live update
+is not written back to broker.conf (see broker_config.py): a live change of one would never take
+effect, so :func:`start_only_changes` names it and the update is refused. Not refused, being no
+weaker than RocketMQ: ``tls.server.authClient`` (client certificates are always verified when
+``tls.server.need.client.auth`` asks for them) and ``tls.test.mode.enable`` (the configured
+certificate is always served, never a self-signed one); both are logged as unknown keys.
+
+WARN keys apply when the key's current value differs from RocketMQ's default, except where
 :data:`_WHEN` says otherwise (``brokerRole``: only SYNC_MASTER and SLAVE lack an implementation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import enum
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
+
+from rocketstore.store.config import ConfigError
+
+
+class Response(enum.Enum):
+    """How the broker answers a key of :data:`UNIMPLEMENTED` that is set (see the module docstring)."""
+
+    REFUSE = "refuse"  # does not start; a live update is refused
+    WARN = "warn"  # a warning at start; a live update is refused
+
+
+@dataclass(frozen=True, slots=True)
+class Unimplemented:
+    """One key's entry: how the broker answers it, and what it does instead of what the key asks."""
+
+    response: Response
+    instead: str
+
 
 _DLEDGER: Final = "no DLedger (Raft) CommitLog: the broker writes its own CommitLog, replicated nowhere"
 _HA: Final = "no HA replication: no slave connects and nothing is copied to or from another broker"
@@ -31,9 +93,38 @@ _POOLS: Final = ("no request thread pools or queues: requests run on one event l
 _COMMERCIAL: Final = "no commercial statistics are kept"
 _BLOOM: Final = "no consume-queue bloom-filter bit maps are computed"
 _SYNC_DELIVER: Final = "delayed messages are delivered one put at a time (no asynchronous delivery)"
+_AUTHN: Final = ("RocketMQ 5 authentication (AuthConfig) is not implemented: every client would be served "
+                 "without checking who it is")
+_AUTHZ: Final = ("RocketMQ 5 authorization (AuthConfig) is not implemented: every client would be allowed "
+                 "everything")
+_AUTH_MIGRATE: Final = ("RocketMQ 5 users and ACLs are not implemented: plain_acl.yml is not migrated to them "
+                        "(aclEnable=true enforces plain_acl.yml itself)")
+_CLIENT_TLS: Final = ("no TLS on the broker's own connections: it would register with the name servers in "
+                      "plain text")
 
-#: broker.conf key -> what the broker does instead of what the key asks.
-UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
+#: Security keys (see the module docstring): the broker refuses to start with one set.
+_REFUSED: Final[Mapping[str, str]] = {
+    # -- RocketMQ 5.3 AuthConfig --
+    "authenticationEnabled": _AUTHN,
+    "authenticationProvider": _AUTHN,
+    "authenticationMetadataProvider": _AUTHN,
+    "authenticationStrategy": _AUTHN,
+    "authenticationWhitelist": _AUTHN,
+    "initAuthenticationUser": _AUTHN,
+    "innerClientAuthenticationCredentials": _AUTHN + " (nor does the broker sign its own requests)",
+    "authorizationEnabled": _AUTHZ,
+    "authorizationProvider": _AUTHZ,
+    "authorizationMetadataProvider": _AUTHZ,
+    "authorizationStrategy": _AUTHZ,
+    "authorizationWhitelist": _AUTHZ,
+    "migrateAuthFromV1Enabled": _AUTH_MIGRATE,
+    # -- NettyClientConfig, and the system property it defaults from --
+    "useTLS": _CLIENT_TLS,
+    "tls.enable": _CLIENT_TLS,
+}
+
+#: Keys whose absence changes performance or durability, not who may do what: a warning at start.
+_WARNED: Final[Mapping[str, str]] = {
     # -- MessageStoreConfig --
     "storePathDLedgerCommitLog": _DLEDGER,
     "enableDLegerCommitLog": _DLEDGER,
@@ -118,6 +209,12 @@ UNIMPLEMENTED: Final[Mapping[str, str]] = MappingProxyType({
     "enableDetailStat": "no per-topic/group statistics beyond /metrics",
     "autoDeleteUnusedStats": "no per-topic/group statistics beyond /metrics",
     "isolateLogEnable": _NO_EFFECT,
+}
+
+#: broker.conf key -> how the broker answers it being set, and what it does instead.
+UNIMPLEMENTED: Final[Mapping[str, Unimplemented]] = MappingProxyType({
+    **{key: Unimplemented(Response.REFUSE, instead) for key, instead in _REFUSED.items()},
+    **{key: Unimplemented(Response.WARN, instead) for key, instead in _WARNED.items()},
 })
 
 
@@ -138,6 +235,19 @@ _WHEN: Final[Mapping[str, Callable[[str, str], str | None]]] = MappingProxyType(
 })
 
 
+#: The implemented security keys that are read at start only (see the module docstring).
+START_ONLY_SECURITY_KEYS: Final = frozenset({
+    "aclEnable", "rocketmq.acl.plain.file", "tls.server.mode", "tls.server.certPath", "tls.server.keyPath",
+    "tls.server.trustCertPath", "tls.server.need.client.auth", "tls.config.file",
+})
+
+_START_ONLY: Final = ("read at start only, and a live update is not written back to broker.conf, so the "
+                      "change would never take effect: change broker.conf and restart")
+
+#: Text values of REFUSE keys that mean "not set": blank, or false (a switch written at its default).
+_UNSET_TEXTS: Final = frozenset({"", "false"})
+
+
 @dataclass(frozen=True, slots=True)
 class UnimplementedSetting:
     """A broker.conf key set to a value the broker does not implement."""
@@ -145,22 +255,47 @@ class UnimplementedSetting:
     key: str
     value: str
     instead: str
+    response: Response = Response.WARN
 
     def message(self) -> str:
+        """The warning logged at start (WARN keys: a REFUSE key stops the start, see :func:`refusal`)."""
         return f"broker.conf {self.key}={self.value} is not implemented: {self.instead}"
 
 
+def refusal(settings: Sequence[UnimplementedSetting]) -> ConfigError:
+    """The error refusing a start or a live update: the first setting's key, value and why, and the
+    other keys, so that one line tells the operator everything to fix."""
+    first = settings[0]
+    verdict = "refused" if first.response is Response.REFUSE else "not implemented"
+    others = ", ".join(setting.key for setting in settings[1:])
+    return ConfigError(first.key, first.value, f"{verdict}: {first.instead}" + (f" (also: {others})" if others else ""))
+
+
+def refused_settings(props: Mapping[str, str]) -> list[UnimplementedSetting]:
+    """The REFUSE keys ``props`` (broker.conf's text, or a live update's) sets, in table order.
+
+    A value counts as set unless it is blank or ``false`` in any case (the module docstring says
+    why a text Java would read as false, such as ``yes``, still counts).
+    """
+    found: list[UnimplementedSetting] = []
+    for key, entry in UNIMPLEMENTED.items():
+        value = props.get(key)
+        if entry.response is Response.REFUSE and value is not None and value.strip().lower() not in _UNSET_TEXTS:
+            found.append(UnimplementedSetting(key, value, entry.instead, Response.REFUSE))
+    return found
+
+
 def unimplemented_settings(current: Mapping[str, str], defaults: Mapping[str, str]) -> list[UnimplementedSetting]:
-    """The keys of ``current`` (key -> value text, as ``to_properties`` gives them) that are set to a
-    value this broker does not implement, in table order.
+    """The WARN keys of ``current`` (key -> value text, as ``to_properties`` gives them) that are set
+    to a value this broker does not implement, in table order.
 
     ``defaults`` holds RocketMQ's default of each key in the same form; a key absent from it (a
     None default such as ``haMasterAddress``) counts as set whenever ``current`` has it.
     """
     found: list[UnimplementedSetting] = []
-    for key, instead in UNIMPLEMENTED.items():
+    for key, entry in UNIMPLEMENTED.items():
         value = current.get(key)
-        if value is None:
+        if entry.response is not Response.WARN or value is None:
             continue
         default = defaults.get(key, "")
         rule = _WHEN.get(key)
@@ -169,5 +304,12 @@ def unimplemented_settings(current: Mapping[str, str], defaults: Mapping[str, st
             if text is not None:
                 found.append(UnimplementedSetting(key, value, text))
         elif key not in defaults or value != default:
-            found.append(UnimplementedSetting(key, value, instead))
+            found.append(UnimplementedSetting(key, value, entry.instead))
     return found
+
+
+def start_only_changes(asked: Mapping[str, str | None], current: Mapping[str, str]) -> list[UnimplementedSetting]:
+    """The keys of START_ONLY_SECURITY_KEYS a live update would change (``asked`` and ``current`` as
+    ``to_properties`` gives them, None or absent where a key has no value)."""
+    return [UnimplementedSetting(key, value or "", _START_ONLY, Response.REFUSE) for key, value in asked.items()
+            if key in START_ONLY_SECURITY_KEYS and value != current.get(key)]
