@@ -98,8 +98,8 @@ def _wait(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
 def test_broker_registers_with_the_address_servers_list_and_follows_it(
         broker_factory: Callable[..., BrokerHandle], address_server: AddressServer,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_DELAY_S", 0.2)
-    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_INTERVAL_S", 0.5)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.NAMESRV_ADDR_REFRESH_DELAY_S", 0.2)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.NAMESRV_ADDR_REFRESH_INTERVAL_S", 0.5)
     first = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="NA", broker_name="ns-first")
     second = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="NB", broker_name="ns-second")
     assert first.controller.namesrv is not None and second.controller.namesrv is not None
@@ -115,7 +115,7 @@ def test_broker_registers_with_the_address_servers_list_and_follows_it(
     # the list changes (a second line is ignored, as TopAddressing cuts at the first line break)
     address_server.body = f"127.0.0.1:{second_ns}\r\n127.0.0.1:{first_ns}\n"
     _wait("registration with the second name server", lambda: _registered(second_ns, "fetching"))
-    api = fetching.controller.broker_outer_api
+    api = fetching.controller.register_broker_service.broker_outer_api
     assert api is not None and api.addrs == [f"127.0.0.1:{second_ns}"]
 
     # a failing address server or a malformed list keeps the list in use

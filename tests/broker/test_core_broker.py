@@ -85,7 +85,8 @@ def _controller(tmp_path: Path, **broker: Any) -> BrokerController:
 
 def test_system_topics_as_rocketmq_creates_them(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
-    controller._load_tables()
+    controller.topic_config_manager.load()
+    controller.subscription_group_manager.load()
     table = controller.topic_config_manager.table()
     assert table["TBW102"].perm == PERM_INHERIT | PERM_READ | PERM_WRITE
     assert table["TBW102"].write_queue_nums == 8
@@ -94,61 +95,63 @@ def test_system_topics_as_rocketmq_creates_them(tmp_path: Path) -> None:
     assert table["bk"].read_queue_nums == 1
     assert table["SCHEDULE_TOPIC_XXXX"].write_queue_nums == 18
     assert "DefaultCluster_REPLY_TOPIC" in table
-    assert controller.is_system_topic("bk") and controller.is_system_topic("rmq_sys_x")
-    assert not controller.is_system_topic("Orders")
+    topics = controller.topic_config_manager
+    assert topics.is_system_topic("bk") and topics.is_system_topic("rmq_sys_x")
+    assert not topics.is_system_topic("Orders")
     assert controller.subscription_group_manager.get("TOOLS_CONSUMER") is not None
 
 
 def test_no_tbw102_without_auto_create(tmp_path: Path) -> None:
     controller = _controller(tmp_path, auto_create_topic_enable=False)
-    controller._load_tables()
+    controller.topic_config_manager.load()
     assert controller.topic_config_manager.get("TBW102") is None
-    assert controller.topic_config_for_send("Orders", "TBW102", 4, 0) is None
+    assert controller.topic_config_manager.topic_config_for_send("Orders", "TBW102", 4, 0) is None
 
 
 def test_topic_config_for_send_inherits_from_default_topic(tmp_path: Path) -> None:
     controller = _controller(tmp_path, default_topic_queue_nums=6)
-    controller._load_tables()
-    created = controller.topic_config_for_send("Orders", "TBW102", 4, 0)
+    controller.topic_config_manager.load()
+    created = controller.topic_config_manager.topic_config_for_send("Orders", "TBW102", 4, 0)
     assert created == TopicConfig("Orders", read_queue_nums=4, write_queue_nums=4, perm=PERM_READ | PERM_WRITE)
     # capped by the default topic's write queues
-    assert controller.topic_config_for_send("Big", "TBW102", 64, 0).write_queue_nums == 6  # type: ignore[union-attr]
+    assert controller.topic_config_manager.topic_config_for_send("Big", "TBW102", 64, 0).write_queue_nums == 6  # type: ignore[union-attr]
     # existing topic returned unchanged
-    assert controller.topic_config_for_send("Orders", "TBW102", 1, 0) is created
+    assert controller.topic_config_manager.topic_config_for_send("Orders", "TBW102", 1, 0) is created
     # a default topic without PERM_INHERIT creates nothing
-    assert controller.topic_config_for_send("X", "SELF_TEST_TOPIC", 4, 0) is None
-    assert controller.topic_config_for_send("X", "NoSuchDefault", 4, 0) is None
+    assert controller.topic_config_manager.topic_config_for_send("X", "SELF_TEST_TOPIC", 4, 0) is None
+    assert controller.topic_config_manager.topic_config_for_send("X", "NoSuchDefault", 4, 0) is None
     # TBW102 loaded from an old file stops inheriting once autoCreateTopicEnable is off
     controller.broker_config.auto_create_topic_enable = False
-    assert controller.topic_config_for_send("Y", "TBW102", 4, 0) is None
+    assert controller.topic_config_manager.topic_config_for_send("Y", "TBW102", 4, 0) is None
 
 
 def test_send_back_topic_and_subscription_group_auto_creation(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
-    controller._load_tables()
-    retry = controller.create_topic_in_send_back("%RETRY%g", 1, PERM_READ | PERM_WRITE, 0)
+    controller.topic_config_manager.load()
+    retry = controller.topic_config_manager.create_topic_in_send_back("%RETRY%g", 1, PERM_READ | PERM_WRITE, 0)
     assert (retry.write_queue_nums, retry.perm) == (1, PERM_READ | PERM_WRITE)
-    assert controller.create_topic_in_send_back("%RETRY%g", 5, 2, 0) is retry
-    assert controller.subscription_group("g1") is not None
+    assert controller.topic_config_manager.create_topic_in_send_back("%RETRY%g", 5, 2, 0) is retry
+    groups = controller.subscription_group_manager
+    assert groups.find_subscription_group_config("g1") is not None
     controller.broker_config.auto_create_subscription_group = False
-    assert controller.subscription_group("g2") is None
-    assert controller.subscription_group("g1") is not None  # existing stays
-    assert controller.subscription_group("CID_RMQ_SYS_x") is not None  # system groups always
+    assert groups.find_subscription_group_config("g2") is None
+    assert groups.find_subscription_group_config("g1") is not None  # existing stays
+    assert groups.find_subscription_group_config("CID_RMQ_SYS_x") is not None  # system groups always
 
 
 def test_update_config_is_all_or_nothing(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
-    before_version = controller.config_version.counter
-    changed = controller.update_config({"fileReservedTime": "1", "brokerPermission": "4"})
+    before_version = controller.configuration.data_version.counter
+    changed = controller.configuration.update({"fileReservedTime": "1", "brokerPermission": "4"})
     assert changed == {"fileReservedTime": "1", "brokerPermission": "4"}
     assert controller.store_config.file_reserved_time == 1
     assert controller.broker_config.broker_permission == 4
-    assert controller.config_version.counter == before_version + 1
+    assert controller.configuration.data_version.counter == before_version + 1
     for bad in ({"fileReservedTime": "2", "brokerPermission": "x"},
                 {"fileReservedTime": "x", "brokerPermission": "2"},
                 {"fileReservedTime": "2", "noSuchKey": "1"}):
         with pytest.raises(ConfigError):
-            controller.update_config(bad)
+            controller.configuration.update(bad)
         assert controller.store_config.file_reserved_time == 1
         assert controller.broker_config.broker_permission == 4
 
@@ -379,7 +382,7 @@ def test_stop_persists_tables_and_offsets_and_restart_reads_them(tmp_path: Path,
 @pytest.mark.integration
 def test_topic_table_written_soon_after_a_change(broker: BrokerHandle) -> None:
     controller = broker.controller
-    broker.call_soon(lambda: controller.topic_config_for_send("Fresh", "TBW102", 4, 0))
+    broker.call_soon(lambda: controller.topic_config_manager.topic_config_for_send("Fresh", "TBW102", 4, 0))
     path = controller.topic_config_manager.path
     assert _wait_for(lambda: path.exists() and "Fresh" in path.read_text())
 

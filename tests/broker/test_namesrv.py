@@ -56,9 +56,9 @@ def test_unknown_topic_is_topic_not_exist(broker_factory: Callable[..., BrokerHa
 def test_retry_and_auto_created_topics_get_routes(broker_factory: Callable[..., BrokerHandle]) -> None:
     broker, ns = _namesrv(broker_factory)
     assert ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%CG"}).code == ResponseCode.TOPIC_NOT_EXIST
-    controller = broker.controller
-    broker.call_soon(lambda: controller.create_topic_in_send_back("%RETRY%CG", 1, PERM_READ | PERM_WRITE, 0))
-    broker.call_soon(lambda: controller.topic_config_for_send("Orders", "TBW102", 4, 0))
+    topics = broker.controller.topic_config_manager
+    broker.call_soon(lambda: topics.create_topic_in_send_back("%RETRY%CG", 1, PERM_READ | PERM_WRITE, 0))
+    broker.call_soon(lambda: topics.topic_config_for_send("Orders", "TBW102", 4, 0))
     retry = TopicRouteData.decode(ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%CG"}).body)
     assert [(q.write_queue_nums, q.perm) for q in retry.queue_datas] == [(1, PERM_READ | PERM_WRITE)]
     orders = TopicRouteData.decode(ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"}).body)

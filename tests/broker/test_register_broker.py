@@ -64,7 +64,7 @@ def _create_topic(broker: BrokerHandle, name: str, queues: int) -> None:
 
     def put() -> None:
         controller.topic_config_manager.put(TopicConfig(name, read_queue_nums=queues, write_queue_nums=queues))
-        controller.tables_changed(controller.topic_config_manager)
+        controller.config_persist_service.tables_changed(controller.topic_config_manager)
     broker.call_soon(put)
 
 
@@ -132,11 +132,11 @@ def test_force_register_false_registers_only_when_the_table_changed(broker_facto
     before = namesrv.register_requests
     assert before == 1  # start() registers whatever forceRegister says
     periodic = dict(check_order_config=True, oneway=False, force=False)
-    b.run(b.controller.register_broker_all(**periodic))
+    b.run(b.controller.register_broker_service.register_broker_all(**periodic))
     assert namesrv.register_requests == before  # QUERY_DATA_VERSION said unchanged
     b.call_soon(lambda: b.controller.topic_config_manager.put(TopicConfig("Quiet", read_queue_nums=1,
                                                                           write_queue_nums=1)))
-    b.run(b.controller.register_broker_all(**periodic))
+    b.run(b.controller.register_broker_service.register_broker_all(**periodic))
     assert namesrv.register_requests == before + 1
 
 
@@ -173,8 +173,8 @@ def test_bad_registrations_are_refused_and_the_connection_kept(broker_factory: F
 
 def test_periodic_registration_without_changes(broker_factory: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
     # RocketMQ's schedule (10 s, then registerNameServerPeriod clamped to 10-60 s), shortened
-    monkeypatch.setattr("rocketstore.broker.broker.REGISTER_INITIAL_DELAY_S", 0.2)
-    monkeypatch.setattr("rocketstore.broker.broker.REGISTER_PERIOD_MIN_MS", 100)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.REGISTER_INITIAL_DELAY_S", 0.2)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.REGISTER_PERIOD_MIN_MS", 100)
     a, _, _ = _pair(broker_factory, register_name_server_period=300)
     assert a.controller.namesrv is not None
     namesrv = a.controller.namesrv
@@ -241,8 +241,8 @@ def test_live_broker_permission_update_is_registered_at_once(broker_factory: Fac
 
 def test_live_namesrv_addr_update_moves_the_registration(broker_factory: Factory,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_DELAY_S", 0.1)
-    monkeypatch.setattr("rocketstore.broker.broker.NAMESRV_ADDR_REFRESH_INTERVAL_S", 0.1)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.NAMESRV_ADDR_REFRESH_DELAY_S", 0.1)
+    monkeypatch.setattr("rocketstore.broker.register_broker_service.NAMESRV_ADDR_REFRESH_INTERVAL_S", 0.1)
     _, b, _ = _pair(broker_factory)
     c = broker_factory(namesrv_listen_port=free_port(), broker_name="broker-c")
     assert c.controller.namesrv is not None
@@ -297,7 +297,7 @@ def test_a_dead_name_server_does_not_keep_the_others_from_hearing(broker_factory
     ns = RawClient("127.0.0.1", a.controller.namesrv.port)
     a.clients.append(ns)
     assert _route(ns, "broker-b") is not None
-    api = b.controller.broker_outer_api
+    api = b.controller.register_broker_service.broker_outer_api
     assert api is not None
     assert (api.registrations, api.registration_failures) == (1, 1)
     assert "rocketstore_broker_registration_failures_total 1.0" in b.metrics()
@@ -326,7 +326,7 @@ def test_register_answer_carries_the_order_topic_config(broker_factory: Factory)
 
     _create_topic(b, "Ordered", 4)
     _create_topic(b, "Unordered", 4)
-    b.run(b.controller.register_broker_all(check_order_config=True, oneway=False, force=True))
+    b.run(b.controller.register_broker_service.register_broker_all(check_order_config=True, oneway=False, force=True))
     table = b.controller.topic_config_manager.table()
     assert (table["Ordered"].order, table["Unordered"].order) == (True, False)
 

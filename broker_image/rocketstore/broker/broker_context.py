@@ -18,21 +18,17 @@ from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
+from rocketstore.broker.config_persist_service import ConfigPersistService
+from rocketstore.broker.configuration import Configuration
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.server import Handler, RemotingServer
+from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
+from rocketstore.broker.topic_config_manager import TopicConfigManager
 from rocketstore.broker.transaction.service import TransactionalMessageService
-from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import HostAddress
-from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
-from rocketstore.common.topic_config import TopicConfig
 from rocketstore.store.broker_stats_manager import BrokerStatsManager
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.config_manager import (
-    ConfigManager,
-    ConsumerOffsetManager,
-    SubscriptionGroupManager,
-    TopicConfigManager,
-)
+from rocketstore.store.config_manager import ConsumerOffsetManager
 from rocketstore.store.message_store import DefaultMessageStore
 
 #: (topic, queue id, max offset, messages arrived) — see BrokerController.message_arriving_listeners
@@ -49,6 +45,8 @@ class BrokerContext(Protocol):
     topic_config_manager: TopicConfigManager
     subscription_group_manager: SubscriptionGroupManager
     consumer_offset_manager: ConsumerOffsetManager
+    config_persist_service: ConfigPersistService
+    configuration: Configuration
     consumer_manager: ConsumerManager
     producer_manager: ProducerManager
     consumer_filter_manager: ConsumerFilterManager
@@ -58,7 +56,6 @@ class BrokerContext(Protocol):
     access_validator: PlainAccessValidator | None
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]
-    config_version: DataVersion
     start_time_ms: int
     broker_stats: BrokerStats
     ready: bool
@@ -66,21 +63,6 @@ class BrokerContext(Protocol):
 
     @property
     def broker_addr(self) -> str: ...
-
-    def topic_config_for_send(self, topic: str, default_topic: str, default_queue_nums: int,
-                              sys_flag: int) -> TopicConfig | None: ...
-
-    def create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int, sys_flag: int) -> TopicConfig: ...
-
-    def subscription_group(self, group: str) -> SubscriptionGroupConfig | None: ...
-
-    def is_system_topic(self, topic: str) -> bool: ...
-
-    def tables_changed(self, *managers: ConfigManager) -> None: ...
-
-    def all_config_properties(self) -> dict[str, str]: ...
-
-    def update_config(self, props: Mapping[str, str]) -> dict[str, str]: ...
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
 

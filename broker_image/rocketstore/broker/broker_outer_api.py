@@ -15,7 +15,7 @@
 
 The outbound connections are the client library's RemotingClient (one pooled connection per name
 server: RocketMQ's name server also forgets a broker whose registering connection closes).
-When and with what table to register is BrokerController's decision (broker.py).
+When and with what table to register is register_broker_service.py's decision.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class PopService:
         touched: set[int] = set()
         store = self.broker.store
         state = self.log.state
-        group_config = self.broker.subscription_group(group)
+        group_config = self.broker.subscription_group_manager.find_subscription_group_config(group)
         max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
         fifo = group_config is not None and group_config.consume_message_orderly
         # 1. messages whose invisible time passed, the earliest first: delivered again, attempt + 1

@@ -384,7 +384,8 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 if command.settings.WhichOneof("pub_sub") == "publishing":
                     self._producer_settings(channel, command.settings.publishing)
                 group = command.settings.subscription.group.name
-                group_config = self.broker.subscription_group(group) if group else None
+                groups = self.broker.subscription_group_manager
+                group_config = groups.find_subscription_group_config(group) if group else None
                 retry_max_times = group_config.retry_max_times if group_config is not None else 16
                 yield pb.TelemetryCommand(status=_status(pb.OK), settings=settings_answer(
                     command.settings, max_body_size=self.broker.store_config.max_message_size,
@@ -588,7 +589,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         group = request.group.name
         if not group:
             return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
-        if self.broker.subscription_group(group) is None:
+        if self.broker.subscription_group_manager.find_subscription_group_config(group) is None:
             return _status(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
         if request.batch_size <= 0:
             return _status(pb.BAD_REQUEST, f"batch_size must be positive, not {request.batch_size}")
@@ -669,7 +670,7 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
     def _group_problem(self, group: str) -> pb.Status | None:
         if not group:
             return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
-        if self.broker.subscription_group(group) is None:
+        if self.broker.subscription_group_manager.find_subscription_group_config(group) is None:
             return _status(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
         return None
 

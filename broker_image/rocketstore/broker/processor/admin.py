@@ -173,10 +173,10 @@ class AdminBrokerProcessor:
 
     # -- configuration -------------------------------------------------------------------------
     def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        props = self.broker.all_config_properties()
+        props = self.broker.configuration.all_config_properties()
         body = "".join(f"{key}={value}\n" for key, value in props.items()).encode("utf-8")
         # DataVersion as fastjson writes it: compact, fields in its order
-        version_json = json.dumps(self.broker.config_version.to_dict(), separators=(",", ":"))
+        version_json = json.dumps(self.broker.configuration.data_version.to_dict(), separators=(",", ":"))
         version = GetBrokerConfigResponseHeader(version=version_json)
         return request.response(ResponseCode.SUCCESS, ext_fields=version.to_ext_fields(), body=body)
 
@@ -191,7 +191,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         log.info("UPDATE_BROKER_CONFIG from %s: %s", conn.peer, props)
         try:
-            self.broker.update_config(props)
+            self.broker.configuration.update(props)
         except ConfigError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return request.response(ResponseCode.SUCCESS)
@@ -246,7 +246,7 @@ class AdminBrokerProcessor:
         problem = validate_topic(topic)
         if problem is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, problem)
-        if self.broker.is_system_topic(topic):
+        if self.broker.topic_config_manager.is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         if header.topic_filter_type not in TopicFilterType.__members__:
             return request.response(ResponseCode.SYSTEM_ERROR,
@@ -256,7 +256,7 @@ class AdminBrokerProcessor:
                              topic_sys_flag=header.topic_sys_flag or 0)
         log.info("UPDATE_AND_CREATE_TOPIC from %s: %s", conn.peer, config)
         self.broker.topic_config_manager.put(config)
-        self.broker.tables_changed(self.broker.topic_config_manager)
+        self.broker.config_persist_service.tables_changed(self.broker.topic_config_manager)
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -267,17 +267,17 @@ class AdminBrokerProcessor:
         problem = validate_topic(header.topic)
         if problem is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, problem)
-        if self.broker.is_system_topic(header.topic):
+        if self.broker.topic_config_manager.is_system_topic(header.topic):
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     f"The topic[{header.topic}] is conflict with system topic.")
         log.info("DELETE_TOPIC_IN_BROKER from %s: %s", conn.peer, header.topic)
         broker = self.broker
         if broker.topic_config_manager.remove(header.topic) is not None:
-            broker.tables_changed(broker.topic_config_manager)
+            broker.config_persist_service.tables_changed(broker.topic_config_manager)
         # waits for dispatch and deletes files: off the event loop
         await asyncio.to_thread(broker.store.delete_topic, header.topic)
         if broker.consumer_offset_manager.remove_topic(header.topic):
-            broker.tables_changed(broker.consumer_offset_manager)
+            broker.config_persist_service.tables_changed(broker.consumer_offset_manager)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -308,7 +308,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig body: {exc}")
         log.info("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, config)
         self.broker.subscription_group_manager.put(config)
-        self.broker.tables_changed(self.broker.subscription_group_manager)
+        self.broker.config_persist_service.tables_changed(self.broker.subscription_group_manager)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_groups(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -320,10 +320,10 @@ class AdminBrokerProcessor:
         log.info("DELETE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, group)
         broker = self.broker
         if broker.subscription_group_manager.remove(group) is not None:
-            broker.tables_changed(broker.subscription_group_manager)
+            broker.config_persist_service.tables_changed(broker.subscription_group_manager)
         if header.remove_offset:
             broker.consumer_offset_manager.remove_group(group)
-            broker.tables_changed(broker.consumer_offset_manager)
+            broker.config_persist_service.tables_changed(broker.consumer_offset_manager)
         return request.response(ResponseCode.SUCCESS)
 
     def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -400,7 +400,7 @@ class AdminBrokerProcessor:
                 continue
             cloned = offsets.clone_offset(header.src_group, header.dest_group, t) or cloned
         if cloned:
-            broker.tables_changed(offsets)
+            broker.config_persist_service.tables_changed(offsets)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

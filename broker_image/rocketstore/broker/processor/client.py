@@ -66,12 +66,13 @@ class ClientManageProcessor:
         broker = self.broker
         info = ClientChannelInfo(conn, data.client_id, request.language, request.version)
         for consumer in data.consumer_data_set:
-            group_config = broker.subscription_group(consumer.group_name)
+            group_config = broker.subscription_group_manager.find_subscription_group_config(consumer.group_name)
             notify = True
             if group_config is not None:
                 notify = group_config.notify_consumer_ids_changed_enable
-                broker.create_topic_in_send_back(retry_topic(consumer.group_name), group_config.retry_queue_nums,
-                                                 PERM_READ | PERM_WRITE, _UNIT_SUB_FLAG if consumer.unit_mode else 0)
+                broker.topic_config_manager.create_topic_in_send_back(
+                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_READ | PERM_WRITE,
+                    _UNIT_SUB_FLAG if consumer.unit_mode else 0)
             broker.consumer_manager.register(
                 consumer.group_name, info, enum_name(consumer.consume_type, CONSUME_TYPES),
                 enum_name(consumer.message_model, MESSAGE_MODELS),
@@ -87,7 +88,7 @@ class ClientManageProcessor:
         if header.producer_group is not None:
             broker.producer_manager.unregister(header.producer_group, conn)
         if header.consumer_group is not None:
-            group_config = broker.subscription_group(header.consumer_group)
+            group_config = broker.subscription_group_manager.find_subscription_group_config(header.consumer_group)
             notify = group_config.notify_consumer_ids_changed_enable if group_config is not None else True
             broker.consumer_manager.unregister(header.consumer_group, conn, notify)
         return request.response(ResponseCode.SUCCESS)

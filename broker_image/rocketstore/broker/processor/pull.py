@@ -201,7 +201,7 @@ class PullMessageProcessor:
         if not cfg.broker_permission & PERM_READ:
             return request.response(ResponseCode.NO_PERMISSION,
                                     f"the broker[{broker.store_host.host}] pulling message is forbidden")
-        group = broker.subscription_group(header.consumer_group)
+        group = broker.subscription_group_manager.find_subscription_group_config(header.consumer_group)
         if group is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     f"subscription group [{header.consumer_group}] does not exist")

@@ -8,7 +8,7 @@ whether the body is one message or a batch body (:func:`rocketstore.common.messa
 Checks, in RocketMQ's order (AbstractSendMessageProcessor.msgCheck): the broker's write
 permission for order topics, topic name validity (SYSTEM_ERROR), topics no client may send to
 (NO_PERMISSION), the topic's config — auto-created from ``defaultTopic`` through
-:meth:`BrokerController.topic_config_for_send`, a ``%RETRY%`` topic created on first use, else
+:meth:`TopicConfigManager.topic_config_for_send`, a ``%RETRY%`` topic created on first use, else
 TOPIC_NOT_EXIST — and ``queueId < max(writeQueueNums, readQueueNums)`` (SYSTEM_ERROR). A negative
 queueId picks a random writable queue. A message sent to ``%RETRY%{group}`` whose
 reconsumeTimes reached the group's maximum goes to ``%DLQ%{group}`` instead (handleRetryAndDLQ).
@@ -239,10 +239,11 @@ class SendMessageProcessor:
             if header.unit_mode:  # TopicSysFlag: unit 0x1, unit-sub 0x2
                 sys_flag = 0x2 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 0x1
             log.warning("topic %s does not exist, producer %s", topic, peer)
-            topic_config = broker.topic_config_for_send(topic, header.default_topic,
-                                                        header.default_topic_queue_nums, sys_flag)
+            topics = broker.topic_config_manager
+            topic_config = topics.topic_config_for_send(topic, header.default_topic, header.default_topic_queue_nums,
+                                                        sys_flag)
             if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                topic_config = broker.create_topic_in_send_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+                topic_config = topics.create_topic_in_send_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
             if topic_config is None:
                 return SendOutcome(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         id_valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
@@ -259,7 +260,7 @@ class SendMessageProcessor:
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return topic, queue_id, topic_config
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-        group_config = self.broker.subscription_group(group)
+        group_config = self.broker.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
             return SendOutcome(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
         max_reconsume = group_config.retry_max_times
@@ -268,7 +269,8 @@ class SendMessageProcessor:
         if (header.reconsume_times or 0) < max_reconsume:
             return topic, queue_id, topic_config
         dlq = dlq_topic(group)
-        dlq_config = self.broker.create_topic_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+        dlq_config = self.broker.topic_config_manager.create_topic_in_send_back(dlq, DLQ_NUMS_PER_GROUP,
+                                                                                PERM_WRITE | PERM_READ, 0)
         return dlq, random_queue_id(DLQ_NUMS_PER_GROUP), dlq_config
 
     # -- put ---------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ class ConsumerSendMsgBackProcessor:
     def send_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
-        group = broker.subscription_group(header.group)
+        group = broker.subscription_group_manager.find_subscription_group_config(header.group)
         if group is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     f"subscription group not exist, {header.group}")
@@ -88,8 +88,8 @@ class ConsumerSendMsgBackProcessor:
         topic = retry_topic(header.group)
         queue_id = random_queue_id(group.retry_queue_nums)
         topic_sys_flag = 0x2 if header.unit_mode else 0  # TopicSysFlag unit-sub
-        topic_config = broker.create_topic_in_send_back(topic, group.retry_queue_nums, PERM_WRITE | PERM_READ,
-                                                        topic_sys_flag)
+        topic_config = broker.topic_config_manager.create_topic_in_send_back(topic, group.retry_queue_nums,
+                                                                             PERM_WRITE | PERM_READ, topic_sys_flag)
         if not topic_config.perm & PERM_WRITE:
             return request.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         original = broker.store.look_message_by_offset(header.offset)
@@ -103,7 +103,7 @@ class ConsumerSendMsgBackProcessor:
         if to_dlq:
             topic = dlq_topic(header.group)
             queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
-            broker.create_topic_in_send_back(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+            broker.topic_config_manager.create_topic_in_send_back(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
 
         msg = build_send_back_message(original, topic, queue_id, to_dlq=to_dlq,
                                       delay_level=retry_delay_level(header.delay_level, original.reconsume_times))
