@@ -387,7 +387,7 @@ fn encode_json_frame<'py>(
     })?))
 }
 
-/// Fast path of `Header._decode` in `rocketstore.remoting.headers`: the field values of a typed
+/// Fast path of `Header._decode` in `rocketstore.remoting.header_codec`: the field values of a typed
 /// header, read from `fields` (extFields) by a decode plan of (attr, wire name, kind 0 str /
 /// 1 bool / 2 int, required, low, high) steps; None when any field is missing, mistyped or out
 /// of range, so that Python decodes it again and raises the error naming the field.

@@ -19,8 +19,8 @@ from conftest import BrokerHandle, RawClient
 from ports import free_port
 
 from rocketstore.broker.top_addressing import clear_new_line, fetch_ns_addr, ws_addr
+from rocketstore.remoting.body import ClusterInfo
 from rocketstore.remoting.codes import RequestCode
-from rocketstore.remoting.headers import ClusterInfo
 
 
 @dataclass

@@ -12,10 +12,17 @@ from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import Message
-from rocketstore.remoting.body import ConsumeStatsBody, OffsetWrapperData, TopicOffsetData, TopicStatsTable
+from rocketstore.remoting.body import (
+    ConsumeStatsBody,
+    HeartbeatData,
+    MessageQueueData,
+    OffsetWrapperData,
+    TopicOffsetData,
+    TopicStatsTable,
+)
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import CreateTopicRequestHeader, HeartbeatData, MessageQueueData
+from rocketstore.remoting.headers import CreateTopicRequestHeader
 
 
 def _mq(topic: str, queue_id: int) -> MessageQueueData:

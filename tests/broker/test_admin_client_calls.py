@@ -20,23 +20,21 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, decode_message_id
 from rocketstore.remoting.body import (
     BrokerStatsData,
+    ConsumerData,
     ConsumeStatsBody,
     ConsumeStatsList,
     GetConsumerStatusBody,
+    HeartbeatData,
     KVTable,
+    MessageQueueData,
     QueryConsumeTimeSpanBody,
     QueryCorrectionOffsetBody,
     ResetOffsetBody,
     ResetOffsetBodyForC,
+    SubscriptionData,
 )
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import (
-    ConsumerData,
-    HeartbeatData,
-    MessageQueueData,
-    SubscriptionData,
-)
 from rocketstore.store.broker_stats_manager import (
     BROKER_PUT_NUMS,
     GROUP_GET_NUMS,

@@ -18,17 +18,10 @@ from prometheus_client.samples import Sample
 
 from rocketstore.broker.exporter_metrics import EXPORTER_FAMILIES
 from rocketstore.common.message import BatchItem, encode_batch
-from rocketstore.remoting.body import KVTable
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, KVTable, ProducerData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import (
-    ConsumerData,
-    HeartbeatData,
-    ProducerData,
-    PullSysFlag,
-    SendMessageRequestHeader,
-    SubscriptionData,
-)
+from rocketstore.remoting.headers import PullSysFlag, SendMessageRequestHeader
 from rocketstore.store.config import FlushDiskType
 from rocketstore.store.stats import LATENCY_BOUNDS_MS, put_distribute_bucket
 

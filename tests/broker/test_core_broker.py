@@ -19,9 +19,9 @@ from rocketstore.broker.broker_config import BrokerConfig, ClusterPeer, load_con
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rocketstore.store.config import ConfigError, StoreConfig
 
 # -- BrokerConfig (unit) -----------------------------------------------------------------------

@@ -26,9 +26,10 @@ from conftest import RawClient, decode_records
 
 from rocketstore.common import native
 from rocketstore.common.message import properties_to_string
+from rocketstore.remoting.body import HeartbeatData, ProducerData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RPC_ONEWAY, RemotingCommand
-from rocketstore.remoting.headers import HeartbeatData, ProducerData, PullSysFlag, SendMessageRequestHeader
+from rocketstore.remoting.headers import PullSysFlag, SendMessageRequestHeader
 
 TOPIC = "Pipelined"
 SENDS = 50

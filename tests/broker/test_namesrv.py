@@ -11,8 +11,8 @@ from ports import free_port
 
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.remoting.body import ClusterInfo, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import ClusterInfo, TopicRouteData
 
 pytestmark = pytest.mark.integration
 

@@ -10,14 +10,9 @@ from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.pull import response_code_for
 from rocketstore.common.message import BatchItem, encode_batch
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import (
-    ConsumerData,
-    HeartbeatData,
-    PullSysFlag,
-    SendMessageRequestHeader,
-    SubscriptionData,
-)
+from rocketstore.remoting.headers import PullSysFlag, SendMessageRequestHeader
 from rocketstore.store.status import GetMessageStatus
 
 SUSPEND_SUB = int(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION)

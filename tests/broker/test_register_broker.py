@@ -21,9 +21,9 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.message import body_crc
 from rocketstore.common.topic_config import TopicConfig
-from rocketstore.remoting.body import KVTable, TopicList
+from rocketstore.remoting.body import ClusterInfo, KVTable, TopicList, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import ClusterInfo, RegisterBrokerRequestHeader, TopicRouteData
+from rocketstore.remoting.headers import RegisterBrokerRequestHeader
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketstore.store.config import ConfigError
 

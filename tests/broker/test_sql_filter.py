@@ -19,9 +19,10 @@ import pytest
 from broker_process import Broker
 from conftest import BrokerHandle, RawClient, decode_records
 
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import ConsumerData, HeartbeatData, PullSysFlag, SubscriptionData
+from rocketstore.remoting.headers import PullSysFlag
 
 pytestmark = pytest.mark.integration
 

@@ -22,14 +22,10 @@ from conftest import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.transaction.service import calculate_op_offset, immunity_time_ms
 from rocketstore.common.message import StoredMessage, decode_message_id, decode_record, transaction_type
+from rocketstore.remoting.body import HeartbeatData, ProducerData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import (
-    CheckTransactionStateRequestHeader,
-    EndTransactionRequestHeader,
-    HeartbeatData,
-    ProducerData,
-)
+from rocketstore.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
 HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP = "RMQ_SYS_TRANS_OP_HALF_TOPIC"

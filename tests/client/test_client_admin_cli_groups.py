@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from rocketstore.client import MessageQueue, Producer, PullConsumer, RemotingClient
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode
-from rocketstore.remoting.headers import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,9 @@ from rocketstore.client import (
     nearly_time_from_uniq_id,
 )
 from rocketstore.common.message import SysFlag, create_message_id, java_string_hash, properties_to_string
+from rocketstore.remoting.body import GetConsumerListByGroupResponseBody
 from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketstore.remoting.headers import GetConsumerListByGroupResponseBody, SendMessageRequestHeader
+from rocketstore.remoting.headers import SendMessageRequestHeader
 
 pytestmark = pytest.mark.integration
 

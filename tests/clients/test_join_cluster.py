@@ -20,8 +20,8 @@ from java_rocketmq import AnchorError, ClientDriver, RocketMQAnchor
 
 from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.remoting_client import NameServerClient, RemotingClient, RemotingError
+from rocketstore.remoting.body import TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import TopicRouteData
 
 pytestmark = pytest.mark.integration
 

@@ -29,9 +29,9 @@ from e2e_support import RocketStoreBroker, java_driver
 from tool_support import ScriptRun, pip_tool_venv, pip_tool_venv_dir, require_tool, run_tool_script
 
 from rocketstore.common.message import SysFlag
+from rocketstore.remoting.body import HeartbeatData
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import FrameDecoder, RemotingCommand
-from rocketstore.remoting.headers import HeartbeatData
 
 pytestmark = pytest.mark.integration
 

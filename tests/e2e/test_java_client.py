@@ -22,8 +22,8 @@ from e2e_support import RocketStoreBroker, java_driver
 from java_rocketmq import ClientDriver
 
 from rocketstore.common.message import SysFlag
+from rocketstore.remoting.body import LockBatchResponseBody
 from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketstore.remoting.headers import LockBatchResponseBody
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from mqadmin import MQAdminResult, build_mqadmin, run_mqadmin
 from tool_support import require_tool
 
 from rocketstore.client.remoting_client import RemotingClient
+from rocketstore.remoting.body import HeartbeatData, ProducerData
 from rocketstore.remoting.codes import RequestCode
-from rocketstore.remoting.headers import HeartbeatData, ProducerData
 
 
 @pytest.fixture(scope="module")

@@ -25,25 +25,27 @@ from typing import Any
 
 import pytest
 
-from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from rocketstore.remoting.command import DEFAULT_VERSION, RPC_ONEWAY, FrameDecoder, RemotingCommand
-from rocketstore.remoting.headers import (
+from rocketstore.remoting.body import (
     BrokerData,
     ClusterInfo,
     ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
-    JsonBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueueData,
     ProducerData,
     QueueData,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
     SubscriptionData,
     TopicRouteData,
     UnlockBatchRequestBody,
+)
+from rocketstore.remoting.body_codec import JsonBody
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import DEFAULT_VERSION, RPC_ONEWAY, FrameDecoder, RemotingCommand
+from rocketstore.remoting.headers import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 

@@ -51,7 +51,7 @@ from native_support import header_decode_plans
 import rocketstore.common._native as native
 from rocketstore.common import message
 from rocketstore.common.message import encode_record_python
-from rocketstore.remoting import command, headers
+from rocketstore.remoting import command, header_codec
 from rocketstore.store import consume_queue, dispatch_scan, index_file
 from rocketstore.store.dispatch_scan import SCAN_MAX_RECORDS, scan_python
 from rocketstore.store.index_file import INDEX_HEADER_SIZE, INDEX_KEY_ENTRY, index_file_size, put_index_entries_python
@@ -321,7 +321,7 @@ def _header_fields(control: atheris.FuzzedDataProvider, fields_data: atheris.Fuz
         lambda: f"decode_header_fields({fields!r}, {plan!r})",
         True,
         lambda: native.decode_header_fields(fields, plan),
-        lambda: headers.decode_fields_python(fields, plan, "fuzzed"),
+        lambda: header_codec.decode_fields_python(fields, plan, "fuzzed"),
         hands_back=True,
     )
 
@@ -332,7 +332,7 @@ def main() -> None:
     Only the functions of the modules that decode, scan, index and pick arguments: instrumenting
     everything loaded (``atheris.instrument_all``) takes half a minute, mostly on the standard library.
     """
-    for module in (message, dispatch_scan, consume_queue, index_file, command, headers, sys.modules[__name__]):
+    for module in (message, dispatch_scan, consume_queue, index_file, command, header_codec, sys.modules[__name__]):
         for function in vars(module).values():
             if inspect.isfunction(function) and function.__module__ == module.__name__:
                 atheris.instrument_func(function)

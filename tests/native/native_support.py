@@ -12,7 +12,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from rocketstore.remoting import headers
+from rocketstore.remoting import header_codec, headers
 
 
 def native_module() -> ModuleType:
@@ -32,8 +32,10 @@ def native_module() -> ModuleType:
 def header_decode_plans() -> list[tuple[str, tuple[Any, ...]]]:
     """(name, decode plan) of every typed header, plus SEND_MESSAGE_V2's one-letter names: what
     the native header decoder is held to the Python one on."""
+    base = header_codec.Header
     classes = sorted((obj for obj in vars(headers).values()
-                      if isinstance(obj, type) and issubclass(obj, headers.Header) and obj is not headers.Header
+                      if isinstance(obj, type) and issubclass(obj, base) and obj is not base
                       and dataclasses.is_dataclass(obj)), key=lambda cls: cls.__name__)
-    return [(cls.__name__, headers._decode_plan(cls, None)) for cls in classes] + [
-        ("SendMessageRequestHeader v2", headers._decode_plan(headers.SendMessageRequestHeader, headers._SEND_V2_NAMES))]
+    v2 = header_codec.decode_plan(headers.SendMessageRequestHeader, headers._SEND_V2_NAMES)
+    return [(cls.__name__, header_codec.decode_plan(cls, None)) for cls in classes] + [
+        ("SendMessageRequestHeader v2", v2)]

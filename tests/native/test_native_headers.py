@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_support import header_decode_plans, native_module
 
-from rocketstore.remoting import headers
+from rocketstore.remoting import header_codec
 from rocketstore.remoting.command import MalformedRequestError
 
 NATIVE: ModuleType = native_module()
@@ -44,7 +44,7 @@ def test_header_fields_decode_alike(name: str, plan: tuple[Any, ...], data: st.D
     fields = {wire: data.draw(VALUES) for _, wire, _, _, _, _ in plan if data.draw(st.integers(0, 4))}
     fields |= data.draw(st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))
     try:
-        expected: dict[str, Any] | None = headers.decode_fields_python(fields, plan, name)
+        expected: dict[str, Any] | None = header_codec.decode_fields_python(fields, plan, name)
     except MalformedRequestError:
         expected = None
     actual = NATIVE.decode_header_fields(fields, plan)

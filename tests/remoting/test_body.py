@@ -12,13 +12,14 @@ from rocketstore.remoting.body import (
     ConsumeStatsBody,
     GroupList,
     KVTable,
+    MessageQueueData,
     OffsetWrapperData,
+    SubscriptionData,
     TopicList,
     TopicOffsetData,
     TopicStatsTable,
 )
 from rocketstore.remoting.command import ProtocolError
-from rocketstore.remoting.headers import MessageQueueData, SubscriptionData
 
 
 def test_parse_fastjson_object_and_number_keys() -> None:

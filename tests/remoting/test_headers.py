@@ -10,12 +10,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.remoting.command import ProtocolError
-from rocketstore.remoting.headers import (
+from rocketstore.remoting.body import (
     BrokerData,
-    CheckTransactionStateRequestHeader,
     ClusterInfo,
     ConsumerData,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueueData,
+    ProducerData,
+    QueueData,
+    SubscriptionData,
+    TopicRouteData,
+    UnlockBatchRequestBody,
+)
+from rocketstore.remoting.command import ProtocolError
+from rocketstore.remoting.header_codec import Header
+from rocketstore.remoting.headers import (
+    CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -24,7 +37,6 @@ from rocketstore.remoting.headers import (
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
-    GetConsumerListByGroupResponseBody,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -37,13 +49,7 @@ from rocketstore.remoting.headers import (
     GetRouteInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
     GetTopicStatsInfoRequestHeader,
-    Header,
-    HeartbeatData,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    MessageQueueData,
     NotifyConsumerIdsChangedRequestHeader,
-    ProducerData,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
@@ -52,14 +58,10 @@ from rocketstore.remoting.headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     QueryTopicConsumeByWhoRequestHeader,
-    QueueData,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
-    SubscriptionData,
-    TopicRouteData,
-    UnlockBatchRequestBody,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,

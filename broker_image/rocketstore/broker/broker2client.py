@@ -21,10 +21,16 @@ from collections.abc import Callable, Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.client_manager import ClientChannelInfo
-from rocketstore.remoting.body import GetConsumerStatusBody, MessageQueueForC, ResetOffsetBody, ResetOffsetBodyForC
+from rocketstore.remoting.body import (
+    GetConsumerStatusBody,
+    MessageQueueData,
+    MessageQueueForC,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
+)
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import GetConsumerStatusRequestHeader, MessageQueueData, ResetOffsetRequestHeader
+from rocketstore.remoting.headers import GetConsumerStatusRequestHeader, ResetOffsetRequestHeader
 
 log = logging.getLogger(__name__)
 

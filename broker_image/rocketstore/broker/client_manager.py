@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from rocketstore.broker.server import Connection
 from rocketstore.common.clock import now_ms
+from rocketstore.remoting.body import SubscriptionData
 from rocketstore.remoting.codes import RequestCode
-from rocketstore.remoting.headers import SubscriptionData
 
 log = logging.getLogger(__name__)
 

@@ -81,12 +81,10 @@ from rocketstore.common.java_properties import format_properties, parse_properti
 from rocketstore.common.message import body_crc
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
-from rocketstore.remoting.body import KVTable, TopicList
+from rocketstore.remoting.body import BrokerData, ClusterInfo, KVTable, QueueData, TopicList, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import MalformedRequestError, RemotingCommand
 from rocketstore.remoting.headers import (
-    BrokerData,
-    ClusterInfo,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -97,9 +95,7 @@ from rocketstore.remoting.headers import (
     PutKVConfigRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
-    QueueData,
     RegisterBrokerRequestHeader,
-    TopicRouteData,
     UnRegisterBrokerRequestHeader,
 )
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper

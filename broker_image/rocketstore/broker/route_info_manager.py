@@ -33,7 +33,8 @@ from typing import Final
 
 from rocketstore.client.remoting_client import MASTER_ID
 from rocketstore.common.data_version import DataVersion
-from rocketstore.remoting.headers import BrokerData, QueueData, RegisterBrokerResponseHeader
+from rocketstore.remoting.body import BrokerData, QueueData
+from rocketstore.remoting.headers import RegisterBrokerResponseHeader
 from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)

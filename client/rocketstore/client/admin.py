@@ -38,19 +38,23 @@ from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rocketstore.remoting.body import (
+    ClusterInfo,
     ConnectionData,
     ConsumerConnectionBody,
     ConsumeStatsBody,
     ConsumeStatsList,
     KVTable,
+    MessageQueueData,
     ProducerConnection,
     ResetOffsetBody,
+    TopicRouteData,
     TopicStatsTable,
 )
+from rocketstore.remoting.body_codec import JsonBody
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import ProtocolError
+from rocketstore.remoting.header_codec import Header
 from rocketstore.remoting.headers import (
-    ClusterInfo,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -60,14 +64,10 @@ from rocketstore.remoting.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
-    Header,
-    JsonBody,
-    MessageQueueData,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
-    TopicRouteData,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )

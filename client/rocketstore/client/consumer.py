@@ -53,17 +53,14 @@ from rocketstore.common.message import (
     decode_record,
     java_string_hash,
 )
+from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import (
-    ConsumerData,
-    HeartbeatData,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
-    SubscriptionData,
-    TopicRouteData,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )

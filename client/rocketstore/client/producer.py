@@ -47,8 +47,9 @@ from rocketstore.common.message import (
     properties_to_string,
 )
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketstore.remoting.body import QueueData, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketstore.remoting.headers import QueueData, SendMessageRequestHeader, SendMessageResponseHeader, TopicRouteData
+from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
 __all__ = [
     "ROUTE_TTL_S",

@@ -51,17 +51,11 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
-from rocketstore.remoting.body import TopicList
+from rocketstore.remoting.body import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, ProtocolError, RemotingCommand
-from rocketstore.remoting.headers import (
-    BrokerData,
-    ClusterInfo,
-    GetRouteInfoRequestHeader,
-    Header,
-    QueueData,
-    TopicRouteData,
-)
+from rocketstore.remoting.header_codec import Header
+from rocketstore.remoting.headers import GetRouteInfoRequestHeader
 
 __all__ = [
     "MASTER_ID",

@@ -1,4 +1,21 @@
-"""The admin bodies brokers answer and admin tools read, as RocketMQ 4.9.8 names them.
+"""The JSON bodies broker, name server and clients exchange, as RocketMQ 4.9.8 names them.
+
+RocketMQ keeps its ``RemotingSerializable`` payloads together in ``protocol/body/*`` (and a few,
+like HeartbeatData and TopicRouteData, in ``protocol/heartbeat`` and ``protocol/route``); this is
+that package: schemas only, every body type once. The broker encodes them and the client decodes
+them (or the other way round), so both sides share one schema; the codec is
+:class:`~rocketstore.remoting.body_codec.JsonBody`'s (fields sorted by name, nulls left out).
+RegisterBrokerBody, whose compressed form is not JSON, is :mod:`rocketstore.remoting.register_broker_body`.
+
+Client registration, queue locks and routes:
+
+    HeartbeatData         HEART_BEAT                    a client's producer and consumer groups
+    LockBatchRequestBody  LOCK_BATCH_MQ / UNLOCK_BATCH_MQ  the queues an orderly consumer locks
+    GetConsumerListByGroupResponseBody GET_CONSUMER_LIST_BY_GROUP  the client ids of a group
+    TopicRouteData        GET_ROUTEINFO_BY_TOPIC        a topic's queues and brokers
+    ClusterInfo           GET_BROKER_CLUSTER_INFO       brokers by name, broker names by cluster
+
+Admin bodies, which brokers answer and admin tools read:
 
     KVTable               GET_BROKER_RUNTIME_INFO       ``{"table":{"key":"value",...}}``
     TopicStatsTable       GET_TOPIC_STATS_INFO          per queue: min/max offset, last store time
@@ -15,9 +32,6 @@
     QueryCorrectionOffsetBody QUERY_CORRECTION_OFFSET   queue id -> offset
     BrokerStatsData       VIEW_BROKER_STATS_DATA        sum, tps, avgpt over a minute, an hour, a day
 
-The broker encodes them and the client decodes them, so both sides share one schema; the
-codec is :class:`~rocketstore.remoting.headers.JsonBody`'s (fields sorted by name, nulls left out).
-
 TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``, which fastjson writes with
 the key *object* in key position, not a string:
 ``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"lastUpdateTimestamp":0,...}}}``.
@@ -31,30 +45,147 @@ import dataclasses
 from typing import Any
 
 from rocketstore.common.fastjson import parse_fastjson_object_keys
-from rocketstore.remoting.headers import JsonBody, MessageQueueData, SubscriptionData
+from rocketstore.remoting.body_codec import JsonBody
+from rocketstore.remoting.wire_fields import wire
 
 __all__ = [
+    "BrokerData",
     "BrokerStatsData",
     "BrokerStatsItem",
+    "ClusterInfo",
     "ConnectionData",
     "ConsumeStatsBody",
     "ConsumeStatsList",
     "ConsumerConnectionBody",
+    "ConsumerData",
+    "GetConsumerListByGroupResponseBody",
     "GetConsumerStatusBody",
     "GroupList",
+    "HeartbeatData",
     "KVTable",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
+    "MessageQueueData",
     "MessageQueueForC",
     "OffsetWrapperData",
     "ProducerConnection",
+    "ProducerData",
     "QueryConsumeTimeSpanBody",
     "QueryCorrectionOffsetBody",
+    "QueueData",
     "QueueTimeSpan",
     "ResetOffsetBody",
     "ResetOffsetBodyForC",
+    "SubscriptionData",
     "TopicList",
     "TopicOffsetData",
+    "TopicRouteData",
     "TopicStatsTable",
+    "UnlockBatchRequestBody",
 ]
+
+
+# -- client registration, queue locks and routes ---------------------------------------------------
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ProducerData(JsonBody):
+    group_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class SubscriptionData(JsonBody):
+    topic: str
+    sub_string: str
+    class_filter_mode: bool = False
+    tags_set: list[str] = dataclasses.field(default_factory=list)
+    code_set: list[int] = dataclasses.field(default_factory=list)
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ConsumerData(JsonBody):
+    group_name: str
+    consume_type: str | None = None  # CONSUME_ACTIVELY (pull) or CONSUME_PASSIVELY (push)
+    message_model: str | None = None  # CLUSTERING or BROADCASTING
+    consume_from_where: str | None = None  # e.g. CONSUME_FROM_LAST_OFFSET
+    subscription_data_set: list[SubscriptionData] = dataclasses.field(default_factory=list)
+    unit_mode: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class HeartbeatData(JsonBody):
+    client_id: str = dataclasses.field(metadata=wire("clientID"))
+    producer_data_set: list[ProducerData] = dataclasses.field(default_factory=list)
+    consumer_data_set: list[ConsumerData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class MessageQueueData(JsonBody):
+    """RocketMQ's MessageQueue as it appears inside bodies (hashable: admin bodies key maps by it)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class LockBatchRequestBody(JsonBody):
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class LockBatchResponseBody(JsonBody):
+    lock_ok_mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list, metadata=wire("lockOKMQSet"))
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class UnlockBatchRequestBody(JsonBody):
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetConsumerListByGroupResponseBody(JsonBody):
+    consumer_id_list: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class QueueData(JsonBody):
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerData(JsonBody):
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = dataclasses.field(default_factory=dict)  # broker id (0 = master) -> host:port
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class TopicRouteData(JsonBody):
+    order_topic_conf: str | None = None
+    queue_datas: list[QueueData] = dataclasses.field(default_factory=list)
+    broker_datas: list[BrokerData] = dataclasses.field(default_factory=list)
+    filter_server_table: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ClusterInfo(JsonBody):
+    broker_addr_table: dict[str, BrokerData] = dataclasses.field(default_factory=dict)
+    cluster_addr_table: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+# -- admin ------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(kw_only=True, slots=True)
 class KVTable(JsonBody):

@@ -51,7 +51,8 @@ class ProtocolError(ValueError):
 class MalformedRequestError(ProtocolError):
     """A well-framed command whose typed header fields or JSON body are missing or do not parse.
 
-    Raised by :mod:`rocketstore.remoting.headers`. Unlike a bad frame, which leaves the byte
+    Raised by the header and body codecs (:mod:`rocketstore.remoting.header_codec`,
+    :mod:`rocketstore.remoting.body_codec`). Unlike a bad frame, which leaves the byte
     stream unusable, this is one bad request from a client that still speaks the protocol: a
     server answers it (naming the field) and keeps the connection, and since any client can send
     one at will it is not a bug of the server's to log with a traceback.

@@ -1,59 +1,46 @@
-"""Typed request/response headers (a command's ``extFields``) and JSON bodies, as RocketMQ 4.9.8 names them.
+"""The typed request and response headers (a command's ``extFields``), as RocketMQ 4.9.8 names them.
 
-Headers are dataclasses whose fields carry their wire names; one generic codec turns
-``extFields`` (strings only) into typed values and back, the way RocketMQ's
-``RemotingCommand.decodeCommandCustomHeader`` / ``makeCustomHeaderToNet`` do:
+RocketMQ keeps its ``CommandCustomHeader`` classes together in ``protocol/header/*``; this is
+that package: schemas only, one dataclass per header, each field under its Java name. How they
+turn into ``extFields`` and back is :mod:`rocketstore.remoting.header_codec`'s job, and the JSON
+bodies some commands carry are :mod:`rocketstore.remoting.body`'s.
 
-* integers parse like Java's ``Integer.parseInt`` / ``Long.parseLong`` (ASCII digits, optional
-  sign, range checked against the Java type: :data:`Int32` or :data:`Int64`);
-* booleans like ``Boolean.parseBoolean`` ("true" in any case is true, anything else false);
-* a field without a default is required (``@CFNotNull`` in Java); an absent optional field keeps
-  its default (``None`` for Java's nullable wrappers); ``None`` values are left out on encode.
-
-Unlike Java, which logs and skips a field that does not parse, a bad value raises
-:class:`~remoting.command.MalformedRequestError` naming the header and the field.
-
-Bodies (:class:`JsonBody` subclasses) are RocketMQ's ``RemotingSerializable`` payloads, fastjson
-text. Decoding is as lenient as fastjson about what real clients send (the C++ client sends
-``subVersion`` as a string; absent fields take their defaults; unknown fields are ignored);
-encoding writes fastjson's shape: fields sorted by name, nulls left out, and integer map keys
-unquoted (``"brokerAddrs":{0:"host:port"}``), which the Java, C++ and Go clients all parse (the
-Go client splits that map's text on ',' and ':' itself, so the output has no blanks).
+A field's Python type is its Java type: ``str``, ``bool``, :data:`Int32` (Integer) or
+:data:`Int64` (Long); ``X | None`` is a nullable wrapper, and a field without a default is
+required (``@CFNotNull``). :func:`~rocketstore.remoting.wire_fields.wire` names a field whose
+Java name is not the camelCase of the attribute (``bname``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import types
-import typing
-from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Self, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import ClassVar, Self
 
-from rocketstore.common.fastjson import parse_fastjson
-from rocketstore.common.java_number import JAVA_RANGES, SIGNS, parse_java_int
-from rocketstore.common.native import NATIVE
-from rocketstore.remoting.command import MalformedRequestError
+from rocketstore.remoting.header_codec import Header, Int32, Int64
+from rocketstore.remoting.wire_fields import wire
 
 __all__ = [
-    "BrokerData",
+    "CheckTransactionStateRequestHeader",
     "CloneGroupOffsetRequestHeader",
-    "ClusterInfo",
     "ConsumeMessageDirectlyResultRequestHeader",
-    "ConsumerData",
     "ConsumerSendMsgBackRequestHeader",
+    "CreateAccessConfigRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteAccessConfigRequestHeader",
     "DeleteKVConfigRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
+    "EndTransactionRequestHeader",
+    "GetBrokerAclConfigResponseHeader",
     "GetBrokerConfigResponseHeader",
     "GetConsumeStatsInBrokerHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetConsumerListByGroupRequestHeader",
-    "GetConsumerListByGroupResponseBody",
     "GetConsumerRunningInfoRequestHeader",
     "GetConsumerStatusRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
@@ -69,16 +56,7 @@ __all__ = [
     "GetRouteInfoRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
-    "Header",
-    "HeartbeatData",
-    "Int32",
-    "Int64",
-    "JsonBody",
-    "LockBatchRequestBody",
-    "LockBatchResponseBody",
-    "MessageQueueData",
     "NotifyConsumerIdsChangedRequestHeader",
-    "ProducerData",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "PullSysFlag",
@@ -92,197 +70,21 @@ __all__ = [
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",
-    "QueueData",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ReplyMessageRequestHeader",
     "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
-    "SubscriptionData",
-    "TopicRouteData",
     "UnRegisterBrokerRequestHeader",
-    "UnlockBatchRequestBody",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
+    "UpdateGlobalWhiteAddrsConfigRequestHeader",
     "ViewBrokerStatsDataRequestHeader",
     "ViewMessageRequestHeader",
-    "wire",
 ]
-
-# Java's Integer and Long; the codec range-checks against them.
-Int32 = Annotated[int, "i32"]
-Int64 = Annotated[int, "i64"]
-_RANGES = JAVA_RANGES
-_SIGNS = SIGNS
-_WIRE = "wire"
-
-
-def wire(name: str) -> dict[str, str]:
-    """Field metadata for a wire name that is not the camelCase of the attribute name."""
-    return {_WIRE: name}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _wire_name(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get(_WIRE) or _camel(f.name))
-
-
-def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
-    if get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in get_args(hint) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return hint, False
-
-
-def _java_bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-# -- headers -----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _HeaderField:
-    attr: str
-    wire: str
-    kind: str  # "str", "bool", "i32" or "i64"
-    required: bool
-
-
-_HEADER_FIELDS: dict[type, tuple[_HeaderField, ...]] = {}
-
-
-def _header_fields(cls: type) -> tuple[_HeaderField, ...]:
-    cached = _HEADER_FIELDS.get(cls)
-    if cached is not None:
-        return cached
-    hints = get_type_hints(cls, include_extras=True)
-    specs = []
-    for f in dataclasses.fields(cls):
-        hint, _ = _unwrap_optional(hints[f.name])
-        if get_origin(hint) is Annotated:
-            kind = str(hint.__metadata__[0])
-        elif hint is str:
-            kind = "str"
-        elif hint is bool:
-            kind = "bool"
-        else:
-            raise TypeError(f"{cls.__name__}.{f.name}: header fields are str, bool, Int32 or Int64, not {hint!r}")
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append(_HeaderField(f.name, _wire_name(f), kind, required))
-    _HEADER_FIELDS[cls] = result = tuple(specs)
-    return result
-
-
-# What Header._decode walks per field: (attr, wire name, kind, required, low, high), with
-# kind 0 = str, 1 = bool, 2 = integer in low..high. Built once per (header class, name map).
-_DecodeStep = tuple[str, str, int, bool, int, int]
-_KIND_STR, _KIND_BOOL, _KIND_INT = 0, 1, 2
-_DECODE_PLANS: dict[tuple[type, int], tuple[Mapping[str, str] | None, tuple[_DecodeStep, ...]]] = {}
-
-
-def _decode_plan(cls: type, names: Mapping[str, str] | None) -> tuple[_DecodeStep, ...]:
-    """The field steps of ``cls`` under ``names`` (None: the wire names), cached.
-
-    Keyed by the identity of ``names`` (the name maps are module constants, so the cache stays
-    tiny); the entry keeps the map itself, so its id cannot be reused by another object while
-    cached, and the identity check below guards the lookup anyway.
-    """
-    key = (cls, id(names))
-    cached = _DECODE_PLANS.get(key)
-    if cached is not None and cached[0] is names:
-        return cached[1]
-    steps = []
-    for spec in _header_fields(cls):
-        name = spec.wire if names is None else names[spec.attr]
-        if spec.kind == "str":
-            steps.append((spec.attr, name, _KIND_STR, spec.required, 0, 0))
-        elif spec.kind == "bool":
-            steps.append((spec.attr, name, _KIND_BOOL, spec.required, 0, 0))
-        else:
-            low, high = _RANGES[spec.kind]
-            steps.append((spec.attr, name, _KIND_INT, spec.required, low, high))
-    plan = tuple(steps)
-    _DECODE_PLANS[key] = (names, plan)
-    return plan
-
-
-def decode_fields_python(fields: Mapping[str, str], plan: tuple[_DecodeStep, ...], label: str) -> dict[str, Any]:
-    """The field values a decode plan reads from ``fields``; raises naming the first bad field.
-
-    The reference decoder. It runs for every request (14 fields for a send), so the per-field
-    work is a cached plan and Java's integer syntax is checked inline (as parse_java_int does).
-    """
-    values: dict[str, Any] = {}
-    get = fields.get
-    for attr, name, kind, required, low, high in plan:
-        raw = get(name)
-        if raw is None:
-            if required:
-                raise MalformedRequestError(f"{label} header field {name!r} is missing")
-            continue
-        if not isinstance(raw, str):
-            raise MalformedRequestError(f"{label} header field {name!r} must be a string, got {raw!r}")
-        if kind == _KIND_STR:
-            values[attr] = raw
-        elif kind == _KIND_BOOL:
-            values[attr] = raw.lower() == "true"
-        else:
-            digits = raw[1:] if raw[:1] in _SIGNS else raw
-            if digits.isascii() and digits.isdigit() and low <= (number := int(raw)) <= high:
-                values[attr] = number
-            else:
-                what = "an integer" if high == _RANGES["i32"][1] else "a long integer"
-                raise MalformedRequestError(f"{label} header field {name!r} must be {what}, got {raw!r}")
-    return values
-
-
-def _decode_fields_native(fields: Mapping[str, str], plan: tuple[_DecodeStep, ...], label: str) -> dict[str, Any]:
-    """The Rust plan executor for headers that decode cleanly; Python for the rest (and its errors)."""
-    assert NATIVE is not None
-    values: dict[str, Any] | None = NATIVE.decode_header_fields(fields, plan)
-    return decode_fields_python(fields, plan, label) if values is None else values
-
-
-_decode_fields = _decode_fields_native if NATIVE is not None else decode_fields_python
-
-
-class Header:
-    """Base of the typed headers: decode from and encode to ``extFields``."""
-
-    __slots__ = ()
-    #: What error messages call this header, e.g. "PULL_MESSAGE" or "PULL_MESSAGE response".
-    LABEL: ClassVar[str] = ""
-
-    @classmethod
-    def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
-        return cls._decode(fields, None, cls.LABEL)
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return self._encode(None)
-
-    @classmethod
-    def _decode(cls, fields: Mapping[str, str], names: Mapping[str, str] | None, label: str) -> Self:
-        return cls(**_decode_fields(fields, _decode_plan(cls, names), label))
-
-    def _encode(self, names: Mapping[str, str] | None) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for spec in _header_fields(type(self)):
-            value = getattr(self, spec.attr)
-            if value is None:
-                continue
-            name = spec.wire if names is None else names[spec.attr]
-            out[name] = _java_bool(value) if isinstance(value, bool) else str(value)
-        return out
-
-
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
@@ -811,284 +613,6 @@ class DeleteKVConfigRequestHeader(Header):
     LABEL: ClassVar[str] = "DELETE_KV_CONFIG"
     namespace: str
     key: str
-
-
-# -- JSON bodies -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _BodyField:
-    attr: str
-    wire: str
-    hint: Any
-    required: bool
-
-
-_BODY_FIELDS: dict[type, tuple[_BodyField, ...]] = {}
-
-
-def _body_fields(cls: type) -> tuple[_BodyField, ...]:
-    cached = _BODY_FIELDS.get(cls)
-    if cached is not None:
-        return cached
-    hints = get_type_hints(cls)
-    _BODY_FIELDS[cls] = result = tuple(
-        _BodyField(
-            f.name, _wire_name(f), hints[f.name],
-            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-        )
-        for f in dataclasses.fields(cls)
-    )
-    return result
-
-
-def _bad(path: str, what: str, value: Any) -> MalformedRequestError:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return MalformedRequestError(f"{path} must be {what}, got {shown}")
-
-
-def _int_from_json(value: Any, path: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):  # fastjson reads "123" into an int field; the C++ client relies on it
-        number = parse_java_int(value, "i64")
-        if number is not None:
-            return number
-    raise _bad(path, "an integer", value)
-
-
-def _str_from_json(value: Any, path: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    raise _bad(path, "a string", value)
-
-
-def _bool_from_json(value: Any, path: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise _bad(path, "a boolean", value)
-
-
-def _float_from_json(value: Any, path: str) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise _bad(path, "a number", value)
-
-
-_SCALARS: dict[Any, Callable[[Any, str], Any]] = {
-    int: _int_from_json, str: _str_from_json, bool: _bool_from_json, float: _float_from_json,
-}
-
-
-def _from_json(hint: Any, value: Any, path: str) -> Any:
-    hint, optional = _unwrap_optional(hint)
-    if value is None and optional:
-        return None
-    scalar = _SCALARS.get(hint)
-    if scalar is not None:
-        return scalar(value, path)
-    origin = get_origin(hint)
-    if origin is list:
-        (item,) = get_args(hint)
-        if not isinstance(value, list):
-            raise _bad(path, "an array", value)
-        return [_from_json(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        key_type, item = get_args(hint)
-        if not isinstance(value, dict):
-            raise _bad(path, "an object", value)
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            key: Any
-            if key_type is int:
-                key = _int_from_json(k, f"{path} key")
-            elif isinstance(key_type, type) and issubclass(key_type, JsonBody):
-                # an object in key position (fastjson's Map<MessageQueue, V>), which
-                # rocketstore.remoting.body's parser hands over as a tuple of its (name, value) pairs
-                key = key_type.from_json_value(dict(k) if isinstance(k, tuple) else k, f"{path} key")
-            else:
-                key = k
-            out[key] = _from_json(item, v, f"{path}[{k!r}]")
-        return out
-    if isinstance(hint, type) and issubclass(hint, JsonBody):
-        return hint.from_json_value(value, path)
-    raise TypeError(f"no JSON mapping for {hint!r}")
-
-
-def _dump(value: Any) -> str:
-    """fastjson's compact text: bean fields sorted by name, nulls left out, int map keys bare."""
-    if isinstance(value, JsonBody):
-        items = sorted(
-            ((spec.wire, getattr(value, spec.attr)) for spec in _body_fields(type(value))
-             if getattr(value, spec.attr) is not None),
-            key=lambda item: item[0],
-        )
-        return "{" + ",".join(f"{_dump(k)}:{_dump(v)}" for k, v in items) + "}"
-    if isinstance(value, dict):
-        return "{" + ",".join(
-            f"{k if isinstance(k, int) and not isinstance(k, bool) else _dump(k)}:{_dump(v)}"
-            for k, v in value.items()
-        ) + "}"
-    if isinstance(value, list | tuple | set | frozenset):
-        return "[" + ",".join(_dump(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
-
-
-class JsonBody:
-    """Base of the JSON payloads: ``decode(bytes)`` and ``encode() -> bytes`` in fastjson's form.
-
-    A body with objects in key position (fastjson's ``Map<MessageQueue, V>``) overrides
-    :meth:`parse_text` with a parser that accepts them; the default one is faster and covers
-    every other body.
-    """
-
-    __slots__ = ()
-
-    @classmethod
-    def parse_text(cls, text: str) -> Any:
-        """The body's text as parsed JSON."""
-        return parse_fastjson(text)
-
-    @classmethod
-    def decode(cls, data: bytes | str) -> Self:
-        name = cls.__name__
-        try:
-            text = data.decode() if isinstance(data, bytes | bytearray | memoryview) else data
-        except UnicodeDecodeError as exc:
-            raise MalformedRequestError(f"{name} body is not UTF-8: {exc}") from None
-        try:
-            value = cls.parse_text(text)
-        except (ValueError, RecursionError) as exc:
-            raise MalformedRequestError(f"{name} body does not parse as JSON: {exc}") from None
-        return cls.from_json_value(value, name)
-
-    @classmethod
-    def from_json_value(cls, value: Any, path: str | None = None) -> Self:
-        """Build from parsed JSON (what :func:`json.loads` returns); ``path`` names it in errors."""
-        path = path or cls.__name__
-        if not isinstance(value, dict):
-            raise _bad(path, "an object", value)
-        values: dict[str, Any] = {}
-        for spec in _body_fields(cls):
-            raw = value.get(spec.wire)
-            if raw is None:
-                if spec.required:
-                    raise MalformedRequestError(f"{path}.{spec.wire} is missing")
-                continue
-            values[spec.attr] = _from_json(spec.hint, raw, f"{path}.{spec.wire}")
-        return cls(**values)
-
-    def to_json(self) -> str:
-        return _dump(self)
-
-    def encode(self) -> bytes:
-        return _dump(self).encode()
-
-
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class ProducerData(JsonBody):
-    group_name: str
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class SubscriptionData(JsonBody):
-    topic: str
-    sub_string: str
-    class_filter_mode: bool = False
-    tags_set: list[str] = dataclasses.field(default_factory=list)
-    code_set: list[int] = dataclasses.field(default_factory=list)
-    sub_version: int = 0
-    expression_type: str = "TAG"
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class ConsumerData(JsonBody):
-    group_name: str
-    consume_type: str | None = None  # CONSUME_ACTIVELY (pull) or CONSUME_PASSIVELY (push)
-    message_model: str | None = None  # CLUSTERING or BROADCASTING
-    consume_from_where: str | None = None  # e.g. CONSUME_FROM_LAST_OFFSET
-    subscription_data_set: list[SubscriptionData] = dataclasses.field(default_factory=list)
-    unit_mode: bool = False
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class HeartbeatData(JsonBody):
-    client_id: str = dataclasses.field(metadata=wire("clientID"))
-    producer_data_set: list[ProducerData] = dataclasses.field(default_factory=list)
-    consumer_data_set: list[ConsumerData] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class MessageQueueData(JsonBody):
-    """RocketMQ's MessageQueue as it appears inside bodies (hashable: admin bodies key maps by it)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class LockBatchRequestBody(JsonBody):
-    consumer_group: str
-    client_id: str
-    mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class LockBatchResponseBody(JsonBody):
-    lock_ok_mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list, metadata=wire("lockOKMQSet"))
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class UnlockBatchRequestBody(JsonBody):
-    consumer_group: str
-    client_id: str
-    mq_set: list[MessageQueueData] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class GetConsumerListByGroupResponseBody(JsonBody):
-    consumer_id_list: list[str] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class QueueData(JsonBody):
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class BrokerData(JsonBody):
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = dataclasses.field(default_factory=dict)  # broker id (0 = master) -> host:port
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class TopicRouteData(JsonBody):
-    order_topic_conf: str | None = None
-    queue_datas: list[QueueData] = dataclasses.field(default_factory=list)
-    broker_datas: list[BrokerData] = dataclasses.field(default_factory=list)
-    filter_server_table: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class ClusterInfo(JsonBody):
-    broker_addr_table: dict[str, BrokerData] = dataclasses.field(default_factory=dict)
-    cluster_addr_table: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 # -- plain ACL administration (RequestCode 50-53) ------------------------------------------------

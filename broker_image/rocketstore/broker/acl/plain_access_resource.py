@@ -26,9 +26,9 @@ from rocketstore.broker.acl.permission import PUB, SUB
 from rocketstore.broker.acl.remote_address_strategy import RemoteAddressStrategy
 from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rocketstore.remoting.acl_signer import ACCESS_KEY, SIGNATURE, request_content
+from rocketstore.remoting.body import HeartbeatData
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import HeartbeatData
 
 
 class AclParseError(ValueError):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from rocketstore.broker.client_manager import ConsumerManager
 from rocketstore.common.filter import SQL92, Selector, SelectorSyntaxError, is_tag_type, parse
-from rocketstore.remoting.headers import SubscriptionData
+from rocketstore.remoting.body import SubscriptionData
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,10 @@ A receive of group G on topic T first hands out G's messages of T whose invisibl
 passed (delivery attempt + 1), then new messages from each queue's cursor, rotating the first
 queue between calls so no queue starves. It reads whatever queue the client named in its request
 from all queues of the topic, as RocketMQ's proxy pops from every queue of the broker. Every
-change goes through the pop log (pop_log.py) before the client learns of it.
+change goes through the pop log (pop_log.py) before the client learns of it. The rules below (what
+goes out again, what goes to the DLQ, what a FIFO queue holds back, what a store read moves) are
+pure functions in pop_policy.py; this module reads the store and the log for them and writes
+their records.
 
 Where a group starts: at its committed consumer offset when it has one (a group that consumed
 with a 4.x client continues where it stopped), else at the queue's first message, so messages
@@ -42,6 +45,15 @@ from typing import Final
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import receipt_handle
 from rocketstore.broker.grpc_v2.pop_log import Ack, Cursor, InFlight, Invisible, PopLog, QueueKey, Record
+from rocketstore.broker.grpc_v2.pop_policy import (
+    DeliveryPolicy,
+    Redelivery,
+    fifo_holds_new,
+    queue_order,
+    redelivery,
+    redelivery_candidates,
+    take_new_messages,
+)
 from rocketstore.broker.grpc_v2.receipt_handle import ReceiptHandle
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import StoredMessage, decode_record
@@ -171,19 +183,29 @@ class PopService:
 
     def _pick(self, group: str, topic: str, message_filter: MessageFilter, batch: int,
               invisible_ms: int) -> list[Received]:
+        """Up to ``batch`` messages: first those whose invisible time passed, then new ones. What to
+        hand out is :mod:`~rocketstore.broker.grpc_v2.pop_policy`'s decision; this reads the store for
+        it and logs the records in one append."""
         now = now_ms()
         visible_at = now + invisible_ms
+        policy = DeliveryPolicy.of(self.broker.subscription_group_manager.find_subscription_group_config(group))
         records: list[Record] = []
         picked: list[Received] = []
         touched: set[int] = set()
+        self._redeliver(group, topic, policy, batch, now, visible_at, records, picked, touched)
+        self._take_new(group, topic, policy, message_filter, batch, visible_at, records, picked, touched)
+        self.log.append(records)
+        for queue_id in touched:
+            self._commit_offset(group, topic, queue_id)
+        return picked
+
+    def _redeliver(self, group: str, topic: str, policy: DeliveryPolicy, batch: int, now: int, visible_at: int,
+                   records: list[Record], picked: list[Received], touched: set[int]) -> None:
+        """Messages whose invisible time passed, the earliest first: delivered again, attempt + 1 (or
+        dead-lettered). The records apply when the pick ends, so ``taken`` keeps an entry from being
+        handed out twice in one pick."""
         store = self.broker.store
         state = self.log.state
-        group_config = self.broker.subscription_group_manager.find_subscription_group_config(group)
-        max_attempts = (group_config.retry_max_times if group_config is not None else 16) + 1
-        fifo = group_config is not None and group_config.consume_message_orderly
-        # 1. messages whose invisible time passed, the earliest first: delivered again, attempt + 1
-        # (or dead-lettered). The records apply when the pick ends, so ``taken`` keeps an entry
-        # from being handed out twice in one pick
         taken: set[tuple[int, int]] = set()
         waiting: list[tuple[int, int]] = []  # due messages of FIFO queues that wait for the rest
         while len(picked) < batch:
@@ -193,14 +215,11 @@ class PopService:
             queue_id, offset, held = due
             if (queue_id, offset) in taken:
                 continue
-            if not fifo:
-                candidates = [(offset, held)]
-            else:
-                entries = state.in_flight[(group, topic, queue_id)]
-                if any(other.visible_at_ms > now for other in entries.values()):
-                    waiting.append((queue_id, offset))  # a FIFO queue waits until every message handed out before
-                    continue                            # is acked or due
-                candidates = [(o, h) for o, h in sorted(entries.items()) if (queue_id, o) not in taken]
+            candidates = redelivery_candidates(policy, queue_id, offset, held,
+                                               state.in_flight[(group, topic, queue_id)], taken, now)
+            if candidates is None:  # a FIFO queue waits until every message handed out before is acked or due
+                waiting.append((queue_id, offset))
+                continue
             for offset, held in candidates:
                 if len(picked) >= batch:
                     state.rearm(group, topic, queue_id, offset)  # the rest of a FIFO queue, next time
@@ -208,59 +227,54 @@ class PopService:
                 taken.add((queue_id, offset))
                 touched.add(queue_id)
                 message = decode_message(store.get_message_record(topic, queue_id, offset))
-                if message is None:  # its CommitLog file was deleted: nothing left to deliver
+                fate = redelivery(message is not None, held.attempt, policy)
+                if fate is Redelivery.GONE:
                     log.warning("pop: %s of %s queue %d offset %d is gone from the store; dropped",
                                 group, topic, queue_id, offset)
                     records.append(Ack(group, topic, queue_id, offset))
                     continue
-                if held.attempt >= max_attempts:
+                assert message is not None
+                if fate is Redelivery.DEAD_LETTER:
                     records.append(self._dead_letter(group, message, queue_id, offset, held.attempt, now))
                     continue
-                records.append(Invisible(group, topic, queue_id, offset, visible_at, held.attempt + 1))
-                picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), held.attempt + 1))
+                record = Invisible(group, topic, queue_id, offset, visible_at, held.attempt + 1)
+                records.append(record)
+                picked.append(_received(record, message))
                 self.redeliveries += 1
         for queue_id, offset in waiting:
             state.rearm(group, topic, queue_id, offset)
-        # 2. new messages from each queue's cursor
+
+    def _take_new(self, group: str, topic: str, policy: DeliveryPolicy, message_filter: MessageFilter, batch: int,
+                  visible_at: int, records: list[Record], picked: list[Received], touched: set[int]) -> None:
+        """New messages from each queue's cursor, the first queue rotating between receives."""
+        store = self.broker.store
+        state = self.log.state
         config = self.broker.topic_config_manager.get(topic)
         queue_nums = config.read_queue_nums if config is not None else 0
         first = self._rotation.get((group, topic), 0)
         self._rotation[(group, topic)] = first + 1
-        for i in range(queue_nums):
+        for queue_id in queue_order(first, queue_nums):
             if len(picked) >= batch:
                 break
-            queue_id = (first + i) % queue_nums
-            if fifo and state.in_flight.get((group, topic, queue_id)):
-                continue  # nothing after a FIFO queue's messages in flight until they are acked
-            cursor = self._cursor((group, topic, queue_id))
-            if state.cursors.get((group, topic, queue_id)) != cursor:  # a new group, or one moved on
-                records.append(Cursor(group, topic, queue_id, cursor))
+            key = (group, topic, queue_id)
+            if fifo_holds_new(policy, state.in_flight.get(key)):
+                continue
+            cursor = self._cursor(key)
             result = store.get_message(group, topic, queue_id, cursor, batch - len(picked), message_filter)
             if result.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY:
                 # the queue ends before the cursor although it did not at start (open() checks): a
                 # topic deleted and created again. Read on from its end
                 log.warning("pop: %s queue %d ends at %d, before %s's cursor %d; the cursor moves back",
                             topic, queue_id, result.next_begin_offset, group, cursor)
-                records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
+            found = ([(offset, decode_message(raw))
+                      for raw, offset in zip(result.messages, result.message_queue_offsets, strict=True)]
+                     if result.status is GetMessageStatus.FOUND else [])
+            new = take_new_messages(group, topic, queue_id, state.cursors.get(key), cursor, result.status,
+                                    result.next_begin_offset, found, visible_at)
+            records += new.records
+            picked += [_received(record, message) for record, message in new.deliveries]
+            if new.touched:
                 touched.add(queue_id)
-                continue
-            moved_to = cursor
-            if result.status is GetMessageStatus.FOUND:
-                for raw, offset in zip(result.messages, result.message_queue_offsets, strict=True):
-                    message = decode_message(raw)
-                    if message is None:
-                        continue
-                    records.append(Invisible(group, topic, queue_id, offset, visible_at, 1))
-                    picked.append(Received(message, ReceiptHandle(queue_id, offset, visible_at), 1))
-                    moved_to = max(moved_to, offset + 1)
-            if result.next_begin_offset > moved_to:  # filtered away, or a queue trimmed past the cursor
-                records.append(Cursor(group, topic, queue_id, result.next_begin_offset))
-            if result.next_begin_offset > cursor or result.status is GetMessageStatus.FOUND:
-                touched.add(queue_id)
-        self.log.append(records)
-        for queue_id in touched:
-            self._commit_offset(group, topic, queue_id)
-        return picked
 
     def _remember_attempt(self, group: str, topic: str, attempt_id: str, picked: list[Received]) -> None:
         now = now_ms()
@@ -365,6 +379,11 @@ class PopService:
         for waiter in self._waiters.get(topic, ()):
             if not waiter.done():
                 waiter.set_result(None)
+
+
+def _received(record: Invisible, message: StoredMessage) -> Received:
+    """A message handed out, as the record that logs its delivery describes it."""
+    return Received(message, ReceiptHandle(record.queue_id, record.offset, record.visible_at_ms), record.attempt)
 
 
 def decode_message(raw: bytes | None) -> StoredMessage | None:

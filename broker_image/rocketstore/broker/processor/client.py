@@ -20,14 +20,10 @@ from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.filter import SelectorSyntaxError, is_tag_type
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.remoting.body import GetConsumerListByGroupResponseBody, HeartbeatData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import (
-    GetConsumerListByGroupRequestHeader,
-    GetConsumerListByGroupResponseBody,
-    HeartbeatData,
-    UnregisterClientRequestHeader,
-)
+from rocketstore.remoting.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 
 # TopicSysFlag.buildSysFlag(false, true): the unit-sub flag a unit-mode consumer's retry topic gets.
 _UNIT_SUB_FLAG = 0x2

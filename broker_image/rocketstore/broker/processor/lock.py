@@ -25,14 +25,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rocketstore.broker.server import Connection, Handler
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import (
+from rocketstore.remoting.body import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueueData,
     UnlockBatchRequestBody,
 )
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.command import RemotingCommand
 
 LOCK_MAX_LIVE_TIME_PROPERTY = "rocketmq.broker.rebalance.lockMaxLiveTime"
 DEFAULT_LOCK_MAX_LIVE_TIME_MS = 60_000
