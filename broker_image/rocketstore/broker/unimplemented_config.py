@@ -4,7 +4,7 @@ unchanged) but does not implement, with what the broker does instead.
 Accepting a key and ignoring it silently is how an operator ends up believing messages are
 replicated, authenticated or thread-pooled when they are not. So every such key set to anything
 but its default is named in a warning at start (and refused by a live update, UPDATE_BROKER_CONFIG) by
-:func:`unimplemented_settings`, and README.md lists them. Keys missing here are implemented (or,
+:func:`unimplemented_settings`, and docs/broker-conf.md lists them. Keys missing here are implemented (or,
 for the transaction keys, owned by that feature).
 
 The table is keyed by broker.conf key; each entry says what the broker does instead. An entry
