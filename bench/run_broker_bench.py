@@ -66,8 +66,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import java_rocketmq  # noqa: E402
 import doc_blocks  # noqa: E402
+import java_rocketmq  # noqa: E402
 from java_rocketmq import ClientDriver, RocketMQAnchor  # noqa: E402
 from ports import free_port  # noqa: E402
 
@@ -587,7 +587,8 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def write_doc(path: Path, result: dict[str, Any]) -> None:
-    """Rewrite the broker block of docs/benchmarks.md (or the page given): the command, the date, the set-up and the summary rows."""
+    """Rewrite the broker block of ``path`` (docs/benchmarks.md): the command, the date, the set-up and
+    the summary rows."""
     body = doc_blocks.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
                                        render_table([r for r in result["rows"] if r.in_doc]))
     doc_blocks.replace_section(path, DOC_SECTION, body)

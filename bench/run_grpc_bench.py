@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT / "tests" / "clients", ROOT / "tests", ROOT / "bench"):
     sys.path.insert(0, str(_path))
 
+import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402
 import mqadmin  # noqa: E402
-import doc_blocks  # noqa: E402
 from ports import free_port  # noqa: E402
 from run_broker_bench import (  # noqa: E402
     BROKER_CPU,
