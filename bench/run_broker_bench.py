@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Broker benchmark: RocketStore's broker against Apache RocketMQ 4.9.7 and 5.3.3, same machine, same run.
 
-    python3 bench/run_broker_bench.py [--quick] [--readme README.md] [--json OUT] [--dir D] [--seconds N]
+    python3 bench/run_broker_bench.py [--quick] [--doc docs/benchmarks.md] [--json OUT] [--dir D] [--seconds N]
                                       [--threads 1,8,32] [--flush ASYNC_FLUSH,SYNC_FLUSH]
                                       [--pinning pinned,unpinned] [--brokers rocketstore,...]
                                       [--segment BYTES] [--heap 512m] [--keep]
@@ -34,8 +34,8 @@ against each release, as issue 10 sets them), and only in pinned sections, excep
 Durations: 15 s per produce run and a 5 s warm-up (20 s and 8 s before 5.3.3, the pure-Python
 row and the unpinned sections were added), so the default command (2 pinnings x 2 flush types
 x 4 contenders) takes about 20 minutes on 2 cores; ``--quick`` (2 s runs) about 7 minutes.
-``--readme README.md`` rewrites the block between ``<!-- bench:broker:begin -->`` and
-``<!-- bench:broker:end -->`` with the summary table, the command and the date (bench/readme_table.py).
+``--doc docs/benchmarks.md`` rewrites the block between ``<!-- bench:broker:begin -->`` and
+``<!-- bench:broker:end -->`` with the summary table, the command and the date (bench/doc_blocks.py).
 
 ``--profile PREFIX`` starts only our broker (ASYNC_FLUSH), runs the 8-thread produce load and
 records it with py-spy (``pip install py-spy``; ``--gil``: samples of the thread holding the GIL):
@@ -66,8 +66,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402
-import readme_table  # noqa: E402
 from java_rocketmq import ClientDriver, RocketMQAnchor  # noqa: E402
 from ports import free_port  # noqa: E402
 
@@ -93,7 +93,7 @@ CONTENDERS = (OURS, OURS_PY, APACHE_4, APACHE_5)
 APACHE = {APACHE_4: "4.9.7", APACHE_5: "5.3.3"}  # contender -> release
 PURE_PYTHON_ENV = {"ROCKETSTORE_NATIVE": "0"}
 PINNINGS = ("pinned", "unpinned")
-README_SECTION = "broker"
+DOC_SECTION = "broker"
 
 
 # -- /proc ---------------------------------------------------------------------------------------
@@ -427,7 +427,7 @@ class Row:
     values: dict[str, float | None]
     higher: bool | None
     goal: Goal | None = None
-    in_readme: bool = True
+    in_doc: bool = True
 
     def to_beat(self) -> str | None:
         """The Apache contender with the better figure in this row (None when neither ran)."""
@@ -490,7 +490,7 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
         figs = {c: figures(t) for c, t in turns.items()}
         first = next(iter(turns.values()))["scenarios"]
         produce = sorted(int(k.split("-")[1]) for k in first if k.startswith("produce-"))
-        # (figure key, scenario, metric, higher is better, goal, goal also unpinned, in the README table)
+        # (figure key, scenario, metric, higher is better, goal, goal also unpinned, in the docs/benchmarks.md block)
         spec: list[tuple[str, str, str, bool | None, Goal | None, bool, bool]] = []
         for threads in produce:
             key, top = f"produce-{threads}", threads == produce[-1]
@@ -516,9 +516,9 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
             ("memory/anon", "memory, whole turn", "peak RssAnon MB (sampled 100 ms; Apache = name server + broker)",
              False, None, False, False),
         ]
-        for key, scen, metric, higher, goal, always, in_readme in spec:
+        for key, scen, metric, higher, goal, always, in_doc in spec:
             rows.append(Row(run, scen, metric, {c: figs[c][key] if c in figs else None for c in CONTENDERS},
-                            higher, goal if pinned or always else None, in_readme))
+                            higher, goal if pinned or always else None, in_doc))
     return rows
 
 
@@ -550,11 +550,11 @@ def render_table(rows: Sequence[Row]) -> str:
             fmt(r.ratio(OURS_PY)), bold(fmt(r.ratio(APACHE_4)), best == APACHE_4),
             bold(fmt(r.ratio(APACHE_5)), best == APACHE_5), r.goal.text if r.goal else "",
             "" if met is None else ("yes" if met else "no")])
-    return readme_table.markdown_table(header, cells, right=range(3, 10))
+    return doc_blocks.markdown_table(header, cells, right=range(3, 10))
 
 
 def setup_lines(result: dict[str, Any]) -> list[str]:
-    """What was run and on what, for the header of the printed table and of the README block."""
+    """What was run and on what, for the header of the printed table and of the docs/benchmarks.md block."""
     s = result["setup"]
     faster = collections.Counter(r.to_beat() for r in result["rows"] if r.metric == "send TPS")
     won = ", ".join(f"{APACHE[c]} in {n}" for c, n in faster.most_common() if c)
@@ -586,11 +586,12 @@ def print_report(result: dict[str, Any]) -> None:
     print(render_table(result["rows"]))
 
 
-def write_readme(path: Path, result: dict[str, Any]) -> None:
-    """Rewrite the README's broker block: the command, the date, the set-up and the summary rows."""
-    body = readme_table.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
-                                       render_table([r for r in result["rows"] if r.in_readme]))
-    readme_table.replace_section(path, README_SECTION, body)
+def write_doc(path: Path, result: dict[str, Any]) -> None:
+    """Rewrite the broker block of ``path`` (docs/benchmarks.md): the command, the date, the set-up and
+    the summary rows."""
+    body = doc_blocks.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
+                                       render_table([r for r in result["rows"] if r.in_doc]))
+    doc_blocks.replace_section(path, DOC_SECTION, body)
 # -- profiling -----------------------------------------------------------------------------------
 
 
@@ -688,7 +689,7 @@ def main() -> None:
     ap.add_argument("--segment", type=int, default=GiB, help="mappedFileSizeCommitLog of every broker (1 GiB)")
     ap.add_argument("--heap", default=java_rocketmq.DEFAULT_HEAP,
                     help=f"-Xms/-Xmx of Apache RocketMQ's name server and broker ({java_rocketmq.DEFAULT_HEAP})")
-    readme_table.add_output_arguments(ap, README_SECTION, "stores, logs")
+    doc_blocks.add_output_arguments(ap, DOC_SECTION, "stores, logs")
     ap.add_argument("--profile", metavar="PREFIX", help="py-spy our broker under produce load instead")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
@@ -697,8 +698,8 @@ def main() -> None:
     args.brokers = csv_choice(args.brokers, CONTENDERS, "--brokers")
     if "pinned" in args.pinning and (os.cpu_count() or 1) < 2:
         raise SystemExit("pinned runs need 2 cores: pass --pinning unpinned")
-    if args.readme is not None:
-        readme_table.check_section(args.readme, README_SECTION)  # before a long run, not after it
+    if args.doc is not None:
+        doc_blocks.check_section(args.doc, DOC_SECTION)  # before a long run, not after it
     durations = dict(PROFILES["quick" if args.quick else "default"])
     if args.seconds:
         durations["produce_s"] = args.seconds
@@ -739,9 +740,9 @@ def main() -> None:
         "rows": build_rows(sections),
     }
     print_report(result)
-    if args.readme is not None:
-        write_readme(args.readme, result)
-        print(f"\nrewrote the bench:{README_SECTION} block of {args.readme}", file=sys.stderr)
+    if args.doc is not None:
+        write_doc(args.doc, result)
+        print(f"\nrewrote the bench:{DOC_SECTION} block of {args.doc}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**result, "rows": [row_json(r) for r in result["rows"]]}, f, indent=2)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gRPC v2 benchmark: our broker's MessagingService against Apache RocketMQ 5.3.3's proxy in local mode.
 
-    python3 bench/run_grpc_bench.py [--quick] [--readme README.md] [--json OUT] [--seconds N]
+    python3 bench/run_grpc_bench.py [--quick] [--doc docs/benchmarks.md] [--json OUT] [--seconds N]
                                     [--inflight 1,32] [--receive-threads 8] [--rounds N] [--heap 1g]
                                     [--contenders rocketstore,apache-5.3.3-proxy] [--dir D] [--keep]
     python3 bench/run_grpc_bench.py --profile OUT_PREFIX [--seconds N]
@@ -23,8 +23,8 @@ lines, so CPU per message and the share of a core each side used cover exactly t
 A server core near 100% busy with the client core below it means the server is the bottleneck,
 which is what the comparison needs. With ``--rounds`` above 1 each figure is the median.
 
-``--readme README.md`` rewrites the block between ``<!-- bench:grpc:begin -->`` and
-``<!-- bench:grpc:end -->`` (bench/readme_table.py). ``--profile PREFIX`` runs only our broker
+``--doc docs/benchmarks.md`` rewrites the block between ``<!-- bench:grpc:begin -->`` and
+``<!-- bench:grpc:end -->`` (bench/doc_blocks.py). ``--profile PREFIX`` runs only our broker
 under ``py-spy record --gil`` with the same load and prints its hottest functions.
 """
 
@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT / "tests" / "clients", ROOT / "tests", ROOT / "bench"):
     sys.path.insert(0, str(_path))
 
+import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402
 import mqadmin  # noqa: E402
-import readme_table  # noqa: E402
 from ports import free_port  # noqa: E402
 from run_broker_bench import (  # noqa: E402
     BROKER_CPU,
@@ -86,7 +86,7 @@ CLUSTER = "DefaultCluster"
 OURS = "rocketstore"
 APACHE = "apache-5.3.3-proxy"
 CONTENDERS = (OURS, APACHE)
-README_SECTION = "grpc"
+DOC_SECTION = "grpc"
 BODY_SIZE = 1024
 QUEUES = 8
 CLIENT_HEAP = "1g"
@@ -398,7 +398,7 @@ def render_table(rows: Sequence[Row]) -> str:
         cells.append([r.scenario, r.metric, fmt(r.values[OURS]), fmt(r.values[APACHE]),
                       fmt(r.ratio()) if r.higher is not None else "", r.goal_text(),
                       "" if met is None else ("yes" if met else "no")])
-    return readme_table.markdown_table(header, cells, right=range(2, 5))
+    return doc_blocks.markdown_table(header, cells, right=range(2, 5))
 
 
 def setup_lines(result: dict[str, Any]) -> list[str]:
@@ -424,10 +424,10 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
-def write_readme(path: Path, result: dict[str, Any]) -> None:
-    body = readme_table.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
+def write_doc(path: Path, result: dict[str, Any]) -> None:
+    body = doc_blocks.generated_body(textwrap.fill(" ".join(setup_lines(result)), 100, break_on_hyphens=False),
                                        render_table(result["rows"]))
-    readme_table.replace_section(path, README_SECTION, body)
+    doc_blocks.replace_section(path, DOC_SECTION, body)
 
 
 # -- profiling -----------------------------------------------------------------------------------
@@ -467,7 +467,7 @@ def main() -> None:
     ap.add_argument("--heap", default="1g", help="-Xms/-Xmx of Apache's proxy JVM (1g; it holds the broker too)")
     ap.add_argument("--ours-env", metavar="KEY=VALUE", action="append", default=[],
                     help="an environment variable for our broker (e.g. ROCKETSTORE_UVLOOP=0), repeatable")
-    readme_table.add_output_arguments(ap, README_SECTION, "logs")
+    doc_blocks.add_output_arguments(ap, DOC_SECTION, "logs")
     ap.add_argument("--profile", metavar="PREFIX", help="py-spy our broker under the same load instead")
     args = ap.parse_args()
     args.inflight = [int(t) for t in args.inflight.split(",") if t.strip()]
@@ -479,8 +479,8 @@ def main() -> None:
         raise SystemExit(f"--contenders: choose among {', '.join(CONTENDERS)}")
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("the servers and the client are pinned to separate cores: 2 cores needed")
-    if args.readme is not None:
-        readme_table.check_section(args.readme, README_SECTION)  # before a long run, not after it
+    if args.doc is not None:
+        doc_blocks.check_section(args.doc, DOC_SECTION)  # before a long run, not after it
     durations = dict(PROFILES["quick" if args.quick else "default"])
     if args.seconds:
         durations["send_s"] = args.seconds
@@ -524,9 +524,9 @@ def main() -> None:
     print("\n".join(setup_lines(result)))
     print()
     print(render_table(result["rows"]))
-    if args.readme is not None:
-        write_readme(args.readme, result)
-        print(f"\nrewrote the bench:{README_SECTION} block of {args.readme}", file=sys.stderr)
+    if args.doc is not None:
+        write_doc(args.doc, result)
+        print(f"\nrewrote the bench:{DOC_SECTION} block of {args.doc}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**result, "rows": [dict(vars(r), ratio=r.ratio(), met=r.met()) for r in result["rows"]]},

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Store engine benchmarks.
 
-    python3 bench/run_store_bench.py [--quick] [--json OUT] [--dir D] [--profile] [--readme README.md]
+    python3 bench/run_store_bench.py [--quick] [--json OUT] [--dir D] [--profile] [--doc docs/benchmarks.md]
 
 The per-message hot path scenarios (s1 single put, s2 batch put, s4 dispatch lag) run twice:
 with the native extension and with ``ROCKETSTORE_NATIVE=0`` (``--no-pure-python`` skips the
-second). ``--readme README.md`` rewrites the README's ``bench:store`` block with the table.
+second). ``--doc docs/benchmarks.md`` rewrites the ``bench:store`` block of that page with the table.
 
 Every scenario (and every anchor) runs in a fresh child process, a re-invocation of this
 script with ``--child NAME``; the child prints one ``RESULT {json}`` line on stdout. The parent
@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,7 +38,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import readme_table  # noqa: E402
+import doc_blocks  # noqa: E402
 
 from rocketstore.common import native  # noqa: E402
 from rocketstore.common.message import PHYSICAL_OFFSET_POS, Message  # noqa: E402
@@ -50,7 +49,7 @@ from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
-README_SECTION = "store"
+DOC_SECTION = "store"
 TOPIC = "BenchTopic"
 BODY = b"m" * 1024
 
@@ -680,7 +679,7 @@ def setup_line(result: dict[str, Any]) -> str:
 
 
 def results_table(result: dict[str, Any]) -> str:
-    table: str = readme_table.markdown_table(
+    table: str = doc_blocks.markdown_table(
         ["scenario", "metric", "value", "anchor (same run)", "ratio", "goal"],
         ([r["scenario"], r["metric"], fmt(r["value"]), fmt(r["anchor"]), fmt(r["ratio"]), r["goal"]]
          for r in result["rows"]),
@@ -705,8 +704,7 @@ def main() -> None:
                     help="cProfile (thread CPU time) the put path of scenario 1, top 25 cumulative")
     ap.add_argument("--no-pure-python", dest="pure_python", action="store_false",
                     help="skip the pure-Python (ROCKETSTORE_NATIVE=0) runs of s1, s2 and s4")
-    ap.add_argument("--readme", metavar="README", type=Path,
-                    help="rewrite the block between the bench:store markers of this file with the table")
+    doc_blocks.add_doc_argument(ap, DOC_SECTION)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--params", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -725,12 +723,12 @@ def main() -> None:
             shutil.rmtree(scratch, ignore_errors=True)
         print(r["profile"])
         return
-    if args.readme is not None:
-        readme_table.check_section(args.readme, README_SECTION)  # before a long run, not after it
+    if args.doc is not None:
+        doc_blocks.check_section(args.doc, DOC_SECTION)  # before a long run, not after it
     result = run_all(args)
     print_table(result)
-    if args.readme is not None:
-        readme_table.replace_section(args.readme, README_SECTION, readme_table.generated_body(
+    if args.doc is not None:
+        doc_blocks.replace_section(args.doc, DOC_SECTION, doc_blocks.generated_body(
             setup_line(result), results_table(result)))
     if args.json:
         with open(args.json, "w") as f:

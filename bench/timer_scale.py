@@ -1,7 +1,7 @@
 """Timed messages at scale: a million pending timers, what they cost to put and to index, the memory
 they take, and how late due ones are delivered while the table is that large.
 
-    python3 bench/timer_scale.py [--timers N] [--readme README.md]
+    python3 bench/timer_scale.py [--timers N] [--doc docs/benchmarks.md]
 
 One store in a scratch directory (1 GiB segments, ASYNC_FLUSH), in this process:
 
@@ -29,14 +29,14 @@ from pathlib import Path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import readme_table  # noqa: E402
+import doc_blocks  # noqa: E402
 
 from rocketstore.common import native  # noqa: E402
 from rocketstore.common.message import Message  # noqa: E402
 from rocketstore.store.config import StoreConfig  # noqa: E402
 from rocketstore.store.message_store import DefaultMessageStore  # noqa: E402
 
-README_SECTION = "timer"
+DOC_SECTION = "timer"
 BODY = b"x" * 256
 DUE_TOGETHER = 2000
 
@@ -120,22 +120,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--timers", type=int, default=1_000_000, help="pending timers (default 1,000,000)")
     ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
-    ap.add_argument("--readme", metavar="README", type=Path,
-                    help="rewrite the block between the bench:timer markers of this file with the table")
+    doc_blocks.add_doc_argument(ap, DOC_SECTION)
     args = ap.parse_args()
-    if args.readme is not None:
-        readme_table.check_section(args.readme, README_SECTION)
+    if args.doc is not None:
+        doc_blocks.check_section(args.doc, DOC_SECTION)
     scratch = Path(tempfile.mkdtemp(prefix="timerbench-", dir=args.dir))
     try:
         rows = run(args.timers, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    table = readme_table.markdown_table(["what", "metric", "value", "ratio to the anchor"], rows, right=(2, 3))
+    table = doc_blocks.markdown_table(["what", "metric", "value", "ratio to the anchor"], rows, right=(2, 3))
     setup = (f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, hot path {native.IMPLEMENTATION}, "
              "one process, ASYNC_FLUSH, 1 GiB segments.")
     print(f"\n{setup}\n\n{table}")
-    if args.readme is not None:
-        readme_table.replace_section(args.readme, README_SECTION, readme_table.generated_body(setup, table))
+    if args.doc is not None:
+        doc_blocks.replace_section(args.doc, DOC_SECTION, doc_blocks.generated_body(setup, table))
 
 
 if __name__ == "__main__":

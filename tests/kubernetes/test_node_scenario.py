@@ -184,7 +184,7 @@ def _exists(core: Any, namespace: str) -> bool:
 
 @pytest.fixture(scope="module")
 def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
-    """The chart installed as README says, waited for: its operator pod Running and Ready. The
+    """The chart installed as docs/operator.md says, waited for: its operator pod Running and Ready. The
     namespace enforces the "restricted" Pod Security Standard, as the broker namespaces do. At the
     end everything the scenario made is deleted again (a persistent cluster is left as it was)."""
     core = client.CoreV1Api(kube)

@@ -1,7 +1,7 @@
 """The jobs under spark-submit on a real Spark standalone cluster (a master and a worker JVM).
 
 This is what "the same jobs run on a Spark cluster" means for a user: the packages shipped to
-the executors with ``--py-files`` (a zip made with Python's own zipfile command, as the README
+the executors with ``--py-files`` (a zip made with Python's own zipfile command, as docs/pipeline.md
 says), the master given to spark-submit and honoured by the job, the executors in processes of
 their own that know nothing of this repository. The worker's executor processes are started
 from a working directory and environment without the repository on PYTHONPATH, so a job whose
@@ -94,7 +94,7 @@ def test_export_under_spark_submit_on_a_standalone_cluster(cluster: tuple[str, P
                                                             project_wheel: Path, tmp_path: Path) -> None:
     url, work_dir = cluster
     env = _clean_env(tmp_path)
-    # as the README says: the project's wheel is the zip of its `rocketstore` namespace
+    # as docs/pipeline.md says: the project's wheel is the zip of its `rocketstore` namespace
     py_files = tmp_path / "rocketstore.zip"
     shutil.copy(project_wheel, py_files)
     out = tmp_path / "export"

@@ -1,6 +1,6 @@
-"""Benchmark tables written into README.md by the benchmark commands themselves, never by hand.
+"""Benchmark tables written into docs/benchmarks.md by the benchmark commands themselves, never by hand.
 
-A README section owned by a benchmark sits between two marker comments,
+A block owned by a benchmark sits between two marker comments,
 ``<!-- bench:NAME:begin -->`` and ``<!-- bench:NAME:end -->``; ``replace_section`` swaps what is
 between them for a freshly generated body, which ``generated_body`` opens with the exact command
 and the date, so every published figure names the run it came from. Prose about the figures
@@ -52,42 +52,49 @@ def generated_body(*parts: str, argv: Sequence[str] | None = None, when: datetim
     return "\n\n".join([head, *(p.strip() for p in parts if p.strip())])
 
 
-def check_section(readme: Path, name: str) -> tuple[str, int, int]:
-    """The text of ``readme`` and where section ``name``'s body starts and stops.
+def check_section(doc: Path, name: str) -> tuple[str, int, int]:
+    """The text of ``doc`` and where section ``name``'s body starts and stops.
 
     Raises ValueError when the markers are missing, repeated or reversed: benchmarks call it
-    before a long run, so that a README they cannot update fails at once, not after the run.
+    before a long run, so that a page they cannot update fails at once, not after the run.
     """
     begin, end = markers(name)
-    text = readme.read_text()
+    text = doc.read_text()
     if text.count(begin) != 1 or text.count(end) != 1:
-        raise ValueError(f"{readme} must hold {begin} and {end} exactly once each "
+        raise ValueError(f"{doc} must hold {begin} and {end} exactly once each "
                          f"(found {text.count(begin)} and {text.count(end)})")
     start, stop = text.index(begin) + len(begin), text.index(end)
     if stop < start:
-        raise ValueError(f"{readme}: {end} comes before {begin}")
+        raise ValueError(f"{doc}: {end} comes before {begin}")
     return text, start, stop
 
 
-def replace_section(readme: Path, name: str, body: str) -> None:
-    """Put ``body`` between section ``name``'s markers in ``readme`` (see :func:`check_section`).
+def replace_section(doc: Path, name: str, body: str) -> None:
+    """Put ``body`` between section ``name``'s markers in ``doc`` (see :func:`check_section`).
 
     The file is rewritten through a temporary file and a rename, so a crash never leaves half a
-    README; nothing changes when the markers are wrong.
+    page; nothing changes when the markers are wrong.
     """
-    text, start, stop = check_section(readme, name)
+    text, start, stop = check_section(doc, name)
     new = text[:start] + "\n\n" + body.strip() + "\n\n" + text[stop:]
-    tmp = readme.with_name(f".{readme.name}.{os.getpid()}.tmp")
+    tmp = doc.with_name(f".{doc.name}.{os.getpid()}.tmp")
     tmp.write_text(new)
-    os.replace(tmp, readme)
+    os.replace(tmp, doc)
+
+
+def add_doc_argument(ap: argparse.ArgumentParser, section: str) -> None:
+    """``--doc FILE``: rewrite the block between the ``bench:section`` markers of FILE, the page the
+    published figures live on (docs/benchmarks.md)."""
+    ap.add_argument("--doc", metavar="FILE", type=Path,
+                    help=f"rewrite the block between the bench:{section} markers of FILE "
+                         "(docs/benchmarks.md) with the table")
 
 
 def add_output_arguments(ap: argparse.ArgumentParser, section: str, kept: str) -> None:
     """The options every anchored benchmark takes for where its results and scratch files go:
-    ``--readme`` (rewrite the block between the ``bench:section`` markers), ``--json``, ``--dir`` and
-    ``--keep`` (``kept`` says what the scratch dir holds)."""
-    ap.add_argument("--readme", metavar="README", type=Path,
-                    help=f"rewrite the block between the bench:{section} markers of this file with the table")
+    ``--doc`` (see :func:`add_doc_argument`), ``--json``, ``--dir`` and ``--keep`` (``kept`` says
+    what the scratch dir holds)."""
+    add_doc_argument(ap, section)
     ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
     ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
     ap.add_argument("--keep", action="store_true", help=f"keep the scratch dir ({kept})")
