@@ -528,6 +528,11 @@ class RocketMQAnchor:
     _servers: list[_Server] = field(default_factory=list)
 
     @property
+    def rocketmq_home(self) -> Path:
+        """The scratch ROCKETMQ_HOME (``conf/`` holds logback's files and, with ACL, plain_acl.yml)."""
+        return self.workdir / "rocketmq-home"
+
+    @property
     def namesrv_addr(self) -> str:
         return self.external_namesrv or f"127.0.0.1:{self.namesrv_port}"
 
@@ -560,7 +565,7 @@ class RocketMQAnchor:
         build_anchor(self.version)
         java = self.java or find_tools()[0]
         home = self.workdir / "home"
-        rocketmq_home = self.workdir / "rocketmq-home"
+        rocketmq_home = self.rocketmq_home
         (rocketmq_home / "conf").mkdir(parents=True, exist_ok=True)
         home.mkdir(parents=True, exist_ok=True)
         self.store_dir.mkdir(parents=True, exist_ok=True)
@@ -657,3 +662,13 @@ class RocketMQAnchor:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def plain_acl_anchor(workdir: Path, acl_file: str) -> RocketMQAnchor:
+    """A RocketMQAnchor (not started) with ``aclEnable`` whose plain ACL is ``acl_file``: the text of
+    ``conf/plain_acl.yml`` under its ROCKETMQ_HOME (broker_process.plain_acl_broker does the same for
+    ours)."""
+    anchor = RocketMQAnchor(workdir, broker_config={"aclEnable": "true"})
+    (anchor.rocketmq_home / "conf").mkdir(parents=True, exist_ok=True)
+    (anchor.rocketmq_home / "conf" / "plain_acl.yml").write_text(acl_file)
+    return anchor

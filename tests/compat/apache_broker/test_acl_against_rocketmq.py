@@ -16,32 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import Broker
-from java_rocketmq import AnchorError, ClientDriver, RocketMQAnchor
+from acl4_accounts import AK, PLAIN_ACL, SK, WHITE_AK
+from broker_process import plain_acl_broker
+from java_rocketmq import AnchorError, ClientDriver, plain_acl_anchor
 
 pytestmark = pytest.mark.integration
-
-AK, SK = "RocketMQ", "12345678"
-ACL_FILE = f"""\
-globalWhiteRemoteAddresses:
-- 10.10.103.*
-accounts:
-- accessKey: {AK}
-  secretKey: "{SK}"
-  whiteRemoteAddress:
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - AclTopicA=PUB|SUB
-  - AclTopicB=SUB
-  groupPerms:
-  - AclDeniedGroup=DENY
-- accessKey: whiteListed
-  secretKey: "whitesecret"
-  whiteRemoteAddress: 127.0.0.*
-  defaultTopicPerm: DENY
-"""
 
 #: (name, mode, arguments): what each scenario runs
 SCENARIOS: list[tuple[str, str, list[str | int]]] = [
@@ -53,7 +32,7 @@ SCENARIOS: list[tuple[str, str, list[str | int]]] = [
     ("wrong secret", "acl-produce", ["-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", "not-the-secret"]),
     ("unknown key", "acl-produce", ["-t", "AclTopicA", "-c", 1, "--ak", "NoSuchKey", "--sk", SK]),
     ("no key", "acl-produce", ["-t", "AclTopicA", "-c", 1]),
-    ("white address account", "acl-produce", ["-t", "AclWhite", "-c", 1, "--ak", "whiteListed", "--sk", "wrong"]),
+    ("white address account", "acl-produce", ["-t", "AclWhite", "-c", 1, "--ak", WHITE_AK, "--sk", "wrong"]),
 ]
 
 
@@ -78,9 +57,7 @@ def run_all(namesrv: str, workdir: Path) -> dict[str, tuple[Any, ...]]:
 @pytest.fixture(scope="module")
 def anchor_outcomes(java_client_built: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("acl-anchor")
-    (workdir / "rocketmq-home" / "conf").mkdir(parents=True)
-    (workdir / "rocketmq-home" / "conf" / "plain_acl.yml").write_text(ACL_FILE)
-    anchor = RocketMQAnchor(workdir, broker_config={"aclEnable": "true"})
+    anchor = plain_acl_anchor(workdir, PLAIN_ACL)
     try:
         anchor.start()
     except AnchorError as e:
@@ -94,9 +71,7 @@ def anchor_outcomes(java_client_built: None, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="module")
 def our_outcomes(java_client_built: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("acl-ours")
-    (workdir / "rmqhome" / "conf").mkdir(parents=True)
-    (workdir / "rmqhome" / "conf" / "plain_acl.yml").write_text(ACL_FILE)
-    broker = Broker(workdir, f"aclEnable=true\nrocketmqHome={workdir / 'rmqhome'}\n")
+    broker = plain_acl_broker(workdir, PLAIN_ACL)
     broker.start()
     try:
         yield run_all(broker.namesrv, workdir / "client")

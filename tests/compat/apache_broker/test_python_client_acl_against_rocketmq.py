@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from java_rocketmq import AnchorError, BuildError, RocketMQAnchor, build_anchor
+from java_rocketmq import AnchorError, BuildError, RocketMQAnchor, build_anchor, plain_acl_anchor
 
 from rocketstore.client import AclClientRPCHook, BrokerAdmin, RemotingError, SessionCredentials
 
@@ -38,10 +38,7 @@ def acl_anchor(java_client_built: None, tmp_path_factory: pytest.TempPathFactory
         build_anchor()
     except BuildError as e:
         pytest.fail(str(e), pytrace=False)
-    workdir = tmp_path_factory.mktemp("acl-anchor-python")
-    (workdir / "rocketmq-home" / "conf").mkdir(parents=True)
-    (workdir / "rocketmq-home" / "conf" / "plain_acl.yml").write_text(ACL_FILE)
-    anchor = RocketMQAnchor(workdir, broker_config={"aclEnable": "true"})
+    anchor = plain_acl_anchor(tmp_path_factory.mktemp("acl-anchor-python"), ACL_FILE)
     try:
         anchor.start()
     except AnchorError as e:

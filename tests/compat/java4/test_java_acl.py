@@ -21,7 +21,8 @@ from pathlib import Path
 
 import java_rocketmq
 import pytest
-from broker_process import Broker
+from acl4_accounts import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, WHITE_AK
+from broker_process import Broker, plain_acl_broker
 from java_rocketmq import ClientDriver, DriverResult
 from recording_broker import LIGHT_JVM
 
@@ -29,42 +30,13 @@ from rocketstore.remoting.codes import RequestCode
 
 pytestmark = pytest.mark.integration
 
-AK, SK = "RocketMQ", "12345678"
-ADMIN_AK = "rocketmqAdmin"
-WHITE_AK = "whiteListed"
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
-
-ACL_FILE = f"""\
-globalWhiteRemoteAddresses:
-- 10.10.103.*
-accounts:
-- accessKey: {AK}
-  secretKey: "{SK}"
-  whiteRemoteAddress:
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - AclTopicA=PUB|SUB
-  - AclTopicB=SUB
-  groupPerms:
-  - AclDeniedGroup=DENY
-- accessKey: {ADMIN_AK}
-  secretKey: "87654321"
-  admin: true
-- accessKey: {WHITE_AK}
-  secretKey: "whitesecret"
-  whiteRemoteAddress: 127.0.0.*
-  defaultTopicPerm: DENY
-"""
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None) -> Iterator[Broker]:
     tmp = tmp_path_factory.mktemp("acl-broker")
-    (tmp / "rmqhome" / "conf").mkdir(parents=True)
-    (tmp / "rmqhome" / "conf" / "plain_acl.yml").write_text(ACL_FILE)
-    broker = Broker(tmp, f"aclEnable=true\nrocketmqHome={tmp / 'rmqhome'}\n")
+    broker = plain_acl_broker(tmp, PLAIN_ACL)
     broker.start()
     yield broker
     code = broker.stop()
@@ -79,7 +51,7 @@ def driver(acl_broker: Broker, tmp_path: Path) -> ClientDriver:
 
 
 def acl_file(broker: Broker) -> Path:
-    return broker.tmp / "rmqhome" / "conf" / "plain_acl.yml"
+    return broker.tmp / "conf" / "plain_acl.yml"
 
 
 def refusal(result: DriverResult) -> str:
@@ -135,7 +107,7 @@ def test_white_remote_address_account_needs_no_signature(driver: ClientDriver) -
 
 
 def test_admin_account_owns_every_topic(driver: ClientDriver) -> None:
-    result = driver.run("acl-produce", "-t", "AclAdminTopic", "-c", 1, "--ak", ADMIN_AK, "--sk", "87654321")
+    result = driver.run("acl-produce", "-t", "AclAdminTopic", "-c", 1, "--ak", ADMIN_AK, "--sk", ADMIN_SK)
     assert result.summary["sent"] == 1
 
 
@@ -204,7 +176,7 @@ def tools_home(tmp_path: Path, name: str, credentials: tuple[str, str] | None) -
 def test_mqadmin_with_credentials(acl_broker: Broker, tmp_path: Path) -> None:
     """updateTopic (UPDATE_AND_CREATE_TOPIC, an admin-only code) works with the admin account's
     tools.yml, and is refused, with RocketMQ's remark, for an ordinary account and without one."""
-    admin = tools_home(tmp_path, "admin", (ADMIN_AK, "87654321"))
+    admin = tools_home(tmp_path, "admin", (ADMIN_AK, ADMIN_SK))
     out = mqadmin(acl_broker, admin, "updateTopic", "-b", acl_broker.addr, "-t", "AclAdminCreated")
     assert "create topic to " in out and "success" in out, out
     out = mqadmin(acl_broker, admin, "topicRoute", "-t", "AclAdminCreated")
@@ -225,7 +197,7 @@ def test_mqadmin_acl_verbs_edit_the_file(acl_broker: Broker, driver: ClientDrive
     codes 50-53) as Apache's mqadmin prints them; each edit is in the file and in force at once."""
     path = acl_file(acl_broker)
     original = path.read_text()
-    admin = tools_home(tmp_path, "admin", (ADMIN_AK, "87654321"))
+    admin = tools_home(tmp_path, "admin", (ADMIN_AK, ADMIN_SK))
     addr = acl_broker.addr
     try:
         out = mqadmin(acl_broker, admin, "clusterAclConfigVersion", "-b", addr)
