@@ -25,8 +25,8 @@ from rocketstore.store.schedule_message_service import consume_queue_tags_code, 
 
 pytestmark = pytest.mark.integration
 
-# the shapes of conftest's fixtures (imported by name, a conftest would be ambiguous when several
-# test directories run in one session)
+# the shapes of the conftest's fixtures (test modules import nothing from a conftest: several
+# folders have one, and their module name is the same)
 ConfigFactory = Callable[..., StoreConfig]
 DriverRunner = Callable[..., list[dict[str, Any]]]
 
