@@ -7,7 +7,7 @@
 
 Both brokers run side by side for the whole run: ours (``rocketstore broker``, one process with
 its embedded name server) and Apache RocketMQ 4.9.7 (name server + broker JVMs from Maven
-Central, via tests/clients/java_rocketmq.py), with fresh stores, ASYNC_FLUSH and the same
+Central, via tests/support/java_rocketmq.py), with fresh stores, ASYNC_FLUSH and the same
 commit log segment size. On each, topics of 8 queues are created up front: ``read`` (loaded
 once, then read), ``send`` (later plain-client send runs), ``sink`` (Spark writes) and ``warmup``.
 Every measurement runs on one broker and then on the other, alternating which goes first from
@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT, ROOT / "bench", ROOT / "tests" / "clients"):  # pipeline, run_broker_bench, java_rocketmq
+for _path in (ROOT, ROOT / "bench", ROOT / "tests" / "support"):  # pipeline, run_broker_bench, java_rocketmq
     sys.path.insert(0, str(_path))
 
 import java_rocketmq  # noqa: E402

@@ -17,7 +17,7 @@ on every core) times one flushDiskType; in each section every contender in turn 
 a fresh store (same broker.conf keys: flushDiskType, mappedFileSizeCommitLog), warmed up, driven
 through every scenario and stopped, so no idle broker shares the cores with the one measured
 (an idle 5.3.3 broker burns about 6% of a core, 4.9.7 about 2%). The order of the contenders
-rotates from section to section. The load generator is one Java client (tests/clients/java:
+rotates from section to section. The load generator is one Java client (tests/support/drivers/java4:
 rocketmq-client 4.9.8, ``bench-produce``: closed-loop sync sends of random 1 KiB bodies from N
 threads; ``bench-consume``: a push consumer draining the backlog of the largest produce run).
 
@@ -63,8 +63,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "clients"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402

@@ -9,7 +9,7 @@
 RocketMQ 5.x clients speak gRPC to a proxy; our broker is its own proxy, Apache's is
 ``ProxyStartup -pm local`` (rocketmq-proxy 5.3.3 from Maven Central, which runs the broker inside
 the proxy's JVM; its name server is a second JVM). Both are driven by the same load generator, the
-real Java 5.x client (rocketmq-client-java 5.0.7, tests/clients/java5 Client5Bench): asynchronous
+real Java 5.x client (rocketmq-client-java 5.0.7, tests/support/drivers/java5 Client5Bench): asynchronous
 sends of one 1 KiB body with N outstanding (a closed loop per in-flight window), then
 SimpleConsumer receive (32 at a time) + ack of the backlog the timed sends left, from several
 threads. The servers run under ``taskset -c 0``, the client JVM under ``taskset -c 1``; each
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT / "tests" / "clients", ROOT / "tests", ROOT / "bench"):
+for _path in (ROOT / "tests" / "support", ROOT / "bench"):
     sys.path.insert(0, str(_path))
 
 import doc_blocks  # noqa: E402
@@ -71,12 +71,12 @@ from run_broker_bench import (  # noqa: E402
 
 from rocketstore.client import MQAdmin  # noqa: E402
 
-CLIENT5_DIR = ROOT / "tests" / "clients" / "java5"
+CLIENT5_DIR = ROOT / "tests" / "support" / "drivers" / "java5"
 CLIENT5_JAR = CLIENT5_DIR / "target" / "client5-driver.jar"
 CLIENT5_LIB = CLIENT5_DIR / "target" / "lib"
 BENCH_MAIN = "io.rocketstore.clients5.Client5Bench"
-CLIENT5_VERSION = "5.0.7"  # tests/clients/java5/pom.xml
-PROXY_DIR = ROOT / "tests" / "clients" / "java-anchor" / "5.3.3-proxy"
+CLIENT5_VERSION = "5.0.7"  # tests/support/drivers/java5/pom.xml
+PROXY_DIR = ROOT / "tests" / "support" / "drivers" / "apache_broker" / "5.3.3-proxy"
 PROXY_LIB = PROXY_DIR / "target" / "lib"
 PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 PROXY_READY = "rocketmq-proxy startup successfully"

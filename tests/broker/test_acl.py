@@ -1,6 +1,6 @@
 """The ACL hook in a running broker, over real sockets: signed requests from a raw client.
 
-Complements tests/e2e/test_java_acl.py (the Java client) with what a client library would not
+Complements tests/compat/java4/test_java_acl.py (the Java client) with what a client library would not
 send: unsigned and tampered requests, a heartbeat body that does not decode (answered, the
 connection kept), a missing ACL file (every request refused) and a bad one (the broker does not
 start). Also the TLS settings' parsing, which needs no certificate.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import BrokerHandle
+from inprocess_broker import BrokerHandle
 
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, load_tls_settings, read_properties

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from ports import free_port
 
 from rocketstore.broker.top_addressing import clear_new_line, fetch_ns_addr, ws_addr

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import Message

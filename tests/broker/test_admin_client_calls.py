@@ -14,7 +14,7 @@ import time
 from collections import deque
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, decode_message_id

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 

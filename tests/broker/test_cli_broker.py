@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess
-from conftest import RawClient
+from inprocess_broker import RawClient
 from ports import free_port
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig, ClusterPeer, load_config, split_properties

@@ -8,7 +8,7 @@ import urllib.request
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle
+from inprocess_broker import BrokerHandle
 from ports import free_port
 
 from rocketstore.common.message import Message

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from broker_process import published_metric_names
-from conftest import BrokerHandle
+from inprocess_broker import BrokerHandle
 
 from rocketstore.remoting.codes import ResponseCode
 

@@ -37,9 +37,8 @@ from rocketstore.remoting.codes import ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
-    # Only a type: the sender processes this module spawns import it again, and in a whole-suite
-    # run the name `conftest` there can be another directory's conftest.
-    from conftest import BrokerHandle
+    # Only a type: the sender processes this module spawns import it again, and need no broker.
+    from inprocess_broker import BrokerHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """Write-side flow control against a real broker process: a client that pipelines pulls and never
 reads its socket must not make the broker buffer their responses without bound.
 
-The broker runs as a process of its own (tests/broker_process.py) so that its resident size,
+The broker runs as a process of its own (tests/support/broker_process.py) so that its resident size,
 read from /proc/<pid>/status, is the broker's alone.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_process import Broker
-from conftest import RawClient, decode_records
+from inprocess_broker import RawClient, decode_records
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand

@@ -3,7 +3,7 @@
 The broker imports the generated modules, not the .proto: an edit of the .proto that is not
 regenerated (``python -m rocketstore.broker.grpc_v2.generate``) would ship stale code.
 That our field numbers and types equal the real client's is checked against the real
-``rocketmq-python-client`` in tests/clients/test_python_5x_client.py.
+``rocketmq-python-client`` in tests/compat/python5/test_python_5x_client.py.
 """
 
 from __future__ import annotations

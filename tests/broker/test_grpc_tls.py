@@ -3,7 +3,7 @@ from our own protocol: ``tls.server.mode=enforcing`` serves TLS only with the br
 ``tls.server.need.client.auth=require`` demands a client certificate the trust file verifies,
 ``permissive`` serves TLS too (grpcio cannot take both on one port), an encrypted key stops the start,
 changed certificate files are served to new connections. The real Go 5.x client
-(which only speaks TLS) is in tests/clients/test_go_5x_client.py."""
+(which only speaks TLS) is in tests/compat/go5/test_go_5x_client.py."""
 
 from __future__ import annotations
 

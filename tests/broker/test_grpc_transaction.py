@@ -1,6 +1,6 @@
 """The pure parts of transactions over gRPC (grpc_v2/transaction.py): the transaction id, the
 properties of a prepared send, and a transaction check as the Telemetry command a 5.x producer
-answers. The whole path with the real Java client is in tests/clients/test_java_5x_client.py."""
+answers. The whole path with the real Java client is in tests/compat/java5/test_java_5x_client.py."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from conftest import RawClient, decode_records
+from inprocess_broker import RawClient, decode_records
 
 from rocketstore.common import native
 from rocketstore.common.message import properties_to_string

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BrokerHandle
+from inprocess_broker import BrokerHandle
 
 from rocketstore.broker.processor.lock import MessageQueue, RebalanceLockManager
 from rocketstore.remoting.codes import RequestCode, ResponseCode

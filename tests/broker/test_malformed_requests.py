@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker_process import Broker
-from conftest import RawClient
+from inprocess_broker import RawClient
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from ports import free_port
 
 from rocketstore.common.fastjson import parse_fastjson

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from ports import free_port
 
 from rocketstore.common.java_properties import parse_properties

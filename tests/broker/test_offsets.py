@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 

@@ -1,5 +1,5 @@
 """The pop log (rocketstore.broker.grpc_v2.pop_log): record format, replay semantics, torn tails,
-compaction; and receipt handles. Through a restarted broker process: tests/clients/test_python_5x_client.py."""
+compaction; and receipt handles. Through a restarted broker process: tests/compat/python5/test_python_5x_client.py."""
 
 from __future__ import annotations
 

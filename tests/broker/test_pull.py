@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.pull import response_code_for
 from rocketstore.common.message import BatchItem, encode_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.message import decode_message_id
 from rocketstore.remoting.codes import RequestCode, ResponseCode

@@ -2,7 +2,7 @@
 re-registration, UNREGISTER_BROKER), and the embedded name server accepts registrations.
 
 Two real brokers over real sockets: broker-a serves the embedded name server, broker-b has
-``namesrvAddr`` pointing at it. The Apache side of the same protocol is tests/clients/test_join_cluster.py.
+``namesrvAddr`` pointing at it. The Apache side of the same protocol is tests/compat/apache_broker/test_join_cluster.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from ports import free_port
 
 from rocketstore.broker.broker_config import BrokerConfig

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.message import StoredMessage, properties_to_string, string_to_properties
 from rocketstore.remoting.codes import RequestCode, ResponseCode

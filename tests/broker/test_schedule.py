@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.common.message import StoredMessage
 from rocketstore.remoting.codes import ResponseCode

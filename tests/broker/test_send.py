@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.send import put_status_response
 from rocketstore.common.message import BatchItem, SysFlag, decode_message_id, encode_batch

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.processor.send_back import build_send_back_message
 from rocketstore.common.message import HostAddress, StoredMessage, create_message_id, decode_message_id

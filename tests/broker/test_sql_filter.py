@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BrokerHandle, RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from tls_certs import Certs, make_certs, renew_from_other_ca
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import BrokerHandle, RawClient, decode_records
+from inprocess_broker import BrokerHandle, RawClient, decode_records
 
 from rocketstore.broker.transaction.service import calculate_op_offset, immunity_time_ms
 from rocketstore.common.message import StoredMessage, decode_message_id, decode_record, transaction_type

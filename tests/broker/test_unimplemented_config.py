@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker, BrokerProcess
-from conftest import BrokerHandle
+from inprocess_broker import BrokerHandle
 
 from rocketstore.broker.broker_config import BROKER_FIELD_BY_KEY
 from rocketstore.broker.unimplemented_config import (

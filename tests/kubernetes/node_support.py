@@ -36,7 +36,7 @@ class Target:
 
 
 def _load_node() -> ModuleType:
-    """node.py is a script beside controlplane.py (which tests/ports.py loads): load it by path."""
+    """node.py is a script beside controlplane.py (which tests/support/ports.py loads): load it by path."""
     if str(CONTROLPLANE_DIR) not in sys.path:
         sys.path.insert(0, str(CONTROLPLANE_DIR))  # node.py imports controlplane by name
     spec = importlib.util.spec_from_file_location("node", CONTROLPLANE_DIR / "node.py")

@@ -23,13 +23,13 @@ from __future__ import annotations
 import datetime
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from java_rocketmq import ClientDriver, build_driver
 from kubernetes import client
 from kubernetes.stream import stream
 from node_support import ROOT, Target, wait_until
@@ -46,12 +46,6 @@ from rocketstore.client import (
     client_ssl_context,
 )
 from rocketstore.operator.desired import STORE_DIR
-
-CLIENTS_DIR = str(ROOT / "tests" / "clients")
-if CLIENTS_DIR not in sys.path:
-    sys.path.insert(0, CLIENTS_DIR)
-
-from java_rocketmq import ClientDriver, build_driver  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,5 +1,5 @@
 """What the operator tests share besides fixtures: constants, the control-plane script and a free
-port (both from tests/ports.py). A module of its own, not conftest, so that this tier runs in one
+port (both from tests/support/ports.py). A module of its own, not conftest, so that this tier runs in one
 pytest call with others whose conftest has the same module name."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The operator's own admin connection to a REAL broker process that enforces ACL and TLS.
 
 The broker runs ``aclEnable`` with a plain_acl.yml and ``tls.server.mode=enforcing`` with
-certificates made by openssl (tests/tls_certs.py); the ACL file, the TLS material and the
+certificates made by openssl (tests/support/tls_certs.py); the ACL file, the TLS material and the
 operator's credentials are Secrets in the real API server, referenced by the RocketStore. Without
 ``spec.acl.operatorCredentials`` the broker refuses the operator (the TLS handshake, verified
 against the Secret's ``ca.crt``, succeeds: the refusal is the ACL's) and the status says so in the

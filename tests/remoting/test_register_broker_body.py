@@ -1,5 +1,5 @@
 """RegisterBrokerBody in RocketMQ 4.9.8's JSON and compressed forms (the Apache side of both is
-exercised by tests/clients/test_join_cluster.py)."""
+exercised by tests/compat/apache_broker/test_join_cluster.py)."""
 
 from __future__ import annotations
 
