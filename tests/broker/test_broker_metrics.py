@@ -288,14 +288,14 @@ def test_held_pull_latency_leaves_the_hold_out(metered: BrokerHandle) -> None:
         "suspendTimeoutMillis": "5000", "subscription": "*", "subVersion": "0", "expressionType": "TAG"})
     opaque = client.send(pull)
     metered.wait_held_pulls(1)
-    time.sleep(0.6)
+    time.sleep(1.5)  # under test: a hold this long is not in the latency, which stays under half of it
     assert metered.client().send_message("Held", b"wake", queue_id=0).code == ResponseCode.SUCCESS
     answer = client.receive(opaque)
     assert answer.code == ResponseCode.SUCCESS and len(decode_records(answer.body)) == 1
     samples = scrape(metered)
     ours = {"cluster": CLUSTER, "broker": BROKER}
     assert value(samples, "rocketstore_pull_latency_seconds_count", **ours) == 1
-    assert value(samples, "rocketstore_pull_latency_seconds_sum", **ours) < 0.3  # the 0.6 s hold is not in it
+    assert value(samples, "rocketstore_pull_latency_seconds_sum", **ours) < 0.75  # the 1.5 s hold is not in it
     assert value(samples, "rocketstore_group_get_messages_total", topic="Held", group="Waiter", **ours) == 1
 
 

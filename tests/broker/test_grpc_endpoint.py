@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from broker_process import Broker
+from polling import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
@@ -299,8 +300,7 @@ def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.M
     group = pb.Resource(name="GroupStale")
     first = _collect(stub, "GroupStale", _body(b"stale"), invisible_s=1)
     old_handle = first[0].system_properties.receipt_handle
-    time.sleep(1.1)
-    second = _collect(stub, "GroupStale", _body(b"stale"))
+    second = _collect(stub, "GroupStale", _body(b"stale"))  # once its invisible second has passed
     assert second[0].system_properties.delivery_attempt == 2
     topic = pb.Resource(name=TOPIC)
     stale = stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic,
@@ -417,8 +417,17 @@ def test_the_last_delivery_attempt_moves_a_message_to_its_dlq(stub: pb_grpc.Mess
     assert stub.SendMessage(pb.SendMessageRequest(messages=[_message(b"dlq")])).status.code == pb.OK
     found = _collect(stub, "GroupDlq", _body(b"dlq"), 2, invisible_s=1, polling_s=3)
     assert [m.system_properties.delivery_attempt for m in found] == [1, 2]
-    time.sleep(1.2)
-    assert _collect(stub, "GroupDlq", _body(b"dlq"), timeout=2) == []
+    # when the second delivery's invisible time has passed, the next receive dead-letters the message
+    # instead of delivering it a third time
+    dead_lettered = _sample(broker.metrics(), "rocketstore_pop_dead_lettered_total")
+    third: list[pb.Message] = []
+
+    def receive_until_dead_lettered() -> bool:
+        third.extend(m for m in _messages(_receive(stub, "GroupDlq")) if m.body == b"dlq")
+        return bool(third) or _sample(broker.metrics(), "rocketstore_pop_dead_lettered_total") > dead_lettered
+
+    wait_until("the message dead-lettered", receive_until_dead_lettered, timeout=15, interval=0.05)
+    assert third == []
     dead = _collect(stub, "DlqReader", _body(b"dlq"), topic="%DLQ%GroupDlq")
     assert len(dead) == 1 and dead[0].system_properties.message_id == "id-dlq"
 
@@ -525,6 +534,12 @@ def test_a_fifo_group_gets_a_queue_in_order_one_batch_at_a_time(stub: pb_grpc.Me
         message_id=f"id-o-{i}", body_encoding=pb.IDENTITY, message_group="order-7", message_type=pb.FIFO))
         for i in range(5)]
     assert stub.SendMessage(pb.SendMessageRequest(messages=messages)).status.code == pb.OK
+    # a send is answered once stored; receives see a message once dispatch has indexed it, maybe a moment
+    # later. A FIFO group that got only o-0 would then (rightly) wait for its ack before o-1: let all five
+    # be visible first, so that the batches below are whole
+    with BrokerAdmin(broker.addr) as admin:
+        wait_until("the five messages dispatched", lambda: sum(q.max_offset for q in admin.topic_stats(topic)) == 5,
+                   timeout=10, interval=0.05)
 
     def bodies(group: str, polling_s: int = 0) -> list[bytes]:
         return [m.body for m in _messages(_receive(stub, group, batch=2, topic=topic, polling_s=polling_s))]
@@ -578,9 +593,7 @@ def test_offset_based_pull_get_query_and_update_offsets(stub: pb_grpc.MessagingS
 
     assert (query(pb.BEGINNING), query(pb.END)) == (0, 0)
     send("p-0", "p-1", "p-2", "p-3", "p-4")
-    wait_ms = time.monotonic() + 10
-    while query(pb.END) < 5 and time.monotonic() < wait_ms:
-        time.sleep(0.05)
+    wait_until("the five messages dispatched", lambda: query(pb.END) >= 5, timeout=10, interval=0.05)
     assert (query(pb.BEGINNING), query(pb.END)) == (0, 5)
     assert pull(0, batch=3) == (pb.OK, [b"p-0", b"p-1", b"p-2"], 3)
     assert pull(3) == (pb.OK, [b"p-3", b"p-4"], 5)

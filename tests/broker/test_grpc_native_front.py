@@ -63,6 +63,15 @@ def _count(broker: Broker, method: str, code: str) -> float:
     return 0.0
 
 
+def _long_polling(broker: Broker) -> float:
+    """Receives (and pulls) the broker holds in long polling now."""
+    for family in text_string_to_metric_families(broker.metrics()):
+        for sample in family.samples:
+            if sample.name == "rocketstore_grpc_long_polling_calls":
+                return float(sample.value)
+    raise AssertionError("rocketstore_grpc_long_polling_calls missing from /metrics")
+
+
 def _route_ok(stub: pb_grpc.MessagingServiceStub) -> bool:
     return stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=10).status.code == pb.OK
 
@@ -132,11 +141,12 @@ def test_many_concurrent_calls_each_get_their_own_answer(broker: Broker) -> None
 def test_a_cancelled_long_polling_receive_is_dropped(broker: Broker, stub: pb_grpc.MessagingServiceStub) -> None:
     before = _count(broker, "ReceiveMessage", "CANCELLED")
     call = stub.ReceiveMessage(_long_receive("GroupCancel"), timeout=30)
-    time.sleep(1)
+    wait_until("the receive waiting on the broker", lambda: _long_polling(broker) == 1, timeout=10, interval=0.05)
     started = time.monotonic()
     call.cancel()
     wait_until("the cancelled receive ends on the broker",
-               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 1, timeout=10)
+               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 1 and _long_polling(broker) == 0,
+               timeout=10)
     assert time.monotonic() - started < 10  # not the 20 s of its long polling
     assert _route_ok(stub)
 
@@ -146,10 +156,11 @@ def test_a_connection_dropped_mid_stream_ends_its_calls(broker: Broker, stub: pb
     channel = grpc.insecure_channel(broker.grpc_endpoint)
     calls = [pb_grpc.MessagingServiceStub(channel).ReceiveMessage(_long_receive(f"GroupDrop{i}"), timeout=30)
              for i in range(3)]
-    time.sleep(1)
+    wait_until("the receives waiting on the broker", lambda: _long_polling(broker) == 3, timeout=10, interval=0.05)
     channel.close()
     wait_until("the receives of the dropped connection end on the broker",
-               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 3, timeout=10)
+               lambda: _count(broker, "ReceiveMessage", "CANCELLED") == before + 3 and _long_polling(broker) == 0,
+               timeout=10)
     assert all(c.code() == grpc.StatusCode.CANCELLED for c in calls)
     assert _route_ok(stub)
 

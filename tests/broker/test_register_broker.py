@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from inprocess_broker import BrokerHandle, RawClient
+from polling import wait_until
 from ports import free_port
 
 from rocketstore.broker.broker_config import BrokerConfig
@@ -252,7 +253,11 @@ def test_live_namesrv_addr_update_moves_the_registration(broker_factory: Factory
     resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG,
                            body=f"namesrvAddr=127.0.0.1:{c.controller.namesrv.port}\n".encode())
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    time.sleep(0.5)  # the address list is read again; the next registration goes to the new one
+    # the address list is read again; the next registration goes to the new one
+    moved = f"127.0.0.1:{c.controller.namesrv.port}"
+    wait_until("the new name server address in use", lambda: b.call_soon(
+        lambda: b.controller.broker_outer_api is not None and b.controller.broker_outer_api.addrs == [moved]),
+        timeout=10, interval=0.05)
     _create_topic(b, "AfterMove", 1)
     _wait_route(other_ns, "AfterMove", present=True)
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
+from polling import wait_until
 
+from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.producer import Producer
 from rocketstore.common.message import StoredMessage
 from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TIMER_TOPIC
@@ -69,21 +71,23 @@ def test_kill_9_during_delivery_loses_and_duplicates_nothing(tmp_path: Path, kin
         for msg_id, level in pool.map(send, range(MESSAGES)):
             sent[msg_id] = level
     producer.close()
-    time.sleep(2.0)  # level 1 delivered, the longer levels still pending: kill now
+    # kill once deliveries are under way (the longer levels still pending), however long the sends took
+    with BrokerAdmin(broker.addr) as admin:
+        wait_until("a hundred deliveries", lambda: sum(q.max_offset for q in admin.topic_stats(TOPIC)) >= 100,
+                   timeout=30, interval=0.05)
     kill_ms = int(time.time() * 1000)
     assert broker.stop(signal.SIGKILL) == -signal.SIGKILL
     time.sleep(DOWNTIME_S)
     broker.start()
     ready_ms = int(time.time() * 1000)
-    deadline = time.monotonic() + max(LEVELS_S) + 15
-    while time.monotonic() < deadline:
+
+    def nothing_pending() -> bool:
         metrics = broker.metrics()
         pending = sum(float(v) for v in _gauge_values(metrics, "rocketstore_delayed_messages_pending{"))
-        pending += sum(float(v) for v in _gauge_values(metrics, "rocketstore_timer_messages_pending "))
-        if pending == 0:
-            break
-        time.sleep(0.2)
-    time.sleep(0.5)  # a few more looks at every level: a duplicate would show now
+        return pending + sum(float(v) for v in _gauge_values(metrics, "rocketstore_timer_messages_pending ")) == 0
+
+    wait_until("every held message delivered", nothing_pending, timeout=max(LEVELS_S) + 15, interval=0.2)
+    time.sleep(0.5)  # under test: no duplicate; a few more looks at every level would deliver one now
     metrics = broker.metrics()
     assert broker.stop() == 0
     if kind == "delay-level":

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from broker_process import Broker
 from inprocess_broker import BrokerHandle, RawClient, decode_records
+from polling import wait_until
 
 from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -191,9 +192,13 @@ def test_long_polling_wakes_only_for_a_matching_message(
     opaque = sql_pull(client, "SqlHold", "i > 10", offset=1, sys_flag=int(SUB | PullSysFlag.SUSPEND),
                       suspend_ms=15_000)
     broker.wait_held_pulls(1)
+    evaluated = counter(broker.metrics(), "rocketstore_filter_evaluations_total")
     assert producer.send_message("SqlHold", b"no", properties={"i": "5"}).code == ResponseCode.SUCCESS
-    broker.wait_dispatched()
-    time.sleep(0.3)  # the arrival notification runs on the loop right after dispatch
+    # the arrival notification evaluates the held pull's selector on the loop, and wakes it in the same
+    # callback if it matches: once the evaluation is counted, the decision is made
+    wait_until("the arrival of the rejected message evaluated",
+               lambda: counter(broker.metrics(), "rocketstore_filter_evaluations_total") > evaluated,
+               timeout=10, interval=0.02)
     assert broker.held_pulls() == 1, "a message the selector rejects woke the held pull"
     assert producer.send_message("SqlHold", b"yes", properties={"i": "11"}).code == ResponseCode.SUCCESS
     began = time.monotonic()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from inprocess_broker import BrokerHandle, RawClient, decode_records
+from polling import wait_until
 
 from rocketstore.broker.transaction.service import calculate_op_offset, immunity_time_ms
 from rocketstore.common.message import StoredMessage, decode_message_id, decode_record, transaction_type
@@ -34,6 +35,9 @@ GROUP = "TxGroup"
 
 # short timers: a pass every 200 ms, messages older than 300 ms are checked
 FAST_CHECKS = {"transaction_check_interval": 200, "transaction_time_out": 300}
+# for tests whose producer answers a check: the answer must be applied before the next pass, or that
+# pass asks again (as RocketMQ's would); a pass a second leaves room for a busy machine
+ANSWERED_CHECKS = {"transaction_check_interval": 1000, "transaction_time_out": 300}
 
 
 def send_half(client: RawClient, topic: str, body: bytes, *, queue_id: int = 1, uniq: str = "UNIQ-1",
@@ -179,7 +183,7 @@ def test_reject_transaction_message(broker_factory: Callable[..., BrokerHandle])
 
 def test_check_back_goes_to_a_live_producer_and_its_commit_lands(
         broker_factory: Callable[..., BrokerHandle]) -> None:
-    broker = broker_factory(**FAST_CHECKS)
+    broker = broker_factory(**ANSWERED_CHECKS)
     producer = broker.client()
     register_producer(producer)
     reply = send_half(producer, "TxTopic", b"later")
@@ -201,18 +205,17 @@ def test_check_back_goes_to_a_live_producer_and_its_commit_lands(
     producer.oneway(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
         producer_group=GROUP, tran_state_table_offset=body.queue_offset, commit_log_offset=body.physical_offset,
         commit_or_rollback=COMMIT, msg_id="UNIQ-1", from_transaction_check=True).to_ext_fields())
-    deadline = time.monotonic() + 5
-    while broker.store.get_max_offset_in_queue("TxTopic", 1) == 0:
-        assert time.monotonic() < deadline, "the commit answering the check was not applied"
-        time.sleep(0.02)
+    wait_until("the commit answering the check applied",
+               lambda: broker.store.get_max_offset_in_queue("TxTopic", 1) > 0, timeout=10, interval=0.02)
     [msg] = queue_messages(broker, "TxTopic", 1)
     assert msg.body == b"later" and msg.prepared_transaction_offset == body.physical_offset
     assert metric(broker, "transaction_checks") >= 1
-    # ended: no more checks, and the pass moves both offsets past it
-    time.sleep(0.8)
+    # ended: a pass moves both offsets past it (the half offset past the original and its copy, the
+    # op offset past the commit's op record); from then on no pass looks at it, so no more checks
     offsets = broker.controller.consumer_offset_manager
-    assert offsets.query_offset("CID_RMQ_SYS_TRANS", HALF, 0) == 2
-    assert offsets.query_offset("CID_RMQ_SYS_TRANS", OP, 0) == 1
+    wait_until("a pass moving the half and op offsets past the ended message",
+               lambda: (offsets.query_offset("CID_RMQ_SYS_TRANS", HALF, 0),
+                        offsets.query_offset("CID_RMQ_SYS_TRANS", OP, 0)) == (2, 1), timeout=10, interval=0.02)
     assert metric(broker, "transaction_checks") == 1
 
 
@@ -235,10 +238,8 @@ def test_discarded_after_transaction_check_max(broker_factory: Callable[..., Bro
         wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE).ext_fields).tran_state_table_offset
         for _ in range(2)]
     assert times == [1, 2]  # each check asks about a new copy
-    deadline = time.monotonic() + 5
-    while broker.store.get_max_offset_in_queue("TRANS_CHECK_MAX_TIME_TOPIC", 0) == 0:
-        assert time.monotonic() < deadline, "not discarded after transactionCheckMax checks"
-        time.sleep(0.05)
+    wait_until("the message discarded after transactionCheckMax checks",
+               lambda: broker.store.get_max_offset_in_queue("TRANS_CHECK_MAX_TIME_TOPIC", 0) > 0, timeout=10)
     [gone] = queue_messages(broker, "TRANS_CHECK_MAX_TIME_TOPIC", 0)
     assert gone.body == b"silent" and gone.properties["TRANSACTION_CHECK_TIMES"] == "2"
     assert gone.properties["REAL_TOPIC"] == "TxTopic"
@@ -252,7 +253,12 @@ def test_no_producer_online_means_no_check_until_one_is(broker_factory: Callable
     broker = broker_factory(**FAST_CHECKS)
     sender = broker.client()
     send_half(sender, "TxTopic", b"orphan")
-    time.sleep(0.8)
+    # every pass appends a copy (the check of the previous one found nobody to ask): once the second
+    # copy is there, the first pass has handed its check to the loop, and a round trip through the
+    # loop (call_soon) runs that hand-over before the counter is read
+    wait_until("two passes over the orphan", lambda: broker.store.get_max_offset_in_queue(HALF, 0) >= 3,
+               timeout=10, interval=0.02)
+    broker.call_soon(lambda: None)
     assert metric(broker, "transaction_checks") == 0
     producer = broker.client()
     register_producer(producer)
@@ -268,7 +274,7 @@ def test_pending_half_message_is_checked_after_a_restart(tmp_path: Path,
     pending = send_half(first.client(), "TxTopic", b"pending", uniq="U-pending")
     assert end(first.client(), committed, COMMIT).code == ResponseCode.SUCCESS
     first.stop()
-    second = broker_factory(root, **FAST_CHECKS)
+    second = broker_factory(root, **ANSWERED_CHECKS)
     producer = second.client()
     register_producer(producer)
     check = wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE)
@@ -280,10 +286,13 @@ def test_pending_half_message_is_checked_after_a_restart(tmp_path: Path,
     producer.oneway(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
         producer_group=GROUP, tran_state_table_offset=body.queue_offset, commit_log_offset=body.physical_offset,
         commit_or_rollback=ROLLBACK, msg_id="U-pending", from_transaction_check=True).to_ext_fields())
-    time.sleep(0.8)
+    # the one-way rollback is applied once its op record follows the commit's
+    wait_until("the rollback's op record", lambda: second.store.get_max_offset_in_queue(OP, 0) >= 2,
+               timeout=10, interval=0.02)
     assert [m.body for m in queue_messages(second, "TxTopic", 1)] == [b"done"]
+    # what is under test here is an absence: no check of the rolled-back message in the next pass
     with pytest.raises(TimeoutError):
-        wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE, timeout=0.5)
+        wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE, timeout=1.5)
 
 
 def test_check_immunity_time_delays_the_first_check(broker_factory: Callable[..., BrokerHandle]) -> None:

@@ -8,6 +8,7 @@ import zlib
 from typing import Any
 
 import pytest
+from polling import wait_until
 
 from rocketstore.client import (
     MessageQueue,
@@ -90,14 +91,15 @@ def test_batch(cluster: Any, producer: Producer, consumer: PullConsumer) -> None
 def test_oneway_send(cluster: Any, producer: Producer, consumer: PullConsumer) -> None:
     uniq = producer.send_oneway("OneWay", b"fire-and-forget", queue_id=0, tags="ow")
     mq = MessageQueue("OneWay", "broker-a", 0)
-    deadline = time.monotonic() + 5
-    messages: list[Any] = []
-    while time.monotonic() < deadline and not messages:
+
+    def pulled() -> list[Any]:
         try:
-            messages = consumer.pull(mq, 0).messages
+            return consumer.pull(mq, 0).messages
         except RemotingError:  # TOPIC_NOT_EXIST: the one-way send races this pull
             consumer._invalidate("OneWay")
-        time.sleep(0.02)
+            raise
+
+    messages = wait_until("the one-way message pulled", pulled, timeout=10, interval=0.02)
     assert [(m.body, m.tags, m.uniq_key) for m in messages] == [(b"fire-and-forget", "ow", uniq)]
 
 
@@ -133,10 +135,7 @@ def test_offsets_commit_and_fetch(cluster: Any, producer: Producer, consumer: Pu
     consumer.commit_offset(mq, 1)
     assert consumer.fetch_offset(mq) == 1
     consumer.commit_offset(mq, 0, oneway=True)
-    deadline = time.monotonic() + 5
-    while consumer.fetch_offset(mq) != 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert consumer.fetch_offset(mq) == 0
+    wait_until("the one-way commit applied", lambda: consumer.fetch_offset(mq) == 0, timeout=10, interval=0.02)
     other = PullConsumer(cluster.namesrv_addr, "OtherGroup", client=consumer.client)
     assert other.fetch_offset(mq) in (-1, 0)
 
@@ -214,7 +213,8 @@ def test_start_sends_periodic_heartbeats(cluster: Any, producer: Producer) -> No
         consumer.start(heartbeat_interval=0.1)
         first = cluster.controller.consumer_manager.get("PeriodicGroup")
         assert first is not None
-        time.sleep(0.5)
+        registered_ms = first.last_update_ms
+        wait_until("a later heartbeat", lambda: first.last_update_ms > registered_ms, timeout=10, interval=0.05)
     # close() unregistered the group
     assert cluster.controller.consumer_manager.get("PeriodicGroup") is None or \
         not cluster.controller.consumer_manager.get("PeriodicGroup").client_ids()

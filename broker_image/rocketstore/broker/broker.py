@@ -342,6 +342,9 @@ class BrokerController:
              lambda: sum(s.refused_plain_connections for s in servers())),
             ("tls_certificate_reloads", "TLS certificate files reloaded after a change (per port)",
              lambda: sum(s.tls_certificate_reloads for s in servers())),
+            ("tls_certificate_reload_failures",
+             "TLS certificate file changes that did not load (the previous certificate stayed; per port)",
+             lambda: sum(s.tls_certificate_reload_failures for s in servers())),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
 

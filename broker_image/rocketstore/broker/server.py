@@ -391,6 +391,11 @@ class RemotingServer:
         """How often the TLS certificate files were reloaded after a change."""
         return self._listener.contexts.reloads if self._listener is not None else 0
 
+    @property
+    def tls_certificate_reload_failures(self) -> int:
+        """How often changed TLS certificate files did not load (the previous certificate stayed)."""
+        return self._listener.contexts.reload_failures if self._listener is not None else 0
+
     def report_malformed(self, conn: Connection, request: RemotingCommand, error: str) -> None:
         """Count a malformed request; log one line about it unless one was logged recently."""
         self.malformed_requests += 1

@@ -162,6 +162,8 @@ class ReloadingSslContext:
     def __init__(self, settings: TlsSettings) -> None:
         self.settings = settings
         self.reloads = 0
+        #: changes whose files did not load (the previous certificate stayed): an operator's alert
+        self.reload_failures = 0
         self._stamp = self._files_stamp()
         self._context = server_ssl_context(settings)  # a bad file at start raises ConfigError
         self._checked_at = time.monotonic()
@@ -187,6 +189,7 @@ class ReloadingSslContext:
                 try:
                     self._context = server_ssl_context(self.settings)
                 except ConfigError as exc:
+                    self.reload_failures += 1
                     log.error("TLS files changed but do not load; still serving the previous certificate: %s", exc)
                 else:
                     self.reloads += 1

@@ -10,13 +10,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from broker_process import Broker
 from java_rocketmq import AnchorError, ClientDriver, RocketMQAnchor
+from polling import wait_until
 
 from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.remoting_client import NameServerClient, RemotingClient, RemotingError
@@ -38,13 +38,6 @@ def route_or_none(namesrv: str, topic: str) -> TopicRouteData | None:
             if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                 return None
             raise
-
-
-def wait_for(what: str, probe: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.1)
 
 
 def store_port(offset_msg_id: str) -> int:
@@ -110,9 +103,9 @@ def test_our_broker_unregisters_on_shutdown(apache_namesrv: RocketMQAnchor, tmp_
     assert broker.stop() == 0
     # gone at once, and by UNREGISTER_BROKER (a closed connection alone logs "channel destroyed")
     assert route_or_none(apache_namesrv.namesrv_addr, "rs-leaving") is None
-    wait_for("Apache's name server logs the unregistration",
-             lambda: f"unregisterBroker, remove from brokerLiveTable OK, {broker.addr}"
-             in apache_namesrv.namesrv_log.read_text(errors="replace"), timeout=10)
+    wait_until("Apache's name server logs the unregistration",
+               lambda: f"unregisterBroker, remove from brokerLiveTable OK, {broker.addr}"
+               in apache_namesrv.namesrv_log.read_text(errors="replace"), timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +132,7 @@ def mixed_cluster(java_client_built: None,
 def test_apache_broker_is_routed_by_our_name_server(mixed_cluster: tuple[Broker, RocketMQAnchor], tmp_path: Path,
                                                     unique_name: Callable[[str], str]) -> None:
     broker, anchor = mixed_cluster
-    wait_for("Apache's broker registered", lambda: route_or_none(broker.namesrv, "apache-broker") is not None)
+    wait_until("Apache's broker registered", lambda: route_or_none(broker.namesrv, "apache-broker") is not None)
     with RemotingClient() as client:
         info = NameServerClient(broker.namesrv, client).cluster_info()
     assert info.broker_addr_table["apache-broker"].broker_addrs == {0: anchor.broker_addr}
@@ -149,7 +142,7 @@ def test_apache_broker_is_routed_by_our_name_server(mixed_cluster: tuple[Broker,
     topic = unique_name("on_apache")
     with BrokerAdmin(anchor.broker_addr) as admin:
         admin.create_topic(topic, 4, 4)  # Apache's broker registers the new topic at once
-    wait_for("the topic's route", lambda: route_or_none(broker.namesrv, topic) is not None)
+    wait_until("the topic's route", lambda: route_or_none(broker.namesrv, topic) is not None)
     java = driver(broker.namesrv, tmp_path / "java")
     sent = java.produce(topic, 10).of("sent")
     assert {line["brokerName"] for line in sent} == {"apache-broker"}
@@ -165,8 +158,8 @@ def test_one_topic_over_both_brokers(mixed_cluster: tuple[Broker, RocketMQAnchor
     for addr in (broker.addr, anchor.broker_addr):
         with BrokerAdmin(addr) as admin:
             admin.create_topic(topic, 2, 2)
-    wait_for("both brokers in the topic's route",
-             lambda: len((route_or_none(broker.namesrv, topic) or TopicRouteData()).queue_datas) == 2)
+    wait_until("both brokers in the topic's route",
+               lambda: len((route_or_none(broker.namesrv, topic) or TopicRouteData()).queue_datas) == 2)
     java = driver(broker.namesrv, tmp_path / "java")
     sent = java.produce(topic, 40).of("sent")
     assert {line["brokerName"] for line in sent} == {"rs-broker", "apache-broker"}
@@ -180,8 +173,8 @@ def test_apache_broker_asks_our_name_server_for_its_data_version(mixed_cluster: 
     answer parses in Java and says the table is unchanged (an answer it could not read counts as changed)."""
     _, anchor = mixed_cluster
     log = anchor.workdir / "home" / "broker.log"
-    wait_for("Apache's broker queried the data version",
-             lambda: "Query data version from name server" in log.read_text(errors="replace"), timeout=30)
+    wait_until("Apache's broker queried the data version",
+               lambda: "Query data version from name server" in log.read_text(errors="replace"), timeout=30)
     lines = [line for line in log.read_text(errors="replace").splitlines() if "Query data version" in line]
     assert all("OK,changed false" in line for line in lines), lines
 
@@ -208,7 +201,7 @@ def test_order_topic_config_from_apaches_name_server_is_applied(apache_namesrv: 
             return {name: configs[name]["order"] for name in (ordered, plain)}
 
         assert order_flags() == {ordered: False, plain: False}
-        wait_for("the order flag from the name server", lambda: order_flags()[ordered], timeout=30)
+        wait_until("the order flag from the name server", lambda: order_flags()[ordered], timeout=30)
         assert order_flags() == {ordered: True, plain: False}
     finally:
         assert broker.stop() == 0

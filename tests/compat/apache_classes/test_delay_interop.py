@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_until
 
 from rocketstore.common.message import HostAddress, Message
 from rocketstore.common.topic_validator import RMQ_SYS_SCHEDULE_TOPIC
@@ -66,10 +67,10 @@ def test_we_deliver_what_rocketmq_left_pending(run_driver: DriverRunner, interop
     started_ms = int(time.time() * 1000)
     store.start()
     try:
-        deadline = time.monotonic() + max(DELAYS_MS) / 1000 + 10
-        while sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(2)) < COUNT and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.5)  # a few more looks at every level: a duplicate would show now
+        wait_until("every held message delivered",
+                   lambda: sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(2)) >= COUNT,
+                   timeout=max(DELAYS_MS) / 1000 + 10, interval=0.02)
+        time.sleep(0.5)  # under test: no duplicate; a few more looks at every level would deliver one now
         delivered = []
         for queue_id in range(2):
             cq = store.get_consume_queue(TOPIC, queue_id)

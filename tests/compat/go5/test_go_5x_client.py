@@ -72,7 +72,10 @@ class Go5Client:
         run = run_tool([self.binary, command, "-endpoint", self.endpoint, *flags],
                        env={**os.environ, "HOME": str(self.home)}, timeout=timeout)
         if check:
-            assert run.returncode == 0 and not run.of("error"), (run.of("error"), run.stderr[-3000:])
+            # the client's log says more than its error (a receive's stream error, for one, comes back
+            # to the caller as DEADLINE_EXCEEDED)
+            assert run.returncode == 0 and not run.of("error"), (run.of("error"), run.stderr[-3000:],
+                                                                 self.client_log()[-3000:])
         return run
 
     def client_log(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from java_rocketmq import BackgroundRun, BuildError, DriverResult, ToolMissing, find_tools
 from mqadmin import MQAdminResult, build_mqadmin, run_mqadmin
+from polling import wait_until
 from recording_broker import RocketStoreBroker, java_driver
 from tool_support import require_tool
 
@@ -92,13 +93,6 @@ def _received(run: BackgroundRun) -> list[dict[str, Any]]:
     return [line for line in run.lines_so_far() if line.get("kind") == "received"]
 
 
-def _wait_until(what: str, done: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
 @pytest.fixture(scope="module")
 def live_consumer(rocketstore_broker: RocketStoreBroker, mqadmin_built: None, java_client_built: None,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsumer]:
@@ -112,8 +106,8 @@ def live_consumer(rocketstore_broker: RocketStoreBroker, mqadmin_built: None, ja
     produced = driver.produce(topic, 6)
     run = driver.start_push_consume(topic, group, 6, linger_ms=900_000, timeout_s=960, check=False)
     try:
-        _wait_until("the consumer to take all 6 messages", lambda: len(_received(run)) >= 6)
-        _wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
+        wait_until("the consumer to take all 6 messages", lambda: len(_received(run)) >= 6)
+        wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
         yield topic, group, run, produced, before
     finally:
         run.kill()
@@ -175,7 +169,7 @@ def test_reset_offset_by_time_pushes_to_live_consumer(rocketstore_broker: Rocket
     assert out[0].startswith(f"rollback consumer offset by specified group[{group}], topic[{topic}], force[true]")
     assert out[1].split() == ["#brokerName", "#queueId", "#offset"]
     assert sorted(tuple(line.split()) for line in out[2:]) == [("e2e-broker", "0", "0"), ("e2e-broker", "1", "0")]
-    _wait_until("the consumer to consume the 6 messages again", lambda: len(_received(run)) >= had + 6)
+    wait_until("the consumer to consume the 6 messages again", lambda: len(_received(run)) >= had + 6)
     again = _received(run)[had:]
     assert {line["delivery"] for line in again} == {2}
 
@@ -185,7 +179,7 @@ def test_clone_group_offset(rocketstore_broker: RocketStoreBroker,
     topic, group, _, _, _ = live_consumer
     # a reset by an earlier test makes the consumer consume again and commit within 5 s: clone a
     # source offset that no longer moves
-    _wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
+    wait_until("the consumer to commit its offsets", lambda: _caught_up(rocketstore_broker, topic, group))
     dest = f"{group}_clone"
     mqadmin(rocketstore_broker, "updateSubGroup", "-c", "E2ECluster", "-g", dest)
     out = mqadmin(rocketstore_broker, "cloneGroupOffset", "-s", group, "-d", dest, "-t", topic).stdout
@@ -205,7 +199,7 @@ def test_query_msg_by_id_consumes_directly(rocketstore_broker: RocketStoreBroker
     out = mqadmin(rocketstore_broker, "queryMsgById", "-i", sent["offsetMsgId"], "-g", group, "-d",
                   client_id).stdout
     assert "consumeResult=CR_SUCCESS" in out, out
-    _wait_until("the direct delivery", lambda: any(line["msgId"] == sent["msgId"] for line in _received(run)[had:]))
+    wait_until("the direct delivery", lambda: any(line["msgId"] == sent["msgId"] for line in _received(run)[had:]))
 
 
 def test_producer_connection(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
@@ -291,8 +285,16 @@ def test_stats_all_shows_put_and_get_rates(rocketstore_broker: RocketStoreBroker
     driver = java_driver(rocketstore_broker, tmp_path)
     driver.produce(topic, 4)
     driver.pull_consume(topic, group, 4)
-    time.sleep(11)  # a minute-window snapshot after the puts and gets
-    out = mqadmin(rocketstore_broker, "statsAll", "-t", topic).lines()
+
+    def statistics() -> list[str]:
+        return mqadmin(rocketstore_broker, "statsAll", "-t", topic).lines()
+
+    def tps_shown() -> bool:  # once a minute-window snapshot after the puts and gets was taken
+        rows = [line.split() for line in statistics()[1:]]
+        return len(rows) == 1 and len(rows[0]) > 4 and float(rows[0][3]) > 0 and float(rows[0][4]) > 0
+
+    wait_until("a minute-window snapshot after the puts and gets", tps_shown, timeout=40, interval=1)
+    out = statistics()
     assert out[0].split() == ["#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS",
                               "#InMsg24Hour", "#OutMsg24Hour"]
     (row,) = [line.split() for line in out[1:]]

@@ -28,6 +28,7 @@ from broker_process import Broker
 from google.protobuf.descriptor_pb2 import DescriptorProto, FileDescriptorProto, FileDescriptorSet
 from grpc5_expect import assert_received_as_sent
 from grpc_tools import protoc
+from polling import wait_until
 from tool_support import (
     DRIVERS_DIR,
     ScriptRun,
@@ -165,7 +166,9 @@ def test_producer_then_simple_consumer_reads_exactly_those_messages(node5: Node5
 def test_a_tag_filter_leaves_other_tags_out(node5: Node5Client, grpc_topic: str) -> None:
     node5.produce(grpc_topic, 2, "--tag", "TagOther", "--body-prefix", "other")
     wanted = node5.produce(grpc_topic, 2, "--tag", "TagWanted", "--body-prefix", "wanted").of("sent")
-    received = node5.consume(grpc_topic, "NodeTags", 3, "--tag", "TagWanted", "--timeout", 5).of("received")
+    # asks for one more than there is, so it runs to its timeout: long enough for a busy machine to
+    # deliver the two wanted ones, and for a wrongly matched third to show
+    received = node5.consume(grpc_topic, "NodeTags", 3, "--tag", "TagWanted", "--timeout", 10).of("received")
     assert sorted(r["body"] for r in received) == sorted(s["body"] for s in wanted)
 
 
@@ -263,8 +266,16 @@ def test_clients_that_exit_leave_no_error_in_the_broker_log(node5: Node5Client, 
                                                             grpc_topic: str) -> None:
     """The client ends its Telemetry stream and exits without waiting for the broker's end of it;
     the broker sees a cancelled call, which is no error of its own."""
+    def telemetry_streams_ended() -> int:
+        counts = re.findall(r'^rocketstore_grpc_requests_total\{[^}]*method="Telemetry"[^}]*\} (\S+)$',
+                            grpc_broker.metrics(), re.MULTILINE)
+        return sum(int(float(n)) for n in counts)
+
+    ended = telemetry_streams_ended()
     node5.produce(grpc_topic, 1, "--body-prefix", "bye")
     node5.consume(grpc_topic, "NodeBye", 1)
-    time.sleep(0.5)  # the broker notices the closed connections
+    # a stream is counted when the broker has ended it: then its end is in the log, if it logged one
+    wait_until("the broker ending both clients' Telemetry streams", lambda: telemetry_streams_ended() >= ended + 2,
+               timeout=15, interval=0.1)
     log = grpc_broker.log_text()
     assert "Task exception was never retrieved" not in log and "Traceback" not in log, log[-3000:]

@@ -127,6 +127,11 @@ class PopService:
         """Listen for arriving messages (on the loop, once open)."""
         self.broker.message_arriving_listeners.append(self._on_arrival)
 
+    @property
+    def waiting_count(self) -> int:
+        """Receives and offset-based pulls waiting in long polling now (for /metrics)."""
+        return sum(len(waiters) for waiters in self._waiters.values())
+
     def close_waiters(self) -> None:
         """Release every waiting receive (it answers with what it has); no receive waits after this."""
         self._closed = True

@@ -110,6 +110,8 @@ class GrpcServer:
                        loop.create_task(self._renew_loop(), name="pop-auto-renew")]
         self.broker.add_gauge("rocketstore_pop_messages_in_flight", "Messages received over gRPC and not acked yet",
                               lambda: self.pop.log.state.in_flight_count())
+        self.broker.add_gauge("rocketstore_grpc_long_polling_calls", "gRPC receives and pulls waiting in long "
+                              "polling for a message", lambda: self.pop.waiting_count)
         self.broker.add_counter("rocketstore_pop_redeliveries", "Messages delivered again after their invisible "
                                 "time passed", lambda: self.pop.redeliveries)
         self.broker.add_counter("rocketstore_pop_dead_lettered", "Messages moved to their group's dead-letter "

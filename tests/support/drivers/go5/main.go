@@ -5,6 +5,7 @@
 //	produce -endpoint E -topic T -count N [-tag T] [-prop k=v]... [-group G] [-delay-ms D]
 //	    -> {"kind": "sent", ...} per message
 //	consume -endpoint E -topic T -group G -expect N [-mode M] [-invisible-ms I] [-timeout-ms T]
+//	    [-await-ms A] [-request-timeout-ms R]
 //	    -> {"kind": "received", ...} per delivery, {"kind": "acked", ...} per ack, then {"kind": "done"}
 //
 // Both take -access-key and -secret-key: the client signs every call (MQv2-HMAC-SHA1) with them;
@@ -14,6 +15,10 @@
 // unacked, so it comes back after its invisible time, and acks later ones; "nack-first" puts a
 // first delivery back at once (ChangeInvisibleDuration 0) and acks later ones. It stops after
 // -expect deliveries or -timeout-ms. Any error is printed as {"kind": "error"} and exits 1.
+//
+// -request-timeout-ms is the client's per-call timeout (its own default is 3 s): a receive gives up
+// after -await-ms plus this. The default here is longer, so that a broker on a busy test machine that
+// answers a long-polling receive a few seconds late is not taken for one that does not answer.
 package main
 
 import (
@@ -142,6 +147,7 @@ func consume(args []string) error {
 	invisibleMs := fs.Int64("invisible-ms", 30000, "invisible duration of each receive")
 	awaitMs := fs.Int64("await-ms", 2000, "long polling of each receive")
 	timeoutMs := fs.Int64("timeout-ms", 30000, "give up after this long")
+	requestTimeoutMs := fs.Int64("request-timeout-ms", 10000, "the client's timeout of each call")
 	_ = fs.Parse(args)
 	switch *mode {
 	case "ack", "ignore-first", "nack-first":
@@ -149,7 +155,12 @@ func consume(args []string) error {
 		return fmt.Errorf("-mode %q is not ack, ignore-first or nack-first", *mode)
 	}
 
+	requestTimeout := rmq.WithQueryRouteTimeout(time.Duration(*requestTimeoutMs) * time.Millisecond)
 	consumer, err := rmq.NewSimpleConsumer(c.config(*group),
+		rmq.WithClientFuncForSimpleConsumer(func(config *rmq.Config, opts ...rmq.ClientOption) (rmq.Client, error) {
+			// named for route queries, this option sets the timeout of every call the client makes
+			return rmq.NewClient(config, append(opts, requestTimeout)...)
+		}),
 		rmq.WithAwaitDuration(time.Duration(*awaitMs)*time.Millisecond),
 		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{*topic: rmq.NewFilterExpression(*tag)}))
 	if err != nil {
