@@ -30,6 +30,8 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RPC_ONEWAY, RemotingCommand
 from rocketstore.remoting.headers import HeartbeatData, ProducerData, PullSysFlag, SendMessageRequestHeader
 
+pytestmark = pytest.mark.integration  # broker processes
+
 TOPIC = "Pipelined"
 SENDS = 50
 LOOPS = ("uvloop", "asyncio")
