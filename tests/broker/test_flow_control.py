@@ -13,11 +13,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from broker_process import Broker
 from inprocess_broker import RawClient, decode_records
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
+
+pytestmark = pytest.mark.integration  # a broker process
 
 TOPIC = "FlowControl"
 BODY = b"x" * 4096

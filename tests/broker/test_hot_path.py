@@ -31,6 +31,8 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RPC_ONEWAY, RemotingCommand
 from rocketstore.remoting.headers import PullSysFlag, SendMessageRequestHeader
 
+pytestmark = pytest.mark.integration  # broker processes
+
 TOPIC = "Pipelined"
 SENDS = 50
 LOOPS = ("uvloop", "asyncio")

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from broker_process import Broker
 from inprocess_broker import RawClient
 
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
+
+pytestmark = pytest.mark.integration  # a broker process
 
 TOPIC = "Malformed"
 PULL_FIELDS = {

@@ -121,6 +121,7 @@ def seed_inputs(fuzz: ModuleType) -> Iterator[bytes]:
             yield fuzz.make_input(target, payload, rng.randbytes(fuzz.CONTROL_SIZE - 1))
 
 
+@pytest.mark.slow  # a bounded fuzz run: tens of seconds
 def test_the_native_functions_survive_fuzzing_and_agree_with_python(tmp_path: Path) -> None:
     require_module("atheris", "atheris", "the fuzz harness needs it: pip install -e '.[test]'")
     native_module()
