@@ -1,6 +1,6 @@
 """The gRPC v2 endpoint of a broker process, called with the stubs generated from our own protocol:
 status codes for bad requests, FIFO placement, timed delivery, receipt handles. The real 5.x
-client's view is in tests/clients/test_python_5x_client.py."""
+client's view is in tests/compat/python5/test_python_5x_client.py."""
 
 from __future__ import annotations
 

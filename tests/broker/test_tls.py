@@ -1,6 +1,6 @@
 """TLS on the broker's remoting port, with Python's ssl module as the client (real sockets).
 
-tests/e2e/test_java_tls.py does the same with the Java client's TLS switch; here are what a client
+tests/compat/java4/test_java_tls.py does the same with the Java client's TLS switch; here are what a client
 library does not show: both kinds of connection on one permissive port, plain ones closed by
 enforcing, a client certificate required, and certificate files replaced while the broker runs
 (picked up for new connections, as a renewed Kubernetes Secret would be).

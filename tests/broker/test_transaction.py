@@ -6,7 +6,7 @@ on its real queue, sysFlag COMMIT) and rollback, the op records (tag ``d``, body
 offset), the check-back (CHECK_TRANSACTION_STATE to the producer's connection, with the offsets
 of the put-back copy), the discard after transactionCheckMax, and the check resuming after a
 restart from the CID_RMQ_SYS_TRANS offsets. The Java TransactionMQProducer runs the same paths in
-tests/e2e/test_java_transaction.py.
+tests/compat/java4/test_java_transaction.py.
 """
 
 from __future__ import annotations
