@@ -9,7 +9,7 @@
 # where <key> = <kube-version>-<etcd-version>-kwok<kwok-version>.
 # A binary that is already present there is not rebuilt, so a warm run takes
 # well under a second. Progress goes to stderr; the last line on stdout is the
-# bin directory, so callers can do:  BIN="$(operator/controlplane/build.sh)"
+# bin directory, so callers can do:  BIN="$(tests/controlplane/build.sh)"
 #
 # Env knobs:
 #   CONTROLPLANE_FORCE=1   rebuild even if the binaries exist

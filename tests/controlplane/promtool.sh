@@ -3,7 +3,7 @@
 # PrometheusRule test (no prebuilt binaries can be downloaded here). Output:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/promtool/<version>/bin/promtool
 # A binary that is already there is not rebuilt. The last stdout line is the path of the
-# binary:  PROMTOOL="$(operator/controlplane/promtool.sh)"
+# binary:  PROMTOOL="$(tests/controlplane/promtool.sh)"
 #
 # Prometheus tags its Go module v0.<major*100+minor>.<patch> (v0.316.0 is Prometheus 3.16.0); the
 # v3.x tags are not importable as Go module versions. go install of a module version builds with

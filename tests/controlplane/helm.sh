@@ -3,7 +3,7 @@
 # binaries can be downloaded here). Output:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/controlplane/helm-<version>/bin/helm
 # A binary that is already there is not rebuilt (about 10 ms). The last stdout
-# line is the path of the helm binary:  HELM="$(operator/controlplane/helm.sh)"
+# line is the path of the helm binary:  HELM="$(tests/controlplane/helm.sh)"
 #
 # Env knobs: HELM_FORCE=1 rebuilds; CONTROLPLANE_NICE=N niceness (default 19).
 set -Eeuo pipefail
