@@ -6,8 +6,7 @@
 # binary:  PROMTOOL="$(tests/controlplane/promtool.sh)"
 #
 # Prometheus tags its Go module v0.<major*100+minor>.<patch> (v0.316.0 is Prometheus 3.16.0); the
-# v3.x tags are not importable as Go module versions. go install of a module version builds with
-# that module's own go.mod/go.sum, verified against the checksum database as usual.
+# v3.x tags are not importable as Go module versions.
 #
 # Built with the build tag remove_all_sd: Prometheus' plugins/ package then leaves out every
 # service-discovery plugin (AWS, Azure, GCE, Kubernetes, ... SDKs), which `promtool check rules`
@@ -19,33 +18,10 @@ set -Eeuo pipefail
 
 PROMTOOL_VERSION=v0.316.0
 
-ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/promtool/${PROMTOOL_VERSION}"
-BIN="${ROOT}/bin"
-NICE="${CONTROLPLANE_NICE:-19}"
-
-log() { printf '[promtool] %s\n' "$*" >&2; }
-
-if [[ "${PROMTOOL_FORCE:-0}" != 1 && -x "${BIN}/promtool" ]]; then
-	log "up to date: ${PROMTOOL_VERSION}"
-	printf '%s\n' "${BIN}/promtool"
-	exit 0
-fi
-command -v go >/dev/null 2>&1 || { log "ERROR: go is not on PATH"; exit 1; }
-mkdir -p "${BIN}"
-exec 9>"${ROOT}/.lock"
-flock 9
-if [[ "${PROMTOOL_FORCE:-0}" != 1 && -x "${BIN}/promtool" ]]; then
-	printf '%s\n' "${BIN}/promtool"
-	exit 0
-fi
-STAGE="$(mktemp -d "${ROOT}/.stage.XXXXXX")"
-trap 'rm -rf "${STAGE}"' EXIT
-log "building promtool ${PROMTOOL_VERSION} (minutes cold)"
-T0=$(date +%s)
-GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0 GOBIN="${STAGE}" \
-	nice -n "${NICE}" go install -trimpath -tags remove_all_sd \
+TOOL=promtool
+# shellcheck source=gobuild.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gobuild.sh"
+install_cached promtool "${XDG_CACHE_HOME:-$HOME/.cache}/rocketstore/promtool/${PROMTOOL_VERSION}" \
+	"${PROMTOOL_FORCE:-0}" -tags remove_all_sd \
 	-ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMTOOL_VERSION}" \
 	"github.com/prometheus/prometheus/cmd/promtool@${PROMTOOL_VERSION}"
-mv -f "${STAGE}/promtool" "${BIN}/promtool"
-log "built in $(($(date +%s) - T0)) s"
-printf '%s\n' "${BIN}/promtool"
