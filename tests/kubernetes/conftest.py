@@ -2,8 +2,8 @@
 
 Two targets, one scenario:
 
-* By default, the test control plane (operator/controlplane/controlplane.py) with one real node
-  joined to it (operator/controlplane/node.py: kubelet, kube-proxy, CoreDNS, Debian's containerd,
+* By default, the test control plane (tests/controlplane/controlplane.py) with one real node
+  joined to it (tests/controlplane/node.py: kubelet, kube-proxy, CoreDNS, Debian's containerd,
   runc and CNI plugins). The project's image is built from the top-level Dockerfile by the local
   Docker engine (tests/image/dockerd.sh and build_base_image.sh, as the image tests do) and copied
   into the node's containerd: there is no registry. Needs root, the control plane build (cached)

@@ -18,7 +18,7 @@ from ports import controlplane
 __all__ = ["IMAGE", "ROOT", "Target", "controlplane", "node_module", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTROLPLANE_DIR = ROOT / "operator" / "controlplane"
+CONTROLPLANE_DIR = ROOT / "tests" / "controlplane"
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 IMAGE = f"rocketstore/rocketstore:{VERSION}"
 

@@ -1,6 +1,6 @@
 """Fixtures for the operator's integration tests: a REAL control plane (no mocks of Kubernetes).
 
-The control plane comes from operator/controlplane/controlplane.py (the same code smoke.sh runs):
+The control plane comes from tests/controlplane/controlplane.py (the same code smoke.sh runs):
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, built from Go
 modules by build.sh (cached; about 26 min cold). The operator runs as a real ``rocketstore
 operator`` subprocess against the test kubeconfig, with broker addressing pinned to loopback.

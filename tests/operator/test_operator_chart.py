@@ -1,7 +1,7 @@
 """The Helm chart: one CRD source of truth, ``helm lint``, ``helm template`` validated by the real
 API server (server-side dry-run), ``helm install`` against it, and least-privilege RBAC.
 
-helm is built from the Go module proxy by operator/controlplane/helm.sh (cached by version).
+helm is built from the Go module proxy by tests/controlplane/helm.sh (cached by version).
 """
 
 from __future__ import annotations
@@ -314,9 +314,9 @@ def test_alert_rules_pass_promtool(helm: Path, tmp_path: Path) -> None:
     from tool_support import require_executable, require_tool
 
     require_executable("go", "promtool is built from the Go module proxy")
-    built = subprocess.run([str(ROOT / "operator" / "controlplane" / "promtool.sh")], capture_output=True, text=True,
+    built = subprocess.run([str(ROOT / "tests" / "controlplane" / "promtool.sh")], capture_output=True, text=True,
                            timeout=3600)
-    require_tool("promtool", built.returncode == 0, f"operator/controlplane/promtool.sh failed: {built.stderr[-2000:]}")
+    require_tool("promtool", built.returncode == 0, f"tests/controlplane/promtool.sh failed: {built.stderr[-2000:]}")
     promtool = built.stdout.strip().splitlines()[-1]
     rules = _rules(helm)
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_controlplane() -> ModuleType:
-    """operator/controlplane/controlplane.py is a script in a folder, not a package: load it by path
+    """tests/controlplane/controlplane.py is a script in a folder, not a package: load it by path
     once, under the name node.py (beside it) imports it by."""
     name = "controlplane"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "operator" / "controlplane" / "controlplane.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "controlplane" / "controlplane.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -36,7 +36,8 @@ from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
 from rocketstore.operator.kube import Kube, discover
 from rocketstore.operator.model import Spec, SpecError, parse_spec
-from rocketstore.operator.reconcile import Outcome, apply_objects, degraded, observe
+from rocketstore.operator.reconcile import Outcome, apply_objects, observe
+from rocketstore.operator.status import degraded
 
 INTERVAL = float(os.environ.get("ROCKETSTORE_OPERATOR_INTERVAL", "30"))
 

@@ -2,9 +2,10 @@
 
 ``apply_objects``  desired objects -> server-side apply; storage growth; refused changes;
                    objects no longer wanted (external Services of removed brokers) deleted
-``observe``        pods and brokers -> per-broker status, retention push, manual deletes,
-                   adaptive retention, conditions; the ACL / TLS Secrets the spec references;
-                   external addresses (nodes, load balancers) -> addresses ConfigMap, clusterPeers
+``observe``        pods and brokers -> retention push, manual deletes, adaptive retention; the
+                   ACL / TLS Secrets the spec references; external addresses (nodes, load
+                   balancers) -> addresses ConfigMap, clusterPeers; what it saw -> the status and
+                   conditions :mod:`rocketstore.operator.status` decides
 
 Both return plain dicts for ``status`` and a list of events; the handlers write them with kopf's
 ``patch`` (so the operator patches its own object, never updates it).
@@ -13,29 +14,25 @@ Both return plain dicts for ``status`` and a list of events; the handlers write 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import kopf
 
 from rocketstore.client import SessionCredentials
 from rocketstore.operator import metrics
-from rocketstore.operator.brokers import BrokerAccess, BrokerError, Brokers
+from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
-    NAMESRV_PORT,
     Owner,
     Plan,
     addresses_configmap,
     addresses_name,
     all_objects,
     cluster_peers,
-    external_service_name,
-    ingress_address,
     listen_port,
     load_balancer_addresses,
-    namesrv_external_name,
     pod_name,
     pvc_name,
     selector,
@@ -46,6 +43,14 @@ from rocketstore.operator.model import Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
 from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
+from rocketstore.operator.status import (
+    BrokerObservation,
+    ExternalView,
+    external_view,
+    max_disk_usage,
+    observed_status,
+    same_setting,
+)
 
 __all__ = ["Event", "Outcome", "apply_objects", "broker_access", "observe", "referenced_secrets"]
 
@@ -177,25 +182,6 @@ async def _grow_storage(kube: Kube, owner: Owner, replicas: int, volume: int, ou
 
 # -- observation and broker tuning -----------------------------------------------------------------
 
-_NUMERIC_TOLERANCE = 1e-9
-
-
-def _same(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a == b
-    try:
-        return abs(float(a) - float(b)) < _NUMERIC_TOLERANCE
-    except ValueError:
-        return a.strip() == b.strip()
-
-
-def _pod_ready(pod: Mapping[str, Any]) -> bool:
-    for c in pod.get("status", {}).get("conditions", []) or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
-    return False
-
-
 async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[dict[str, dict[str, bytes]],
                                                                            list[dict[str, str]]]:
     """The ACL / TLS Secrets the spec references, by name, and what is wrong with them.
@@ -282,7 +268,10 @@ def _denied(name: str, error: BrokerError, spec: Spec) -> dict[str, str]:
 async def observe(
     kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, status: Mapping[str, Any], generation: int
 ) -> Outcome:
-    """Observe pods and brokers, converge each broker's retention, run a new manual delete token."""
+    """Observe pods and brokers, converge each broker's retention, run a new manual delete token.
+
+    The reads and the tuning happen here; what the status and conditions say about them is
+    :func:`rocketstore.operator.status.observed_status`."""
     out = Outcome()
     secrets, out.problems = await referenced_secrets(kube, owner, spec)
     access = broker_access(spec, secrets)
@@ -290,20 +279,19 @@ async def observe(
     pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
     old_brokers = {b.get("name"): b for b in status.get("brokers", []) or []}
     token = spec.maintenance.delete_expired_request
+    addresses = [brokers.address(owner.name, owner.namespace, i, listen_port(spec, i)) for i in range(replicas)]
 
     # 1. runtime info of every broker, to decide the retention to run with
-    runtimes: dict[int, Any] = {}
+    runtimes: dict[int, BrokerRuntime] = {}
     errors: dict[int, str] = {}
-    for i in range(replicas):
-        addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i))
+    for i, addr in enumerate(addresses):
         try:
             runtimes[i] = await brokers.runtime(addr, access)
         except BrokerError as e:
             errors[i] = str(e)
             if e.denied:
                 out.problems.append(_denied(pod_name(owner.name, i), e, spec))
-    usages = [r.disk_usage_ratio for r in runtimes.values() if r.disk_usage_ratio is not None]
-    max_usage = max(usages) if usages else None
+    max_usage = max_disk_usage(runtimes.values())
     previous_hours = status.get("effectiveFileReservedTime")
     decision = decide(spec.retention, int(previous_hours) if previous_hours is not None else None, max_usage)
     if (spec.retention.policy == "adaptive" and max_usage is not None and previous_hours is not None
@@ -318,131 +306,46 @@ async def observe(
     want = spec.retention.broker_properties(decision.file_reserved_time)
     # with external access, routes carry the address of each broker's node (status.hostIP) or
     # load balancer (its Service's status), as far as known
-    hosts = await _external_hosts(kube, owner, spec, replicas, pods, out)
-    peers = cluster_peers(owner, replicas, spec, hosts)
+    external = await _observe_external_access(kube, owner, spec, replicas, pods, out)
+    peers = cluster_peers(owner, replicas, spec, {} if external is None else external.hosts)
 
     # 2. per broker: converge retention, run the manual delete once per token
-    broker_status: list[dict[str, Any]] = []
-    for i in range(replicas):
+    observed: list[BrokerObservation] = []
+    for i, addr in enumerate(addresses):
         name = pod_name(owner.name, i)
-        addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i))
         old = old_brokers.get(name, {})
-        entry: dict[str, Any] = {
-            "name": name,
-            "address": addr,
-            "ready": _pod_ready(pods.get(name, {})),
-            "reachable": i in runtimes,
-            "appliedRetention": old.get("appliedRetention"),
-            "lastManualDelete": old.get("lastManualDelete"),
-            "externalAddress": _external_address(spec, hosts, i),
-        }
-        if i in errors:
-            entry["message"] = errors[i][:300]
+        applied, last_delete = old.get("appliedRetention"), old.get("lastManualDelete")
         rt = runtimes.get(i)
         if rt is not None:
-            entry.update({
-                "diskUsageRatio": rt.disk_usage_ratio,
-                "commitLogMinOffset": rt.commit_log_min_offset,
-                "commitLogMaxOffset": rt.commit_log_max_offset,
-            })
             if rt.disk_usage_ratio is not None:
                 metrics.BROKER_DISK_USAGE.labels(owner.namespace, owner.name, name).set(rt.disk_usage_ratio)
-            running = await _converge_retention(brokers, access, addr, name, want, peers,
-                                                entry, out, spec)
+            running, pushed = await _converge_retention(brokers, access, addr, name, want, peers, out, spec)
+            if pushed is not None:
+                applied = pushed
             segment_size = int(running.get("mappedFileSizeCommitLog") or spec.commit_log.segment_size)
-            await _manual_delete(brokers, access, addr, name, token, rt, segment_size, entry, out, spec)
-        broker_status.append({k: v for k, v in entry.items() if v is not None})
+            last_delete = await _manual_delete(brokers, access, addr, name, token, rt, segment_size, last_delete,
+                                               out, spec)
+        observed.append(BrokerObservation(name, addr, pods.get(name, {}), rt, errors.get(i), applied, last_delete))
 
-    ready = sum(1 for b in broker_status if b["ready"])
-    converged = all(
-        b.get("appliedRetention") is not None
-        and all(_same(b["appliedRetention"].get(k), v) for k, v in want.items())
-        for b in broker_status
-    )
-    out.status.update({
-        "observedAt": now(),
-        "brokers": broker_status,
-        "brokersReady": ready,
-        "brokersReadyText": f"{ready}/{spec.brokers}",
-        "diskUsage": "" if max_usage is None else f"{max_usage:.0%}",
-        "effectiveFileReservedTime": decision.file_reserved_time,
-        "retention": f"{decision.file_reserved_time}h" + (
-            "" if decision.file_reserved_time == spec.retention.file_reserved_time
-            else f" (spec {spec.retention.file_reserved_time}h)"),
-    })
-    all_ready = ready == spec.brokers == replicas
-    out.conditions.append(Condition(
-        "Ready", all_ready, "AllBrokersReady" if all_ready else "BrokersNotReady",
-        f"{ready}/{spec.brokers} broker pods ready"))
-    pending = [] if converged else ["retention not applied on every broker"]
-    external = [c for c in out.conditions if c.type == EXTERNAL_CONDITION]
-    if external and not external[0].status:
-        pending.insert(0, "load balancer addresses pending")
-    if not all_ready:
-        pending.insert(0, "broker pods rolling out")
-    out.conditions.append(Condition(
-        "Progressing", bool(pending), "Converging" if pending else "Converged", "; ".join(pending)))
-    out.conditions.append(Condition(
-        "DiskPressure", decision.pressure,
-        {"Lowered": "RetentionLowered", "AtFloor": "RetentionAtFloor", "Holding": "RetentionHeldLow"}.get(
-            decision.reason, "UsageNormal") if decision.pressure else "UsageNormal",
-        "" if max_usage is None else f"max commitLogDiskRatio {max_usage:.2%}; fileReservedTime "
-        f"{decision.file_reserved_time}h (spec {spec.retention.file_reserved_time}h)"))
+    report = observed_status(spec, replicas, observed, decision, external, now())
+    out.status.update(report.status)
+    out.conditions.extend(report.conditions)
+    out.dropped.extend(report.dropped)
     return out
 
 
-#: the condition of spec.externalAccess: True once every address clients need is known
-EXTERNAL_CONDITION: Final = "ExternalAccessReady"
-
-
-def _external_address(spec: Spec, hosts: Mapping[int, str], ordinal: int) -> str | None:
-    """What broker ``ordinal`` advertises to clients outside (None: no external access, or its
-    address not known yet)."""
+async def _observe_external_access(kube: Kube, owner: Owner, spec: Spec, replicas: int,
+                                   pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> ExternalView | None:
+    """:func:`rocketstore.operator.status.external_view` from this RocketStore's Services (read
+    with LoadBalancer only); publishes load balancer addresses to the brokers that wait for them
+    (the addresses ConfigMap)."""
     ext = spec.external_access
-    host = None if ext is None else ext.host or hosts.get(ordinal)
-    return None if host is None else f"{host}:{listen_port(spec, ordinal)}"
-
-
-async def _external_hosts(kube: Kube, owner: Owner, spec: Spec, replicas: int,
-                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> dict[int, str]:
-    """The observed address of each broker clients outside reach (its pod's node with NodePort,
-    its Service's load balancer with LoadBalancer), as far as known; publishes load balancer
-    addresses to the brokers (the addresses ConfigMap) and reports the ExternalAccessReady
-    condition and ``status.externalNamesrvAddr``. A balancer still being provisioned is a
-    condition (False, LoadBalancerPending), not an error: the next observation looks again."""
-    ext = spec.external_access
-    if ext is None:
-        out.dropped.append(EXTERNAL_CONDITION)
-        out.status["externalNamesrvAddr"] = None
-        return {}
-    if not ext.load_balancer:
-        hosts = {i: ip for i in range(replicas)
-                 if (ip := pods.get(pod_name(owner.name, i), {}).get("status", {}).get("hostIP"))}
-        namesrv_host = ext.host or next(iter(hosts.values()), None)
-        out.status["externalNamesrvAddr"] = None if namesrv_host is None else f"{namesrv_host}:{ext.namesrv_node_port}"
-        out.conditions.append(Condition(
-            EXTERNAL_CONDITION, True, "NodePorts",
-            f"brokers on node ports {ext.base_port}..{ext.listen_port(replicas - 1)} of every node, "
-            f"name servers on node port {ext.namesrv_node_port}"))
-        return hosts
-    services = await kube.list("v1", "Service", owner.namespace, selector(owner.name))
-    hosts = load_balancer_addresses(owner, replicas, services)
-    if ext.waits_for_address:
-        await _publish_addresses(kube, owner, replicas, hosts, out)
-    namesrv = next((ingress_address(s) for s in services
-                    if s.get("metadata", {}).get("name") == namesrv_external_name(owner.name)), None)
-    out.status["externalNamesrvAddr"] = None if namesrv is None else f"{namesrv}:{NAMESRV_PORT}"
-    waiting = [] if ext.host else [external_service_name(owner.name, i) for i in range(replicas) if i not in hosts]
-    pending = waiting + ([] if namesrv is not None else [namesrv_external_name(owner.name)])
-    if pending:
-        message = f"no load balancer address yet (status.loadBalancer.ingress) for {', '.join(pending)}"
-        if waiting:
-            message += "; their brokers wait for it in their init container"
-    else:
-        message = f"name servers at {out.status['externalNamesrvAddr']}"
-    out.conditions.append(Condition(EXTERNAL_CONDITION, not pending,
-                                    "LoadBalancerPending" if pending else "AddressesAssigned", message))
-    return hosts
+    balanced = ext is not None and ext.load_balancer
+    services = await kube.list("v1", "Service", owner.namespace, selector(owner.name)) if balanced else []
+    view = external_view(owner, spec, replicas, pods, services)
+    if view is not None and ext is not None and ext.load_balancer and ext.waits_for_address:
+        await _publish_addresses(kube, owner, replicas, view.hosts, out)
+    return view
 
 
 async def _publish_addresses(kube: Kube, owner: Owner, replicas: int, hosts: Mapping[int, str],
@@ -468,46 +371,47 @@ async def _publish_addresses(kube: Kube, owner: Owner, replicas: int, hosts: Map
 
 async def _converge_retention(
     brokers: Brokers, access: BrokerAccess, addr: str, name: str, want: Mapping[str, str], peers: str,
-    entry: dict[str, Any], out: Outcome, spec: Spec,
-) -> dict[str, str]:
+    out: Outcome, spec: Spec,
+) -> tuple[dict[str, str], dict[str, str] | None]:
     """Push the retention keys (and clusterPeers, so scale-up needs no restart) where they differ.
 
-    Returns the broker's configuration as read before the push ({} when it could not be read).
+    Returns the broker's configuration as read before the push ({} when it could not be read) and
+    the retention keys it runs with now (None when they could not be read or pushed).
     """
     live = {**want, "clusterPeers": peers}
     try:
         running = await brokers.config(addr, access)
         current = {k: running.get(k, "") for k in live}
-        stale = {k: v for k, v in live.items() if not _same(current[k], v)}
+        stale = {k: v for k, v in live.items() if not same_setting(current[k], v)}
         if stale:
             current.update(await brokers.push_config(addr, stale, access))
             metrics.TUNING_ACTIONS.labels(action="retention_push").inc()
             out.events.append(Event("Normal", "BrokerConfigApplied", f"{name}: " + ", ".join(
                 f"{k}={v}" for k, v in stale.items())))
-        entry["appliedRetention"] = {k: current[k] for k in want}
-        return running
+        return running, {k: current[k] for k in want}
     except BrokerError as e:
         metrics.ERRORS.labels(step="retention_push").inc()
         out.events.append(Event("Warning", "RetentionPushFailed", f"{name}: {e}"))
         if e.denied:
             out.problems.append(_denied(name, e, spec))
-        return {}
+        return {}, None
 
 
 async def _manual_delete(
-    brokers: Brokers, access: BrokerAccess, addr: str, name: str, token: str | None, rt: Any, segment_size: int,
-    entry: dict[str, Any], out: Outcome, spec: Spec,
-) -> None:
-    last = entry.get("lastManualDelete") or {}
+    brokers: Brokers, access: BrokerAccess, addr: str, name: str, token: str | None, rt: BrokerRuntime,
+    segment_size: int, previous: Mapping[str, Any] | None, out: Outcome, spec: Spec,
+) -> Mapping[str, Any] | None:
+    """Run ``deleteExpiredCommitLog`` once per token; returns the broker's ``lastManualDelete``
+    (``previous`` when there is nothing to run)."""
+    last = previous or {}
     if token is None:
-        return
+        return previous
     if last.get("token") == token:
         # already run for this token: follow how many segments the cleanup removed since
         before = last.get("commitLogMinOffsetBefore")
         if before is not None and rt.commit_log_min_offset is not None:
-            last = {**last, "filesDeleted": max(0, (rt.commit_log_min_offset - before) // segment_size)}
-            entry["lastManualDelete"] = last
-        return
+            return {**last, "filesDeleted": max(0, (rt.commit_log_min_offset - before) // segment_size)}
+        return previous
     try:
         await brokers.delete_expired(addr, access)
         result = "Requested"
@@ -519,21 +423,10 @@ async def _manual_delete(
         out.events.append(Event("Warning", "ManualDeleteFailed", f"{name}: token {token}: {e}"))
         if e.denied:
             out.problems.append(_denied(name, e, spec))
-    entry["lastManualDelete"] = {
+    return {
         "token": token,
         "result": result,
         "time": now(),
         "commitLogMinOffsetBefore": rt.commit_log_min_offset,
         "filesDeleted": 0,
     }
-
-
-def degraded(problems: Sequence[Mapping[str, str]], brokers: Sequence[Mapping[str, Any]]) -> Condition:
-    """Degraded from refused changes (written by the apply step), missing Secrets (observed) and
-    unreachable ready brokers."""
-    if problems:
-        return Condition("Degraded", True, problems[0]["reason"], "; ".join(p["message"] for p in problems))
-    unreachable = [b["name"] for b in brokers if b.get("ready") and not b.get("reachable")]
-    if unreachable:
-        return Condition("Degraded", True, "BrokerUnreachable", "admin API not answering: " + ", ".join(unreachable))
-    return Condition("Degraded", False, "AsExpected")

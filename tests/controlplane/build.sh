@@ -9,11 +9,12 @@
 # where <key> = <kube-version>-<etcd-version>-kwok<kwok-version>.
 # A binary that is already present there is not rebuilt, so a warm run takes
 # well under a second. Progress goes to stderr; the last line on stdout is the
-# bin directory, so callers can do:  BIN="$(operator/controlplane/build.sh)"
+# bin directory, so callers can do:  BIN="$(tests/controlplane/build.sh)"
 #
 # Env knobs:
 #   CONTROLPLANE_FORCE=1   rebuild even if the binaries exist
 #   CONTROLPLANE_NICE=N    niceness for the compiler (default 19)
+# How it locks, stages and caches: gobuild.sh.
 set -Eeuo pipefail
 
 # Versions. They must match kube/go.mod and etcd/go.mod (checked below).
@@ -32,14 +33,11 @@ BIN="${ROOT}/bin"
 # Standalone kwok has no built-in lifecycle; it needs Stage objects. They are
 # assembled from the kwok module's own default stages (see below).
 STAGES="${ROOT}/kwok-stages.yaml"
-NICE="${CONTROLPLANE_NICE:-19}"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kwok kwokctl coredns)
 
-log() { printf '[controlplane] %s\n' "$*" >&2; }
-die() {
-	printf '[controlplane] ERROR: %s\n' "$*" >&2
-	exit 1
-}
+TOOL=controlplane
+# shellcheck source=gobuild.sh
+source "${HERE}/gobuild.sh"
 trap 'rc=$?; printf "[controlplane] ERROR: build failed (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2; exit "$rc"' ERR
 
 coredns_current() {
@@ -60,25 +58,17 @@ if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
 	exit 0
 fi
 
-command -v go >/dev/null 2>&1 || die "go is not on PATH (Go >= 1.26 is needed)"
-mkdir -p "${BIN}"
-
 # One build per cache key at a time (parallel test runners may race here).
-exec 9>"${ROOT}/.lock"
-flock 9
+lock_cache "${ROOT}"
 if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
 	log "built by a concurrent run: ${KEY}"
 	printf '%s\n' "${BIN}"
 	exit 0
 fi
 
-# Build in an isolated, predictable Go environment: no workspace file, no
-# caller GOFLAGS, go.mod/go.sum must already be complete (readonly).
-export GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0
+# The wrapper modules' go.mod/go.sum must already be complete (-mod=readonly).
+open_stage "${ROOT}"
 GO=(nice -n "${NICE}" go)
-STAGE="$(mktemp -d "${ROOT}/.stage.XXXXXX")"
-cleanup() { rm -rf "${STAGE}"; }
-trap cleanup EXIT
 
 need() {
 	[[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -x "${BIN}/$1" ]] && return 0

@@ -7,7 +7,7 @@ order is the reverse of start: the apiserver must stop before etcd, or both hang
 
 Used by the operator's pytest fixtures (tests/operator/conftest.py) and by smoke.sh::
 
-    python3 operator/controlplane/controlplane.py smoke   # start, run one pod on kwok, stop
+    python3 tests/controlplane/controlplane.py smoke   # start, run one pod on kwok, stop
 
 Standard library only (plus the ``openssl`` CLI for the service-account key). Flags are the ones
 verified in README.md next to this file.
