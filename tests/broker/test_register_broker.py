@@ -255,8 +255,9 @@ def test_live_namesrv_addr_update_moves_the_registration(broker_factory: Factory
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # the address list is read again; the next registration goes to the new one
     moved = f"127.0.0.1:{c.controller.namesrv.port}"
+    registration = b.controller.register_broker_service
     wait_until("the new name server address in use", lambda: b.call_soon(
-        lambda: b.controller.broker_outer_api is not None and b.controller.broker_outer_api.addrs == [moved]),
+        lambda: registration.broker_outer_api is not None and registration.broker_outer_api.addrs == [moved]),
         timeout=10, interval=0.05)
     _create_topic(b, "AfterMove", 1)
     _wait_route(other_ns, "AfterMove", present=True)
