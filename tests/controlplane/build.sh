@@ -40,8 +40,13 @@ TOOL=controlplane
 source "${HERE}/gobuild.sh"
 trap 'rc=$?; printf "[controlplane] ERROR: build failed (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2; exit "$rc"' ERR
 
+# The version is read whole before it is matched: `coredns -version | grep -q` under pipefail
+# fails when grep exits at the first line and coredns dies of SIGPIPE writing the second (seen
+# in a cold run: a complete build reported "some outputs are still missing").
 coredns_current() {
-	[[ -x "${BIN}/coredns" ]] && "${BIN}/coredns" -version 2>/dev/null | grep -q "CoreDNS-${COREDNS_VERSION#v}\$"
+	local version
+	[[ -x "${BIN}/coredns" ]] && version="$("${BIN}/coredns" -version 2>/dev/null)" &&
+		[[ $'\n'"${version}"$'\n' == *$'\n'"CoreDNS-${COREDNS_VERSION#v}"$'\n'* ]]
 }
 
 have_all() {
