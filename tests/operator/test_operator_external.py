@@ -101,8 +101,10 @@ def test_external_services_follow_the_brokers_and_only_ours_are_deleted(kube: An
     wait_until("external Services of removed brokers deleted",
                lambda: external(kube, ns) == {"rs-0-external", "rs-namesrv-external", "rs-3-external",
                                               "rs-4-external"}, 60)
-    assert any(e.reason == "Deleted" and "rs-2-external" in e.message
-               for e in core.list_namespaced_event(ns).items)
+    # the event is posted after the deletion it reports (kopf posts events from its own task)
+    wait_until("a Deleted event for rs-2-external",
+               lambda: any(e.reason == "Deleted" and "rs-2-external" in e.message
+                           for e in core.list_namespaced_event(ns).items), 30)
 
     patch_spec(kube, ns, "rs", {"externalAccess": None})
     wait_until("every external Service of the store deleted",
@@ -183,8 +185,9 @@ def test_load_balancer_addresses_reach_the_brokers(kube: Any, operator_process: 
     obj = wait_until("lb-1's address in status", lambda: (o := get(kube, ns, name)) and o["status"]["brokers"][1].get(
         "externalAddress") == "203.0.113.11:31101" and o, 30)
     assert (condition(obj, "ExternalAccessReady") or {}).get("status") == "False"
-    assert any(e.reason == "LoadBalancerAddress" and e.message == "lb-1 advertises 203.0.113.11"
-               for e in core.list_namespaced_event(ns).items)
+    wait_until("a LoadBalancerAddress event", lambda: any(
+        e.reason == "LoadBalancerAddress" and e.message == "lb-1 advertises 203.0.113.11"
+        for e in core.list_namespaced_event(ns).items), 30)
 
     ingress(kube, "lb-0-external", hostname="lb-0.elb.example")  # a cloud that hands out names only
     ingress(kube, "lb-namesrv-external", ip="203.0.113.20")
