@@ -23,6 +23,9 @@ spark-sql-kafka::
     consumerGroup           group named in pulls (default ``rocketstore-spark``; no offsets are
                             committed: Spark's checkpoint holds them)
     timeout                 seconds per request (default 10)
+    tls.enable, tls.client.*, accessKey
+                            TLS and ACL for secured brokers: see broker_security (the secret
+                            key comes from the environment, never from an option)
 
 JSON offsets are per queue, as spark-sql-kafka takes them per partition: ``{"TopicA":
 {"broker-a/0": 12, "broker-a/1": -2}}``. A key is ``brokerName/queueId``; a bare ``queueId``
@@ -57,7 +60,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocketstore.client.remoting_client import (
     BrokerRoutes,
@@ -67,6 +70,7 @@ from rocketstore.client.remoting_client import (
     RouteSource,
     split_namesrv_addr,
 )
+from rocketstore.pipeline.broker_security import BrokerSecurity
 from rocketstore.pipeline.options import BROKER_OPTION_NAMES, LONG_MAX, OptionError, parse_int
 
 __all__ = [
@@ -257,6 +261,8 @@ class BrokerOptions:
     producer_group: str = "rocketstore-spark-sink"
     send_batch_size: int = 64
     send_batch_bytes: int = 1024 * 1024
+    #: TLS and ACL towards secured brokers (:mod:`rocketstore.pipeline.broker_security`)
+    security: BrokerSecurity = field(default_factory=BrokerSecurity)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False, write: bool = False) -> BrokerOptions:
@@ -323,14 +329,18 @@ class BrokerOptions:
             send_batch_size=parse_int("sendBatchSize", given["sendbatchsize"], 1) if "sendbatchsize" in given else 64,
             send_batch_bytes=(parse_int("sendBatchBytes", given["sendbatchbytes"], 1) if "sendbatchbytes" in given
                               else 1024 * 1024),
+            security=BrokerSecurity.parse(given),
         )
 
 @contextmanager
 def route_source(options: BrokerOptions) -> Iterator[tuple[RemotingClient, RouteSource]]:
     """The connections for the clients of one read, plan or task (closed at the end), and where
     those clients find a topic's brokers: the name servers of option nameServer, or the brokers
-    of option brokerAddress themselves."""
-    with RemotingClient(timeout=options.timeout) as client:
+    of option brokerAddress themselves. TLS and request signing follow the options of
+    :mod:`rocketstore.pipeline.broker_security`, resolved here, in the process that connects."""
+    security = options.security
+    with RemotingClient(timeout=options.timeout, ssl_context=security.ssl_context(),
+                        rpc_hook=security.rpc_hook()) as client:
         if options.broker_address:
             yield client, BrokerRoutes(options.broker_address, client, timeout=options.timeout)
         else:

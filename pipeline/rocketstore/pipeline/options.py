@@ -56,6 +56,8 @@ BROKER_OPTION_NAMES = (
     "startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy", "maxRecordsPerPartition", "maxOffsetsPerTrigger", "failOnDataLoss",
     "pullBatchSize", "consumerGroup", "timeout", "producerGroup", "sendBatchSize", "sendBatchBytes",
+    # TLS and ACL (broker_security)
+    "tls.enable", "tls.client.trustCertPath", "tls.client.certPath", "tls.client.keyPath", "accessKey", "secretKey",
 )
 #: those the offline reader does not take, for a message that says where they belong
 _BROKER_OPTIONS = {name.lower(): name for name in BROKER_OPTION_NAMES if name.lower() not in _OFFLINE_OPTIONS}
