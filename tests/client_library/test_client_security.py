@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,11 +130,21 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           env={**full_env, **(env or {})}, capture_output=True, text=True, timeout=60)
 
 
-def test_admin_cli_flags_and_environment(secure_broker: Broker, certs: Certs) -> None:
+def test_admin_cli_flags_and_environment(secure_broker: Broker, certs: Certs, tmp_path: Path) -> None:
     flags = cli("getBrokerConfig", "-b", secure_broker.addr, "--json", "--tls-ca", str(certs.ca),
                 "--access-key", ADMIN_AK, "--secret-key", ADMIN_SK)
     assert flags.returncode == 0, flags.stderr
     assert '"aclEnable": "true"' in flags.stdout
+    assert "--secret-key puts the secret on the command line" in flags.stderr  # ps shows it
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(f"{ADMIN_SK}\n")
+    from_file = cli("getBrokerConfig", "-b", secure_broker.addr, "--json", "--tls-ca", str(certs.ca),
+                    "--access-key", ADMIN_AK, "--secret-key-file", str(secret_file))
+    assert from_file.returncode == 0 and from_file.stderr == "", from_file.stderr
+    assert '"aclEnable": "true"' in from_file.stdout
+    missing = cli("getBrokerConfig", "-b", secure_broker.addr, "--access-key", ADMIN_AK,
+                  "--secret-key-file", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "--secret-key-file" in missing.stderr and "No such file" in missing.stderr
     env = cli("--tls", "getBrokerConfig", "-b", secure_broker.addr, "--json",
               env={ACCESS_KEY_ENV: ADMIN_AK, SECRET_KEY_ENV: ADMIN_SK})
     assert env.returncode == 0, env.stderr

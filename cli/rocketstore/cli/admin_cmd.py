@@ -24,8 +24,9 @@
     resetOffsetByTime      -g GROUP -t TOPIC -s (now | MILLIS | yyyy-MM-dd#HH:mm:ss:SSS) [-f true]
     brokerConsumeStats     -b BROKER_ADDR [-o false]   (-o: order topics only)
 
-Security (before or after the verb): ``--access-key AK --secret-key SK`` (or
-``$ROCKETSTORE_ACCESS_KEY`` / ``$ROCKETSTORE_SECRET_KEY``) signs every request as RocketMQ's
+Security (before or after the verb): ``--access-key AK`` with ``--secret-key-file FILE`` (or
+``$ROCKETSTORE_ACCESS_KEY`` / ``$ROCKETSTORE_SECRET_KEY``; ``--secret-key SK`` works but warns, as
+``ps`` shows a command line to every local user) signs every request as RocketMQ's
 ``AclClientRPCHook`` does, for brokers with ``aclEnable``; ``--tls`` speaks TLS without verifying
 the broker (RocketMQ's client default), ``--tls-ca FILE`` speaks TLS and verifies the broker's
 certificate chain against FILE; ``--tls-cert FILE --tls-key FILE`` present a client certificate.
@@ -46,6 +47,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rocketstore.cli.store_cmd import format_ms, message_to_json, print_message
@@ -61,6 +63,7 @@ from rocketstore.client import (
     SessionCredentials,
     client_ssl_context,
 )
+from rocketstore.client.acl_hook import SECRET_KEY_ENV
 from rocketstore.client.admin import ClientConnection
 from rocketstore.common.fastjson import parse_fastjson
 from rocketstore.common.message import StoredMessage
@@ -119,9 +122,33 @@ class Context:
         self.client.close()
 
 
+#: printed when the secret comes from the command line: ``ps`` and /proc show it to every local user
+SECRET_ON_COMMAND_LINE = ("rocketstore admin: warning: --secret-key puts the secret on the command line, where "
+                          f"`ps` shows it to every user of this host; use ${SECRET_KEY_ENV} or --secret-key-file")
+
+
+def _secret(args: argparse.Namespace) -> str | None:
+    """The secret key of --secret-key-file (first line), else of --secret-key (with a warning)."""
+    path, given = getattr(args, "secret_key_file", None), getattr(args, "secret_key", None)
+    if path is not None and given is not None:
+        raise AdminError("give --secret-key or --secret-key-file, not both", usage=True)
+    if path is None:
+        if given is not None:
+            print(SECRET_ON_COMMAND_LINE, file=sys.stderr)
+        return given
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise AdminError(f"--secret-key-file {path}: {exc.strerror or exc}", usage=True) from None
+    if not lines or not lines[0].strip():
+        raise AdminError(f"--secret-key-file {path}: the file is empty", usage=True)
+    return lines[0].strip()
+
+
 def _rpc_hook(args: argparse.Namespace) -> AclClientRPCHook | None:
-    """ACL signing from --access-key/--secret-key, else the environment; none without either."""
-    access, secret = getattr(args, "access_key", None), getattr(args, "secret_key", None)
+    """ACL signing from --access-key and --secret-key-file / --secret-key, else the environment;
+    none without either."""
+    access, secret = getattr(args, "access_key", None), _secret(args)
     try:
         if access is None and secret is None:
             credentials = SessionCredentials.from_env()
@@ -299,7 +326,10 @@ def _security_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("--access-key", dest="access_key", default=default, metavar="AK",
                         help="ACL access key to sign requests with (default $ROCKETSTORE_ACCESS_KEY)")
     parser.add_argument("--secret-key", dest="secret_key", default=default, metavar="SK",
-                        help="ACL secret key (default $ROCKETSTORE_SECRET_KEY)")
+                        help="ACL secret key (default $ROCKETSTORE_SECRET_KEY); visible in `ps`: prefer the "
+                             "environment or --secret-key-file")
+    parser.add_argument("--secret-key-file", dest="secret_key_file", default=default, metavar="FILE",
+                        help="read the ACL secret key from the first line of FILE")
     parser.add_argument("--tls", action="store_true", default=argparse.SUPPRESS if default is not None else False,
                         help="speak TLS to brokers and name servers, not verifying their certificates")
     parser.add_argument("--tls-ca", dest="tls_ca", default=default, metavar="FILE",
