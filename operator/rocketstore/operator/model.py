@@ -22,6 +22,7 @@ __all__ = [
     "Metrics",
     "OperatorCredentials",
     "PodTemplate",
+    "Replication",
     "Retention",
     "Scheduling",
     "Spec",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 GIB: Final = 1024**3
+#: a master and up to three slaves per broker group
+MAX_REPLICAS_PER_GROUP: Final = 4
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _FACTORS: Final = {
@@ -225,6 +228,32 @@ class ExternalAccess:
         return self.load_balancer and self.host is None
 
 
+#: brokerRole of a group's master (RocketMQ's BrokerRole); a slave's is SLAVE
+REPLICATION_MODES: Final = ("ASYNC_MASTER", "SYNC_MASTER")
+
+
+@dataclass(frozen=True)
+class Replication:
+    """Broker groups: ``replicas_per_group`` brokers share each brokerName, the master (brokerId 0)
+    and ``replicas_per_group - 1`` slaves (brokerId 1..) replicating its CommitLog through
+    RocketMQ's HA protocol.
+
+    The count includes the master, as Kafka's and Strimzi's replication factor does, so 1 is
+    today's single broker per group. rocketmq-operator's ``replicaPerGroup`` counts the slaves
+    only: the spelling differs on purpose, so a value copied from there is not silently off by one.
+    """
+
+    replicas_per_group: int = 1
+    mode: str = "ASYNC_MASTER"
+    #: a slave at most this many bytes behind its master counts as in sync for the operator:
+    #: a rolling restart restarts a group's master only once its slaves are
+    max_in_sync_lag: int = 1024**2
+
+    @property
+    def slaves(self) -> int:
+        return self.replicas_per_group - 1
+
+
 @dataclass(frozen=True)
 class Spec:
     brokers: int = 1
@@ -246,6 +275,7 @@ class Spec:
     tls: Tls | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
     external_access: ExternalAccess | None = None
+    replication: Replication = field(default_factory=Replication)
 
 
 # pod template keys the operator sets itself; podTemplate may not override them (the selector
@@ -268,6 +298,9 @@ RESERVED_BROKER_KEYS: Final = frozenset({
 # broker.conf keys the operator sets when spec.acl / spec.tls is given (brokerConfig may set them
 # otherwise, e.g. aclEnable with a file the broker keeps on its own volume)
 ACL_BROKER_KEYS: Final = frozenset({"aclEnable", "rocketmq.acl.plain.file"})
+# broker.conf keys the operator sets when spec.replication is given: a group's roles and how a
+# slave finds its master (the registration answer of its master's name server)
+REPLICATION_BROKER_KEYS: Final = frozenset({"brokerRole", "namesrvAddr", "haMasterAddress"})
 TLS_BROKER_KEYS: Final = frozenset({
     "tls.server.mode", "tls.server.certPath", "tls.server.keyPath", "tls.server.trustCertPath",
     "tls.server.need.client.auth", "tls.config.file",
@@ -421,16 +454,24 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     if reserved:
         raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
     acl, tls = _parse_acl(spec), _parse_tls(spec)
-    owned = (ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+    replicated = spec.get("replication") is not None
+    owned = ((ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+             | (REPLICATION_BROKER_KEYS if replicated else frozenset()))
     taken = sorted(owned & broker_config.keys())
     if taken:
-        section = "acl" if taken[0] in ACL_BROKER_KEYS else "tls"
+        section = ("acl" if taken[0] in ACL_BROKER_KEYS else "tls" if taken[0] in TLS_BROKER_KEYS
+                   else "replication")
         raise SpecError(f"brokerConfig.{taken[0]}", f"conflicts with spec.{section}, from which the operator "
                         f"sets the broker's {section} keys")
     sc = _get(spec, "scheduling", {})
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
     brokers = _int(spec, "brokers", 1, "brokers", 1, 64)
+    external_access = _parse_external_access(spec, brokers)
+    replication = _parse_replication(spec)
+    if replication.slaves and external_access is not None:
+        raise SpecError("replication.replicasPerGroup", "slaves are not published outside the cluster yet: "
+                        "replicasPerGroup above 1 and externalAccess cannot be combined")
     return Spec(
         brokers=brokers,
         image=None if spec.get("image") is None else str(spec["image"]),
@@ -458,8 +499,22 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         acl=acl,
         tls=tls,
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
-        external_access=_parse_external_access(spec, brokers),
+        external_access=external_access,
+        replication=replication,
     )
+
+
+def _parse_replication(spec: Mapping[str, Any]) -> Replication:
+    d = _get(spec, "replication", {})
+    replication = Replication(
+        replicas_per_group=_int(d, "replicasPerGroup", 1, "replication.replicasPerGroup", 1, MAX_REPLICAS_PER_GROUP),
+        mode=_choice(d, "mode", "ASYNC_MASTER", "replication.mode", REPLICATION_MODES),
+        max_in_sync_lag=parse_quantity(_get(d, "maxInSyncLag", "1Mi"), "replication.maxInSyncLag"),
+    )
+    if replication.mode == "SYNC_MASTER" and not replication.slaves:
+        # RocketMQ's SYNC_MASTER answers SLAVE_NOT_AVAILABLE to every send without a slave in sync
+        raise SpecError("replication.mode", "SYNC_MASTER needs a slave to acknowledge sends: replicasPerGroup >= 2")
+    return replication
 
 
 def _parse_pod_template(d: Mapping[str, Any]) -> PodTemplate:
