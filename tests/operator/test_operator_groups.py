@@ -106,7 +106,7 @@ def test_groups_add_a_statefulset_per_slave_and_a_budget_per_group() -> None:
         assert o["metadata"]["ownerReferences"][0]["uid"] == "1234"
     pdbs = group_pdbs(plan(SYNC))
     assert [p["spec"] for p in pdbs] == [
-        {"maxUnavailable": 1, "selector": {"matchLabels": {
+        {"minAvailable": 2, "selector": {"matchLabels": {
             "app.kubernetes.io/name": "rocketstore", "app.kubernetes.io/instance": "rs", POD_INDEX_LABEL: str(i)}}}
         for i in range(2)]
     masters = objs[-1]["spec"]
@@ -339,7 +339,7 @@ def test_observed_status_carries_groups_only_with_slaves() -> None:
     single = parse_spec({"brokers": 1})
     broker = BrokerObservation("rs-0", "rs-0.rs-headless.ns.svc:10911", pod("rs-0"), None)
     report = observed_status(single, 1, [broker], fixed, None, "2026-01-02T03:04:05Z")
-    assert "groups" not in report.status and REPLICATION_CONDITION in report.dropped
+    assert report.status["groups"] is None and REPLICATION_CONDITION in report.dropped
     grouped = parse_spec({"replication": {"replicasPerGroup": 2}})
     views = group_views(OWNER, grouped, 1, {}, {})
     report = observed_status(grouped, 1, [broker], fixed, None, "2026-01-02T03:04:05Z", views)

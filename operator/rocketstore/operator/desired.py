@@ -18,7 +18,8 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
 ``NAME-slave-<k>``       with ``replication.replicasPerGroup`` above 1: StatefulSet of every group's
                          slave ``k`` (brokerId ``k``), PVC ``store-NAME-slave-<k>-<i>``
-``NAME-<i>``             with slaves: PodDisruptionBudget of broker group ``i`` (replaces ``NAME``)
+``NAME-<i>``             with slaves: PodDisruptionBudget of broker group ``i``, all members but one
+                         available (replaces ``NAME``)
 =======================  ==============================================================
 
 Every master reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
@@ -536,13 +537,18 @@ def pdb(plan: Plan) -> dict[str, Any]:
 def group_pdbs(plan: Plan) -> list[dict[str, Any]]:
     """With slaves: one member of each group down at a time, so a drain never takes a group's
     master and its slave together, while groups drain in parallel. A group's pods are those of
-    its ordinal (``apps.kubernetes.io/pod-index``) in every StatefulSet of the store."""
+    its ordinal (``apps.kubernetes.io/pod-index``) in every StatefulSet of the store.
+
+    Written as ``minAvailable`` members minus one, not ``maxUnavailable: 1``: with
+    maxUnavailable the disruption controller expects the full replicas of every StatefulSet a
+    selected pod belongs to (here all groups' pods), so it would never allow an eviction; with an
+    integer minAvailable it counts the pods the budget selects."""
     name = plan.owner.name
     return [{
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(plan.owner, pod_name(name, i)),
-        "spec": {"maxUnavailable": 1,
+        "spec": {"minAvailable": plan.spec.replication.replicas_per_group - 1,
                  "selector": {"matchLabels": {**selector(name), POD_INDEX_LABEL: str(i)}}},
     } for i in range(plan.replicas)]
 

@@ -154,6 +154,12 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
         rollouts = [replace(r, master_updated=False) for r in await _group_rollouts(kube, owner, groups)]
         masters = statefulset(replace(plan, master_partition=master_partition(replicas, rollouts)))
     await _api_step("apply", f"applying StatefulSet {owner.name}", kube.apply(masters))
+    if not spec.replication.slaves and _partition(sts):
+        # the slaves are gone: the partition the observer set (an update, not part of the applied
+        # object) would hold the masters' rolling updates for good
+        await _api_step("apply", f"releasing the partition of StatefulSet {owner.name}", kube.merge_patch(
+            "apps/v1", "StatefulSet", owner.namespace, owner.name,
+            {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}))
     configmaps = await kube.list("v1", "ConfigMap", owner.namespace, selector(owner.name))
     budgets = await kube.list("policy/v1", "PodDisruptionBudget", owner.namespace, selector(owner.name))
     statefulsets = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
@@ -188,6 +194,13 @@ async def _slave_statefulset_names(kube: Kube, owner: Owner) -> list[str]:
     prefix = slave_statefulset_name(owner.name, 0)[:-1]
     return sorted(str(s["metadata"]["name"]) for s in await kube.list(
         "apps/v1", "StatefulSet", owner.namespace, selector(owner.name)) if s["metadata"]["name"].startswith(prefix))
+
+
+def _partition(sts: Mapping[str, Any] | None) -> int | None:
+    """The rolling update partition of a StatefulSet (None: none, or no StatefulSet)."""
+    strategy = ((sts or {}).get("spec") or {}).get("updateStrategy") or {}
+    partition = (strategy.get("rollingUpdate") or {}).get("partition")
+    return None if partition is None else int(partition)
 
 
 async def _grow_storage(kube: Kube, owner: Owner, sts_name: str, replicas: int, volume: int, out: Outcome) -> bool:
@@ -398,7 +411,7 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
     sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, owner.name)
     if sts is None:
         return groups
-    current = ((sts["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition")
+    current = _partition(sts)
     if current != partition:
         try:
             await kube.merge_patch("apps/v1", "StatefulSet", owner.namespace, owner.name,

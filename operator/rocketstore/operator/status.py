@@ -352,6 +352,7 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
         status["groups"], replication = groups_status(spec, groups)
         conditions.append(replication)
     else:
+        status["groups"] = None  # removed by the status merge patch, once the slaves are gone
         dropped.append(REPLICATION_CONDITION)
     return Report(status, conditions, dropped)
 
