@@ -14,6 +14,7 @@ from rocketstore.broker.broker_config import load_config
 from rocketstore.operator.brokers import BrokerAddressing, MasterReplication, SlaveLag, parse_ha_metrics
 from rocketstore.operator.desired import (
     POD_INDEX_LABEL,
+    ROLE_LABEL,
     SLAVE_LABEL,
     Owner,
     Plan,
@@ -162,6 +163,11 @@ def test_sync_master_is_the_masters_role_and_slaves_have_theirs() -> None:
     data = configmap(p)["data"]
     assert list(data) == ["broker.conf", "broker-slave-1.conf", "broker-slave-2.conf"]
     assert "brokerRole=SLAVE\n" in data["broker-slave-1.conf"] and "brokerId=1\n" in data["broker-slave-1.conf"]
+    # the roles the operator writes label the pods (the chart's SYNC_MASTER alert selects on it)
+    assert statefulset(p)["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "SYNC_MASTER"
+    assert slave_statefulset(p, 1)["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] == "SLAVE"
+    assert ROLE_LABEL not in statefulset(plan(GROUPS))["spec"]["template"]["metadata"]["labels"]
+    assert statefulset(p)["spec"]["selector"] == statefulset(plan(GROUPS))["spec"]["selector"]
     # a slave's template hashes its own configuration
     hashes = {sts["spec"]["template"]["metadata"]["annotations"]["rocketstore.io/config-hash"]
               for sts in (statefulset(p), slave_statefulset(p, 1), slave_statefulset(p, 2))}
