@@ -68,7 +68,13 @@ def test_replication_defaults_to_one_broker_per_group() -> None:
     # RocketMQ's SYNC_MASTER answers SLAVE_NOT_AVAILABLE to every send without a slave
     ({"replication": {"mode": "SYNC_MASTER"}}, "replication.mode"),
     ({"replication": {"replicasPerGroup": 2, "maxInSyncLag": "a lot"}}, "replication.maxInSyncLag"),
-    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {}}, "replication.replicasPerGroup"),
+    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"type": "LoadBalancer"}},
+     "replication.replicasPerGroup"),
+    # the slaves' node ports (basePort + 64..127) take namesrvNodePort's
+    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"basePort": 30000, "namesrvNodePort": 30100}},
+     "externalAccess.namesrvNodePort"),
+    ({"brokers": 64, "replication": {"replicasPerGroup": 4}, "externalAccess": {"basePort": 65300}},
+     "externalAccess.basePort"),
     ({"replication": {}, "brokerConfig": {"brokerRole": "SLAVE"}}, "brokerConfig.brokerRole"),
     ({"replication": {"replicasPerGroup": 2}, "brokerConfig": {"namesrvAddr": "x:9876"}}, "brokerConfig.namesrvAddr"),
 ])
@@ -352,3 +358,36 @@ def test_observed_status_carries_groups_only_with_slaves() -> None:
     assert [g["name"] for g in report.status["groups"]] == ["rs-0"]
     assert REPLICATION_CONDITION not in report.dropped
     assert {c.type for c in report.conditions} >= {"Ready", REPLICATION_CONDITION}
+
+
+# -- clients outside the cluster ---------------------------------------------------------------------
+
+EXTERNAL = {"brokers": 2, "replication": {"replicasPerGroup": 3},
+            "externalAccess": {"basePort": 31000, "namesrvNodePort": 30876}}
+
+
+def test_slaves_get_node_ports_of_their_own_above_every_master() -> None:
+    assert parse_spec({"externalAccess": {"basePort": 30000, "namesrvNodePort": 30100}}).external_access
+    services = {(o["metadata"]["name"]): o for o in all_objects(plan(EXTERNAL)) if o["kind"] == "Service"}
+    ports = {name: s["spec"]["ports"][0]["nodePort"] for name, s in services.items() if name.endswith("-external")}
+    assert ports == {"rs-0-external": 31000, "rs-1-external": 31001,
+                     "rs-slave-1-0-external": 31064, "rs-slave-1-1-external": 31065,
+                     "rs-slave-2-0-external": 31128, "rs-slave-2-1-external": 31129,
+                     "rs-namesrv-external": 30876}
+    slave = services["rs-slave-2-1-external"]["spec"]
+    assert slave["selector"]["statefulset.kubernetes.io/pod-name"] == "rs-slave-2-1"
+    assert slave["ports"][0] == {"name": "remoting", "port": 31129, "targetPort": 31129, "protocol": "TCP",
+                                 "nodePort": 31129}
+
+
+def test_external_slave_start_command_writes_its_port_and_address(tmp_path: Path) -> None:
+    p = plan({**EXTERNAL, "externalAccess": {**EXTERNAL["externalAccess"], "host": "ext.example"}})
+    container = slave_statefulset(p, 2)["spec"]["template"]["spec"]["containers"][0]
+    out = run_start_command(container, tmp_path, configmap(p)["data"], POD_NAME="rs-slave-2-1", POD_NAMESPACE="ns",
+                            HOST_IP="10.1.2.3")
+    assert out[-4:] == ["brokerName=rs-1", "namesrvAddr=rs-1.rs-headless.ns.svc:9876", "listenPort=31129",
+                        "brokerIP1=ext.example"]
+    container["env"] = [e for e in container["env"] if e["name"] != "EXTERNAL_HOST"]
+    out = run_start_command(container, tmp_path, configmap(p)["data"], POD_NAME="rs-slave-2-1", POD_NAMESPACE="ns",
+                            HOST_IP="10.1.2.3")
+    assert out[-1] == "brokerIP1=10.1.2.3"

@@ -8,6 +8,7 @@ masters to loopback), so each slave's lag is whatever the test says."""
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -15,12 +16,53 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from operator_support import GROUPS_NAMESPACE, GROUPS_STORE, free_port, wait_until
-from test_operator_cluster import condition, create, get, make_ns, patch_spec, store
+from test_operator_cluster import G, P, V, condition, create, get, make_ns, patch_spec, store
+
+from rocketstore.operator.model import parse_spec
 
 pytestmark = pytest.mark.integration
 
 NAME = GROUPS_STORE
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"replication": {"replicasPerGroup": 5}}, "spec.replication.replicasPerGroup: Invalid value: 5"),
+    ({"replication": {"replicasPerGroup": 0}}, "spec.replication.replicasPerGroup: Invalid value: 0"),
+    ({"replication": {"replicasPerGroup": 2, "mode": "SLAVE"}}, 'spec.replication.mode: Unsupported value: "SLAVE"'),
+    ({"replication": {"mode": "SYNC_MASTER"}}, "SYNC_MASTER needs a slave to acknowledge sends"),
+    ({"replication": {"replicasPerGroup": 2, "maxInSyncLag": "1MB"}}, "spec.replication.maxInSyncLag in body should match"),
+    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"type": "LoadBalancer"}},
+     "slaves are published on node ports only"),
+    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"basePort": 30000, "namesrvNodePort": 30100}},
+     "namesrvNodePort must lie outside basePort..basePort+64*replicasPerGroup-1"),
+])
+def test_invalid_replication_is_rejected_by_the_api_server(kube: Any, crd: Any, spec: dict[str, Any],
+                                                           expected: str) -> None:
+    body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "bad"}, "spec": spec}
+    with pytest.raises(ApiException) as e:
+        client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, "default", P, body)
+    assert e.value.status == 422
+    message = json.loads(e.value.body)["message"]
+    assert expected in message, message
+
+
+def test_replication_defaults_and_what_the_schema_accepts_the_operator_accepts(kube: Any, crd: Any) -> None:
+    def defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "groups"}, "spec": spec}
+        obj: Any = client.CustomObjectsApi(kube).create_namespaced_custom_object(
+            G, V, "default", P, body, dry_run="All")
+        return dict(obj["spec"])
+
+    # no section unless written: brokerConfig.brokerRole of older specs stays free
+    assert "replication" not in defaulted({"brokerConfig": {"brokerRole": "ASYNC_MASTER"}})
+    spec = defaulted({"replication": {}})
+    assert spec["replication"] == {"replicasPerGroup": 1, "mode": "ASYNC_MASTER", "maxInSyncLag": "1Mi"}
+    assert parse_spec(spec).replication == parse_spec({}).replication
+    spec = defaulted({"replication": {"replicasPerGroup": 4, "mode": "SYNC_MASTER"},
+                      "externalAccess": {"basePort": 30000, "namesrvNodePort": 30256}})
+    assert parse_spec(spec).replication.slaves == 3
 
 
 class MasterMetrics:

@@ -272,9 +272,10 @@ def _meta(owner: Owner, name: str) -> dict[str, Any]:
     }
 
 
-def listen_port(spec: Spec, ordinal: int) -> int:
-    """The remoting port broker ``ordinal`` listens on: per broker with external access."""
-    return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal)
+def listen_port(spec: Spec, ordinal: int, slave: int = 0) -> int:
+    """The remoting port broker ``ordinal`` (its slave ``slave``) listens on: per broker with
+    external access."""
+    return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal, slave)
 
 
 def cluster_peers(owner: Owner, replicas: int, spec: Spec, hosts: Mapping[int, str] | None = None) -> str:
@@ -413,18 +414,21 @@ def external_services(plan: Plan) -> list[dict[str, Any]]:
         return []
     name = plan.owner.name
     services: list[dict[str, Any]] = []
-    for i in range(plan.replicas):
-        port = ext.listen_port(i)
-        remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
-        if not ext.load_balancer:
-            remoting["nodePort"] = port
-        services.append({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": _meta(plan.owner, external_service_name(name, i)),
-            "spec": {"type": ext.type,
-                     "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(name, i)},
-                     "ports": [remoting]},
-        })
+    # the masters, then each slave index's (NodePort only): slave k of group i on basePort + 64 k + i
+    for slave in range(plan.spec.replication.replicas_per_group):
+        sts_name = slave_statefulset_name(name, slave) if slave else name
+        for i in range(plan.replicas):
+            port = ext.listen_port(i, slave)
+            remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
+            if not ext.load_balancer:
+                remoting["nodePort"] = port
+            services.append({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": _meta(plan.owner, external_service_name(sts_name, i)),
+                "spec": {"type": ext.type,
+                         "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(sts_name, i)},
+                         "ports": [remoting]},
+            })
     namesrv: dict[str, Any] = {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"}
     if not ext.load_balancer:
         namesrv["nodePort"] = ext.namesrv_node_port
@@ -581,20 +585,27 @@ _WAIT_FOR_ADDRESS = (
 
 # a slave: its own broker.conf (brokerRole SLAVE, its brokerId), then its group's brokerName (the
 # master's pod name: NAME-<its ordinal>) and the name server embedded in that master, which
-# answers its registration with the master's HA address
+# answers its registration with the master's HA address; with external access (node ports) also
+# its own port (basePort + 64 k + its ordinal) and the address it advertises, as a master does
 _START_SLAVE = (
     'set -e; GROUP="@NAME@-${POD_NAME##*-}"; cp "$CONF_DIR/@CONF@" "$RUN_DIR/broker.conf"; '
-    'printf "brokerName=%s\\nnamesrvAddr=%s.@HEADLESS@.%s.svc:@NAMESRV_PORT@\\n" "$GROUP" "$GROUP" "$POD_NAMESPACE" '
-    '>> "$RUN_DIR/broker.conf"; '
+    'printf "brokerName=%s\\nnamesrvAddr=%s.@HEADLESS@.%s.svc:@NAMESRV_PORT@\\n@EXTERNAL_KEYS@" '
+    '"$GROUP" "$GROUP" "$POD_NAMESPACE"@EXTERNAL_VALUES@ >> "$RUN_DIR/broker.conf"; '
     'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
 )
+_SLAVE_EXTERNAL_KEYS = "listenPort=%s\\nbrokerIP1=%s\\n"
+_SLAVE_EXTERNAL_VALUES = ' "$((EXTERNAL_BASE_PORT + @OFFSET@ + ${POD_NAME##*-}))" "${EXTERNAL_HOST:-$HOST_IP}"'
 
 
 def _start_command(spec: Spec, name: str, slave: int) -> str:
-    if slave:
-        return (_START_SLAVE.replace("@NAME@", name).replace("@CONF@", slave_conf_name(slave))
-                .replace("@HEADLESS@", headless_name(name)).replace("@NAMESRV_PORT@", str(NAMESRV_PORT)))
     ext = spec.external_access
+    if slave:
+        offset = 0 if ext is None else ext.listen_port(0, slave) - ext.base_port
+        return (_START_SLAVE.replace("@NAME@", name).replace("@CONF@", slave_conf_name(slave))
+                .replace("@HEADLESS@", headless_name(name)).replace("@NAMESRV_PORT@", str(NAMESRV_PORT))
+                .replace("@EXTERNAL_KEYS@", "" if ext is None else _SLAVE_EXTERNAL_KEYS)
+                .replace("@EXTERNAL_VALUES@", "" if ext is None else _SLAVE_EXTERNAL_VALUES)
+                .replace("@OFFSET@", str(offset)))
     if ext is None:
         return _START
     return _START_EXTERNAL.replace("@FALLBACK@", _BALANCER_ADDRESS if ext.load_balancer else _NODE_ADDRESS)

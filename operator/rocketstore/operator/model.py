@@ -37,6 +37,7 @@ __all__ = [
 GIB: Final = 1024**3
 #: a master and up to three slaves per broker group
 MAX_REPLICAS_PER_GROUP: Final = 4
+MAX_BROKERS: Final = 64
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _FACTORS: Final = {
@@ -203,7 +204,8 @@ class ExternalAccess:
 
     RocketMQ clients connect to the address a broker advertises in its routes, ``brokerIP1`` and
     ``listenPort``, with no separate advertised port. So broker ``i`` listens on ``basePort + i``
-    inside its pod and its Service publishes that same port: on every node (``NodePort``, the
+    (slave ``k`` of group ``i``: ``basePort + 64 k + i``, above every master's port whatever the
+    number of groups) inside its pod and its Service publishes that same port: on every node (``NodePort``, the
     broker advertises the address of its pod's node) or on a load balancer of its own
     (``LoadBalancer``, the broker advertises the balancer's address once the cloud has assigned
     one). ``host`` replaces the advertised address. The brokers' name servers (any of them answers
@@ -215,8 +217,8 @@ class ExternalAccess:
     host: str | None = None
     type: str = "NodePort"  # NodePort | LoadBalancer
 
-    def listen_port(self, ordinal: int) -> int:
-        return self.base_port + ordinal
+    def listen_port(self, ordinal: int, slave: int = 0) -> int:
+        return self.base_port + slave * MAX_BROKERS + ordinal
 
     @property
     def load_balancer(self) -> bool:
@@ -392,7 +394,7 @@ def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
     return tls
 
 
-def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAccess | None:
+def _parse_external_access(spec: Mapping[str, Any], brokers: int, replication: Replication) -> ExternalAccess | None:
     d = spec.get("externalAccess")
     if d is None:
         return None
@@ -402,13 +404,18 @@ def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAcc
         host=None if d.get("host") is None else str(d["host"]),
         type=_choice(d, "type", "NodePort", "externalAccess.type", ("NodePort", "LoadBalancer")),
     )
-    if access.listen_port(brokers - 1) > 65535:
-        raise SpecError("externalAccess.basePort", f"basePort + brokers - 1 = {access.listen_port(brokers - 1)} "
-                        "is not a port")
-    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only
-    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= access.base_port + 63:
-        # 63: the largest ordinal (at most 64 brokers), so scaling up never collides
-        raise SpecError("externalAccess.namesrvNodePort", "must lie outside basePort..basePort+63 (the brokers' ports)")
+    if replication.slaves and access.load_balancer:
+        raise SpecError("replication.replicasPerGroup", "slaves are published on node ports only: replicasPerGroup "
+                        "above 1 needs externalAccess.type NodePort")
+    last = access.listen_port(brokers - 1, replication.slaves)
+    if last > 65535:
+        raise SpecError("externalAccess.basePort", f"the last broker's port, {last}, is not a port")
+    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only;
+    # every ordinal counts (at most 64 groups), so scaling up never collides
+    top = access.base_port + MAX_BROKERS * replication.replicas_per_group - 1
+    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= top:
+        raise SpecError("externalAccess.namesrvNodePort",
+                        f"must lie outside basePort..basePort+{top - access.base_port} (the brokers' ports)")
     return access
 
 
@@ -466,12 +473,9 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     sc = _get(spec, "scheduling", {})
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
-    brokers = _int(spec, "brokers", 1, "brokers", 1, 64)
-    external_access = _parse_external_access(spec, brokers)
+    brokers = _int(spec, "brokers", 1, "brokers", 1, MAX_BROKERS)
     replication = _parse_replication(spec)
-    if replication.slaves and external_access is not None:
-        raise SpecError("replication.replicasPerGroup", "slaves are not published outside the cluster yet: "
-                        "replicasPerGroup above 1 and externalAccess cannot be combined")
+    external_access = _parse_external_access(spec, brokers, replication)
     return Spec(
         brokers=brokers,
         image=None if spec.get("image") is None else str(spec["image"]),
