@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rocketstore.broker.broker_config import load_config
-from rocketstore.operator.brokers import BrokerAddressing, MasterReplication, SlaveLag, parse_ha_metrics
+from rocketstore.operator.brokers import BrokerAccess, BrokerAddressing, MasterReplication, SlaveLag, parse_ha_metrics
 from rocketstore.operator.desired import (
     POD_INDEX_LABEL,
     ROLE_LABEL,
@@ -358,6 +358,13 @@ def test_observed_status_carries_groups_only_with_slaves() -> None:
     assert [g["name"] for g in report.status["groups"]] == ["rs-0"]
     assert REPLICATION_CONDITION not in report.dropped
     assert {c.type for c in report.conditions} >= {"Ready", REPLICATION_CONDITION}
+    # the master is ready, its slave has no pod yet: the store is not Ready
+    ready = next(c for c in report.conditions if c.type == "Ready")
+    assert (ready.status, ready.message) == (False, "1/1 broker pods ready, 0/1 slave pods")
+    views = group_views(OWNER, grouped, 1, {"rs-slave-1-0": pod("rs-slave-1-0")}, {})
+    report = observed_status(grouped, 1, [broker], fixed, None, "2026-01-02T03:04:05Z", views)
+    ready = next(c for c in report.conditions if c.type == "Ready")
+    assert (ready.status, ready.message) == (True, "1/1 broker pods ready, 1/1 slave pods")
 
 
 # -- clients outside the cluster ---------------------------------------------------------------------
@@ -391,3 +398,47 @@ def test_external_slave_start_command_writes_its_port_and_address(tmp_path: Path
     out = run_start_command(container, tmp_path, configmap(p)["data"], POD_NAME="rs-slave-2-1", POD_NAMESPACE="ns",
                             HOST_IP="10.1.2.3")
     assert out[-1] == "brokerIP1=10.1.2.3"
+
+
+# -- slaves take the live keys too -------------------------------------------------------------------
+
+def test_slave_addresses() -> None:
+    assert BrokerAddressing().address("rs", "ns", 1, 10911, slave=2) == "rs-slave-2-1.rs-headless.ns.svc:10911"
+    assert BrokerAddressing.from_text("{pod}@{ordinal}:{port}").address("rs", "ns", 1, 9, slave=2) == "rs-slave-2-1@1:9"
+    pinned = BrokerAddressing.from_text("ns/rs-slave-1-0=127.0.0.1:20911")
+    assert pinned.address("rs", "ns", 0, slave=1) == "127.0.0.1:20911"
+    assert pinned.address("rs", "ns", 1, slave=1) == "rs-slave-1-1.rs-headless.ns.svc:10911"
+
+
+def test_ready_slaves_get_the_retention_and_peers_pushed() -> None:
+    """A slave runs the live keys of its broker.conf from its start; changes reach it as they reach
+    the masters, by UPDATE_BROKER_CONFIG (the ConfigMap change rolls nobody)."""
+    import asyncio
+
+    from rocketstore.operator.brokers import Brokers
+    from rocketstore.operator.reconcile import Outcome, _converge_slaves
+
+    running: dict[str, dict[str, str]] = {"rs-slave-1-0:10911": {"fileReservedTime": "72"}}
+
+    class Admin:
+        def __init__(self, addr: str) -> None:
+            self.addr = addr
+
+        def get_broker_config(self) -> dict[str, str]:
+            return dict(running.setdefault(self.addr, {}))
+
+        def update_broker_config(self, props: Any) -> None:
+            running[self.addr].update(props)
+
+        def close(self) -> None:
+            pass
+
+    brokers = Brokers(BrokerAddressing.from_text("{pod}:{port}"), factory=lambda addr, _: Admin(addr))  # type: ignore[arg-type,return-value]
+    spec = parse_spec({"replication": {"replicasPerGroup": 2}, "retention": {"fileReservedTime": 24}})
+    want = spec.retention.broker_properties()
+    out = Outcome()
+    pods = {"rs-slave-1-0": pod("rs-slave-1-0"), "rs-slave-1-1": pod("rs-slave-1-1", ready=False)}
+    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, "rs-0@a:1", out))
+    assert running["rs-slave-1-0:10911"] == {**want, "clusterPeers": "rs-0@a:1"}
+    assert "rs-slave-1-1:10911" not in running  # not ready: nothing to push to yet
+    assert [e.reason for e in out.events] == ["BrokerConfigApplied"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
-from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name
+from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name, slave_pod_name
 
 __all__ = [
     "ADDRESS_ENV",
@@ -217,14 +217,15 @@ class BrokerAddressing:
     def from_env(cls) -> BrokerAddressing:
         return cls.from_text(os.environ.get(ADDRESS_ENV))
 
-    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
-        """``port``: the broker's remoting port (per broker with external access)."""
-        pod = pod_name(name, ordinal)
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT, slave: int = 0) -> str:
+        """``port``: the broker's remoting port (per broker with external access); ``slave``: the
+        group's slave of that brokerId (``{pod}`` is its pod, ``{ordinal}`` its group's)."""
+        pod = slave_pod_name(name, slave, ordinal) if slave else pod_name(name, ordinal)
         if self.pinned is not None:
             try:
                 return self.pinned[f"{namespace}/{pod}"]
             except KeyError:
-                return f"{pod_dns(name, namespace, ordinal)}:{port}"
+                return f"{pod_dns(name, namespace, ordinal, slave)}:{port}"
         return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=port)
 
     def http_address(self, name: str, namespace: str, ordinal: int, port: int) -> str:
@@ -255,8 +256,8 @@ class Brokers:
         self._factory = factory
         self._metrics_reader = metrics_reader
 
-    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
-        return self.addressing.address(name, namespace, ordinal, port)
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT, slave: int = 0) -> str:
+        return self.addressing.address(name, namespace, ordinal, port, slave)
 
     async def _run(self, addr: str, access: BrokerAccess, call: Callable[[AdminClient], object]) -> object:
         def work() -> object:

@@ -247,8 +247,11 @@ def slave_conf_name(slave: int) -> str:
     return f"broker-slave-{slave}.conf"
 
 
-def pod_dns(name: str, namespace: str, ordinal: int) -> str:
-    return f"{pod_name(name, ordinal)}.{headless_name(name)}.{namespace}.svc"
+def pod_dns(name: str, namespace: str, ordinal: int, slave: int = 0) -> str:
+    """The stable DNS name of broker ``ordinal`` (its slave ``slave``): every pod of the store is
+    under the store's headless Service."""
+    pod = slave_pod_name(name, slave, ordinal) if slave else pod_name(name, ordinal)
+    return f"{pod}.{headless_name(name)}.{namespace}.svc"
 
 
 def external_service_name(name: str, ordinal: int) -> str:

@@ -39,6 +39,7 @@ from rocketstore.operator.desired import (
     pod_name,
     pvc_name,
     selector,
+    slave_pod_name,
     slave_statefulset_name,
     stale_names,
     statefulset,
@@ -57,6 +58,7 @@ from rocketstore.operator.status import (
     group_views,
     max_disk_usage,
     observed_status,
+    pod_ready,
     same_setting,
 )
 
@@ -374,12 +376,29 @@ async def observe(
                                                out, spec)
         observed.append(BrokerObservation(name, addr, pods.get(name, {}), rt, errors.get(i), applied, last_delete))
 
-    groups = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out) if spec.replication.slaves else []
+    # 3. slaves: the same live keys (retention, clusterPeers), which a restart of theirs would
+    # otherwise be the only way to change; their lag; the masters' rollout partition
+    groups: list[GroupView] = []
+    if spec.replication.slaves:
+        await _converge_slaves(brokers, access, owner, spec, replicas, pods, want, peers, out)
+        groups = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
     report = observed_status(spec, replicas, observed, decision, external, now(), groups)
     out.status.update(report.status)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
     return out
+
+
+async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
+                           pods: Mapping[str, Mapping[str, Any]], want: Mapping[str, str], peers: str,
+                           out: Outcome) -> None:
+    """Push the retention keys and clusterPeers to every ready slave where they differ."""
+    for k in range(1, spec.replication.replicas_per_group):
+        for i in range(replicas):
+            name = slave_pod_name(owner.name, k, i)
+            if pod_ready(pods.get(name, {})):
+                addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i, k), slave=k)
+                await _converge_retention(brokers, access, addr, name, want, peers, out, spec)
 
 
 async def _group_views(brokers: Brokers | None, owner: Owner, spec: Spec, replicas: int,

@@ -330,10 +330,13 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
             else f" (spec {spec.retention.file_reserved_time}h)"),
     }
     conditions = [] if external is None else [external.condition]
-    all_ready = ready == spec.brokers == replicas
+    # with slaves, a group is whole with all its members (brokersReady counts masters, as before)
+    slaves = [m for g in groups for m in g.slaves]
+    slaves_ready = sum(1 for m in slaves if pod_ready(m.pod))
+    all_ready = ready == spec.brokers == replicas and slaves_ready == len(slaves)
     conditions.append(Condition(
         "Ready", all_ready, "AllBrokersReady" if all_ready else "BrokersNotReady",
-        f"{ready}/{spec.brokers} broker pods ready"))
+        f"{ready}/{spec.brokers} broker pods ready" + (f", {slaves_ready}/{len(slaves)} slave pods" if slaves else "")))
     pending = [] if converged else ["retention not applied on every broker"]
     if external is not None and not external.condition.status:
         pending.insert(0, "load balancer addresses pending")
