@@ -20,7 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from operator_support import GROUPS_NAMESPACE, GROUPS_STORE, free_port, wait_until
 from test_operator_cluster import G, P, V, condition, create, get, make_ns, patch_spec, store
 
-from rocketstore.operator.model import parse_spec
+from rocketstore.operator.model import format_quantity, parse_spec
+from rocketstore.operator.sizing import volume_size
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +217,17 @@ def test_broker_groups_budgets_status_and_slaves_first(kube: Any, operator_proce
     wait_until("no slave in sync", lambda: (c := condition(get(kube, ns, NAME), "ReplicationInSync"))
                and c["reason"] == "NoSlaveInSync", 60)
 
+    # a larger volume: the slaves' PVCs grow too, their StatefulSet is replaced, their pods kept
+    slave_uid = core.read_namespaced_pod("rsg-slave-1-0", ns).metadata.uid
+    patch_spec(kube, ns, NAME, {"storage": {"segments": 40}})
+    want = format_quantity(volume_size(parse_spec(store(NAME, storage={"segments": 40})["spec"])))
+    for pvc in ("store-rsg-0", "store-rsg-1", "store-rsg-slave-1-0", "store-rsg-slave-1-1"):
+        wait_until(f"{pvc} expanded", lambda pvc=pvc: core.read_namespaced_persistent_volume_claim(
+            pvc, ns).spec.resources.requests["storage"] == want, 60)
+    wait_until("slave template", lambda: apps.read_namespaced_stateful_set(
+        "rsg-slave-1", ns).spec.volume_claim_templates[0].spec.resources.requests["storage"] == want, 60)
+    assert core.read_namespaced_pod("rsg-slave-1-0", ns).metadata.uid == slave_uid
+
     # back to one broker per group: the slaves' StatefulSet and the group budgets go, the
     # store-wide budget and an unpartitioned rollout come back, status.groups is removed
     patch_spec(kube, ns, NAME, {"replication": {"replicasPerGroup": 1, "mode": "ASYNC_MASTER"}})
@@ -228,6 +240,8 @@ def test_broker_groups_budgets_status_and_slaves_first(kube: Any, operator_proce
                 and condition(o, "ReplicationInSync") is None)
 
     wait_until("one broker per group again", single, 90)
-    assert apps.read_namespaced_stateful_set(NAME, ns).spec.update_strategy.rolling_update.partition == 0
+    # no partition holds the masters (reset to 0, or gone with the applied field)
+    strategy = apps.read_namespaced_stateful_set(NAME, ns).spec.update_strategy
+    assert strategy.type == "RollingUpdate" and not (strategy.rolling_update and strategy.rolling_update.partition)
     # the slaves' volumes stay (storage.deleteClaim is false): raising replicasPerGroup again reuses them
     assert core.read_namespaced_persistent_volume_claim("store-rsg-slave-1-0", ns)

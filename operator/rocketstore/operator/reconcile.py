@@ -45,7 +45,7 @@ from rocketstore.operator.desired import (
     statefulset,
 )
 from rocketstore.operator.kube import ApiError, Kube
-from rocketstore.operator.model import Spec, format_quantity, parse_quantity
+from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
 from rocketstore.operator.rollout import GroupRollout, group_rollouts, master_partition
 from rocketstore.operator.secrets import SecretNotFound, read_secret
@@ -192,10 +192,11 @@ async def _api_step(step: str, what: str, call: Awaitable[Any]) -> None:
 
 
 async def _slave_statefulset_names(kube: Kube, owner: Owner) -> list[str]:
-    """The slave StatefulSets that exist now (their PVCs grow with the masters')."""
-    prefix = slave_statefulset_name(owner.name, 0)[:-1]
-    return sorted(str(s["metadata"]["name"]) for s in await kube.list(
-        "apps/v1", "StatefulSet", owner.namespace, selector(owner.name)) if s["metadata"]["name"].startswith(prefix))
+    """The slave StatefulSets that exist now, whatever replicasPerGroup says (their PVCs grow with
+    the masters')."""
+    names = {slave_statefulset_name(owner.name, k) for k in range(1, MAX_REPLICAS_PER_GROUP)}
+    existing = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
+    return sorted(str(s["metadata"]["name"]) for s in existing if s["metadata"]["name"] in names)
 
 
 def _partition(sts: Mapping[str, Any] | None) -> int | None:
