@@ -27,7 +27,7 @@ from rocketstore.operator.desired import (
 )
 from rocketstore.operator.model import SpecError, parse_spec
 from rocketstore.operator.retention import Decision
-from rocketstore.operator.rollout import GroupRollout, group_rollouts, master_partition, pod_updated
+from rocketstore.operator.rollout import GroupRollout, group_rollouts, held_masters, master_partition, pod_updated
 from rocketstore.operator.sizing import volume_size
 from rocketstore.operator.status import (
     REPLICATION_CONDITION,
@@ -239,6 +239,19 @@ def test_a_master_already_updated_or_not_ready_never_holds_the_rollout() -> None
     assert master_partition(2, [group(0), group(1, master_ready=False, slaves_updated=False, in_sync=False)]) == 0
     # a group not observed holds
     assert master_partition(2, [group(0)]) == 2
+
+
+def test_held_masters_are_those_below_the_partition_on_the_old_template() -> None:
+    groups = [group(0), group(1, master_updated=True), group(2, in_sync=False), group(3)]
+    partition = master_partition(4, groups)
+    assert partition == 3 and held_masters("rs", partition, groups) == ["rs-0", "rs-2"]
+    spec = parse_spec(GROUPS)
+    broker = BrokerObservation("rs-0", "a", pod("rs-0"), None)
+    report = observed_status(spec, 1, [broker], Decision(72, False, "Fixed"), None, "t",
+                             group_views(OWNER, spec, 1, {"rs-slave-1-0": pod("rs-slave-1-0")}, {}), ["rs-0"])
+    progressing = next(c for c in report.conditions if c.type == "Progressing")
+    assert progressing.status
+    assert "new template held from rs-0 until their slaves are updated and in sync" in progressing.message
 
 
 def sts(name: str, generation: int = 2, observed: int = 2, update: str = "rev-new") -> dict[str, Any]:

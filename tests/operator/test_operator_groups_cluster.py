@@ -199,6 +199,8 @@ def test_broker_groups_budgets_status_and_slaves_first(kube: Any, operator_proce
     wait_until("masters' partition held", lambda: apps.read_namespaced_stateful_set(
         NAME, ns).spec.update_strategy.rolling_update.partition == 2, 30)
     time.sleep(5)  # several observations (interval 1s): the masters are still held
+    progressing = condition(get(kube, ns, NAME), "Progressing")
+    assert progressing is not None and "new template held from rsg-0, rsg-1 until" in progressing["message"]
     assert {p: revision_of(core, p) for p in ("rsg-0", "rsg-1")} == old
     assert apps.read_namespaced_stateful_set(NAME, ns).spec.update_strategy.rolling_update.partition == 2
 

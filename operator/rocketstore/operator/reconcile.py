@@ -47,7 +47,7 @@ from rocketstore.operator.desired import (
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
-from rocketstore.operator.rollout import GroupRollout, group_rollouts, master_partition
+from rocketstore.operator.rollout import GroupRollout, group_rollouts, held_masters, master_partition
 from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 from rocketstore.operator.status import (
@@ -380,10 +380,11 @@ async def observe(
     # 3. slaves: the same live keys (retention, clusterPeers), which a restart of theirs would
     # otherwise be the only way to change; their lag; the masters' rollout partition
     groups: list[GroupView] = []
+    held: list[str] = []
     if spec.replication.slaves:
         await _converge_slaves(brokers, access, owner, spec, replicas, pods, want, peers, out)
-        groups = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
-    report = observed_status(spec, replicas, observed, decision, external, now(), groups)
+        groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
+    report = observed_status(spec, replicas, observed, decision, external, now(), groups, held)
     out.status.update(report.status)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
@@ -424,13 +425,16 @@ async def _group_rollouts(kube: Kube, owner: Owner, groups: list[GroupView]) -> 
 
 
 async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, replicas: int,
-                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> list[GroupView]:
-    """The groups' lag, and the masters' partition moved to what the groups allow now."""
+                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> tuple[list[GroupView], list[str]]:
+    """The groups' lag, and the masters' partition moved to what the groups allow now; returns
+    the groups and the masters the partition holds back from a new template."""
     groups = await _group_views(brokers, owner, spec, replicas, pods)
-    partition = master_partition(replicas, await _group_rollouts(kube, owner, groups))
+    rollouts = await _group_rollouts(kube, owner, groups)
+    partition = master_partition(replicas, rollouts)
+    held = held_masters(owner.name, partition, rollouts)
     sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, owner.name)
     if sts is None:
-        return groups
+        return groups, held
     current = _partition(sts)
     if current != partition:
         try:
@@ -439,12 +443,12 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
         except ApiError as e:
             metrics.ERRORS.labels(step="partition").inc()
             out.problems.append({"reason": "RolloutNotAdvanced", "message": f"StatefulSet {owner.name}: {e}"})
-            return groups
+            return groups, held
         released = [pod_name(owner.name, i) for i in range(partition, replicas)]
         out.events.append(Event("Normal", "MasterRolloutPartition", f"partition {current} -> {partition}: " + (
             f"{', '.join(released)} may take a new template" if released else
             "masters wait for their slaves to be updated and in sync")))
-    return groups
+    return groups, held
 
 
 async def _observe_external_access(kube: Kube, owner: Owner, spec: Spec, replicas: int,

@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketstore.operator.desired import slave_statefulset_name
+from rocketstore.operator.desired import pod_name, slave_statefulset_name
 from rocketstore.operator.status import GroupView, pod_ready
 
-__all__ = ["GroupRollout", "group_rollouts", "master_partition", "pod_updated"]
+__all__ = ["GroupRollout", "group_rollouts", "held_masters", "master_partition", "pod_updated"]
 
 #: the label the StatefulSet controller sets on each pod: the revision of the template it runs
 REVISION_LABEL: Final = "controller-revision-hash"
@@ -62,6 +62,11 @@ def master_partition(replicas: int, groups: Sequence[GroupRollout]) -> int:
             break
         partition = i
     return partition
+
+
+def held_masters(name: str, partition: int, groups: Sequence[GroupRollout]) -> list[str]:
+    """The masters the partition keeps from a template they do not run yet."""
+    return [pod_name(name, g.ordinal) for g in groups if g.ordinal < partition and not g.master_updated]
 
 
 def pod_updated(sts: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool:

@@ -279,13 +279,15 @@ class Report:
 
 
 def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservation], decision: Decision,
-                    external: ExternalView | None, at: str, groups: Sequence[GroupView] = ()) -> Report:
+                    external: ExternalView | None, at: str, groups: Sequence[GroupView] = (),
+                    held: Sequence[str] = ()) -> Report:
     """The status and conditions an observation at time ``at`` yields.
 
     ``replicas``: the broker count applied (it stays above ``spec.brokers`` while a scale down is
     refused); ``brokers``: one per ordinal (the masters), in order; ``decision``: the retention
     the brokers were tuned to; ``external``: see :func:`external_view`; ``groups``: see
-    :func:`group_views` (with slaves only).
+    :func:`group_views` (with slaves only); ``held``: masters with a new pod template waiting
+    for their slaves (:mod:`rocketstore.operator.rollout`).
     """
     hosts = {} if external is None else external.hosts
     want = spec.retention.broker_properties(decision.file_reserved_time)
@@ -340,6 +342,8 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
     pending = [] if converged else ["retention not applied on every broker"]
     if external is not None and not external.condition.status:
         pending.insert(0, "load balancer addresses pending")
+    if held:
+        pending.insert(0, f"new template held from {', '.join(held)} until their slaves are updated and in sync")
     if not all_ready:
         pending.insert(0, "broker pods rolling out")
     conditions.append(Condition(
