@@ -22,6 +22,8 @@ from operator_support import (
     BROKER_STORE,
     EXTERNAL_NAMESPACE,
     EXTERNAL_STORE,
+    GROUPS_NAMESPACE,
+    GROUPS_STORE,
     ROOT,
     SECURED_NAMESPACE,
     SECURED_STORE,
@@ -102,7 +104,11 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
            "--liveness-port", str(live), "--metrics-port", str(metrics), "--interval", "1",
            "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
            f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port};"
-           f"{EXTERNAL_NAMESPACE}/{EXTERNAL_STORE}-0=127.0.0.1:{external_broker_port}"]
+           f"{EXTERNAL_NAMESPACE}/{EXTERNAL_STORE}-0=127.0.0.1:{external_broker_port};"
+           # no broker listens there: the operator reads these masters' /metrics on the host of
+           # its pinned address and the store's metrics port, where the test serves them
+           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-0=127.0.0.1:{free_port()};"
+           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-1=127.0.0.1:{free_port()}"]
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 

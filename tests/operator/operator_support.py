@@ -9,8 +9,9 @@ from pathlib import Path
 from polling import wait_until
 from ports import controlplane, free_port
 
-__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "ROOT", "SECURED_NAMESPACE",
-           "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port", "wait_until"]
+__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
+           "GROUPS_STORE", "ROOT", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port",
+           "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -22,3 +23,7 @@ SECURED_STORE = "guarded"
 #: the RocketStore of test_operator_external.py behind load balancers: its broker-0 is a real process
 EXTERNAL_NAMESPACE = "external-lb"
 EXTERNAL_STORE = "lb"
+#: the RocketStore of test_operator_groups_cluster.py: broker groups, its masters pinned to loopback
+#: where the test serves the masters' /metrics (the HA series) itself
+GROUPS_NAMESPACE = "groups"
+GROUPS_STORE = "rsg"

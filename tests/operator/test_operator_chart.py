@@ -186,6 +186,8 @@ def helm_fails(helm: Path, *args: str) -> str:
     ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
     ("watch.namespaces={Team_A}", "at '/watch/namespaces/0'"),
     ("metrics.prometheusRule.for=soon", "at '/metrics/prometheusRule/for'"),
+    ("metrics.prometheusRule.replicationLagBytes=0", "at '/metrics/prometheusRule/replicationLagBytes'"),
+    ("metrics.prometheusRule.syncMasterWithoutSlaveFor=now", "at '/metrics/prometheusRule/syncMasterWithoutSlaveFor'"),
     ("metrics.serviceMonitor.enabled=yes", "at '/metrics/serviceMonitor/enabled'"),
     ("operatr.interval=5", "additional properties 'operatr' not allowed"),
 ])
@@ -299,6 +301,16 @@ def test_prometheus_operator_objects_need_the_flag_and_the_api(helm: Path) -> No
                                                      "app.kubernetes.io/component": "broker"}
     assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "http"  # desired.HTTP_PORT_NAME
     assert pm["spec"]["namespaceSelector"] == {"any": True}
+    # the SYNC_MASTER alert tells groups apart by the pod label the operator sets (Prometheus
+    # spells a pod label's name with every character but letters and digits as "_")
+    from rocketstore.operator.desired import ROLE_LABEL
+
+    meta_label = "__meta_kubernetes_pod_label_" + re.sub(r"[^A-Za-z0-9_]", "_", ROLE_LABEL)
+    assert {"sourceLabels": [meta_label], "targetLabel": "broker_role"} \
+        in pm["spec"]["podMetricsEndpoints"][0]["relabelings"]
+    sync_alert = next(r for g in next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"]
+                      for r in g["rules"] if r["alert"] == "RocketStoreSyncMasterWithoutSlave")
+    assert sync_alert["expr"] == 'rocketstore_ha_slaves_in_sync{broker_role="SYNC_MASTER"} == 0'
     scoped = render(helm, *MONITORING, "--set", "watch.namespaces={a}", api_versions=("monitoring.coreos.com/v1",))
     assert next(d for d in scoped if d["kind"] == "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["a"]}
 
@@ -321,7 +333,9 @@ def test_alert_rules_pass_promtool(helm: Path, tmp_path: Path) -> None:
     rules = _rules(helm)
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}
     assert {"RocketStoreDiskPressure", "RocketStoreDispatchLag", "RocketStoreConsumerLag",
-            "RocketStoreBrokerNotReady", "RocketStoreReconcileErrors"} <= alerts
+            "RocketStoreBrokerNotReady", "RocketStoreReconcileErrors", "RocketStoreSyncMasterWithoutSlave",
+            "RocketStoreReplicationLag", "RocketStoreReplicationLagSeconds", "RocketStoreSlaveDisconnected",
+            "RocketStoreSlaveRefusedLog"} <= alerts
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rules))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)

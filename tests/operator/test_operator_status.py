@@ -12,6 +12,7 @@ from rocketstore.operator.model import Spec, parse_spec
 from rocketstore.operator.retention import Decision, decide
 from rocketstore.operator.status import (
     EXTERNAL_CONDITION,
+    REPLICATION_CONDITION,
     BrokerObservation,
     Report,
     degraded,
@@ -68,6 +69,7 @@ def test_every_broker_ready_and_converged() -> None:
         "diskUsage": "62%",
         "effectiveFileReservedTime": 72,
         "retention": "72h",
+        "groups": None,  # no slaves: a former status.groups is removed
     }
     by_type = conditions(report)
     assert by_type["Ready"] == Condition("Ready", True, "AllBrokersReady", "2/2 broker pods ready")
@@ -75,7 +77,7 @@ def test_every_broker_ready_and_converged() -> None:
     assert by_type["DiskPressure"] == Condition(
         "DiskPressure", False, "UsageNormal", "max commitLogDiskRatio 62.00%; fileReservedTime 72h (spec 72h)")
     # no external access: its condition is dropped, not reported
-    assert EXTERNAL_CONDITION not in by_type and report.dropped == [EXTERNAL_CONDITION]
+    assert EXTERNAL_CONDITION not in by_type and report.dropped == [EXTERNAL_CONDITION, REPLICATION_CONDITION]
 
 
 def test_unreachable_and_unconverged_brokers_keep_it_progressing() -> None:
@@ -160,7 +162,7 @@ def test_node_port_addresses_are_the_pods_nodes() -> None:
     assert [b.get("externalAddress") for b in report.status["brokers"]] == [
         "192.0.2.10:31000", None, "192.0.2.12:31002"]  # rs-1 has no node yet
     assert report.status["externalNamesrvAddr"] == "192.0.2.10:30876"
-    assert conditions(report)[EXTERNAL_CONDITION] == view.condition and report.dropped == []
+    assert conditions(report)[EXTERNAL_CONDITION] == view.condition and report.dropped == [REPLICATION_CONDITION]
     # a fixed host wins over the nodes
     fixed = parse_spec({**NODE_PORT, "externalAccess": {**NODE_PORT["externalAccess"], "host": "mq.example"}})
     fixed_view = external_view(OWNER, fixed, 3, pods, [])

@@ -60,9 +60,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [secrets]
   verbs: [get]
 {{- end }}
+# delete: a broker group's budget once its group is gone, the store-wide one once groups have slaves
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -3,7 +3,11 @@
 * retention push: ``UPDATE_BROKER_CONFIG`` (25) with the live retention keys;
 * manual delete: ``DELETE_EXPIRED_COMMITLOG`` (329), once per ``maintenance.deleteExpiredRequest``;
 * observation: ``GET_BROKER_RUNTIME_INFO`` (28) for ``commitLogDiskRatio`` and the CommitLog offsets,
-  ``GET_BROKER_CONFIG`` for the retention a broker really runs with.
+  ``GET_BROKER_CONFIG`` for the retention a broker really runs with;
+* replication (broker groups): a master's ``/metrics`` on its HTTP port, the
+  ``rocketstore_ha_*`` series (:func:`parse_ha_metrics`). The same figures Prometheus alerts on, so
+  the operator's view of "in sync" and the dashboard's never disagree; and the one place a
+  master names each slave it streams to with its lag in bytes and seconds.
 
 Addressing: broker ``i`` of RocketStore ``NAME`` in ``NS`` is reached at
 ``NAME-i.NAME-headless.NS.svc:10911`` (its stable StatefulSet DNS name). A template overrides it,
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
-from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name
+from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name, slave_pod_name
 
 __all__ = [
     "ADDRESS_ENV",
@@ -45,6 +49,9 @@ __all__ = [
     "BrokerError",
     "BrokerRuntime",
     "Brokers",
+    "MasterReplication",
+    "SlaveLag",
+    "parse_ha_metrics",
 ]
 
 ADDRESS_ENV: Final = "ROCKETSTORE_OPERATOR_BROKER_ADDRESS"
@@ -121,6 +128,60 @@ class BrokerRuntime:
     commit_log_max_offset: int | None
 
 
+@dataclass(frozen=True)
+class SlaveLag:
+    """One slave as its master sees it (``rocketstore_ha_slave_lag_*{slave="host:port"}``)."""
+
+    #: the slave's end of the HA connection, host:port (the port is the slave's ephemeral one)
+    address: str
+    lag_bytes: int | None = None
+    lag_seconds: float | None = None
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0].strip("[]")
+
+
+@dataclass(frozen=True)
+class MasterReplication:
+    """A master's HA view: the slaves connected to it and how many the broker counts in sync."""
+
+    slaves: tuple[SlaveLag, ...] = ()
+    slaves_in_sync: int | None = None
+
+
+HA_LAG_BYTES: Final = "rocketstore_ha_slave_lag_bytes"
+HA_LAG_SECONDS: Final = "rocketstore_ha_slave_lag_seconds"
+HA_SLAVES_IN_SYNC: Final = "rocketstore_ha_slaves_in_sync"
+
+
+def parse_ha_metrics(text: str) -> MasterReplication:
+    """The ``rocketstore_ha_*`` series of a master's Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lag_bytes: dict[str, int] = {}
+    lag_seconds: dict[str, float] = {}
+    in_sync: int | None = None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            slave = sample.labels.get("slave")
+            if sample.name == HA_LAG_BYTES and slave:
+                lag_bytes[slave] = int(sample.value)
+            elif sample.name == HA_LAG_SECONDS and slave:
+                lag_seconds[slave] = float(sample.value)
+            elif sample.name == HA_SLAVES_IN_SYNC:
+                in_sync = int(sample.value)
+    slaves = tuple(SlaveLag(a, lag_bytes.get(a), lag_seconds.get(a)) for a in sorted(lag_bytes.keys() | lag_seconds))
+    return MasterReplication(slaves, in_sync)
+
+
+def _fetch_metrics(addr: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=5.0) as response:
+        return str(response.read().decode("utf-8", "replace"))
+
+
 def _int_or_none(text: str | None) -> int | None:
     try:
         return None if text is None else int(text)
@@ -156,15 +217,24 @@ class BrokerAddressing:
     def from_env(cls) -> BrokerAddressing:
         return cls.from_text(os.environ.get(ADDRESS_ENV))
 
-    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
-        """``port``: the broker's remoting port (per broker with external access)."""
-        pod = pod_name(name, ordinal)
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT, slave: int = 0) -> str:
+        """``port``: the broker's remoting port (per broker with external access); ``slave``: the
+        group's slave of that brokerId (``{pod}`` is its pod, ``{ordinal}`` its group's)."""
+        pod = slave_pod_name(name, slave, ordinal) if slave else pod_name(name, ordinal)
         if self.pinned is not None:
             try:
                 return self.pinned[f"{namespace}/{pod}"]
             except KeyError:
-                return f"{pod_dns(name, namespace, ordinal)}:{port}"
+                return f"{pod_dns(name, namespace, ordinal, slave)}:{port}"
         return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=port)
+
+    def http_address(self, name: str, namespace: str, ordinal: int, port: int) -> str:
+        """Where broker ``ordinal`` serves HTTP (``/metrics``) on ``port``: the template's host with
+        that port, or a pinned broker's host with it."""
+        if self.pinned is not None and f"{namespace}/{pod_name(name, ordinal)}" in self.pinned:
+            host = self.pinned[f"{namespace}/{pod_name(name, ordinal)}"].rsplit(":", 1)[0]
+            return f"{host}:{port}"
+        return self.address(name, namespace, ordinal, port)
 
 
 def _default_factory(addr: str, access: BrokerAccess) -> AdminClient:
@@ -180,12 +250,14 @@ class Brokers:
         self,
         addressing: BrokerAddressing | None = None,
         factory: Callable[[str, BrokerAccess], AdminClient] = _default_factory,
+        metrics_reader: Callable[[str], str] = _fetch_metrics,
     ) -> None:
         self.addressing = addressing or BrokerAddressing.from_env()
         self._factory = factory
+        self._metrics_reader = metrics_reader
 
-    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT) -> str:
-        return self.addressing.address(name, namespace, ordinal, port)
+    def address(self, name: str, namespace: str, ordinal: int, port: int = LISTEN_PORT, slave: int = 0) -> str:
+        return self.addressing.address(name, namespace, ordinal, port, slave)
 
     async def _run(self, addr: str, access: BrokerAccess, call: Callable[[AdminClient], object]) -> object:
         def work() -> object:
@@ -223,6 +295,14 @@ class Brokers:
         await self._run(addr, access, lambda c: c.update_broker_config(dict(props)))
         conf = await self.config(addr, access)
         return {k: conf.get(k, "") for k in props}
+
+    async def replication(self, http_addr: str) -> MasterReplication:
+        """A master's slaves and their lag, from its ``/metrics`` at ``http_addr`` (host:port)."""
+        try:
+            text = await asyncio.to_thread(self._metrics_reader, http_addr)
+            return parse_ha_metrics(text)
+        except Exception as exc:  # refused, timed out, not Prometheus text: no view of the group
+            raise BrokerError(f"{http_addr}/metrics: {type(exc).__name__}: {exc}") from exc
 
     async def delete_expired(self, addr: str, access: BrokerAccess = PLAIN) -> bool:
         done = await self._run(addr, access, lambda c: c.delete_expired_commit_log())

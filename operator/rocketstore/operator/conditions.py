@@ -5,7 +5,8 @@ Types: ``Ready`` (every broker pod ready), ``Progressing`` (objects being rolled
 not yet converged), ``Degraded`` (a spec that cannot be applied, a refused change, unreachable
 brokers, a missing ACL or TLS Secret or key), ``DiskPressure`` (a broker's disk usage near
 ``diskSpaceCleanForciblyRatio``), ``ExternalAccessReady`` (with ``spec.externalAccess`` only: every
-address outside clients need is known, e.g. the load balancers are provisioned).
+address outside clients need is known, e.g. the load balancers are provisioned), ``ReplicationInSync``
+(with slaves only: every slave in sync; False when a SYNC_MASTER group has none).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 __all__ = ["TYPES", "Condition", "merge_conditions", "now"]
 
-TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady")
+TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady", "ReplicationInSync")
 
 
 def now() -> str:

@@ -16,10 +16,29 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME-<i>-external``    with ``spec.externalAccess``: broker ``i``'s NodePort or LoadBalancer Service
                          (and ``NAME-namesrv-external``, the name servers')
 ``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
+``NAME-slave-<k>``       with ``replication.replicasPerGroup`` above 1: StatefulSet of every group's
+                         slave ``k`` (brokerId ``k``), PVC ``store-NAME-slave-<k>-<i>``
+``NAME-<i>``             with slaves: PodDisruptionBudget of broker group ``i``, all members but one
+                         available (replaces ``NAME``)
 =======================  ==============================================================
 
-Every broker reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
+Every master reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
 appended by the container's start command, so a pod's identity follows its ordinal.
+
+Broker groups (``spec.replication``): group ``i`` is the master ``NAME-<i>`` and the slaves
+``NAME-slave-<k>-<i>``, all with brokerName ``NAME-<i>``. A StatefulSet per slave index, not one
+per group nor one for all, because it keeps every name stable whichever count changes: a master
+stays ``NAME-<i>`` on PVC ``store-NAME-<i>`` whatever ``replicasPerGroup`` is (raising it adds
+StatefulSets, and the masters' pod template does not change, so no master restarts), and adding
+groups adds the same ordinal to every StatefulSet. The StatefulSet controller labels each pod with
+its ordinal (``apps.kubernetes.io/pod-index``, Kubernetes 1.28+), which is therefore the group:
+the per-group PodDisruptionBudgets select on it, and the slaves' topology spread constraint
+counts the pods of their own group only (``matchLabelKeys``). A slave reads
+``broker-slave-<k>.conf`` (brokerRole SLAVE, brokerId ``k``); its start command appends its
+group's brokerName and ``namesrvAddr``, the name server embedded in its master, whose
+registration answer carries the master's HA address (so a later role change needs no new pod
+template). The masters' StatefulSet rolls under a ``partition`` the operator lowers group by
+group once the slaves run the new template and are in sync (:mod:`rocketstore.operator.rollout`).
 
 ``spec.acl`` / ``spec.tls`` Secrets are mounted whole (never with ``subPath``, whose files kubelet
 never updates) at :data:`ACL_DIR` / :data:`TLS_DIR`, and broker.conf points ``rocketmq.acl.plain.file``
@@ -77,6 +96,7 @@ __all__ = [
     "default_broker_image",
     "external_service_name",
     "external_services",
+    "group_pdbs",
     "headless_service",
     "ingress_address",
     "labels",
@@ -87,6 +107,10 @@ __all__ = [
     "pod_name",
     "pvc_name",
     "service_account",
+    "slave_conf_name",
+    "slave_pod_name",
+    "slave_statefulset",
+    "slave_statefulset_name",
     "stale_names",
     "statefulset",
 ]
@@ -109,6 +133,15 @@ ADDRESS_DIR: Final = "/etc/rocketstore-addresses"
 #: Secret files readable by the broker's group (fsGroup) only: the TLS key is private
 SECRET_MODE: Final = 0o440
 CONFIG_HASH_ANNOTATION: Final = f"{GROUP}/config-hash"
+#: the slave index ``k`` of a slave pod (part of its StatefulSet's selector; masters have none,
+#: so the masters' selector and template stay what they were before broker groups)
+SLAVE_LABEL: Final = f"{GROUP}/slave"
+#: the brokerRole of a pod whose role the operator writes (SLAVE, SYNC_MASTER; ASYNC_MASTER is the
+#: broker's default and unlabelled, so adding slaves leaves masters' pods alone): the chart's
+#: PodMonitor copies it to the ``broker_role`` label its alerts tell SYNC_MASTER groups apart by
+ROLE_LABEL: Final = f"{GROUP}/broker-role"
+#: set by the StatefulSet controller on every pod (Kubernetes 1.28+): its ordinal, i.e. its group
+POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 #: Scratch space for the broker and Python's tempfile: the root filesystem is read-only
 TMP_DIR: Final = "/tmp"
 #: The image's user (Dockerfile: useradd --uid 10001, whose user group gets the same id)
@@ -170,6 +203,9 @@ class Plan:
     default_image: str = field(default_factory=default_broker_image)
     #: load balancer addresses assigned so far, by broker ordinal (observed on the Services)
     external_addresses: Mapping[int, str] = field(default_factory=dict)
+    #: with slaves: masters of this ordinal and above may take a new pod template
+    #: (:func:`rocketstore.operator.rollout.master_partition`)
+    master_partition: int = 0
 
 
 def labels(name: str) -> dict[str, str]:
@@ -194,11 +230,28 @@ def pod_name(name: str, ordinal: int) -> str:
 
 
 def pvc_name(name: str, ordinal: int) -> str:
+    """The PVC of pod ``ordinal`` of StatefulSet ``name`` (a slave StatefulSet's name for slaves)."""
     return f"{VOLUME_NAME}-{name}-{ordinal}"
 
 
-def pod_dns(name: str, namespace: str, ordinal: int) -> str:
-    return f"{pod_name(name, ordinal)}.{headless_name(name)}.{namespace}.svc"
+def slave_statefulset_name(name: str, slave: int) -> str:
+    return f"{name}-slave-{slave}"
+
+
+def slave_pod_name(name: str, slave: int, ordinal: int) -> str:
+    """Slave ``slave`` (its brokerId) of broker group ``ordinal``."""
+    return pod_name(slave_statefulset_name(name, slave), ordinal)
+
+
+def slave_conf_name(slave: int) -> str:
+    return f"broker-slave-{slave}.conf"
+
+
+def pod_dns(name: str, namespace: str, ordinal: int, slave: int = 0) -> str:
+    """The stable DNS name of broker ``ordinal`` (its slave ``slave``): every pod of the store is
+    under the store's headless Service."""
+    pod = slave_pod_name(name, slave, ordinal) if slave else pod_name(name, ordinal)
+    return f"{pod}.{headless_name(name)}.{namespace}.svc"
 
 
 def external_service_name(name: str, ordinal: int) -> str:
@@ -222,9 +275,10 @@ def _meta(owner: Owner, name: str) -> dict[str, Any]:
     }
 
 
-def listen_port(spec: Spec, ordinal: int) -> int:
-    """The remoting port broker ``ordinal`` listens on: per broker with external access."""
-    return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal)
+def listen_port(spec: Spec, ordinal: int, slave: int = 0) -> int:
+    """The remoting port broker ``ordinal`` (its slave ``slave``) listens on: per broker with
+    external access."""
+    return LISTEN_PORT if spec.external_access is None else spec.external_access.listen_port(ordinal, slave)
 
 
 def cluster_peers(owner: Owner, replicas: int, spec: Spec, hosts: Mapping[int, str] | None = None) -> str:
@@ -243,13 +297,22 @@ def cluster_peers(owner: Owner, replicas: int, spec: Spec, hosts: Mapping[int, s
     return ",".join(peers)
 
 
-def broker_conf(plan: Plan) -> dict[str, str]:
-    """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions)."""
+def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
+    """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions): the
+    masters' (``slave`` 0) or that of every group's slave ``slave``.
+
+    A master's brokerRole is written only for SYNC_MASTER: ASYNC_MASTER is the broker's default,
+    so raising replicasPerGroup under ASYNC_MASTER leaves the masters' configuration, and so their
+    pods, as they are. haListenPort stays the broker's default (listenPort + 1, as RocketMQ
+    4.9.7's BrokerStartup sets it) for the same reason.
+    """
     spec, owner = plan.spec, plan.owner
     peers = cluster_peers(owner, plan.replicas, spec)
+    role = _written_role(spec, slave)
     conf: dict[str, str] = {
         "brokerClusterName": owner.name,
-        "brokerId": "0",
+        "brokerId": str(slave),
+        **({} if role is None else {"brokerRole": role}),
         "listenPort": str(LISTEN_PORT),
         "namesrvListenPort": str(NAMESRV_PORT),
         "grpcListenPort": str(GRPC_PORT),
@@ -267,6 +330,10 @@ def broker_conf(plan: Plan) -> dict[str, str]:
     for key in sorted(spec.broker_config):
         conf[key] = spec.broker_config[key]
     return conf
+
+
+def _written_role(spec: Spec, slave: int) -> str | None:
+    return "SLAVE" if slave else "SYNC_MASTER" if spec.replication.mode == "SYNC_MASTER" else None
 
 
 def acl_properties(acl: Acl) -> dict[str, str]:
@@ -304,6 +371,10 @@ def broker_conf_text(conf: Mapping[str, str]) -> str:
     return head + "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
+def _slave_indexes(plan: Plan) -> range:
+    return range(1, plan.spec.replication.replicas_per_group)
+
+
 def config_hash(conf: Mapping[str, str]) -> str:
     """Hash of the keys that need a restart.
 
@@ -319,7 +390,8 @@ def configmap(plan: Plan) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(plan.owner, f"{plan.owner.name}-config"),
-        "data": {"broker.conf": broker_conf_text(broker_conf(plan))},
+        "data": {"broker.conf": broker_conf_text(broker_conf(plan)),
+                 **{slave_conf_name(k): broker_conf_text(broker_conf(plan, k)) for k in _slave_indexes(plan)}},
     }
 
 
@@ -345,18 +417,21 @@ def external_services(plan: Plan) -> list[dict[str, Any]]:
         return []
     name = plan.owner.name
     services: list[dict[str, Any]] = []
-    for i in range(plan.replicas):
-        port = ext.listen_port(i)
-        remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
-        if not ext.load_balancer:
-            remoting["nodePort"] = port
-        services.append({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": _meta(plan.owner, external_service_name(name, i)),
-            "spec": {"type": ext.type,
-                     "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(name, i)},
-                     "ports": [remoting]},
-        })
+    # the masters, then each slave index's (NodePort only): slave k of group i on basePort + 64 k + i
+    for slave in range(plan.spec.replication.replicas_per_group):
+        sts_name = slave_statefulset_name(name, slave) if slave else name
+        for i in range(plan.replicas):
+            port = ext.listen_port(i, slave)
+            remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
+            if not ext.load_balancer:
+                remoting["nodePort"] = port
+            services.append({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": _meta(plan.owner, external_service_name(sts_name, i)),
+                "spec": {"type": ext.type,
+                         "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(sts_name, i)},
+                         "ports": [remoting]},
+            })
     namesrv: dict[str, Any] = {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"}
     if not ext.load_balancer:
         namesrv["nodePort"] = ext.namesrv_node_port
@@ -457,12 +532,32 @@ def service_account(plan: Plan) -> dict[str, Any]:
 
 
 def pdb(plan: Plan) -> dict[str, Any]:
+    """One broker of the store down at a time (brokers without slaves: each is its own group)."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(plan.owner, plan.owner.name),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(plan.owner.name)}},
     }
+
+
+def group_pdbs(plan: Plan) -> list[dict[str, Any]]:
+    """With slaves: one member of each group down at a time, so a drain never takes a group's
+    master and its slave together, while groups drain in parallel. A group's pods are those of
+    its ordinal (``apps.kubernetes.io/pod-index``) in every StatefulSet of the store.
+
+    Written as ``minAvailable`` members minus one, not ``maxUnavailable: 1``: with
+    maxUnavailable the disruption controller expects the full replicas of every StatefulSet a
+    selected pod belongs to (here all groups' pods), so it would never allow an eviction; with an
+    integer minAvailable it counts the pods the budget selects."""
+    name = plan.owner.name
+    return [{
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(plan.owner, pod_name(name, i)),
+        "spec": {"minAvailable": plan.spec.replication.replicas_per_group - 1,
+                 "selector": {"matchLabels": {**selector(name), POD_INDEX_LABEL: str(i)}}},
+    } for i in range(plan.replicas)]
 
 
 _START = (
@@ -491,8 +586,29 @@ _WAIT_FOR_ADDRESS = (
 )
 
 
-def _start_command(spec: Spec) -> str:
+# a slave: its own broker.conf (brokerRole SLAVE, its brokerId), then its group's brokerName (the
+# master's pod name: NAME-<its ordinal>) and the name server embedded in that master, which
+# answers its registration with the master's HA address; with external access (node ports) also
+# its own port (basePort + 64 k + its ordinal) and the address it advertises, as a master does
+_START_SLAVE = (
+    'set -e; GROUP="@NAME@-${POD_NAME##*-}"; cp "$CONF_DIR/@CONF@" "$RUN_DIR/broker.conf"; '
+    'printf "brokerName=%s\\nnamesrvAddr=%s.@HEADLESS@.%s.svc:@NAMESRV_PORT@\\n@EXTERNAL_KEYS@" '
+    '"$GROUP" "$GROUP" "$POD_NAMESPACE"@EXTERNAL_VALUES@ >> "$RUN_DIR/broker.conf"; '
+    'exec rocketstore broker -c "$RUN_DIR/broker.conf"'
+)
+_SLAVE_EXTERNAL_KEYS = "listenPort=%s\\nbrokerIP1=%s\\n"
+_SLAVE_EXTERNAL_VALUES = ' "$((EXTERNAL_BASE_PORT + @OFFSET@ + ${POD_NAME##*-}))" "${EXTERNAL_HOST:-$HOST_IP}"'
+
+
+def _start_command(spec: Spec, name: str, slave: int) -> str:
     ext = spec.external_access
+    if slave:
+        offset = 0 if ext is None else ext.listen_port(0, slave) - ext.base_port
+        return (_START_SLAVE.replace("@NAME@", name).replace("@CONF@", slave_conf_name(slave))
+                .replace("@HEADLESS@", headless_name(name)).replace("@NAMESRV_PORT@", str(NAMESRV_PORT))
+                .replace("@EXTERNAL_KEYS@", "" if ext is None else _SLAVE_EXTERNAL_KEYS)
+                .replace("@EXTERNAL_VALUES@", "" if ext is None else _SLAVE_EXTERNAL_VALUES)
+                .replace("@OFFSET@", str(offset)))
     if ext is None:
         return _START
     return _START_EXTERNAL.replace("@FALLBACK@", _BALANCER_ADDRESS if ext.load_balancer else _NODE_ADDRESS)
@@ -547,14 +663,44 @@ def _affinity(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _group_spread(name: str) -> dict[str, Any]:
+    """A slave prefers nodes without another member of its group (its master included): the
+    label selector takes the store's pods, ``matchLabelKeys`` narrows it to the slave's own
+    ordinal. Preferred, not required, like the brokers' anti-affinity: a group on one node still
+    serves, and a slave bound to a local volume could not move anyway."""
+    return {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": selector(name)},
+        "matchLabelKeys": [POD_INDEX_LABEL],
+    }
+
+
 def statefulset(plan: Plan) -> dict[str, Any]:
-    """The brokers. Rolling updates go one pod at a time, each waiting for ``/readyz``.
+    """The masters (every broker without slaves). Rolling updates go one pod at a time, each
+    waiting for ``/readyz``; with slaves, only down to ``plan.master_partition``.
 
     PVCs outlive the StatefulSet unless ``storage.deleteClaim`` is true
     (``persistentVolumeClaimRetentionPolicy``); scaling down never deletes a PVC.
     """
+    return _broker_statefulset(plan, 0)
+
+
+def slave_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
+    """Every group's slave ``slave`` (brokerId ``slave``), on PVCs of its own: a new one starts
+    empty and copies its master's CommitLog over HA."""
+    return _broker_statefulset(plan, slave)
+
+
+def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
     spec, owner = plan.spec, plan.owner
-    conf = broker_conf(plan)
+    conf = broker_conf(plan, slave)
+    sts_name = slave_statefulset_name(owner.name, slave) if slave else owner.name
+    # the selector is immutable: a slave StatefulSet's has its index, the masters' what it always had
+    slave_labels = {SLAVE_LABEL: str(slave)} if slave else {}
+    role = _written_role(spec, slave)
+    pod_labels = {**slave_labels, **({} if role is None else {ROLE_LABEL: role})}
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": format_quantity(plan.volume_bytes)}},
@@ -565,7 +711,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         "name": "broker",
         "image": spec.image or plan.default_image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["sh", "-c", _start_command(spec)],
+        "command": ["sh", "-c", _start_command(spec, owner.name, slave)],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -644,26 +790,31 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         pod_spec["nodeSelector"] = dict(sched.node_selector)
     if sched.priority_class_name is not None:
         pod_spec["priorityClassName"] = sched.priority_class_name
-    if sched.topology_spread_constraints:
-        pod_spec["topologySpreadConstraints"] = [
-            {"labelSelector": {"matchLabels": selector(owner.name)}, **c} for c in sched.topology_spread_constraints]
+    spread = [{"labelSelector": {"matchLabels": selector(owner.name)}, **c} for c in sched.topology_spread_constraints]
+    if slave:
+        spread.append(_group_spread(owner.name))
+    if spread:
+        pod_spec["topologySpreadConstraints"] = spread
     retention = "Delete" if spec.storage.delete_claim else "Retain"
+    update: dict[str, Any] = {"type": "RollingUpdate"}
+    if spec.replication.slaves and not slave:
+        update["rollingUpdate"] = {"partition": plan.master_partition}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _meta(owner, owner.name),
+        "metadata": _meta(owner, sts_name),
         "spec": {
             "replicas": plan.replicas,
             "serviceName": headless_name(owner.name),
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": update,
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retention, "whenScaled": "Retain"},
-            "selector": {"matchLabels": selector(owner.name)},
+            "selector": {"matchLabels": {**selector(owner.name), **slave_labels}},
             "template": {
                 "metadata": {
                     # the operator's keys last: podTemplate may add, never replace (model rejects
                     # its reserved prefixes too)
-                    "labels": {**spec.pod_template.labels, **labels(owner.name)},
+                    "labels": {**spec.pod_template.labels, **labels(owner.name), **pod_labels},
                     "annotations": {**spec.pod_template.annotations, CONFIG_HASH_ANNOTATION: config_hash(conf)},
                 },
                 "spec": pod_spec,
@@ -690,6 +841,8 @@ def all_objects(plan: Plan) -> list[dict[str, Any]]:
         headless_service(plan),
         client_service(plan),
         *external_services(plan),
-        pdb(plan),
+        *(group_pdbs(plan) if plan.spec.replication.slaves else [pdb(plan)]),
+        # slaves before masters: a rolling update reaches the slaves first (see rollout)
+        *(slave_statefulset(plan, k) for k in _slave_indexes(plan)),
         statefulset(plan),
     ]

@@ -105,7 +105,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image)
+        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)

@@ -22,6 +22,7 @@ __all__ = [
     "Metrics",
     "OperatorCredentials",
     "PodTemplate",
+    "Replication",
     "Retention",
     "Scheduling",
     "Spec",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 GIB: Final = 1024**3
+#: a master and up to three slaves per broker group
+MAX_REPLICAS_PER_GROUP: Final = 4
+MAX_BROKERS: Final = 64
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _FACTORS: Final = {
@@ -200,7 +204,8 @@ class ExternalAccess:
 
     RocketMQ clients connect to the address a broker advertises in its routes, ``brokerIP1`` and
     ``listenPort``, with no separate advertised port. So broker ``i`` listens on ``basePort + i``
-    inside its pod and its Service publishes that same port: on every node (``NodePort``, the
+    (slave ``k`` of group ``i``: ``basePort + 64 k + i``, above every master's port whatever the
+    number of groups) inside its pod and its Service publishes that same port: on every node (``NodePort``, the
     broker advertises the address of its pod's node) or on a load balancer of its own
     (``LoadBalancer``, the broker advertises the balancer's address once the cloud has assigned
     one). ``host`` replaces the advertised address. The brokers' name servers (any of them answers
@@ -212,8 +217,8 @@ class ExternalAccess:
     host: str | None = None
     type: str = "NodePort"  # NodePort | LoadBalancer
 
-    def listen_port(self, ordinal: int) -> int:
-        return self.base_port + ordinal
+    def listen_port(self, ordinal: int, slave: int = 0) -> int:
+        return self.base_port + slave * MAX_BROKERS + ordinal
 
     @property
     def load_balancer(self) -> bool:
@@ -223,6 +228,32 @@ class ExternalAccess:
     def waits_for_address(self) -> bool:
         """Brokers learn their address from the operator (a load balancer's, once assigned)."""
         return self.load_balancer and self.host is None
+
+
+#: brokerRole of a group's master (RocketMQ's BrokerRole); a slave's is SLAVE
+REPLICATION_MODES: Final = ("ASYNC_MASTER", "SYNC_MASTER")
+
+
+@dataclass(frozen=True)
+class Replication:
+    """Broker groups: ``replicas_per_group`` brokers share each brokerName, the master (brokerId 0)
+    and ``replicas_per_group - 1`` slaves (brokerId 1..) replicating its CommitLog through
+    RocketMQ's HA protocol.
+
+    The count includes the master, as Kafka's and Strimzi's replication factor does, so 1 is
+    today's single broker per group. rocketmq-operator's ``replicaPerGroup`` counts the slaves
+    only: the spelling differs on purpose, so a value copied from there is not silently off by one.
+    """
+
+    replicas_per_group: int = 1
+    mode: str = "ASYNC_MASTER"
+    #: a slave at most this many bytes behind its master counts as in sync for the operator:
+    #: a rolling restart restarts a group's master only once its slaves are
+    max_in_sync_lag: int = 1024**2
+
+    @property
+    def slaves(self) -> int:
+        return self.replicas_per_group - 1
 
 
 @dataclass(frozen=True)
@@ -246,6 +277,7 @@ class Spec:
     tls: Tls | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
     external_access: ExternalAccess | None = None
+    replication: Replication = field(default_factory=Replication)
 
 
 # pod template keys the operator sets itself; podTemplate may not override them (the selector
@@ -268,6 +300,9 @@ RESERVED_BROKER_KEYS: Final = frozenset({
 # broker.conf keys the operator sets when spec.acl / spec.tls is given (brokerConfig may set them
 # otherwise, e.g. aclEnable with a file the broker keeps on its own volume)
 ACL_BROKER_KEYS: Final = frozenset({"aclEnable", "rocketmq.acl.plain.file"})
+# broker.conf keys the operator sets when spec.replication is given: a group's roles and how a
+# slave finds its master (the registration answer of its master's name server)
+REPLICATION_BROKER_KEYS: Final = frozenset({"brokerRole", "namesrvAddr", "haMasterAddress"})
 TLS_BROKER_KEYS: Final = frozenset({
     "tls.server.mode", "tls.server.certPath", "tls.server.keyPath", "tls.server.trustCertPath",
     "tls.server.need.client.auth", "tls.config.file",
@@ -359,7 +394,7 @@ def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
     return tls
 
 
-def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAccess | None:
+def _parse_external_access(spec: Mapping[str, Any], brokers: int, replication: Replication) -> ExternalAccess | None:
     d = spec.get("externalAccess")
     if d is None:
         return None
@@ -369,13 +404,18 @@ def _parse_external_access(spec: Mapping[str, Any], brokers: int) -> ExternalAcc
         host=None if d.get("host") is None else str(d["host"]),
         type=_choice(d, "type", "NodePort", "externalAccess.type", ("NodePort", "LoadBalancer")),
     )
-    if access.listen_port(brokers - 1) > 65535:
-        raise SpecError("externalAccess.basePort", f"basePort + brokers - 1 = {access.listen_port(brokers - 1)} "
-                        "is not a port")
-    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only
-    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= access.base_port + 63:
-        # 63: the largest ordinal (at most 64 brokers), so scaling up never collides
-        raise SpecError("externalAccess.namesrvNodePort", "must lie outside basePort..basePort+63 (the brokers' ports)")
+    if replication.slaves and access.load_balancer:
+        raise SpecError("replication.replicasPerGroup", "slaves are published on node ports only: replicasPerGroup "
+                        "above 1 needs externalAccess.type NodePort")
+    last = access.listen_port(brokers - 1, replication.slaves)
+    if last > 65535:
+        raise SpecError("externalAccess.basePort", f"the last broker's port, {last}, is not a port")
+    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only;
+    # every ordinal counts (at most 64 groups), so scaling up never collides
+    top = access.base_port + MAX_BROKERS * replication.replicas_per_group - 1
+    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= top:
+        raise SpecError("externalAccess.namesrvNodePort",
+                        f"must lie outside basePort..basePort+{top - access.base_port} (the brokers' ports)")
     return access
 
 
@@ -421,16 +461,21 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     if reserved:
         raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
     acl, tls = _parse_acl(spec), _parse_tls(spec)
-    owned = (ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+    replicated = spec.get("replication") is not None
+    owned = ((ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+             | (REPLICATION_BROKER_KEYS if replicated else frozenset()))
     taken = sorted(owned & broker_config.keys())
     if taken:
-        section = "acl" if taken[0] in ACL_BROKER_KEYS else "tls"
+        section = ("acl" if taken[0] in ACL_BROKER_KEYS else "tls" if taken[0] in TLS_BROKER_KEYS
+                   else "replication")
         raise SpecError(f"brokerConfig.{taken[0]}", f"conflicts with spec.{section}, from which the operator "
                         f"sets the broker's {section} keys")
     sc = _get(spec, "scheduling", {})
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
-    brokers = _int(spec, "brokers", 1, "brokers", 1, 64)
+    brokers = _int(spec, "brokers", 1, "brokers", 1, MAX_BROKERS)
+    replication = _parse_replication(spec)
+    external_access = _parse_external_access(spec, brokers, replication)
     return Spec(
         brokers=brokers,
         image=None if spec.get("image") is None else str(spec["image"]),
@@ -458,8 +503,22 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         acl=acl,
         tls=tls,
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
-        external_access=_parse_external_access(spec, brokers),
+        external_access=external_access,
+        replication=replication,
     )
+
+
+def _parse_replication(spec: Mapping[str, Any]) -> Replication:
+    d = _get(spec, "replication", {})
+    replication = Replication(
+        replicas_per_group=_int(d, "replicasPerGroup", 1, "replication.replicasPerGroup", 1, MAX_REPLICAS_PER_GROUP),
+        mode=_choice(d, "mode", "ASYNC_MASTER", "replication.mode", REPLICATION_MODES),
+        max_in_sync_lag=parse_quantity(_get(d, "maxInSyncLag", "1Mi"), "replication.maxInSyncLag"),
+    )
+    if replication.mode == "SYNC_MASTER" and not replication.slaves:
+        # RocketMQ's SYNC_MASTER answers SLAVE_NOT_AVAILABLE to every send without a slave in sync
+        raise SpecError("replication.mode", "SYNC_MASTER needs a slave to acknowledge sends: replicasPerGroup >= 2")
+    return replication
 
 
 def _parse_pod_template(d: Mapping[str, Any]) -> PodTemplate:

@@ -1,10 +1,13 @@
 """Reconciliation steps: the async code between the pure builders and the kopf handlers.
 
 ``apply_objects``  desired objects -> server-side apply; storage growth; refused changes;
-                   objects no longer wanted (external Services of removed brokers) deleted
+                   objects no longer wanted (external Services of removed brokers, the
+                   StatefulSet of removed slaves, PodDisruptionBudgets) deleted; with slaves,
+                   the masters' rolling update partition (slaves first)
 ``observe``        pods and brokers -> retention push, manual deletes, adaptive retention; the
                    ACL / TLS Secrets the spec references; external addresses (nodes, load
-                   balancers) -> addresses ConfigMap, clusterPeers; what it saw -> the status and
+                   balancers) -> addresses ConfigMap, clusterPeers; masters' HA metrics -> broker
+                   groups' lag and the masters' partition; what it saw -> the status and
                    conditions :mod:`rocketstore.operator.status` decides
 
 Both return plain dicts for ``status`` and a list of events; the handlers write them with kopf's
@@ -15,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
 
 from rocketstore.client import SessionCredentials
 from rocketstore.operator import metrics
-from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers
+from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers, MasterReplication
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
     Owner,
@@ -36,19 +39,26 @@ from rocketstore.operator.desired import (
     pod_name,
     pvc_name,
     selector,
+    slave_pod_name,
+    slave_statefulset_name,
     stale_names,
+    statefulset,
 )
 from rocketstore.operator.kube import ApiError, Kube
-from rocketstore.operator.model import Spec, format_quantity, parse_quantity
+from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
+from rocketstore.operator.rollout import GroupRollout, group_rollouts, held_masters, master_partition
 from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 from rocketstore.operator.status import (
     BrokerObservation,
     ExternalView,
+    GroupView,
     external_view,
+    group_views,
     max_disk_usage,
     observed_status,
+    pod_ready,
     same_setting,
 )
 
@@ -91,10 +101,14 @@ async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, na
     return False
 
 
-async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str) -> Outcome:
+async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str,
+                        brokers: Brokers | None = None) -> Outcome:
     """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down.
 
     ``default_image`` is the broker image when the spec names none (the operator's --broker-image).
+    With slaves, the masters' StatefulSet goes last, with the partition decided after the slaves'
+    StatefulSets took the new template (``brokers`` reads the masters' lag; without it no slave
+    counts as in sync, so only masters that are not ready may restart until the next observation).
     """
     out = Outcome()
     problems: list[dict[str, str]] = []
@@ -120,7 +134,9 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
                 f"volume {format_quantity(want_volume)} < current {format_quantity(current_volume)}: "
                 "PVCs cannot shrink; keeping the current size")})
         elif current_volume is not None and want_volume > current_volume:
-            grown = await _grow_storage(kube, owner, current_replicas, want_volume, out)
+            grown = True
+            for sts_name in [*await _slave_statefulset_names(kube, owner), owner.name]:
+                grown = grown and await _grow_storage(kube, owner, sts_name, current_replicas, want_volume, out)
             if not grown:
                 volume = current_volume
                 problems.append({"reason": "StorageExpansionFailed", "message": out.events[-1].message})
@@ -130,12 +146,30 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image,
                 external_addresses=addresses)
     desired = all_objects(plan)
-    for obj in desired:
+    for obj in desired[:-1]:
         await _api_step("apply", f"applying {obj['kind']} {obj['metadata']['name']}", kube.apply(obj))
+    masters = desired[-1]
+    if spec.replication.slaves:
+        pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
+        groups = await _group_views(brokers, owner, spec, replicas, pods)
+        # the masters' template may be about to change: none counts as updated yet
+        rollouts = [replace(r, master_updated=False) for r in await _group_rollouts(kube, owner, groups)]
+        masters = statefulset(replace(plan, master_partition=master_partition(replicas, rollouts)))
+    await _api_step("apply", f"applying StatefulSet {owner.name}", kube.apply(masters))
+    if not spec.replication.slaves and _partition(sts):
+        # the slaves are gone: the partition the observer set (an update, not part of the applied
+        # object) would hold the masters' rolling updates for good
+        await _api_step("apply", f"releasing the partition of StatefulSet {owner.name}", kube.merge_patch(
+            "apps/v1", "StatefulSet", owner.namespace, owner.name,
+            {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}))
     configmaps = await kube.list("v1", "ConfigMap", owner.namespace, selector(owner.name))
-    for kind, existing in (("Service", services), ("ConfigMap", configmaps)):
+    budgets = await kube.list("policy/v1", "PodDisruptionBudget", owner.namespace, selector(owner.name))
+    statefulsets = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
+    for api_version, kind, existing in (("v1", "Service", services), ("v1", "ConfigMap", configmaps),
+                                        ("policy/v1", "PodDisruptionBudget", budgets),
+                                        ("apps/v1", "StatefulSet", statefulsets)):
         for name in stale_names(owner, desired, kind, existing):
-            await _api_step("delete", f"deleting {kind} {name}", kube.delete("v1", kind, owner.namespace, name))
+            await _api_step("delete", f"deleting {kind} {name}", kube.delete(api_version, kind, owner.namespace, name))
             out.events.append(Event("Normal", "Deleted", f"{kind} {name}: no longer part of the spec"))
     out.status.update({
         "volumeSize": format_quantity(volume),
@@ -157,11 +191,27 @@ async def _api_step(step: str, what: str, call: Awaitable[Any]) -> None:
         raise kopf.PermanentError(f"{what}: {e}") from e
 
 
-async def _grow_storage(kube: Kube, owner: Owner, replicas: int, volume: int, out: Outcome) -> bool:
-    """Expand existing PVCs, then recreate the StatefulSet (orphaning its pods) with the new template."""
+async def _slave_statefulset_names(kube: Kube, owner: Owner) -> list[str]:
+    """The slave StatefulSets that exist now, whatever replicasPerGroup says (their PVCs grow with
+    the masters')."""
+    names = {slave_statefulset_name(owner.name, k) for k in range(1, MAX_REPLICAS_PER_GROUP)}
+    existing = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
+    return sorted(str(s["metadata"]["name"]) for s in existing if s["metadata"]["name"] in names)
+
+
+def _partition(sts: Mapping[str, Any] | None) -> int | None:
+    """The rolling update partition of a StatefulSet (None: none, or no StatefulSet)."""
+    strategy = ((sts or {}).get("spec") or {}).get("updateStrategy") or {}
+    partition = (strategy.get("rollingUpdate") or {}).get("partition")
+    return None if partition is None else int(partition)
+
+
+async def _grow_storage(kube: Kube, owner: Owner, sts_name: str, replicas: int, volume: int, out: Outcome) -> bool:
+    """Expand the PVCs of StatefulSet ``sts_name``, then recreate it (orphaning its pods) with the
+    new template."""
     size = format_quantity(volume)
     for i in range(replicas):
-        name = pvc_name(owner.name, i)
+        name = pvc_name(sts_name, i)
         try:
             await kube.merge_patch("v1", "PersistentVolumeClaim", owner.namespace, name,
                                    {"spec": {"resources": {"requests": {"storage": size}}}})
@@ -171,12 +221,12 @@ async def _grow_storage(kube: Kube, owner: Owner, replicas: int, volume: int, ou
             metrics.ERRORS.labels(step="expand").inc()
             out.events.append(Event("Warning", "StorageExpansionFailed", f"PVC {name} to {size}: {e}"))
             return False
-    out.events.append(Event("Normal", "StorageExpanded", f"PVCs of {replicas} brokers requested {size}"))
+    out.events.append(Event("Normal", "StorageExpanded", f"PVCs of {replicas} brokers of {sts_name} requested {size}"))
     # volumeClaimTemplates are immutable: replace the StatefulSet, keeping its pods running
-    await kube.delete("apps/v1", "StatefulSet", owner.namespace, owner.name, propagation="Orphan")
-    if not await _wait_gone(kube, "apps/v1", "StatefulSet", owner.namespace, owner.name, 30):
-        raise kopf.TemporaryError("StatefulSet still terminating after the orphan delete", delay=5)
-    out.events.append(Event("Normal", "StatefulSetReplaced", f"recreated with volume template {size}"))
+    await kube.delete("apps/v1", "StatefulSet", owner.namespace, sts_name, propagation="Orphan")
+    if not await _wait_gone(kube, "apps/v1", "StatefulSet", owner.namespace, sts_name, 30):
+        raise kopf.TemporaryError(f"StatefulSet {sts_name} still terminating after the orphan delete", delay=5)
+    out.events.append(Event("Normal", "StatefulSetReplaced", f"{sts_name} recreated with volume template {size}"))
     return True
 
 
@@ -327,11 +377,78 @@ async def observe(
                                                out, spec)
         observed.append(BrokerObservation(name, addr, pods.get(name, {}), rt, errors.get(i), applied, last_delete))
 
-    report = observed_status(spec, replicas, observed, decision, external, now())
+    # 3. slaves: the same live keys (retention, clusterPeers), which a restart of theirs would
+    # otherwise be the only way to change; their lag; the masters' rollout partition
+    groups: list[GroupView] = []
+    held: list[str] = []
+    if spec.replication.slaves:
+        await _converge_slaves(brokers, access, owner, spec, replicas, pods, want, peers, out)
+        groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
+    report = observed_status(spec, replicas, observed, decision, external, now(), groups, held)
     out.status.update(report.status)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
     return out
+
+
+async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
+                           pods: Mapping[str, Mapping[str, Any]], want: Mapping[str, str], peers: str,
+                           out: Outcome) -> None:
+    """Push the retention keys and clusterPeers to every ready slave where they differ."""
+    for k in range(1, spec.replication.replicas_per_group):
+        for i in range(replicas):
+            name = slave_pod_name(owner.name, k, i)
+            if pod_ready(pods.get(name, {})):
+                addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i, k), slave=k)
+                await _converge_retention(brokers, access, addr, name, want, peers, out, spec)
+
+
+async def _group_views(brokers: Brokers | None, owner: Owner, spec: Spec, replicas: int,
+                       pods: Mapping[str, Mapping[str, Any]]) -> list[GroupView]:
+    """Each broker group with its slaves' lag, as its master's ``/metrics`` reports it."""
+    seen: dict[int, MasterReplication] = {}
+    errors: dict[int, str] = {}
+    if brokers is not None:
+        for i in range(replicas):
+            addr = brokers.addressing.http_address(owner.name, owner.namespace, i, spec.metrics.port)
+            try:
+                seen[i] = await brokers.replication(addr)
+            except BrokerError as e:
+                errors[i] = str(e)
+    return group_views(owner, spec, replicas, pods, seen, errors)
+
+
+async def _group_rollouts(kube: Kube, owner: Owner, groups: list[GroupView]) -> list[GroupRollout]:
+    statefulsets = {str(s["metadata"]["name"]): s
+                    for s in await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))}
+    return group_rollouts(owner.name, groups, statefulsets)
+
+
+async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, replicas: int,
+                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> tuple[list[GroupView], list[str]]:
+    """The groups' lag, and the masters' partition moved to what the groups allow now; returns
+    the groups and the masters the partition holds back from a new template."""
+    groups = await _group_views(brokers, owner, spec, replicas, pods)
+    rollouts = await _group_rollouts(kube, owner, groups)
+    partition = master_partition(replicas, rollouts)
+    held = held_masters(owner.name, partition, rollouts)
+    sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, owner.name)
+    if sts is None:
+        return groups, held
+    current = _partition(sts)
+    if current != partition:
+        try:
+            await kube.merge_patch("apps/v1", "StatefulSet", owner.namespace, owner.name,
+                                   {"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}})
+        except ApiError as e:
+            metrics.ERRORS.labels(step="partition").inc()
+            out.problems.append({"reason": "RolloutNotAdvanced", "message": f"StatefulSet {owner.name}: {e}"})
+            return groups, held
+        released = [pod_name(owner.name, i) for i in range(partition, replicas)]
+        out.events.append(Event("Normal", "MasterRolloutPartition", f"partition {current} -> {partition}: " + (
+            f"{', '.join(released)} may take a new template" if released else
+            "masters wait for their slaves to be updated and in sync")))
+    return groups, held
 
 
 async def _observe_external_access(kube: Kube, owner: Owner, spec: Spec, replicas: int,

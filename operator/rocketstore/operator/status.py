@@ -11,8 +11,10 @@ What the status says:
   and CommitLog offsets, the retention it runs with, the last manual delete, the address outside
   clients reach); ``brokersReady``, ``diskUsage`` (the highest broker's), the retention in effect;
 * ``externalNamesrvAddr``: the name server address outside clients use (``spec.externalAccess``);
-* conditions ``Ready``, ``Progressing``, ``DiskPressure``, ``ExternalAccessReady`` and, from the
-  problems found on the way, ``Degraded``.
+* ``groups`` (broker groups, ``replication.replicasPerGroup`` above 1): each group's members with
+  their role, brokerId, readiness and, for slaves, the replication lag their master reports;
+* conditions ``Ready``, ``Progressing``, ``DiskPressure``, ``ExternalAccessReady``,
+  ``ReplicationInSync`` (with slaves) and, from the problems found on the way, ``Degraded``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketstore.operator.brokers import BrokerRuntime
+from rocketstore.operator.brokers import BrokerRuntime, MasterReplication, SlaveLag
 from rocketstore.operator.conditions import Condition
 from rocketstore.operator.desired import (
     NAMESRV_PORT,
@@ -32,24 +34,33 @@ from rocketstore.operator.desired import (
     load_balancer_addresses,
     namesrv_external_name,
     pod_name,
+    slave_pod_name,
 )
 from rocketstore.operator.model import Spec
 from rocketstore.operator.retention import Decision
 
 __all__ = [
     "EXTERNAL_CONDITION",
+    "REPLICATION_CONDITION",
     "BrokerObservation",
     "ExternalView",
+    "GroupView",
+    "MemberView",
     "Report",
     "degraded",
     "external_view",
+    "group_views",
+    "groups_status",
     "max_disk_usage",
     "observed_status",
+    "pod_ready",
     "same_setting",
 ]
 
 #: the condition of spec.externalAccess: True once every address clients need is known
 EXTERNAL_CONDITION: Final = "ExternalAccessReady"
+#: the condition of broker groups: every slave in sync (False when a SYNC_MASTER group has none)
+REPLICATION_CONDITION: Final = "ReplicationInSync"
 
 _NUMERIC_TOLERANCE = 1e-9
 
@@ -65,7 +76,7 @@ def same_setting(a: str | None, b: str | None) -> bool:
         return a.strip() == b.strip()
 
 
-def _pod_ready(pod: Mapping[str, Any]) -> bool:
+def pod_ready(pod: Mapping[str, Any]) -> bool:
     for c in pod.get("status", {}).get("conditions", []) or []:
         if c.get("type") == "Ready":
             return bool(c.get("status") == "True")
@@ -154,6 +165,110 @@ class BrokerObservation:
 
 
 @dataclass(frozen=True)
+class MemberView:
+    """One member of a broker group as observed."""
+
+    name: str
+    broker_id: int
+    #: its pod ({} when there is none)
+    pod: Mapping[str, Any]
+    #: a slave: the lag its master reports for it (None: the master names no connection from it)
+    lag: SlaveLag | None = None
+    #: a slave: its lag is known and at most ``replication.maxInSyncLag``
+    in_sync: bool = False
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A broker group: its master, its slaves, and what the master's HA metrics said."""
+
+    ordinal: int
+    name: str
+    master: MemberView
+    slaves: tuple[MemberView, ...]
+    #: the master's own count of slaves in sync (``rocketstore_ha_slaves_in_sync``; None: unknown)
+    slaves_in_sync: int | None
+    #: why the master's metrics could not be read
+    error: str | None = None
+
+
+def group_views(owner: Owner, spec: Spec, replicas: int, pods: Mapping[str, Mapping[str, Any]],
+                masters: Mapping[int, MasterReplication], errors: Mapping[int, str] | None = None) -> list[GroupView]:
+    """Each group's members with their lag. A master names a slave by its end of the HA
+    connection (host:ephemeral port); the slave is the pod with that IP (``status.podIP``).
+
+    ``pods`` by name; ``masters``: the HA view of each group's master that answered, by ordinal."""
+    max_lag = spec.replication.max_in_sync_lag
+    views: list[GroupView] = []
+    for i in range(replicas):
+        seen = masters.get(i, MasterReplication())
+        by_host = {lag.host: lag for lag in seen.slaves}
+        slaves = []
+        for k in range(1, spec.replication.replicas_per_group):
+            name = slave_pod_name(owner.name, k, i)
+            pod = pods.get(name, {})
+            ip = pod.get("status", {}).get("podIP")
+            lag = by_host.get(ip) if ip else None
+            in_sync = lag is not None and lag.lag_bytes is not None and lag.lag_bytes <= max_lag
+            slaves.append(MemberView(name, k, pod, lag, in_sync))
+        master = pod_name(owner.name, i)
+        views.append(GroupView(i, master, MemberView(master, 0, pods.get(master, {})), tuple(slaves),
+                               seen.slaves_in_sync if i in masters else None, (errors or {}).get(i)))
+    return views
+
+
+def _member_status(m: MemberView) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": m.name, "role": "SLAVE" if m.broker_id else "MASTER",
+                             "brokerId": m.broker_id, "ready": pod_ready(m.pod)}
+    if m.broker_id:
+        entry["inSync"] = m.in_sync
+        if m.lag is not None:
+            entry["haAddress"] = m.lag.address
+            if m.lag.lag_bytes is not None:
+                entry["lagBytes"] = m.lag.lag_bytes
+            if m.lag.lag_seconds is not None:
+                entry["lagSeconds"] = m.lag.lag_seconds
+    return entry
+
+
+def groups_status(spec: Spec, groups: Sequence[GroupView]) -> tuple[list[dict[str, Any]], Condition]:
+    """``status.groups`` and the ReplicationInSync condition.
+
+    False with reason ``NoSlaveInSync`` when a SYNC_MASTER group's master counts no slave in sync
+    (its sends answer FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE: the store does not take writes
+    there), with ``SlavesBehind`` when some slave lags more than ``maxInSyncLag``, is not
+    connected or its master's metrics are unreadable (an ASYNC_MASTER group keeps taking writes,
+    but losing its master would lose what the slave lacks)."""
+    mode = spec.replication.mode
+    entries: list[dict[str, Any]] = []
+    stalled: list[str] = []
+    behind: list[str] = []
+    for g in groups:
+        entry: dict[str, Any] = {"name": g.name, "mode": mode,
+                                 "members": [_member_status(m) for m in (g.master, *g.slaves)]}
+        if g.slaves_in_sync is not None:
+            entry["slavesInSync"] = g.slaves_in_sync
+        if g.error is not None:
+            entry["message"] = g.error[:300]
+        entries.append(entry)
+        if mode == "SYNC_MASTER" and g.slaves_in_sync == 0:
+            stalled.append(g.name)
+        behind.extend(m.name for m in g.slaves if not m.in_sync)
+    if stalled:
+        condition = Condition(REPLICATION_CONDITION, False, "NoSlaveInSync",
+                              f"SYNC_MASTER group {', '.join(stalled)} has no slave in sync: its sends fail "
+                              "(FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE)")
+    elif behind:
+        condition = Condition(REPLICATION_CONDITION, False, "SlavesBehind",
+                              f"not in sync (lag above {spec.replication.max_in_sync_lag} bytes, or not "
+                              f"connected to their master): {', '.join(behind)}")
+    else:
+        condition = Condition(REPLICATION_CONDITION, True, "AllSlavesInSync",
+                              f"every slave within {spec.replication.max_in_sync_lag} bytes of its master")
+    return entries, condition
+
+
+@dataclass(frozen=True)
 class Report:
     """What to write: status fields, conditions, and condition types to remove."""
 
@@ -164,12 +279,15 @@ class Report:
 
 
 def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservation], decision: Decision,
-                    external: ExternalView | None, at: str) -> Report:
+                    external: ExternalView | None, at: str, groups: Sequence[GroupView] = (),
+                    held: Sequence[str] = ()) -> Report:
     """The status and conditions an observation at time ``at`` yields.
 
     ``replicas``: the broker count applied (it stays above ``spec.brokers`` while a scale down is
-    refused); ``brokers``: one per ordinal, in order; ``decision``: the retention the brokers were
-    tuned to; ``external``: see :func:`external_view`.
+    refused); ``brokers``: one per ordinal (the masters), in order; ``decision``: the retention
+    the brokers were tuned to; ``external``: see :func:`external_view`; ``groups``: see
+    :func:`group_views` (with slaves only); ``held``: masters with a new pod template waiting
+    for their slaves (:mod:`rocketstore.operator.rollout`).
     """
     hosts = {} if external is None else external.hosts
     want = spec.retention.broker_properties(decision.file_reserved_time)
@@ -179,7 +297,7 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
         entry: dict[str, Any] = {
             "name": b.name,
             "address": b.address,
-            "ready": _pod_ready(b.pod),
+            "ready": pod_ready(b.pod),
             "reachable": b.runtime is not None,
             "appliedRetention": b.applied_retention,
             "lastManualDelete": b.last_manual_delete,
@@ -214,13 +332,18 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
             else f" (spec {spec.retention.file_reserved_time}h)"),
     }
     conditions = [] if external is None else [external.condition]
-    all_ready = ready == spec.brokers == replicas
+    # with slaves, a group is whole with all its members (brokersReady counts masters, as before)
+    slaves = [m for g in groups for m in g.slaves]
+    slaves_ready = sum(1 for m in slaves if pod_ready(m.pod))
+    all_ready = ready == spec.brokers == replicas and slaves_ready == len(slaves)
     conditions.append(Condition(
         "Ready", all_ready, "AllBrokersReady" if all_ready else "BrokersNotReady",
-        f"{ready}/{spec.brokers} broker pods ready"))
+        f"{ready}/{spec.brokers} broker pods ready" + (f", {slaves_ready}/{len(slaves)} slave pods" if slaves else "")))
     pending = [] if converged else ["retention not applied on every broker"]
     if external is not None and not external.condition.status:
         pending.insert(0, "load balancer addresses pending")
+    if held:
+        pending.insert(0, f"new template held from {', '.join(held)} until their slaves are updated and in sync")
     if not all_ready:
         pending.insert(0, "broker pods rolling out")
     conditions.append(Condition(
@@ -231,7 +354,14 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
             decision.reason, "UsageNormal") if decision.pressure else "UsageNormal",
         "" if max_usage is None else f"max commitLogDiskRatio {max_usage:.2%}; fileReservedTime "
         f"{decision.file_reserved_time}h (spec {spec.retention.file_reserved_time}h)"))
-    return Report(status, conditions, [] if external is not None else [EXTERNAL_CONDITION])
+    dropped = [] if external is not None else [EXTERNAL_CONDITION]
+    if spec.replication.slaves:
+        status["groups"], replication = groups_status(spec, groups)
+        conditions.append(replication)
+    else:
+        status["groups"] = None  # removed by the status merge patch, once the slaves are gone
+        dropped.append(REPLICATION_CONDITION)
+    return Report(status, conditions, dropped)
 
 
 def degraded(problems: Sequence[Mapping[str, str]], brokers: Sequence[Mapping[str, Any]]) -> Condition:
