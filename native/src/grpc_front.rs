@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 /// Event kinds, the first field of each tuple `take()` returns.
 pub const EV_CALL: u8 = 0;
@@ -37,6 +38,36 @@ pub const EV_CANCEL: u8 = 3;
 
 /// How long `close()` lets connections write what they were given after their GOAWAY.
 const STOP_DRAIN: Duration = Duration::from_secs(1);
+/// How long an idle connection sent its GOAWAY has to answer h2's closing PING before it is
+/// dropped (a client that never reads would otherwise keep it).
+const IDLE_GOAWAY_GRACE: Duration = Duration::from_secs(5);
+
+/// HTTP/2 limits every connection gets (the configurable ones come from Python: see `Limits`).
+///
+/// Header list: what a client may make us decode and hold for one request's headers (h2 also caps
+/// the CONTINUATION frames buffered for a header block with it). grpc-java's servers take 8 KiB of
+/// metadata; twice that leaves room for long signatures and tracing headers.
+const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+/// Largest frame a client may send: HTTP/2's default, which is also grpc-java's. Each connection's
+/// read buffer holds up to one frame, so this multiplies by the connection cap.
+const MAX_FRAME_BYTES: u32 = 16 * 1024;
+/// Receive windows: what a client may send before we read it (per stream, per connection).
+const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+const CONNECTION_WINDOW_BYTES: u32 = 1 << 24;
+/// Response bytes h2 buffers per stream for a client that does not read (a slow reader): past this
+/// a call's responses wait (in its channel) for the client to open its window.
+const MAX_SEND_BUFFER_BYTES: usize = 1 << 20;
+/// Streams a client reset before we accepted them (RST flood against the accept queue: h2's
+/// CVE-2023-44487 defence), and resets h2 had to send for a client's protocol errors, per connection.
+const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// Calls a client may reset (RST_STREAM) after we took them: a burst of `RESET_BURST`, refilled at
+/// `RESET_REFILL_PER_S`; past that the connection is closed with GOAWAY(ENHANCE_YOUR_CALM). Each
+/// such call costs a task and, for a streaming one, a round trip to Python, so a client opening
+/// and resetting calls in a loop (rapid reset) could keep both threads busy without ever holding a
+/// stream open long enough to meet `max_concurrent_streams`.
+const RESET_BURST: f64 = 1000.0;
+const RESET_REFILL_PER_S: f64 = 200.0;
 
 /// gRPC status codes this module sets itself.
 const CANCELLED: u32 = 1;
@@ -102,11 +133,34 @@ struct Queue {
     signalled: bool,
 }
 
+/// The limits Python configures (broker.conf keys: see grpc_v2/server.py).
+#[derive(Clone, Copy)]
+struct Limits {
+    max_message: usize,
+    /// request bytes one connection may have in messages not complete yet, all streams together
+    max_request_bytes: usize,
+    max_concurrent_streams: u32,
+    max_connections: usize,
+    /// a connection with no call open this long is sent a GOAWAY; None: never
+    idle_timeout: Option<Duration>,
+}
+
+/// Running totals and gauges read by `GrpcFront::stats`.
+#[derive(Default)]
+struct Counters {
+    open_connections: AtomicUsize,
+    refused_connections: AtomicU64,
+    idle_closed: AtomicU64,
+    reset_flood_closed: AtomicU64,
+    request_budget_refused: AtomicU64,
+}
+
 struct Shared {
     queue: Mutex<Queue>,
     wake: UnixStream,
     calls: Mutex<HashMap<u64, mpsc::UnboundedSender<Out>>>,
-    max_message: usize,
+    limits: Limits,
+    counters: Counters,
     client_streaming: Vec<String>,
 }
 
@@ -118,6 +172,45 @@ impl Shared {
             queue.signalled = true;
             // a full socket buffer means Python has bytes to read already: nothing is lost
             let _ = (&self.wake).write(&[1]);
+        }
+    }
+}
+
+/// What one connection's calls spend together: request bytes buffered in unfinished messages, and
+/// the client's resets of calls in progress.
+struct ConnectionBudget {
+    request_bytes: AtomicUsize,
+    resets: Mutex<ResetBucket>,
+    /// woken when the client spent its resets: the connection closes
+    flood: Notify,
+}
+
+struct ResetBucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl ConnectionBudget {
+    fn new() -> Self {
+        ConnectionBudget {
+            request_bytes: AtomicUsize::new(0),
+            resets: Mutex::new(ResetBucket {
+                tokens: RESET_BURST,
+                at: Instant::now(),
+            }),
+            flood: Notify::new(),
+        }
+    }
+
+    /// Counts a call the client reset; wakes the connection once the bucket is empty.
+    fn reset_by_client(&self) {
+        let mut bucket = self.resets.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(bucket.at).as_secs_f64() * RESET_REFILL_PER_S;
+        bucket.tokens = (bucket.tokens + refill).min(RESET_BURST) - 1.0;
+        bucket.at = now;
+        if bucket.tokens < 0.0 {
+            self.flood.notify_one();
         }
     }
 }
@@ -286,25 +379,49 @@ impl Responder {
 }
 
 /// Reads gRPC messages off a request body, releasing flow-control capacity as data arrives.
+///
+/// Released bytes sit in `buf` until their message is complete; the connection's budget
+/// (`Limits::max_request_bytes`) bounds them over all its streams, as the windows no longer do.
+/// A chunk past the budget fails its call RESOURCE_EXHAUSTED rather than waiting: waiting streams
+/// would hold the budget that the others need to finish.
 struct Reader {
     body: RecvStream,
     buf: BytesMut,
-    max: usize,
+    shared: Arc<Shared>,
+    budget: Arc<ConnectionBudget>,
+    /// bytes of `buf` counted in the budget
+    held: usize,
 }
 
 impl Reader {
     /// The next message, None at the end of the stream.
     async fn next(&mut self) -> Result<Option<Bytes>, Failure> {
         loop {
-            if let Some(message) = next_message(&mut self.buf, self.max)? {
+            if let Some(message) = next_message(&mut self.buf, self.shared.limits.max_message)? {
+                self.give_back(self.held - self.buf.len());
                 return Ok(Some(message));
             }
             match self.body.data().await {
                 Some(Ok(chunk)) => {
+                    let spent = self.budget.request_bytes.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+                    self.held += chunk.len();
+                    let most = self.shared.limits.max_request_bytes;
+                    if spent > most {
+                        self.shared.counters.request_budget_refused.fetch_add(1, Ordering::Relaxed);
+                        return Err(Failure(
+                            RESOURCE_EXHAUSTED,
+                            format!("this connection's unfinished request messages passed {most} bytes"),
+                        ));
+                    }
                     let _ = self.body.flow_control().release_capacity(chunk.len());
                     self.buf.extend_from_slice(&chunk);
                 }
-                Some(Err(err)) => return Err(Failure(CANCELLED, format!("request stream failed: {err}"))),
+                Some(Err(err)) => {
+                    if err.is_reset() && err.is_remote() {
+                        self.budget.reset_by_client();
+                    }
+                    return Err(Failure(CANCELLED, format!("request stream failed: {err}")));
+                }
                 None => {
                     if self.buf.is_empty() {
                         return Ok(None);
@@ -314,6 +431,17 @@ impl Reader {
             }
         }
     }
+
+    fn give_back(&mut self, bytes: usize) {
+        self.held -= bytes;
+        self.budget.request_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.give_back(self.held);
+    }
 }
 
 async fn serve_call(
@@ -322,6 +450,7 @@ async fn serve_call(
     peer: String,
     request: Request<RecvStream>,
     respond: SendResponse<Bytes>,
+    budget: Arc<ConnectionBudget>,
     mut closed: watch::Receiver<bool>,
 ) {
     let (parts, body) = request.into_parts();
@@ -349,7 +478,9 @@ async fn serve_call(
     let mut reader = Reader {
         body,
         buf: BytesMut::new(),
-        max: shared.max_message,
+        shared: shared.clone(),
+        budget: budget.clone(),
+        held: 0,
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(
@@ -425,7 +556,10 @@ async fn serve_call(
                     break Some(code);
                 }
             },
-            _ = responder.reset() => break Some(CANCELLED),
+            _ = responder.reset() => {
+                budget.reset_by_client();
+                break Some(CANCELLED);
+            }
             () = &mut sleep => {
                 responder.finish(DEADLINE_EXCEEDED, "Deadline Exceeded");
                 break Some(DEADLINE_EXCEEDED);
@@ -445,25 +579,46 @@ async fn serve_connection(
     peer: SocketAddr,
     next_id: Arc<Mutex<u64>>,
     mut stopping: watch::Receiver<bool>,
+    _open: OpenConnection,
 ) {
     let _ = socket.set_nodelay(true);
+    let limits = shared.limits;
     let mut builder = h2::server::Builder::new();
     builder
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(1 << 24)
-        .max_frame_size(1 << 20)
-        .max_send_buffer_size(1 << 22);
-    let Ok(mut connection) = builder.handshake::<_, Bytes>(socket).await else {
+        .initial_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .max_header_list_size(MAX_HEADER_LIST_BYTES)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        .max_send_buffer_size(MAX_SEND_BUFFER_BYTES);
+    // a client that connects and never sends its preface is idle too
+    let handshake = builder.handshake::<_, Bytes>(socket);
+    let handshaken = match limits.idle_timeout {
+        Some(idle) => tokio::time::timeout(idle, handshake).await.ok(),
+        None => Some(handshake.await),
+    };
+    let Some(Ok(mut connection)) = handshaken else {
         return;
     };
     let peer = peer_name(&peer);
+    let budget = Arc::new(ConnectionBudget::new());
     let (closed_tx, closed_rx) = watch::channel(false);
     let mut going_away = false;
+    // idle: no stream open; checked a few times per timeout (a timer per stream change would cost more)
+    let check_every = limits
+        .idle_timeout
+        .map_or(Duration::from_secs(3600), |t| (t / 4).max(Duration::from_millis(50)));
+    let mut idle_check = tokio::time::interval(check_every);
+    let mut idle_since: Option<Instant> = None;
+    let mut drop_at: Option<Instant> = None;
     loop {
         tokio::select! {
             accepted = connection.accept() => {
                 // None once a graceful shutdown has seen every open stream end
                 let Some(Ok((request, respond))) = accepted else { break };
+                idle_since = None;
                 let id = {
                     let mut next = next_id.lock().unwrap_or_else(|e| e.into_inner());
                     *next += 1;
@@ -475,6 +630,7 @@ async fn serve_connection(
                     peer.clone(),
                     request,
                     respond,
+                    budget.clone(),
                     closed_rx.clone(),
                 ));
             }
@@ -484,9 +640,42 @@ async fn serve_connection(
                 going_away = true;
                 connection.graceful_shutdown();
             }
+            _ = idle_check.tick(), if limits.idle_timeout.is_some() => {
+                if let Some(at) = drop_at {
+                    if Instant::now() >= at {
+                        break;
+                    }
+                } else if going_away || connection.has_streams() {
+                    idle_since = None;
+                } else {
+                    let since = *idle_since.get_or_insert_with(Instant::now);
+                    if limits.idle_timeout.is_some_and(|t| since.elapsed() >= t) {
+                        shared.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+                        going_away = true;
+                        drop_at = Some(Instant::now() + IDLE_GOAWAY_GRACE);
+                        connection.graceful_shutdown();
+                    }
+                }
+            }
+            () = budget.flood.notified() => {
+                shared.counters.reset_flood_closed.fetch_add(1, Ordering::Relaxed);
+                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                // drive the GOAWAY out, then drop the connection and every call on it
+                let _ = tokio::time::timeout(STOP_DRAIN, std::future::poll_fn(|cx| connection.poll_closed(cx))).await;
+                break;
+            }
         }
     }
     let _ = closed_tx.send(true);
+}
+
+/// Keeps `Counters::open_connections` right however a connection's task ends.
+struct OpenConnection(Arc<Shared>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.counters.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// An HTTP/2 + gRPC server on its own thread; Python takes its events and answers its calls.
@@ -504,9 +693,28 @@ pub struct GrpcFront {
 impl GrpcFront {
     /// Listens on `host:port` (0 picks one: see `port`); `client_streaming` names the method paths
     /// whose messages are handed over one by one (the others are read whole before the call event).
+    /// The limits: largest request message, request bytes a connection may have in unfinished
+    /// messages, streams open at once per connection, connections at once (more are closed as
+    /// they come), and how long a connection with no call open is kept (0: forever).
     #[new]
-    #[pyo3(signature = (host, port, *, max_message_bytes, client_streaming))]
-    fn new(host: &str, port: u16, max_message_bytes: usize, client_streaming: Vec<String>) -> PyResult<Self> {
+    #[pyo3(signature = (host, port, *, max_message_bytes, client_streaming, max_request_bytes_per_connection,
+                        max_concurrent_streams, max_connections, idle_timeout_ms))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        host: &str,
+        port: u16,
+        max_message_bytes: usize,
+        client_streaming: Vec<String>,
+        max_request_bytes_per_connection: usize,
+        max_concurrent_streams: u32,
+        max_connections: usize,
+        idle_timeout_ms: u64,
+    ) -> PyResult<Self> {
+        if max_request_bytes_per_connection < max_message_bytes + 5 {
+            return Err(PyValueError::new_err(
+                "max_request_bytes_per_connection must hold at least one message of max_message_bytes",
+            ));
+        }
         let listener = std::net::TcpListener::bind((host, port))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
         listener.set_nonblocking(true)?;
@@ -521,7 +729,14 @@ impl GrpcFront {
             }),
             wake: wake_write,
             calls: Mutex::new(HashMap::new()),
-            max_message: max_message_bytes,
+            limits: Limits {
+                max_message: max_message_bytes,
+                max_request_bytes: max_request_bytes_per_connection,
+                max_concurrent_streams,
+                max_connections,
+                idle_timeout: (idle_timeout_ms > 0).then(|| Duration::from_millis(idle_timeout_ms)),
+            },
+            counters: Counters::default(),
             client_streaming,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -545,12 +760,22 @@ impl GrpcFront {
                     tokio::select! {
                         accepted = listener.accept() => {
                             if let Ok((socket, peer)) = accepted {
+                                let counters = &serving.counters;
+                                if counters.open_connections.load(Ordering::Relaxed) >= serving.limits.max_connections {
+                                    // closed at once: the cap bounds what connections can make us hold
+                                    counters.refused_connections.fetch_add(1, Ordering::Relaxed);
+                                    drop(socket);
+                                    continue;
+                                }
+                                counters.open_connections.fetch_add(1, Ordering::Relaxed);
+                                let open = OpenConnection(serving.clone());
                                 connections.spawn(serve_connection(
                                     serving.clone(),
                                     socket,
                                     peer,
                                     next_id.clone(),
                                     stopping_rx.clone(),
+                                    open,
                                 ));
                             }
                         }
@@ -584,6 +809,19 @@ impl GrpcFront {
     #[getter]
     fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `(open connections, connections refused by the cap, connections closed idle, connections
+    /// closed for a reset flood, calls refused for the connection's request-bytes budget)`.
+    fn stats(&self) -> (usize, u64, u64, u64, u64) {
+        let c = &self.shared.counters;
+        (
+            c.open_connections.load(Ordering::Relaxed),
+            c.refused_connections.load(Ordering::Relaxed),
+            c.idle_closed.load(Ordering::Relaxed),
+            c.reset_flood_closed.load(Ordering::Relaxed),
+            c.request_budget_refused.load(Ordering::Relaxed),
+        )
     }
 
     /// The descriptor to watch for readability (`loop.add_reader`): readable when events wait.
