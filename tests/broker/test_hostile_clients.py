@@ -292,9 +292,13 @@ def test_oversized_headers_are_refused(broker: Broker) -> None:
     watch.check()
 
 
-def _flood(broker: Broker, per_round: int, pause_s: float) -> tuple[int, bytes | None]:
-    """Open ``per_round`` SendMessage calls, wait ``pause_s``, reset them (CANCEL); again until a
-    GOAWAY comes: the resets sent and the GOAWAY's payload (None if none came)."""
+def _flood(broker: Broker, per_round: int, taken_first: bool) -> tuple[int, bytes | None]:
+    """Open ``per_round`` SendMessage calls, reset them (CANCEL); again until a GOAWAY comes: the
+    resets sent and the GOAWAY's payload (None if none came).
+
+    ``taken_first``: a PING after the calls, whose answer comes once the front read their HEADERS;
+    it then takes them (its accept loop empties h2's queue before reading further frames), so
+    the resets that follow the answer hit calls in progress."""
     hostile = RawH2(broker.grpc_endpoint)
     headers = grpc_headers(SEND)
     goaway = None
@@ -302,7 +306,13 @@ def _flood(broker: Broker, per_round: int, pause_s: float) -> tuple[int, bytes |
     with contextlib.suppress(OSError):  # the front dropped the connection
         while goaway is None and resets < 20_000:
             streams = [hostile.open(headers) for _ in range(per_round)]
-            time.sleep(pause_s)
+            if taken_first:
+                hostile.sock.sendall(frame(PING, 0, 0, b"barrier!"))
+                while (answer := hostile.answer(0, timeout=5))[0] != PING and answer[0] != GOAWAY:
+                    pass
+                if answer[0] == GOAWAY:
+                    goaway = answer[3]
+                    break
             hostile.sock.sendall(b"".join(frame(RST_STREAM, 0, s, struct.pack(">I", CANCEL)) for s in streams))
             resets += per_round
             goaway = next((payload for kind, _, _, payload in hostile.frames(timeout=0.001) if kind == GOAWAY), None)
@@ -317,12 +327,11 @@ def test_reset_floods_end_the_connection(broker: Broker) -> None:
     took them, each a task and a call, spend the connection's reset budget (1,000, refilled at
     200/s). Either way the front sends GOAWAY ENHANCE_YOUR_CALM and drops the connection."""
     watch = Watch(broker)
-    resets, goaway = _flood(broker, per_round=100, pause_s=0)
+    resets, goaway = _flood(broker, per_round=100, taken_first=False)
     assert goaway is not None, f"no GOAWAY after {resets} resets of streams not taken yet"
     assert struct.unpack(">I", goaway[4:8])[0] == ENHANCE_YOUR_CALM
     flood_closed = _counter(broker, "rocketstore_grpc_reset_flood_closed_connections")
-    # 10 at a time and a pause, so that the front takes each before its reset (fewer than h2's 20 wait)
-    resets, goaway = _flood(broker, per_round=10, pause_s=0.01)
+    resets, goaway = _flood(broker, per_round=50, taken_first=True)
     assert goaway is not None, f"no GOAWAY after {resets} resets of calls in progress"
     assert struct.unpack(">I", goaway[4:8])[0] == ENHANCE_YOUR_CALM
     assert resets >= 1000
