@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -140,8 +141,7 @@ class GrpcServer:
             ("request_budget_refused_calls", "gRPC calls refused RESOURCE_EXHAUSTED: their connection had too many "
              "request bytes in unfinished messages", "request_budget_refused"),
         ):
-            self.broker.add_counter(f"rocketstore_grpc_{name}", doc,
-                                    lambda field=field: float(getattr(front.stats(), field)))
+            self.broker.add_counter(f"rocketstore_grpc_{name}", doc, functools.partial(_front_stat, front, field))
 
     async def _start_grpcio(self, service: MessagingService, check: Check | None, tls: TlsSettings,
                             limits: TransportLimits) -> None:
@@ -199,6 +199,10 @@ class GrpcServer:
                 await asyncio.to_thread(self.pop.log.sync)
             except OSError:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+def _front_stat(front: NativeFront, field: str) -> float:
+    return float(getattr(front.stats(), field))
 
 
 def native_front_class(wanted: bool, tls: bool) -> Any:
