@@ -407,7 +407,10 @@ impl Reader {
                     self.held += chunk.len();
                     let most = self.shared.limits.max_request_bytes;
                     if spent > most {
-                        self.shared.counters.request_budget_refused.fetch_add(1, Ordering::Relaxed);
+                        self.shared
+                            .counters
+                            .request_budget_refused
+                            .fetch_add(1, Ordering::Relaxed);
                         return Err(Failure(
                             RESOURCE_EXHAUSTED,
                             format!("this connection's unfinished request messages passed {most} bytes"),
