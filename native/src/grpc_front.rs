@@ -139,6 +139,8 @@ struct Limits {
     max_message: usize,
     /// request bytes one connection may have in messages not complete yet, all streams together
     max_request_bytes: usize,
+    /// response bytes one connection's calls may have waiting for their clients' windows
+    max_response_bytes: usize,
     max_concurrent_streams: u32,
     max_connections: usize,
     /// a connection with no call open this long is sent a GOAWAY; None: never
@@ -153,6 +155,7 @@ struct Counters {
     idle_closed: AtomicU64,
     reset_flood_closed: AtomicU64,
     request_budget_refused: AtomicU64,
+    slow_reader_reset: AtomicU64,
 }
 
 struct Shared {
@@ -180,6 +183,8 @@ impl Shared {
 /// the client's resets of calls in progress.
 struct ConnectionBudget {
     request_bytes: AtomicUsize,
+    /// response bytes its calls were given and h2 has not taken yet (the clients' windows are shut)
+    response_bytes: AtomicUsize,
     resets: Mutex<ResetBucket>,
     /// woken when the client spent its resets: the connection closes
     flood: Notify,
@@ -194,6 +199,7 @@ impl ConnectionBudget {
     fn new() -> Self {
         ConnectionBudget {
             request_bytes: AtomicUsize::new(0),
+            response_bytes: AtomicUsize::new(0),
             resets: Mutex::new(ResetBucket {
                 tokens: RESET_BURST,
                 at: Instant::now(),
@@ -337,22 +343,79 @@ fn trailers(status: u32, message: &str) -> HeaderMap {
 }
 
 /// The response side of one call: headers once, then messages, then trailers.
+///
+/// Messages are handed to h2 only as the client's flow-control windows make room for them (at most
+/// `MAX_SEND_BUFFER_BYTES` buffered in h2 per stream); the rest wait in `pending`, counted in the
+/// connection's response budget (`Limits::max_response_bytes`). h2 would otherwise buffer whatever
+/// it is given: a client that opens streaming calls and never reads them (a slow reader of
+/// ReceiveMessage or PullMessage, each up to a batch of the largest messages) could make the
+/// broker hold that much per stream.
 struct Responder {
     respond: SendResponse<Bytes>,
     stream: Option<SendStream<Bytes>>,
+    pending: std::collections::VecDeque<Bytes>,
+    pending_bytes: usize,
+    budget: Arc<ConnectionBudget>,
+    /// the status Python ended the call with, sent once `pending` is written
+    finishing: Option<(u32, String)>,
+}
+
+/// What happened to a call's stream while it waited.
+enum StreamEvent {
+    Reset,
+    Room,
 }
 
 impl Responder {
-    fn message(&mut self, body: Bytes) -> Result<(), h2::Error> {
+    /// Queues a message; Err when the stream is gone. Returns the connection's response bytes
+    /// waiting for their clients' windows, this one included.
+    fn message(&mut self, body: Bytes) -> Result<usize, h2::Error> {
         if self.stream.is_none() {
             self.stream = Some(self.respond.send_response(grpc_headers(), false)?);
         }
-        let stream = self.stream.as_mut().expect("just set");
         let mut frame = BytesMut::with_capacity(5 + body.len());
         frame.extend_from_slice(&[0]);
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&body);
-        stream.send_data(frame.freeze(), false)
+        let len = frame.len();
+        self.pending.push_back(frame.freeze());
+        self.pending_bytes += len;
+        let waiting = self.budget.response_bytes.fetch_add(len, Ordering::Relaxed) + len;
+        self.write_ready()?;
+        Ok(waiting)
+    }
+
+    /// Hands h2 as much of `pending` as the stream has room for.
+    fn write_ready(&mut self) -> Result<(), h2::Error> {
+        let Some(stream) = self.stream.as_mut() else { return Ok(()) };
+        while !self.pending.is_empty() {
+            stream.reserve_capacity(self.pending_bytes);
+            let room = stream.capacity();
+            if room == 0 {
+                break;
+            }
+            let front = self.pending.front_mut().expect("not empty");
+            let chunk = if front.len() <= room {
+                self.pending.pop_front().expect("not empty")
+            } else {
+                front.split_to(room)
+            };
+            self.pending_bytes -= chunk.len();
+            self.budget.response_bytes.fetch_sub(chunk.len(), Ordering::Relaxed);
+            stream.send_data(chunk, false)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the call with `status` once what is pending is written (at once when nothing is);
+    /// true when the call is over.
+    fn finish_when_written(&mut self, status: u32, message: String) -> bool {
+        if self.pending.is_empty() {
+            self.finish(status, &message);
+            return true;
+        }
+        self.finishing = Some((status, message));
+        false
     }
 
     fn finish(&mut self, status: u32, message: &str) {
@@ -369,12 +432,36 @@ impl Responder {
         }
     }
 
-    async fn reset(&mut self) -> h2::Reason {
+    fn reset(&mut self, reason: h2::Reason) {
         match self.stream.as_mut() {
-            Some(stream) => std::future::poll_fn(|cx| stream.poll_reset(cx)).await,
-            None => std::future::poll_fn(|cx| self.respond.poll_reset(cx)).await,
+            Some(stream) => stream.send_reset(reason),
+            None => self.respond.send_reset(reason),
         }
-        .unwrap_or(h2::Reason::CANCEL)
+    }
+
+    /// The client reset the stream, or (with messages pending) its window opened.
+    async fn event(&mut self) -> StreamEvent {
+        let waiting = !self.pending.is_empty();
+        std::future::poll_fn(|cx| match self.stream.as_mut() {
+            Some(stream) => {
+                if stream.poll_reset(cx).is_ready() {
+                    return std::task::Poll::Ready(StreamEvent::Reset);
+                }
+                match waiting.then(|| stream.poll_capacity(cx)) {
+                    Some(std::task::Poll::Ready(Some(Ok(_)))) => std::task::Poll::Ready(StreamEvent::Room),
+                    Some(std::task::Poll::Ready(_)) => std::task::Poll::Ready(StreamEvent::Reset),
+                    _ => std::task::Poll::Pending,
+                }
+            }
+            None => self.respond.poll_reset(cx).map(|_| StreamEvent::Reset),
+        })
+        .await
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.budget.response_bytes.fetch_sub(self.pending_bytes, Ordering::Relaxed);
     }
 }
 
@@ -457,7 +544,14 @@ async fn serve_call(
     mut closed: watch::Receiver<bool>,
 ) {
     let (parts, body) = request.into_parts();
-    let mut responder = Responder { respond, stream: None };
+    let mut responder = Responder {
+        respond,
+        stream: None,
+        pending: std::collections::VecDeque::new(),
+        pending_bytes: 0,
+        budget: budget.clone(),
+        finishing: None,
+    };
     let grpc = parts
         .headers
         .get("content-type")
@@ -536,15 +630,21 @@ async fn serve_call(
     let mut reading = streaming;
     let ended = loop {
         tokio::select! {
-            out = rx.recv() => match out {
-                Some(Out::Message(body)) => {
-                    if responder.message(body).is_err() {
-                        break Some(CANCELLED);
+            out = rx.recv(), if responder.finishing.is_none() => match out {
+                Some(Out::Message(body)) => match responder.message(body) {
+                    Err(_) => break Some(CANCELLED),
+                    Ok(waiting) if waiting > shared.limits.max_response_bytes => {
+                        // the connection's clients do not read what they asked for
+                        shared.counters.slow_reader_reset.fetch_add(1, Ordering::Relaxed);
+                        responder.reset(h2::Reason::ENHANCE_YOUR_CALM);
+                        break Some(RESOURCE_EXHAUSTED);
                     }
-                }
+                    Ok(_) => {}
+                },
                 Some(Out::Finish(status, text)) => {
-                    responder.finish(status, &text);
-                    break None;
+                    if responder.finish_when_written(status, text) {
+                        break None;
+                    }
                 }
                 None => break Some(CANCELLED),
             },
@@ -559,10 +659,23 @@ async fn serve_call(
                     break Some(code);
                 }
             },
-            _ = responder.reset() => {
-                budget.reset_by_client();
-                break Some(CANCELLED);
-            }
+            event = responder.event() => match event {
+                StreamEvent::Reset => {
+                    budget.reset_by_client();
+                    break Some(CANCELLED);
+                }
+                StreamEvent::Room => {
+                    if responder.write_ready().is_err() {
+                        break Some(CANCELLED);
+                    }
+                    if responder.pending.is_empty() {
+                        if let Some((status, text)) = responder.finishing.take() {
+                            responder.finish(status, &text);
+                            break None;
+                        }
+                    }
+                }
+            },
             () = &mut sleep => {
                 responder.finish(DEADLINE_EXCEEDED, "Deadline Exceeded");
                 break Some(DEADLINE_EXCEEDED);
@@ -697,11 +810,13 @@ impl GrpcFront {
     /// Listens on `host:port` (0 picks one: see `port`); `client_streaming` names the method paths
     /// whose messages are handed over one by one (the others are read whole before the call event).
     /// The limits: largest request message, request bytes a connection may have in unfinished
-    /// messages, streams open at once per connection, connections at once (more are closed as
+    /// messages, response bytes its calls may have waiting for the client's windows, streams open
+    /// at once per connection, connections at once (more are closed as
     /// they come), and how long a connection with no call open is kept (0: forever).
     #[new]
     #[pyo3(signature = (host, port, *, max_message_bytes, client_streaming, max_request_bytes_per_connection,
-                        max_concurrent_streams, max_connections, idle_timeout_ms))]
+                        max_response_bytes_per_connection, max_concurrent_streams, max_connections,
+                        idle_timeout_ms))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         host: &str,
@@ -709,6 +824,7 @@ impl GrpcFront {
         max_message_bytes: usize,
         client_streaming: Vec<String>,
         max_request_bytes_per_connection: usize,
+        max_response_bytes_per_connection: usize,
         max_concurrent_streams: u32,
         max_connections: usize,
         idle_timeout_ms: u64,
@@ -735,6 +851,7 @@ impl GrpcFront {
             limits: Limits {
                 max_message: max_message_bytes,
                 max_request_bytes: max_request_bytes_per_connection,
+                max_response_bytes: max_response_bytes_per_connection,
                 max_concurrent_streams,
                 max_connections,
                 idle_timeout: (idle_timeout_ms > 0).then(|| Duration::from_millis(idle_timeout_ms)),
@@ -815,8 +932,9 @@ impl GrpcFront {
     }
 
     /// `(open connections, connections refused by the cap, connections closed idle, connections
-    /// closed for a reset flood, calls refused for the connection's request-bytes budget)`.
-    fn stats(&self) -> (usize, u64, u64, u64, u64) {
+    /// closed for a reset flood, calls refused for the connection's request-bytes budget, calls
+    /// reset for the connection's response-bytes budget)`.
+    fn stats(&self) -> (usize, u64, u64, u64, u64, u64) {
         let c = &self.shared.counters;
         (
             c.open_connections.load(Ordering::Relaxed),
@@ -824,6 +942,7 @@ impl GrpcFront {
             c.idle_closed.load(Ordering::Relaxed),
             c.reset_flood_closed.load(Ordering::Relaxed),
             c.request_budget_refused.load(Ordering::Relaxed),
+            c.slow_reader_reset.load(Ordering::Relaxed),
         )
     }
 

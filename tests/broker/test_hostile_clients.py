@@ -49,13 +49,17 @@ GRPC_CONNECTIONS = 40
 REMOTING_CONNECTIONS = 30
 CONF = (f"grpcMaxConcurrentCallsPerConnection={STREAMS}\ngrpcMaxConnections={GRPC_CONNECTIONS}\n"
         f"grpcClientIdleTimeMills=1500\nserverChannelMaxIdleTimeSeconds=2\n"
-        f"remotingMaxConnections={REMOTING_CONNECTIONS}\n")
+        f"remotingMaxConnections={REMOTING_CONNECTIONS}\nmaxMessageSize={128 * 1024}\n"
+        # a pull may carry a whole batch of the test's 64 KiB messages (a slow reader's worst case)
+        "maxTransferBytesOnMessageInMemory=4194304\nmaxTransferBytesOnMessageInDisk=4194304\n"
+        "maxTransferCountOnMessageInDisk=32\n")
 TOPIC = "Hostile"
 MAX_GROWTH = 40 * 1024 * 1024
 MAX_LOG_LINES = 20
 
 SEND = "/apache.rocketmq.v2.MessagingService/SendMessage"
 RECEIVE = "/apache.rocketmq.v2.MessagingService/ReceiveMessage"
+PULL = "/apache.rocketmq.v2.MessagingService/PullMessage"
 
 # HTTP/2 frame types, flags, settings and error codes (RFC 9113)
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0x0, 0x1, 0x3, 0x4, 0x6, 0x7, 0x9
@@ -230,9 +234,11 @@ def test_streams_opened_and_never_read_are_refused_past_the_limit(broker: Broker
 
 
 def test_a_slow_reader_of_receive_streams_holds_little(broker: Broker) -> None:
-    """ReceiveMessage streams on a connection that opens no window (it never reads a byte): the
-    messages they were handed wait in the broker, at most a batch per stream, on at most
-    grpcMaxConcurrentCallsPerConnection streams; other clients are served meanwhile."""
+    """ReceiveMessage and PullMessage streams on a connection that opens no window (it never reads
+    a byte): their responses wait in the broker, up to the connection's response budget (two
+    batches of the largest messages: 12 MiB with this broker's maxMessageSize); past it the calls
+    are reset ENHANCE_YOUR_CALM. Without it, each PullMessage stream here held 2 MiB, a hundred
+    streams 200 MiB. Streams past grpcMaxConcurrentCallsPerConnection are refused."""
     body = b"s" * (64 * 1024)
     with grpc.insecure_channel(broker.grpc_endpoint) as channel:
         stub = pb_grpc.MessagingServiceStub(channel)
@@ -240,21 +246,22 @@ def test_a_slow_reader_of_receive_streams_holds_little(broker: Broker) -> None:
             assert stub.SendMessage(pb.SendMessageRequest(messages=[pb.Message(
                 topic=pb.Resource(name=TOPIC), body=body)]), timeout=10).status.code == pb.OK
     watch = Watch(broker)
-    request = pb.ReceiveMessageRequest(group=pb.Resource(name="SlowReader"), batch_size=32,
-                                       message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)))
-    request.invisible_duration.FromSeconds(30)
-    request.long_polling_timeout.FromSeconds(5)
-    message = frame(DATA, END_STREAM, 0, grpc_message(request.SerializeToString()))
+    queue = pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=0)
+    receive = pb.ReceiveMessageRequest(group=pb.Resource(name="SlowReader"), batch_size=32, message_queue=queue)
+    receive.invisible_duration.FromSeconds(30)
+    receive.long_polling_timeout.FromSeconds(5)
+    pull = pb.PullMessageRequest(group=pb.Resource(name="SlowReader"), message_queue=queue, offset=0, batch_size=32)
     hostile = RawH2(broker.grpc_endpoint, window=0)
-    headers = grpc_headers(RECEIVE)
-    for _ in range(3 * STREAMS):
-        stream = hostile.open(headers)
-        hostile.sock.sendall(message[:5] + struct.pack(">I", stream) + message[9:])
+    for n in range(3 * STREAMS):
+        path, request = (RECEIVE, receive) if n < 4 else (PULL, pull)
+        stream = hostile.open(grpc_headers(path))
+        hostile.sock.sendall(frame(DATA, END_STREAM, stream, grpc_message(request.SerializeToString())))
     time.sleep(2)
     served(broker)
-    refused = sum(1 for kind, _, _, payload in hostile.frames()
-                  if kind == RST_STREAM and struct.unpack(">I", payload)[0] == REFUSED_STREAM)
-    assert refused >= STREAMS, f"{refused} streams refused"
+    resets = [struct.unpack(">I", payload)[0] for kind, _, _, payload in hostile.frames() if kind == RST_STREAM]
+    assert resets.count(REFUSED_STREAM) >= STREAMS, f"{resets.count(REFUSED_STREAM)} streams refused"
+    assert resets.count(ENHANCE_YOUR_CALM) > 0, "no call was reset for its unread responses"
+    assert _counter(broker, "rocketstore_grpc_slow_reader_reset_calls") > 0
     watch.check()
     hostile.close()
 

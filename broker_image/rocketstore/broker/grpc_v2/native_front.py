@@ -77,6 +77,7 @@ class FrontStats(NamedTuple):
     idle_closed: int
     reset_flood_closed: int
     request_budget_refused: int
+    slow_reader_reset: int
 
 
 class NativeFront:
@@ -88,6 +89,7 @@ class NativeFront:
         streaming = [path for path, m in self._methods.items() if m.client_streaming]
         self._front = front_class(host, port, max_message_bytes=limits.max_message_bytes, client_streaming=streaming,
                                   max_request_bytes_per_connection=limits.max_request_bytes_per_connection,
+                                  max_response_bytes_per_connection=limits.max_response_bytes_per_connection,
                                   max_concurrent_streams=limits.max_concurrent_streams,
                                   max_connections=limits.max_connections, idle_timeout_ms=limits.idle_timeout_ms)
         self.port: int = self._front.port

@@ -140,6 +140,8 @@ class GrpcServer:
              "(GOAWAY ENHANCE_YOUR_CALM)", "reset_flood_closed"),
             ("request_budget_refused_calls", "gRPC calls refused RESOURCE_EXHAUSTED: their connection had too many "
              "request bytes in unfinished messages", "request_budget_refused"),
+            ("slow_reader_reset_calls", "gRPC calls reset ENHANCE_YOUR_CALM: their connection had too many response "
+             "bytes waiting for the client to read", "slow_reader_reset"),
         ):
             self.broker.add_counter(f"rocketstore_grpc_{name}", doc, functools.partial(_front_stat, front, field))
 

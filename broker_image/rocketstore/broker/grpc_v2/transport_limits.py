@@ -9,6 +9,11 @@ gRPC port. What bounds it:
   together (:data:`REQUESTS_IN_PROGRESS_PER_CONNECTION` requests of the largest size): the
   HTTP/2 windows stop bounding what the front holds once it has read the bytes (it reads them
   as they come so that a message larger than a window can arrive);
+* the response bytes one connection's calls may have waiting for the client to open its windows
+  (:data:`RESPONSE_BATCHES_PER_CONNECTION` batches of the largest messages): a client that asks
+  for messages and never reads them (a slow reader) would otherwise make the broker hold a batch
+  per stream. Past it the call is reset ENHANCE_YOUR_CALM; what it received becomes visible again
+  after its invisible time, as after any lost response;
 * HTTP/2 streams open at once per connection (``grpcMaxConcurrentCallsPerConnection``), the
   header list (:data:`MAX_HEADER_LIST_BYTES`), frames;
 * connections at once (``grpcMaxConnections``), and how long one with no call open is kept
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.grpc_v2.pop_service import MAX_BATCH
 from rocketstore.common.message import MAX_PROPERTIES_LENGTH
 from rocketstore.common.topic_validator import TOPIC_MAX_LENGTH
 from rocketstore.store.config import StoreConfig
@@ -37,6 +43,10 @@ MAX_HEADER_LIST_BYTES: Final = 16 * 1024
 ENVELOPE_FIXED_BYTES: Final = 1024
 #: Largest requests one connection may have in progress at once (see the module docstring).
 REQUESTS_IN_PROGRESS_PER_CONNECTION: Final = 8
+#: Batches (ReceiveMessage, PullMessage: up to MAX_BATCH messages) of the largest messages one
+#: connection's calls may have waiting for the client's windows: a client that reads receives
+#: whole batches, however large.
+RESPONSE_BATCHES_PER_CONNECTION: Final = 2
 
 
 def max_request_bytes(max_message_size: int) -> int:
@@ -61,6 +71,7 @@ class TransportLimits:
 
     max_message_bytes: int
     max_request_bytes_per_connection: int
+    max_response_bytes_per_connection: int
     max_concurrent_streams: int
     max_connections: int
     #: 0: idle connections are kept
@@ -74,6 +85,8 @@ def transport_limits(broker_config: BrokerConfig, store_config: StoreConfig) -> 
         max_message_bytes=largest,
         # + 5: each gRPC message's length prefix
         max_request_bytes_per_connection=REQUESTS_IN_PROGRESS_PER_CONNECTION * (largest + 5),
+        # a response message is at most as large as the request that stored it
+        max_response_bytes_per_connection=RESPONSE_BATCHES_PER_CONNECTION * MAX_BATCH * (largest + 5),
         max_concurrent_streams=broker_config.grpc_max_concurrent_calls_per_connection,
         max_connections=broker_config.grpc_max_connections,
         idle_timeout_ms=max(broker_config.grpc_client_idle_time_mills, 0),
@@ -82,8 +95,8 @@ def transport_limits(broker_config: BrokerConfig, store_config: StoreConfig) -> 
 
 def grpcio_options(limits: TransportLimits) -> list[tuple[str, int]]:
     """The limits as grpcio channel arguments (grpcio serves a TLS port). grpcio bounds no request
-    bytes per connection; its core answers ping floods itself (GOAWAY after repeated pings
-    without data)."""
+    or response bytes per connection; its core answers ping floods itself (GOAWAY after repeated
+    pings without data)."""
     options = [("grpc.max_receive_message_length", limits.max_message_bytes),
                ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
                ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
