@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.grpc_v2.pop_service import MAX_BATCH
 from rocketstore.broker.grpc_v2.transport_limits import (
     MAX_HEADER_LIST_BYTES,
     grpcio_options,
@@ -52,6 +53,8 @@ def test_transport_limits_follow_the_keys() -> None:
     limits = transport_limits(broker_config, StoreConfig(max_message_size=1024))
     assert limits.max_message_bytes == max_request_bytes(1024)
     assert limits.max_request_bytes_per_connection >= 2 * limits.max_message_bytes
+    # a client that reads gets a whole batch of the largest messages
+    assert limits.max_response_bytes_per_connection >= MAX_BATCH * limits.max_message_bytes
     assert (limits.max_connections, limits.max_concurrent_streams, limits.idle_timeout_ms) == (7, 9, 0)
     options = dict(grpcio_options(limits))
     assert options == {"grpc.max_receive_message_length": max_request_bytes(1024), "grpc.max_concurrent_streams": 9,
