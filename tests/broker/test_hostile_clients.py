@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.transport_limits import max_request_bytes
 from rocketstore.client.admin import MQAdmin
 from rocketstore.common.native import NATIVE
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -345,6 +346,42 @@ def test_reset_floods_end_the_connection(broker: Broker) -> None:
     assert _counter(broker, "rocketstore_grpc_reset_flood_closed_connections") == flood_closed + 1
     served(broker)
     watch.check()
+
+
+def test_a_ping_flood_is_read_no_faster_than_it_is_answered(broker: Broker) -> None:
+    """PINGs sent flat out by a client that reads nothing: h2 answers one PING at a time and reads
+    no further frame until its answer is written, so once the socket buffers fill the broker stops
+    reading this client (what it has taken stays within the buffers) and serves others."""
+    watch = Watch(broker)
+    hostile = RawH2(broker.grpc_endpoint)
+    pings = memoryview(frame(PING, 0, 0, b"flooding") * 4096)
+    hostile.sock.setblocking(False)
+    sent = 0
+    deadline = time.monotonic() + 1.0  # within the idle timeout (no call is open here)
+    while time.monotonic() < deadline:
+        try:
+            sent += hostile.sock.send(pings[sent % len(pings):])  # whole frames: a partial send goes on where it ended
+        except BlockingIOError:
+            time.sleep(0.005)
+    served(broker)
+    assert sent < 64 * 1024 * 1024, f"the broker read {sent >> 20} MiB of PINGs in a second"
+    hostile.close()
+    watch.check()
+
+
+def test_the_grpcio_server_gets_the_limits_too(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """grpcNativeFront=false (and every TLS port) serves on grpcio: the streams per connection and
+    the request size limit reach it as channel arguments."""
+    conf = f"grpcNativeFront=false\ngrpcMaxConcurrentCallsPerConnection={STREAMS}\nmaxMessageSize={128 * 1024}\n"
+    with Broker(tmp_path_factory.mktemp("hostile-grpcio"), conf).running() as b:
+        conn = RawH2(b.grpc_endpoint)
+        assert conn.settings.get(MAX_CONCURRENT_STREAMS) == STREAMS
+        conn.close()
+        with grpc.insecure_channel(b.grpc_endpoint) as channel:
+            send = channel.unary_unary(SEND)
+            with pytest.raises(grpc.RpcError) as refused:
+                send(b"\x00" * (max_request_bytes(128 * 1024) + 1), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 def test_a_connection_storm_meets_the_cap_and_idle_connections_go(broker: Broker) -> None:
