@@ -358,6 +358,8 @@ struct Responder {
     budget: Arc<ConnectionBudget>,
     /// the status Python ended the call with, sent once `pending` is written
     finishing: Option<(u32, String)>,
+    /// part of `pending`'s first message is written already
+    partial: bool,
 }
 
 /// What happened to a call's stream while it waited.
@@ -387,7 +389,9 @@ impl Responder {
 
     /// Hands h2 as much of `pending` as the stream has room for.
     fn write_ready(&mut self) -> Result<(), h2::Error> {
-        let Some(stream) = self.stream.as_mut() else { return Ok(()) };
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
         while !self.pending.is_empty() {
             stream.reserve_capacity(self.pending_bytes);
             let room = stream.capacity();
@@ -395,10 +399,11 @@ impl Responder {
                 break;
             }
             let front = self.pending.front_mut().expect("not empty");
-            let chunk = if front.len() <= room {
-                self.pending.pop_front().expect("not empty")
-            } else {
+            self.partial = front.len() > room;
+            let chunk = if self.partial {
                 front.split_to(room)
+            } else {
+                self.pending.pop_front().expect("not empty")
             };
             self.pending_bytes -= chunk.len();
             self.budget.response_bytes.fetch_sub(chunk.len(), Ordering::Relaxed);
@@ -418,7 +423,15 @@ impl Responder {
         false
     }
 
+    /// Ends the call with `status` now: messages still pending are dropped (the client did not
+    /// make room for them), and if one was cut the stream is reset, as trailers after part of a
+    /// message would not parse.
     fn finish(&mut self, status: u32, message: &str) {
+        self.drop_pending();
+        if self.partial {
+            self.reset(h2::Reason::CANCEL);
+            return;
+        }
         match self.stream.as_mut() {
             Some(stream) => {
                 let _ = stream.send_trailers(trailers(status, message));
@@ -437,6 +450,15 @@ impl Responder {
             Some(stream) => stream.send_reset(reason),
             None => self.respond.send_reset(reason),
         }
+    }
+
+    /// Forgets the messages not handed to h2, giving their bytes back to the connection's budget.
+    fn drop_pending(&mut self) {
+        self.budget
+            .response_bytes
+            .fetch_sub(self.pending_bytes, Ordering::Relaxed);
+        self.pending.clear();
+        self.pending_bytes = 0;
     }
 
     /// The client reset the stream, or (with messages pending) its window opened.
@@ -461,7 +483,7 @@ impl Responder {
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        self.budget.response_bytes.fetch_sub(self.pending_bytes, Ordering::Relaxed);
+        self.drop_pending();
     }
 }
 
@@ -551,6 +573,7 @@ async fn serve_call(
         pending_bytes: 0,
         budget: budget.clone(),
         finishing: None,
+        partial: false,
     };
     let grpc = parts
         .headers

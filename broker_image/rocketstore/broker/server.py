@@ -515,7 +515,8 @@ class RemotingServer:
         max_idle_s = self.limits.server_channel_max_idle_time_seconds
         if max_idle_s <= 0:
             return
-        for conn in [c for c in self.connections if c.idle(now, max_idle_s)]:
+        # one closing already (a graceful close waits for its writes) is not closed, nor counted, again
+        for conn in [c for c in self.connections if c.active and c.idle(now, max_idle_s)]:
             self._idle_closed.event(logging.INFO, "closing %s: idle for %d s (serverChannelMaxIdleTimeSeconds)",
                                     conn.peer, max_idle_s)
             conn.close()
