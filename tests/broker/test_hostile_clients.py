@@ -1,8 +1,9 @@
 """Hostile clients against a real broker process: the connection limits hold (issue 27 section 3).
 
 gRPC port (the native HTTP/2 front, native/src/grpc_front.rs): many streams opened and never read,
-a slow reader of ReceiveMessage streams, oversized headers (CONTINUATION frames), a rapid-reset
-flood, a connection storm and idle connections. Remoting port (server.py): the idle timeout and the
+a slow reader of ReceiveMessage and PullMessage streams, oversized headers (CONTINUATION frames),
+reset floods, a ping flood, a connection storm and idle connections; and that the grpcio server
+(TLS ports) gets the limits it can take. Remoting port (server.py): the idle timeout and the
 connection cap. The hostile side speaks raw HTTP/2 frames (:class:`RawH2`): a client library would
 refuse to break the protocol's rules (open more streams than the server allows, say).
 
