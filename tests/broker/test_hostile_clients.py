@@ -22,6 +22,7 @@ import contextlib
 import socket
 import struct
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -406,6 +407,24 @@ def test_a_connection_storm_meets_the_cap_and_idle_connections_go(broker: Broker
     wait_until("the storm's connections to be let go",
                lambda: _counter(broker, "rocketstore_grpc_connections") == 0, timeout=10)
     served(broker)
+    watch.check()
+
+
+def test_an_endless_http_request_head_is_answered_431(broker: Broker) -> None:
+    """The HTTP side port (/metrics, /healthz) buffers at most 8 KiB of a request head: a client
+    sending header lines without end gets 431 and its connection closed, whatever it sends."""
+    watch = Watch(broker)
+    conn = socket.create_connection(("127.0.0.1", broker.http_port), timeout=10)
+    with contextlib.suppress(OSError):  # the broker may answer and close while this still sends
+        conn.sendall(b"GET /metrics HTTP/1.1\r\n" + b"X-Padding: " + b"p" * (1024 * 1024))
+    answer = b""
+    with contextlib.suppress(OSError):
+        while chunk := conn.recv(65536):
+            answer += chunk
+    conn.close()
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:80]
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/healthz", timeout=10) as healthz:
+        assert healthz.status == 200
     watch.check()
 
 
