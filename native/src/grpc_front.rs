@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 /// Event kinds, the first field of each tuple `take()` returns.
 pub const EV_CALL: u8 = 0;
@@ -37,6 +38,36 @@ pub const EV_CANCEL: u8 = 3;
 
 /// How long `close()` lets connections write what they were given after their GOAWAY.
 const STOP_DRAIN: Duration = Duration::from_secs(1);
+/// How long an idle connection sent its GOAWAY has to answer h2's closing PING before it is
+/// dropped (a client that never reads would otherwise keep it).
+const IDLE_GOAWAY_GRACE: Duration = Duration::from_secs(5);
+
+/// HTTP/2 limits every connection gets (the configurable ones come from Python: see `Limits`).
+///
+/// Header list: what a client may make us decode and hold for one request's headers (h2 also caps
+/// the CONTINUATION frames buffered for a header block with it). grpc-java's servers take 8 KiB of
+/// metadata; twice that leaves room for long signatures and tracing headers.
+const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+/// Largest frame a client may send: HTTP/2's default, which is also grpc-java's. Each connection's
+/// read buffer holds up to one frame, so this multiplies by the connection cap.
+const MAX_FRAME_BYTES: u32 = 16 * 1024;
+/// Receive windows: what a client may send before we read it (per stream, per connection).
+const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+const CONNECTION_WINDOW_BYTES: u32 = 1 << 24;
+/// Response bytes h2 buffers per stream for a client that does not read (a slow reader): past this
+/// a call's responses wait (in its channel) for the client to open its window.
+const MAX_SEND_BUFFER_BYTES: usize = 1 << 20;
+/// Streams a client reset before we accepted them (RST flood against the accept queue: h2's
+/// CVE-2023-44487 defence), and resets h2 had to send for a client's protocol errors, per connection.
+const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// Calls a client may reset (RST_STREAM) after we took them: a burst of `RESET_BURST`, refilled at
+/// `RESET_REFILL_PER_S`; past that the connection is closed with GOAWAY(ENHANCE_YOUR_CALM). Each
+/// such call costs a task and, for a streaming one, a round trip to Python, so a client opening
+/// and resetting calls in a loop (rapid reset) could keep both threads busy without ever holding a
+/// stream open long enough to meet `max_concurrent_streams`.
+const RESET_BURST: f64 = 1000.0;
+const RESET_REFILL_PER_S: f64 = 200.0;
 
 /// gRPC status codes this module sets itself.
 const CANCELLED: u32 = 1;
@@ -102,11 +133,37 @@ struct Queue {
     signalled: bool,
 }
 
+/// The limits Python configures (broker.conf keys: see grpc_v2/server.py).
+#[derive(Clone, Copy)]
+struct Limits {
+    max_message: usize,
+    /// request bytes one connection may have in messages not complete yet, all streams together
+    max_request_bytes: usize,
+    /// response bytes one connection's calls may have waiting for their clients' windows
+    max_response_bytes: usize,
+    max_concurrent_streams: u32,
+    max_connections: usize,
+    /// a connection with no call open this long is sent a GOAWAY; None: never
+    idle_timeout: Option<Duration>,
+}
+
+/// Running totals and gauges read by `GrpcFront::stats`.
+#[derive(Default)]
+struct Counters {
+    open_connections: AtomicUsize,
+    refused_connections: AtomicU64,
+    idle_closed: AtomicU64,
+    reset_flood_closed: AtomicU64,
+    request_budget_refused: AtomicU64,
+    slow_reader_reset: AtomicU64,
+}
+
 struct Shared {
     queue: Mutex<Queue>,
     wake: UnixStream,
     calls: Mutex<HashMap<u64, mpsc::UnboundedSender<Out>>>,
-    max_message: usize,
+    limits: Limits,
+    counters: Counters,
     client_streaming: Vec<String>,
 }
 
@@ -118,6 +175,48 @@ impl Shared {
             queue.signalled = true;
             // a full socket buffer means Python has bytes to read already: nothing is lost
             let _ = (&self.wake).write(&[1]);
+        }
+    }
+}
+
+/// What one connection's calls spend together: request bytes buffered in unfinished messages, and
+/// the client's resets of calls in progress.
+struct ConnectionBudget {
+    request_bytes: AtomicUsize,
+    /// response bytes its calls were given and h2 has not taken yet (the clients' windows are shut)
+    response_bytes: AtomicUsize,
+    resets: Mutex<ResetBucket>,
+    /// woken when the client spent its resets: the connection closes
+    flood: Notify,
+}
+
+struct ResetBucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl ConnectionBudget {
+    fn new() -> Self {
+        ConnectionBudget {
+            request_bytes: AtomicUsize::new(0),
+            response_bytes: AtomicUsize::new(0),
+            resets: Mutex::new(ResetBucket {
+                tokens: RESET_BURST,
+                at: Instant::now(),
+            }),
+            flood: Notify::new(),
+        }
+    }
+
+    /// Counts a call the client reset; wakes the connection once the bucket is empty.
+    fn reset_by_client(&self) {
+        let mut bucket = self.resets.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(bucket.at).as_secs_f64() * RESET_REFILL_PER_S;
+        bucket.tokens = (bucket.tokens + refill).min(RESET_BURST) - 1.0;
+        bucket.at = now;
+        if bucket.tokens < 0.0 {
+            self.flood.notify_one();
         }
     }
 }
@@ -244,25 +343,95 @@ fn trailers(status: u32, message: &str) -> HeaderMap {
 }
 
 /// The response side of one call: headers once, then messages, then trailers.
+///
+/// Messages are handed to h2 only as the client's flow-control windows make room for them (at most
+/// `MAX_SEND_BUFFER_BYTES` buffered in h2 per stream); the rest wait in `pending`, counted in the
+/// connection's response budget (`Limits::max_response_bytes`). h2 would otherwise buffer whatever
+/// it is given: a client that opens streaming calls and never reads them (a slow reader of
+/// ReceiveMessage or PullMessage, each up to a batch of the largest messages) could make the
+/// broker hold that much per stream.
 struct Responder {
     respond: SendResponse<Bytes>,
     stream: Option<SendStream<Bytes>>,
+    pending: std::collections::VecDeque<Bytes>,
+    pending_bytes: usize,
+    budget: Arc<ConnectionBudget>,
+    /// the status Python ended the call with, sent once `pending` is written
+    finishing: Option<(u32, String)>,
+    /// part of `pending`'s first message is written already
+    partial: bool,
+}
+
+/// What happened to a call's stream while it waited.
+enum StreamEvent {
+    Reset,
+    Room,
 }
 
 impl Responder {
-    fn message(&mut self, body: Bytes) -> Result<(), h2::Error> {
+    /// Queues a message; Err when the stream is gone. Returns the connection's response bytes
+    /// waiting for their clients' windows, this one included.
+    fn message(&mut self, body: Bytes) -> Result<usize, h2::Error> {
         if self.stream.is_none() {
             self.stream = Some(self.respond.send_response(grpc_headers(), false)?);
         }
-        let stream = self.stream.as_mut().expect("just set");
         let mut frame = BytesMut::with_capacity(5 + body.len());
         frame.extend_from_slice(&[0]);
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&body);
-        stream.send_data(frame.freeze(), false)
+        let len = frame.len();
+        self.pending.push_back(frame.freeze());
+        self.pending_bytes += len;
+        let waiting = self.budget.response_bytes.fetch_add(len, Ordering::Relaxed) + len;
+        self.write_ready()?;
+        Ok(waiting)
     }
 
+    /// Hands h2 as much of `pending` as the stream has room for.
+    fn write_ready(&mut self) -> Result<(), h2::Error> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        while !self.pending.is_empty() {
+            stream.reserve_capacity(self.pending_bytes);
+            let room = stream.capacity();
+            if room == 0 {
+                break;
+            }
+            let front = self.pending.front_mut().expect("not empty");
+            self.partial = front.len() > room;
+            let chunk = if self.partial {
+                front.split_to(room)
+            } else {
+                self.pending.pop_front().expect("not empty")
+            };
+            self.pending_bytes -= chunk.len();
+            self.budget.response_bytes.fetch_sub(chunk.len(), Ordering::Relaxed);
+            stream.send_data(chunk, false)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the call with `status` once what is pending is written (at once when nothing is);
+    /// true when the call is over.
+    fn finish_when_written(&mut self, status: u32, message: String) -> bool {
+        if self.pending.is_empty() {
+            self.finish(status, &message);
+            return true;
+        }
+        self.finishing = Some((status, message));
+        false
+    }
+
+    /// Ends the call with `status` now: messages still pending are dropped (the client did not
+    /// make room for them), and if one was cut the stream is reset, as trailers after part of a
+    /// message would not parse.
     fn finish(&mut self, status: u32, message: &str) {
+        self.drop_pending();
+        if self.partial {
+            self.reset(h2::Reason::CANCEL);
+            return;
+        }
         match self.stream.as_mut() {
             Some(stream) => {
                 let _ = stream.send_trailers(trailers(status, message));
@@ -276,35 +445,95 @@ impl Responder {
         }
     }
 
-    async fn reset(&mut self) -> h2::Reason {
+    fn reset(&mut self, reason: h2::Reason) {
         match self.stream.as_mut() {
-            Some(stream) => std::future::poll_fn(|cx| stream.poll_reset(cx)).await,
-            None => std::future::poll_fn(|cx| self.respond.poll_reset(cx)).await,
+            Some(stream) => stream.send_reset(reason),
+            None => self.respond.send_reset(reason),
         }
-        .unwrap_or(h2::Reason::CANCEL)
+    }
+
+    /// Forgets the messages not handed to h2, giving their bytes back to the connection's budget.
+    fn drop_pending(&mut self) {
+        self.budget
+            .response_bytes
+            .fetch_sub(self.pending_bytes, Ordering::Relaxed);
+        self.pending.clear();
+        self.pending_bytes = 0;
+    }
+
+    /// The client reset the stream, or (with messages pending) its window opened.
+    async fn event(&mut self) -> StreamEvent {
+        let waiting = !self.pending.is_empty();
+        std::future::poll_fn(|cx| match self.stream.as_mut() {
+            Some(stream) => {
+                if stream.poll_reset(cx).is_ready() {
+                    return std::task::Poll::Ready(StreamEvent::Reset);
+                }
+                match waiting.then(|| stream.poll_capacity(cx)) {
+                    Some(std::task::Poll::Ready(Some(Ok(_)))) => std::task::Poll::Ready(StreamEvent::Room),
+                    Some(std::task::Poll::Ready(_)) => std::task::Poll::Ready(StreamEvent::Reset),
+                    _ => std::task::Poll::Pending,
+                }
+            }
+            None => self.respond.poll_reset(cx).map(|_| StreamEvent::Reset),
+        })
+        .await
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.drop_pending();
     }
 }
 
 /// Reads gRPC messages off a request body, releasing flow-control capacity as data arrives.
+///
+/// Released bytes sit in `buf` until their message is complete; the connection's budget
+/// (`Limits::max_request_bytes`) bounds them over all its streams, as the windows no longer do.
+/// A chunk past the budget fails its call RESOURCE_EXHAUSTED rather than waiting: waiting streams
+/// would hold the budget that the others need to finish.
 struct Reader {
     body: RecvStream,
     buf: BytesMut,
-    max: usize,
+    shared: Arc<Shared>,
+    budget: Arc<ConnectionBudget>,
+    /// bytes of `buf` counted in the budget
+    held: usize,
 }
 
 impl Reader {
     /// The next message, None at the end of the stream.
     async fn next(&mut self) -> Result<Option<Bytes>, Failure> {
         loop {
-            if let Some(message) = next_message(&mut self.buf, self.max)? {
+            if let Some(message) = next_message(&mut self.buf, self.shared.limits.max_message)? {
+                self.give_back(self.held - self.buf.len());
                 return Ok(Some(message));
             }
             match self.body.data().await {
                 Some(Ok(chunk)) => {
+                    let spent = self.budget.request_bytes.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+                    self.held += chunk.len();
+                    let most = self.shared.limits.max_request_bytes;
+                    if spent > most {
+                        self.shared
+                            .counters
+                            .request_budget_refused
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Err(Failure(
+                            RESOURCE_EXHAUSTED,
+                            format!("this connection's unfinished request messages passed {most} bytes"),
+                        ));
+                    }
                     let _ = self.body.flow_control().release_capacity(chunk.len());
                     self.buf.extend_from_slice(&chunk);
                 }
-                Some(Err(err)) => return Err(Failure(CANCELLED, format!("request stream failed: {err}"))),
+                Some(Err(err)) => {
+                    if err.is_reset() && err.is_remote() {
+                        self.budget.reset_by_client();
+                    }
+                    return Err(Failure(CANCELLED, format!("request stream failed: {err}")));
+                }
                 None => {
                     if self.buf.is_empty() {
                         return Ok(None);
@@ -314,6 +543,17 @@ impl Reader {
             }
         }
     }
+
+    fn give_back(&mut self, bytes: usize) {
+        self.held -= bytes;
+        self.budget.request_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.give_back(self.held);
+    }
 }
 
 async fn serve_call(
@@ -322,10 +562,19 @@ async fn serve_call(
     peer: String,
     request: Request<RecvStream>,
     respond: SendResponse<Bytes>,
+    budget: Arc<ConnectionBudget>,
     mut closed: watch::Receiver<bool>,
 ) {
     let (parts, body) = request.into_parts();
-    let mut responder = Responder { respond, stream: None };
+    let mut responder = Responder {
+        respond,
+        stream: None,
+        pending: std::collections::VecDeque::new(),
+        pending_bytes: 0,
+        budget: budget.clone(),
+        finishing: None,
+        partial: false,
+    };
     let grpc = parts
         .headers
         .get("content-type")
@@ -349,7 +598,9 @@ async fn serve_call(
     let mut reader = Reader {
         body,
         buf: BytesMut::new(),
-        max: shared.max_message,
+        shared: shared.clone(),
+        budget: budget.clone(),
+        held: 0,
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(
@@ -402,15 +653,21 @@ async fn serve_call(
     let mut reading = streaming;
     let ended = loop {
         tokio::select! {
-            out = rx.recv() => match out {
-                Some(Out::Message(body)) => {
-                    if responder.message(body).is_err() {
-                        break Some(CANCELLED);
+            out = rx.recv(), if responder.finishing.is_none() => match out {
+                Some(Out::Message(body)) => match responder.message(body) {
+                    Err(_) => break Some(CANCELLED),
+                    Ok(waiting) if waiting > shared.limits.max_response_bytes => {
+                        // the connection's clients do not read what they asked for
+                        shared.counters.slow_reader_reset.fetch_add(1, Ordering::Relaxed);
+                        responder.reset(h2::Reason::ENHANCE_YOUR_CALM);
+                        break Some(RESOURCE_EXHAUSTED);
                     }
-                }
+                    Ok(_) => {}
+                },
                 Some(Out::Finish(status, text)) => {
-                    responder.finish(status, &text);
-                    break None;
+                    if responder.finish_when_written(status, text) {
+                        break None;
+                    }
                 }
                 None => break Some(CANCELLED),
             },
@@ -425,7 +682,23 @@ async fn serve_call(
                     break Some(code);
                 }
             },
-            _ = responder.reset() => break Some(CANCELLED),
+            event = responder.event() => match event {
+                StreamEvent::Reset => {
+                    budget.reset_by_client();
+                    break Some(CANCELLED);
+                }
+                StreamEvent::Room => {
+                    if responder.write_ready().is_err() {
+                        break Some(CANCELLED);
+                    }
+                    if responder.pending.is_empty() {
+                        if let Some((status, text)) = responder.finishing.take() {
+                            responder.finish(status, &text);
+                            break None;
+                        }
+                    }
+                }
+            },
             () = &mut sleep => {
                 responder.finish(DEADLINE_EXCEEDED, "Deadline Exceeded");
                 break Some(DEADLINE_EXCEEDED);
@@ -445,25 +718,46 @@ async fn serve_connection(
     peer: SocketAddr,
     next_id: Arc<Mutex<u64>>,
     mut stopping: watch::Receiver<bool>,
+    _open: OpenConnection,
 ) {
     let _ = socket.set_nodelay(true);
+    let limits = shared.limits;
     let mut builder = h2::server::Builder::new();
     builder
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(1 << 24)
-        .max_frame_size(1 << 20)
-        .max_send_buffer_size(1 << 22);
-    let Ok(mut connection) = builder.handshake::<_, Bytes>(socket).await else {
+        .initial_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .max_header_list_size(MAX_HEADER_LIST_BYTES)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS)
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        .max_send_buffer_size(MAX_SEND_BUFFER_BYTES);
+    // a client that connects and never sends its preface is idle too
+    let handshake = builder.handshake::<_, Bytes>(socket);
+    let handshaken = match limits.idle_timeout {
+        Some(idle) => tokio::time::timeout(idle, handshake).await.ok(),
+        None => Some(handshake.await),
+    };
+    let Some(Ok(mut connection)) = handshaken else {
         return;
     };
     let peer = peer_name(&peer);
+    let budget = Arc::new(ConnectionBudget::new());
     let (closed_tx, closed_rx) = watch::channel(false);
     let mut going_away = false;
+    // idle: no stream open; checked a few times per timeout (a timer per stream change would cost more)
+    let check_every = limits
+        .idle_timeout
+        .map_or(Duration::from_secs(3600), |t| (t / 4).max(Duration::from_millis(50)));
+    let mut idle_check = tokio::time::interval(check_every);
+    let mut idle_since: Option<Instant> = None;
+    let mut drop_at: Option<Instant> = None;
     loop {
         tokio::select! {
             accepted = connection.accept() => {
                 // None once a graceful shutdown has seen every open stream end
                 let Some(Ok((request, respond))) = accepted else { break };
+                idle_since = None;
                 let id = {
                     let mut next = next_id.lock().unwrap_or_else(|e| e.into_inner());
                     *next += 1;
@@ -475,6 +769,7 @@ async fn serve_connection(
                     peer.clone(),
                     request,
                     respond,
+                    budget.clone(),
                     closed_rx.clone(),
                 ));
             }
@@ -484,9 +779,42 @@ async fn serve_connection(
                 going_away = true;
                 connection.graceful_shutdown();
             }
+            _ = idle_check.tick(), if limits.idle_timeout.is_some() => {
+                if let Some(at) = drop_at {
+                    if Instant::now() >= at {
+                        break;
+                    }
+                } else if going_away || connection.has_streams() {
+                    idle_since = None;
+                } else {
+                    let since = *idle_since.get_or_insert_with(Instant::now);
+                    if limits.idle_timeout.is_some_and(|t| since.elapsed() >= t) {
+                        shared.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+                        going_away = true;
+                        drop_at = Some(Instant::now() + IDLE_GOAWAY_GRACE);
+                        connection.graceful_shutdown();
+                    }
+                }
+            }
+            () = budget.flood.notified() => {
+                shared.counters.reset_flood_closed.fetch_add(1, Ordering::Relaxed);
+                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                // drive the GOAWAY out, then drop the connection and every call on it
+                let _ = tokio::time::timeout(STOP_DRAIN, std::future::poll_fn(|cx| connection.poll_closed(cx))).await;
+                break;
+            }
         }
     }
     let _ = closed_tx.send(true);
+}
+
+/// Keeps `Counters::open_connections` right however a connection's task ends.
+struct OpenConnection(Arc<Shared>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.counters.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// An HTTP/2 + gRPC server on its own thread; Python takes its events and answers its calls.
@@ -504,9 +832,31 @@ pub struct GrpcFront {
 impl GrpcFront {
     /// Listens on `host:port` (0 picks one: see `port`); `client_streaming` names the method paths
     /// whose messages are handed over one by one (the others are read whole before the call event).
+    /// The limits: largest request message, request bytes a connection may have in unfinished
+    /// messages, response bytes its calls may have waiting for the client's windows, streams open
+    /// at once per connection, connections at once (more are closed as
+    /// they come), and how long a connection with no call open is kept (0: forever).
     #[new]
-    #[pyo3(signature = (host, port, *, max_message_bytes, client_streaming))]
-    fn new(host: &str, port: u16, max_message_bytes: usize, client_streaming: Vec<String>) -> PyResult<Self> {
+    #[pyo3(signature = (host, port, *, max_message_bytes, client_streaming, max_request_bytes_per_connection,
+                        max_response_bytes_per_connection, max_concurrent_streams, max_connections,
+                        idle_timeout_ms))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        host: &str,
+        port: u16,
+        max_message_bytes: usize,
+        client_streaming: Vec<String>,
+        max_request_bytes_per_connection: usize,
+        max_response_bytes_per_connection: usize,
+        max_concurrent_streams: u32,
+        max_connections: usize,
+        idle_timeout_ms: u64,
+    ) -> PyResult<Self> {
+        if max_request_bytes_per_connection < max_message_bytes + 5 {
+            return Err(PyValueError::new_err(
+                "max_request_bytes_per_connection must hold at least one message of max_message_bytes",
+            ));
+        }
         let listener = std::net::TcpListener::bind((host, port))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
         listener.set_nonblocking(true)?;
@@ -521,7 +871,15 @@ impl GrpcFront {
             }),
             wake: wake_write,
             calls: Mutex::new(HashMap::new()),
-            max_message: max_message_bytes,
+            limits: Limits {
+                max_message: max_message_bytes,
+                max_request_bytes: max_request_bytes_per_connection,
+                max_response_bytes: max_response_bytes_per_connection,
+                max_concurrent_streams,
+                max_connections,
+                idle_timeout: (idle_timeout_ms > 0).then(|| Duration::from_millis(idle_timeout_ms)),
+            },
+            counters: Counters::default(),
             client_streaming,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -545,12 +903,22 @@ impl GrpcFront {
                     tokio::select! {
                         accepted = listener.accept() => {
                             if let Ok((socket, peer)) = accepted {
+                                let counters = &serving.counters;
+                                if counters.open_connections.load(Ordering::Relaxed) >= serving.limits.max_connections {
+                                    // closed at once: the cap bounds what connections can make us hold
+                                    counters.refused_connections.fetch_add(1, Ordering::Relaxed);
+                                    drop(socket);
+                                    continue;
+                                }
+                                counters.open_connections.fetch_add(1, Ordering::Relaxed);
+                                let open = OpenConnection(serving.clone());
                                 connections.spawn(serve_connection(
                                     serving.clone(),
                                     socket,
                                     peer,
                                     next_id.clone(),
                                     stopping_rx.clone(),
+                                    open,
                                 ));
                             }
                         }
@@ -584,6 +952,21 @@ impl GrpcFront {
     #[getter]
     fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `(open connections, connections refused by the cap, connections closed idle, connections
+    /// closed for a reset flood, calls refused for the connection's request-bytes budget, calls
+    /// reset for the connection's response-bytes budget)`.
+    fn stats(&self) -> (usize, u64, u64, u64, u64, u64) {
+        let c = &self.shared.counters;
+        (
+            c.open_connections.load(Ordering::Relaxed),
+            c.refused_connections.load(Ordering::Relaxed),
+            c.idle_closed.load(Ordering::Relaxed),
+            c.reset_flood_closed.load(Ordering::Relaxed),
+            c.request_budget_refused.load(Ordering::Relaxed),
+            c.slow_reader_reset.load(Ordering::Relaxed),
+        )
     }
 
     /// The descriptor to watch for readability (`loop.add_reader`): readable when events wait.

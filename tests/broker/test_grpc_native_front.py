@@ -21,6 +21,7 @@ from tool_support import require_tool
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
+from rocketstore.broker.grpc_v2.transport_limits import max_request_bytes
 from rocketstore.client.admin import MQAdmin
 from rocketstore.common.native import NATIVE
 
@@ -100,11 +101,12 @@ def test_grpc_native_front_false_keeps_grpcio(tmp_path_factory: pytest.TempPathF
 
 def test_an_oversized_message_fails_its_call_not_the_server(broker: Broker,
                                                             stub: pb_grpc.MessagingServiceStub) -> None:
-    """Over 130 MiB (the proxy's limit): RESOURCE_EXHAUSTED for that call; the connection serves on."""
+    """Over the limit maxMessageSize sets (transport_limits.py): RESOURCE_EXHAUSTED for that call; the
+    connection serves on."""
     with grpc.insecure_channel(broker.grpc_endpoint, options=[("grpc.max_send_message_length", -1)]) as channel:
         send = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
         with pytest.raises(grpc.RpcError) as failed:
-            send(b"\x00" * (130 * 1024 * 1024 + 1), timeout=60)
+            send(b"\x00" * (max_request_bytes(4 * 1024 * 1024) + 1), timeout=60)
         assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "larger than max" in (failed.value.details() or "")
         assert pb_grpc.MessagingServiceStub(channel).QueryRoute(

@@ -149,7 +149,7 @@ class BrokerController:
             self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager)
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
         self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port,
-                                       tls=broker_tls_settings(broker_config))
+                                       tls=broker_tls_settings(broker_config), limits=broker_config)
         #: the ACL check of every request, when aclEnable is set (acl/plain_access_validator.py)
         self.access_validator: PlainAccessValidator | None = None
         self.message_arriving_listeners: list[MessageArrivingListener] = []
@@ -304,6 +304,7 @@ class BrokerController:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
         self._add_transaction_metrics()
+        self._add_connection_limit_metrics()
         if self.remoting.tls is not None and self.remoting.tls.enabled:
             self._add_tls_metrics()
 
@@ -347,6 +348,18 @@ class BrokerController:
              lambda: sum(s.tls_certificate_reload_failures for s in servers())),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
+
+    def _add_connection_limit_metrics(self) -> None:
+        """Connections the remoting limits closed (server.py), the broker's and the name server's ports together."""
+        def servers() -> list[RemotingServer]:
+            return [self.remoting] + ([self.namesrv.server] if self.namesrv is not None else [])
+
+        self.add_counter("rocketstore_remoting_refused_connections",
+                         "Remoting connections closed as they arrived: remotingMaxConnections were open",
+                         lambda: sum(s.refused_connections for s in servers()))
+        self.add_counter("rocketstore_remoting_idle_closed_connections",
+                         "Remoting connections closed after serverChannelMaxIdleTimeSeconds without I/O",
+                         lambda: sum(s.idle_closed_connections for s in servers()))
 
     def _add_transaction_metrics(self) -> None:
         metrics = self.transactional_message_service.metrics

@@ -21,7 +21,9 @@ The transaction keys take effect: ``rejectTransactionMessage``, ``transactionTim
 ``transactionCheckMax`` and ``transactionCheckInterval`` (see ``rocketstore.broker.transaction``).
 
 ``listenPort`` belongs to RocketMQ's ``NettyServerConfig``; the broker's startup sets it to 10911,
-which is its default here.
+which is its default here. So does ``serverChannelMaxIdleTimeSeconds`` (default 120): a remoting
+connection (broker or name-server port) that neither read nor wrote for that long, and has no
+request in progress (a long-polling pull, say), is closed; 0 or less keeps idle connections.
 
 RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a shared broker.conf):
 
@@ -61,6 +63,16 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        time of such a receive, and how soon before it ends, by how much and for
                        how long the broker renews it (defaults 60 s, 10 s, 60 s, 3 h, as
                        RocketMQ's proxy; see ``rocketstore.broker.grpc_v2.auto_renew``)
+``grpcClientIdleTimeMills`` a gRPC connection with no call open this long is sent a GOAWAY and
+                       closed (default 120 s, RocketMQ's proxy key of the same name); 0 or less
+                       keeps idle connections
+``remotingMaxConnections``, ``grpcMaxConnections``  connections each remoting listener (the broker
+                       port, the name-server port) and the gRPC port hold at once (default 10,000
+                       each); more are closed as they arrive, counted on /metrics. A bound on what
+                       a connection storm can make the broker hold; RocketMQ has no such key
+``grpcMaxConcurrentCallsPerConnection`` HTTP/2 streams a gRPC client may have open on one
+                       connection (default 1,000; clients queue calls past it). These, and
+                       ``grpcClientIdleTimeMills``, are read when the gRPC port opens
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -240,8 +252,9 @@ class BrokerConfig:
     auto_delete_unused_stats: bool = False
     isolate_log_enable: bool = False
     config_black_list: str = "configBlackList;brokerConfigPath"
-    # NettyServerConfig.listenPort, as BrokerStartup sets it.
+    # NettyServerConfig.listenPort, as BrokerStartup sets it, and its idle timeout.
     listen_port: int = 10911
+    server_channel_max_idle_time_seconds: int = 120
     # -- RocketStore extensions (see the module docstring) --
     listen_host: str = "0.0.0.0"
     namesrv_listen_port: int = 9876
@@ -256,6 +269,10 @@ class BrokerConfig:
     renew_ahead_time_millis: int = 10_000  # Java long
     renew_slice_time_millis: int = 60_000  # Java long
     renew_max_time_millis: int = 3 * 3600 * 1000  # Java long
+    grpc_client_idle_time_mills: int = 120_000  # Java long
+    remoting_max_connections: int = 10_000
+    grpc_max_connections: int = 10_000
+    grpc_max_concurrent_calls_per_connection: int = 1_000
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))
@@ -292,6 +309,10 @@ class BrokerConfig:
             raise ConfigError(key, raw, "not a broker or message store config key")
         if "cluster_peers" in values:
             _parse_peers(str(values["cluster_peers"]))
+        for name in _POSITIVE_LIVE:
+            value = values.get(name)
+            if isinstance(value, int) and value <= 0:
+                raise ConfigError(BROKER_KEY_BY_FIELD[name], str(value), "must be positive")
         namesrv_addr = values.get("namesrv_addr")
         _check_namesrv_addr(namesrv_addr if isinstance(namesrv_addr, str) else None)
         return values
@@ -313,7 +334,8 @@ class BrokerConfig:
 
 
 def _check_grpc_settings(config: BrokerConfig) -> None:
-    """grpcListenPort is a port number or 0 (off); the invisible-time range is not empty."""
+    """grpcListenPort is a port number or 0 (off); the invisible-time range is not empty; the
+    connection caps and the calls per connection are positive (0 would refuse every client)."""
     if not 0 <= config.grpc_listen_port <= 65535:
         raise ConfigError("grpcListenPort", str(config.grpc_listen_port),
                           "must be a port number (1-65535), or 0 to turn the gRPC endpoint off")
@@ -321,7 +343,10 @@ def _check_grpc_settings(config: BrokerConfig) -> None:
         raise ConfigError("minInvisibleTimeMillsForRecv", str(config.min_invisible_time_mills_for_recv),
                           f"must be positive and at most maxInvisibleTimeMills ({config.max_invisible_time_mills})")
     for key, value in (("defaultInvisibleTimeMills", config.default_invisible_time_mills),
-                       ("renewSliceTimeMillis", config.renew_slice_time_millis)):
+                       ("renewSliceTimeMillis", config.renew_slice_time_millis),
+                       ("remotingMaxConnections", config.remoting_max_connections),
+                       ("grpcMaxConnections", config.grpc_max_connections),
+                       ("grpcMaxConcurrentCallsPerConnection", config.grpc_max_concurrent_calls_per_connection)):
         if value <= 0:
             raise ConfigError(key, str(value), "must be positive")
 
@@ -336,12 +361,16 @@ BROKER_KEY_BY_FIELD: Final[Mapping[str, str]] = MappingProxyType(
 )
 BROKER_FIELD_BY_KEY: Final[Mapping[str, str]] = MappingProxyType({k: n for n, k in BROKER_KEY_BY_FIELD.items()})
 
+#: read by the remoting listeners at each connection, so a live update reaches them: checked there too
+_POSITIVE_LIVE: Final = ("remoting_max_connections",)
+
 _LONG_FIELDS: Final = frozenset({
     "broker_id", "short_polling_time_mills", "consumer_fallbehind_threshold", "wait_time_mills_in_send_queue",
     "wait_time_mills_in_pull_queue", "wait_time_mills_in_heartbeat_queue", "wait_time_mills_in_transaction_queue",
     "start_accept_send_request_time_stamp", "filter_data_clean_time_span", "transaction_time_out",
     "transaction_check_interval", "min_invisible_time_mills_for_recv", "max_invisible_time_mills",
     "default_invisible_time_mills", "renew_ahead_time_millis", "renew_slice_time_millis", "renew_max_time_millis",
+    "grpc_client_idle_time_mills",
 })
 _CONVERTERS: Final[Mapping[str, Callable[[str, str], object]]] = config_converters(BrokerConfig, _LONG_FIELDS)
 

@@ -13,6 +13,13 @@ scrapes. Metric families are produced by a custom collector in a private registr
 state, several brokers per process in tests). Each request is one short GET; the server speaks
 just enough HTTP/1.1 for probes and Prometheus (one request per connection).
 
+What one connection can make it hold is bounded (docs/security.md, "Limits"): a request head of
+at most :data:`_MAX_REQUEST_HEAD` bytes (a longer one is answered 431), read within
+:data:`_READ_TIMEOUT_S`; an answer the client does not read within :data:`_WRITE_TIMEOUT_S` is
+dropped with its connection (a /metrics page of many topics and groups runs to megabytes). There
+is no connection cap: a hostile client filling it would fail the kubelet's liveness probe, which
+restarts the broker.
+
 Metrics (all prefixed ``rocketstore_``):
 
     put_messages_total, put_bytes_total, put_failures_total          counters (rate() = TPS)
@@ -89,6 +96,7 @@ log = logging.getLogger(__name__)
 
 _MAX_REQUEST_HEAD = 8192
 _READ_TIMEOUT_S = 10.0
+_WRITE_TIMEOUT_S = 10.0
 
 
 class BrokerCollector(Collector):
@@ -274,7 +282,8 @@ class HttpServer:
         self._collector.families.append(collect)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        # the reader's limit bounds the head it buffers (readuntil fails past it)
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=_MAX_REQUEST_HEAD)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -295,8 +304,10 @@ class HttpServer:
             head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
                     "Connection: close\r\n\r\n")
             writer.write(head.encode("latin-1") + body)
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            await asyncio.wait_for(writer.drain(), _WRITE_TIMEOUT_S)
+        except TimeoutError:
+            writer.transport.abort()  # a graceful close would wait for the unread answer
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             if task is not None:
@@ -306,8 +317,9 @@ class HttpServer:
                 await writer.wait_closed()
 
     async def _respond(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-        if len(head) > _MAX_REQUEST_HEAD:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+        except asyncio.LimitOverrunError:
             return "431 Request Header Fields Too Large", "text/plain", b"request head too large\n"
         request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = request_line.split(" ")

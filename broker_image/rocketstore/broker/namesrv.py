@@ -158,7 +158,8 @@ class NameServer:
         self.kv_config = KVConfigManager(broker.store_config.config_dir())
         self.config = NamesrvConfig()
         self.config_path = broker.store_config.config_dir() / NAMESRV_CONFIG_FILE
-        self.server = RemotingServer(host, port, tls=broker.remoting.tls)  # RocketMQ's name server: same TLS
+        # RocketMQ's name server: same TLS, idle timeout and connection cap
+        self.server = RemotingServer(host, port, tls=broker.remoting.tls, limits=broker.remoting.limits)
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
         self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._all_topics)

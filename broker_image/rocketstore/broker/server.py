@@ -46,6 +46,22 @@ Flow control bounds what one connection can make the broker hold, both ways:
   response until the client drains the buffer below
   :data:`WRITE_BUFFER_LOW` (:meth:`Connection.resume_writing`). Without this, 20,000 pipelined
   pulls from a client that never reads grew the broker by over 1 GB in ten seconds.
+
+Connections themselves are bounded too (:class:`ConnectionLimits`, read at each use so a live update
+applies):
+
+* idle timeout, RocketMQ's ``serverChannelMaxIdleTimeSeconds`` (NettyServerConfig, default 120 s): a
+  connection that neither read nor wrote for that long is closed, as Netty's IdleStateHandler
+  (all-idle) makes RocketMQ do; one with a request in progress (a long-polling pull waits without
+  any I/O) or a broker request awaiting the client's answer is not idle here, so the timeout never
+  cuts a call short. Clients reconnect on their next request;
+* a connection cap, ``remotingMaxConnections`` (RocketStore's key: RocketMQ has none), per listener:
+  a connection past it is closed at once (reset) and counted in
+  :attr:`RemotingServer.refused_connections`. On a TLS port the connections still deciding between
+  TLS and plain count too.
+
+Closes for either reason are logged as malformed requests are: at most one line per
+:data:`MALFORMED_LOG_INTERVAL_S` (a storm must not fill the log), the others counted.
 """
 
 from __future__ import annotations
@@ -61,7 +77,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 from rocketstore.broker.tls_system_config import ReloadingSslContext, TlsMode, TlsSettings
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
@@ -88,10 +104,56 @@ WRITE_BUFFER_LOW = 1024 * 1024
 # joined, and the transport must see them in time to pause writing.
 COALESCE_MAX_BYTES = 256 * 1024
 # At most one log line per this many seconds, for all connections together, about malformed
-# requests (the rest are counted in RemotingServer.malformed_requests).
+# requests (the rest are counted in RemotingServer.malformed_requests), and the same for connections
+# refused by the cap and for idle connections closed.
 MALFORMED_LOG_INTERVAL_S = 10.0
+# How often idle connections are looked for, at most (a timeout shorter than four of these is
+# checked four times per timeout).
+IDLE_SWEEP_MAX_INTERVAL_S: Final = 1.0
 # Longest remark and log text taken from a decoding error: it may quote what the client sent.
 _MAX_ERROR_TEXT = 300
+
+
+class ConnectionLimits(Protocol):
+    """What the listeners read at each use (:class:`~rocketstore.broker.broker_config.BrokerConfig` has them)."""
+
+    @property
+    def server_channel_max_idle_time_seconds(self) -> int:
+        """Seconds without a read or a write after which an idle connection is closed; <= 0: never."""
+
+    @property
+    def remoting_max_connections(self) -> int:
+        """Connections the listener holds at once."""
+
+
+@dataclass(frozen=True)
+class DefaultLimits:
+    """The defaults of :class:`ConnectionLimits` (BrokerConfig's), for a server built without a config."""
+
+    server_channel_max_idle_time_seconds: int = 120
+    remoting_max_connections: int = 10_000
+
+
+class SparseLog:
+    """Logs one kind of event any client can cause at will at most once per ``interval_s``; the
+    events between are counted, and the next line says how many went unlogged."""
+
+    def __init__(self, interval_s: float = MALFORMED_LOG_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        #: events since start, logged or not
+        self.count = 0
+        self._unlogged = 0
+        self._logged_at = float("-inf")
+
+    def event(self, level: int, msg: str, *args: object) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self._logged_at < self.interval_s:
+            self._unlogged += 1
+            return
+        log.log(level, msg + " (%d more not logged since the last such line)", *args, self._unlogged)
+        self._logged_at = now
+        self._unlogged = 0
 
 
 class RequestError(Exception):
@@ -165,19 +227,35 @@ class Connection(asyncio.Protocol):
     #: Encoded inline responses not written yet, and their size (see :meth:`_pump`).
     _out: list[bytes] = field(default_factory=list)
     _out_bytes: int = 0
+    #: time.monotonic() of the last read or write (the idle timeout)
+    last_io: float = 0.0
+    #: closed by the connection cap as it arrived: never served, so nobody hears of its end
+    refused: bool = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport (asyncio's or uvloop's, which does not subclass asyncio.Transport)
         self.transport = transport = cast(asyncio.Transport, transport)
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if not self.server.admit(self.peer):
+            self.refused = True
+            transport.abort()
+            return
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
         if isinstance(peer, tuple) and len(peer) >= 2:
             # RocketMQ takes the remote address as is; an IPv6 scope id is not part of it
             self.peer_host = HostAddress(str(peer[0]).split("%", 1)[0], int(peer[1]))
+        self.last_io = time.monotonic()
         self.server.connections.add(self)
 
+    def idle(self, now: float, max_idle_s: float) -> bool:
+        """Whether nothing was read or written for ``max_idle_s`` and nothing is in progress."""
+        return (now - self.last_io >= max_idle_s and not self.tasks and not self.backlog
+                and not self._awaiting)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.refused:
+            return
         self.server.connections.discard(self)
         self.backlog.clear()
         self._writable.set()  # handlers waiting to write wake up and find the transport closed
@@ -190,6 +268,7 @@ class Connection(asyncio.Protocol):
             listener(self)
 
     def data_received(self, data: bytes) -> None:
+        self.last_io = time.monotonic()
         try:
             commands = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -266,6 +345,7 @@ class Connection(asyncio.Protocol):
         may re-enter :meth:`_pump` through :meth:`pause_writing`)."""
         out, self._out, self._out_bytes = self._out, [], 0
         if self.transport is not None and not self.transport.is_closing():
+            self.last_io = time.monotonic()
             self.transport.writelines(out)
 
     def _call_handler(self, request: RemotingCommand) -> Reply:
@@ -311,6 +391,7 @@ class Connection(asyncio.Protocol):
         """Write ``cmd`` now, whatever the flow control: responses of waiting handlers wait for a
         drain in ``_finish``."""
         if self.transport is not None and not self.transport.is_closing():
+            self.last_io = time.monotonic()
             self.transport.write(cmd.encode())
 
     def notify(self, code: int, ext_fields: dict[str, str], body: bytes = b"") -> None:
@@ -364,9 +445,12 @@ def _shorten(text: str) -> str:
 class RemotingServer:
     """Accepts connections and routes requests to handlers registered by request code."""
 
-    def __init__(self, host: str, port: int, tls: TlsSettings | None = None) -> None:
+    def __init__(self, host: str, port: int, tls: TlsSettings | None = None,
+                 limits: ConnectionLimits | None = None) -> None:
         self.host = host
         self.port = port
+        #: the idle timeout and the connection cap, read at each use
+        self.limits: ConnectionLimits = limits if limits is not None else DefaultLimits()
         #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
         self.tls = tls
         #: Run before each request's handler with the client's host:port: None lets it through,
@@ -380,11 +464,37 @@ class RemotingServer:
         self.handlers: dict[int, Handler] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
-        #: Requests answered as malformed since start, logged or not.
-        self.malformed_requests = 0
-        self._malformed_unlogged = 0
-        self._malformed_log_at = float("-inf")
+        self._malformed = SparseLog()
+        #: connections closed by the cap as they arrived, and idle connections closed
+        self._refused = SparseLog()
+        self._idle_closed = SparseLog()
         self._server: asyncio.Server | None = None
+        self._idle_sweep: asyncio.Task[None] | None = None
+
+    @property
+    def malformed_requests(self) -> int:
+        """Requests answered as malformed since start, logged or not."""
+        return self._malformed.count
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed as they arrived because ``remotingMaxConnections`` were open."""
+        return self._refused.count
+
+    @property
+    def idle_closed_connections(self) -> int:
+        """Connections closed after ``serverChannelMaxIdleTimeSeconds`` without a read or a write."""
+        return self._idle_closed.count
+
+    def admit(self, peer: str, waiting: int = 0) -> bool:
+        """Whether a connection from ``peer`` fits under the cap, with ``waiting`` more accepted and
+        not served yet; counts (and sparsely logs) a refusal."""
+        limit = self.limits.remoting_max_connections
+        if len(self.connections) + waiting < limit:
+            return True
+        self._refused.event(logging.WARNING, "closing a connection from %s: remotingMaxConnections (%d) are open",
+                            peer, limit)
+        return False
 
     @property
     def tls_certificate_reloads(self) -> int:
@@ -398,21 +508,32 @@ class RemotingServer:
 
     def report_malformed(self, conn: Connection, request: RemotingCommand, error: str) -> None:
         """Count a malformed request; log one line about it unless one was logged recently."""
-        self.malformed_requests += 1
-        now = time.monotonic()
-        if now - self._malformed_log_at < MALFORMED_LOG_INTERVAL_S:
-            self._malformed_unlogged += 1
+        self._malformed.event(logging.WARNING, "malformed request code %d from %s: %s", request.code, conn.peer, error)
+
+    def close_idle(self, now: float) -> None:
+        """Close the connections idle for ``serverChannelMaxIdleTimeSeconds`` (none when it is <= 0)."""
+        max_idle_s = self.limits.server_channel_max_idle_time_seconds
+        if max_idle_s <= 0:
             return
-        log.warning("malformed request code %d from %s: %s (%d more not logged since the last such line)",
-                    request.code, conn.peer, error, self._malformed_unlogged)
-        self._malformed_log_at = now
-        self._malformed_unlogged = 0
+        # one closing already (a graceful close waits for its writes) is not closed, nor counted, again
+        for conn in [c for c in self.connections if c.active and c.idle(now, max_idle_s)]:
+            self._idle_closed.event(logging.INFO, "closing %s: idle for %d s (serverChannelMaxIdleTimeSeconds)",
+                                    conn.peer, max_idle_s)
+            conn.close()
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            max_idle_s = self.limits.server_channel_max_idle_time_seconds
+            await asyncio.sleep(min(IDLE_SWEEP_MAX_INTERVAL_S, max_idle_s / 4) if max_idle_s > 0
+                                else IDLE_SWEEP_MAX_INTERVAL_S)
+            self.close_idle(time.monotonic())
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._idle_sweep = loop.create_task(self._sweep_idle(), name="remoting-idle-sweep")
         if self.tls is not None and self.tls.enabled:
             self._listener = TlsSniffingListener(self, ReloadingSslContext(self.tls))
             self.port = await self._listener.start()
@@ -423,6 +544,10 @@ class RemotingServer:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close."""
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_sweep
         if self._server is not None:
             self._server.close()
         if self._listener is not None:
@@ -486,6 +611,9 @@ class TlsSniffingListener:
             except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
+                continue
+            if not self.server.admit(_peer_text(conn), len(self._pending)):
+                conn.close()
                 continue
             task = loop.create_task(self._take(conn))
             self._pending.add(task)

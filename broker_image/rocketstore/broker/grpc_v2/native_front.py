@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import grpc
 
 from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Method
+from rocketstore.broker.grpc_v2.transport_limits import TransportLimits
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,29 @@ class CallContext:
         return self._code
 
 
-class NativeFront:
-    """Serves ``methods`` on ``host:port`` through ``front_class`` (the extension's GrpcFront)."""
+class FrontStats(NamedTuple):
+    """What the front's limits did so far (``GrpcFront.stats``)."""
 
-    def __init__(self, front_class: Any, methods: list[Method], host: str, port: int, max_message_bytes: int) -> None:
+    open_connections: int
+    refused_connections: int
+    idle_closed: int
+    reset_flood_closed: int
+    request_budget_refused: int
+    slow_reader_reset: int
+
+
+class NativeFront:
+    """Serves ``methods`` on ``host:port`` through ``front_class`` (the extension's GrpcFront), within ``limits``."""
+
+    def __init__(self, front_class: Any, methods: list[Method], host: str, port: int,
+                 limits: TransportLimits) -> None:
         self._methods = {f"/{SERVICE_NAME}/{m.name}": m for m in methods}
         streaming = [path for path, m in self._methods.items() if m.client_streaming]
-        self._front = front_class(host, port, max_message_bytes=max_message_bytes, client_streaming=streaming)
+        self._front = front_class(host, port, max_message_bytes=limits.max_message_bytes, client_streaming=streaming,
+                                  max_request_bytes_per_connection=limits.max_request_bytes_per_connection,
+                                  max_response_bytes_per_connection=limits.max_response_bytes_per_connection,
+                                  max_concurrent_streams=limits.max_concurrent_streams,
+                                  max_connections=limits.max_connections, idle_timeout_ms=limits.idle_timeout_ms)
         self.port: int = self._front.port
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._ids: dict[asyncio.Task[None], int] = {}
@@ -84,6 +101,9 @@ class NativeFront:
         self._outbox: list[tuple[int, bytes | None, int | None, str]] = []
         #: inside _drain, which hands the outbox over when it ends
         self._draining = False
+
+    def stats(self) -> FrontStats:
+        return FrontStats(*self._front.stats())
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

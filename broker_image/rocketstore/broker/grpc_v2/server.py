@@ -18,6 +18,9 @@ logic (call_logic.py).
 
 With ``tls.server.mode`` enforcing or permissive the port serves TLS (server_credentials.py), on grpcio.
 
+Either server gets the port's limits (transport_limits.py): the largest request tied to the store's
+``maxMessageSize``, streams per connection, connections, the idle timeout.
+
 With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
 through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
 ``MQv2-HMAC-SHA1`` signatures, the accounts and permissions of the remoting port).
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +55,7 @@ from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
 from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+from rocketstore.broker.grpc_v2.transport_limits import TransportLimits, grpcio_options, transport_limits
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, broker_tls_settings
 from rocketstore.common.clock import now_ms
 from rocketstore.common.native import NATIVE
@@ -61,8 +66,6 @@ log = logging.getLogger(__name__)
 POP_LOG_SYNC_INTERVAL_S: Final = 1.0
 #: the pop log's folder under the store's root directory
 POP_DIR: Final = "pop"
-#: largest request accepted (RocketMQ proxy's grpcMaxInboundMessageSize default, 130 MiB)
-MAX_INBOUND_MESSAGE_BYTES: Final = 130 * 1024 * 1024
 
 
 class GrpcServer:
@@ -93,18 +96,20 @@ class GrpcServer:
         validator = self.broker.access_validator  # set at start when aclEnable is
         check = None if validator is None else AccessCheck(validator)
         tls = broker_tls_settings(self.broker.broker_config)
+        limits = transport_limits(self.broker.broker_config, self.broker.store_config)
         front_class = native_front_class(self.broker.broker_config.grpc_native_front, tls.enabled)
         if front_class is not None:
             try:
-                self._front = NativeFront(front_class, methods(service, self.metrics, check), self.host, self.port,
-                                          MAX_INBOUND_MESSAGE_BYTES)
+                self._front = front = NativeFront(front_class, methods(service, self.metrics, check), self.host,
+                                                  self.port, limits)
             except OSError as exc:
                 raise OSError(f"grpcListenPort: {exc}") from exc
-            self.port = self._front.port
-            self._front.start()
+            self.port = front.port
+            front.start()
             log.info("gRPC port %s served by the native HTTP/2 front end", self.port)
+            self._add_front_metrics(front)
         else:
-            await self._start_grpcio(service, check, tls)
+            await self._start_grpcio(service, check, tls, limits)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sync_loop(), name="pop-log-sync"),
                        loop.create_task(self._renew_loop(), name="pop-auto-renew")]
@@ -122,13 +127,29 @@ class GrpcServer:
                                 lambda: self.renew.renewals)
         self.broker.add_metrics(self.metrics.collect)
 
-    async def _start_grpcio(self, service: MessagingService, check: Check | None, tls: TlsSettings) -> None:
+    def _add_front_metrics(self, front: NativeFront) -> None:
+        """What the native front's limits refused or closed (grpcio does not count them)."""
+        self.broker.add_gauge("rocketstore_grpc_connections", "Open gRPC connections",
+                              lambda: front.stats().open_connections)
+        for name, doc, field in (
+            ("refused_connections", "gRPC connections closed as they arrived: grpcMaxConnections were open",
+             "refused_connections"),
+            ("idle_closed_connections", "gRPC connections closed after grpcClientIdleTimeMills without a call",
+             "idle_closed"),
+            ("reset_flood_closed_connections", "gRPC connections closed for resetting calls faster than allowed "
+             "(GOAWAY ENHANCE_YOUR_CALM)", "reset_flood_closed"),
+            ("request_budget_refused_calls", "gRPC calls refused RESOURCE_EXHAUSTED: their connection had too many "
+             "request bytes in unfinished messages", "request_budget_refused"),
+            ("slow_reader_reset_calls", "gRPC calls reset ENHANCE_YOUR_CALM: their connection had too many response "
+             "bytes waiting for the client to read", "slow_reader_reset"),
+        ):
+            self.broker.add_counter(f"rocketstore_grpc_{name}", doc, functools.partial(_front_stat, front, field))
+
+    async def _start_grpcio(self, service: MessagingService, check: Check | None, tls: TlsSettings,
+                            limits: TransportLimits) -> None:
         # grpc sets SO_REUSEPORT by default: a second broker on the same port would then share it
         # silently (each taking some of the connections) instead of failing to start
-        # and a request may be as large as RocketMQ's proxy accepts (grpc's default of 4 MiB would
-        # refuse a SendMessage carrying several messages)
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
-                                          ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *grpcio_options(limits)])
         server.add_generic_rpc_handlers((method_handlers(service, self.metrics, check),))
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
@@ -180,6 +201,10 @@ class GrpcServer:
                 await asyncio.to_thread(self.pop.log.sync)
             except OSError:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+def _front_stat(front: NativeFront, field: str) -> float:
+    return float(getattr(front.stats(), field))
 
 
 def native_front_class(wanted: bool, tls: bool) -> Any:
