@@ -68,7 +68,7 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
-    from rocketstore.broker.broker_config import BrokerConfig, load_config_file
+    from rocketstore.broker.broker_config import BrokerConfig, apply_broker_startup_rules, load_config_file
 
     if args.config:
         if not os.path.isfile(args.config):
@@ -89,6 +89,7 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, StoreConfig]:
         broker_config.grpc_listen_port = args.grpc_port
     if args.host:
         broker_config.listen_host = args.host
+    apply_broker_startup_rules(broker_config, store_config)  # brokerId by role, haListenPort: once the port is known
     return broker_config, store_config
 
 
