@@ -27,12 +27,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from broker_process import Broker
 from polling import wait_until
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client import BrokerAdmin, MQAdmin, Producer, PullConsumer, RemotingClient, SendStatus
 from rocketstore.client.consumer import PullStatus, decode_messages
 from rocketstore.client.remoting_client import MessageQueue, RemotingError
@@ -258,6 +261,21 @@ def test_slave_copies_the_masters_tables_and_refuses_to_change_them(group: Group
                 change()
             assert refused.value.code == ResponseCode.SYSTEM_ERROR
             assert "Can't modify topic or subscription group from slave broker" in str(refused.value)
+
+    # the slave's gRPC port routes 5.x clients to the master, as RocketMQ 5's proxy does: the route
+    # lists both members by brokerId (the master at its host, on the same grpcListenPort: the
+    # proxy's assumption), and only the master's queues are assigned
+    with grpc.insecure_channel(g.slave.grpc_endpoint) as channel:
+        stub = pb_grpc.MessagingServiceStub(channel)
+        route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="SyncedTopic")), timeout=5)
+        assignment = stub.QueryAssignment(pb.QueryAssignmentRequest(
+            topic=pb.Resource(name="SyncedTopic"), group=pb.Resource(name="synced-group")), timeout=5)
+    assert route.status.code == pb.OK
+    members = {(q.broker.id, q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port)
+               for q in route.message_queues}
+    assert members == {(0, "127.0.0.1", g.slave.grpc_port), (1, "127.0.0.1", g.slave.grpc_port)}
+    assert assignment.status.code == pb.OK and assignment.assignments
+    assert {a.message_queue.broker.id for a in assignment.assignments} == {0}
 
 
 @pytest.mark.parametrize("group", [{"master_conf": "accessMessageInMemoryMaxRatio=0\n"}], indirect=True)

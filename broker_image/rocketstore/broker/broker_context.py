@@ -64,6 +64,10 @@ class BrokerContext(Protocol):
     @property
     def broker_addr(self) -> str: ...
 
+    @property
+    def master_addr(self) -> str | None:
+        """A slave's master (remoting address) as the name server last named it; None on a master."""
+
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
 
     def add_counter(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
