@@ -270,6 +270,10 @@ def test_slave_copies_the_masters_tables_and_refuses_to_change_them(group: Group
         route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="SyncedTopic")), timeout=5)
         assignment = stub.QueryAssignment(pb.QueryAssignmentRequest(
             topic=pb.Resource(name="SyncedTopic"), group=pb.Resource(name="synced-group")), timeout=5)
+        [popped] = list(stub.ReceiveMessage(pb.ReceiveMessageRequest(
+            group=pb.Resource(name="synced-group"), batch_size=1,
+            message_queue=pb.MessageQueue(topic=pb.Resource(name="SyncedTopic"), id=-1)), timeout=5))
+    assert popped.status.code == pb.FORBIDDEN  # pop state is the master's: a slave pops nothing
     assert route.status.code == pb.OK
     members = {(q.broker.id, q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port)
                for q in route.message_queues}

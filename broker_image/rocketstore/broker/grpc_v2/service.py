@@ -603,6 +603,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return ExpressionMessageFilter(built, manager.stats)
 
     def _receive_problem(self, request: pb.ReceiveMessageRequest) -> pb.Status | None:
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            # pop state (pop.log) is the master's and is not replicated: a slave popping would hand
+            # out messages the master hands out too (QueryAssignment names the master)
+            return _status(pb.FORBIDDEN, f"the broker[{self.broker.broker_addr}] is a slave: receive from its "
+                           "master, which QueryAssignment names")
         group = request.group.name
         if not group:
             return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
