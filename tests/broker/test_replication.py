@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -198,6 +201,17 @@ def test_sync_master_answers_slave_not_available_until_its_slave_is_in_sync(grou
     slave_page = g.slave.metrics()
     assert metric(slave_page, "rocketstore_ha_master_connected") == 1
     assert metric(slave_page, "rocketstore_ha_slave_behind_refused") == 0
+
+    def admin_ha_status() -> dict[int, dict[str, object]]:
+        out = subprocess.run([sys.executable, "-m", "rocketstore.cli", "admin", "-n", g.namesrv, "haStatus",
+                              "-c", "TestCluster", "--json"], capture_output=True, text=True, timeout=60, check=True)
+        return {row["brokerId"]: row for row in json.loads(out.stdout)["members"] if row["brokerName"] == g.name}
+
+    members = wait_until("rocketstore admin haStatus with the slave caught up",
+                         lambda: (rows := admin_ha_status()) and rows[1]["lagBytes"] == 0 and rows)
+    assert members[0]["role"] == "MASTER" and members[0]["addr"] == g.master.addr and members[0]["inSync"] == 1
+    assert members[1]["role"] == "SLAVE" and members[1]["addr"] == g.slave.addr and members[1]["inSync"] is True
+    assert members[1]["maxOffset"] == members[0]["maxOffset"]
 
 
 @pytest.mark.parametrize("group", [{"master_conf": "slaveTimeout=1500\n"}], indirect=True)
