@@ -206,7 +206,7 @@ def _catch_up(tmp_path: Path, stores: list[DefaultMessageStore], backlog: int) -
     copy_dir = tmp_path / "raw-copy"
     copy_dir.mkdir()
     began = time.monotonic()
-    for name in sorted(os.listdir(master.config.commit_log_dir())):
+    for name in sorted(os.listdir(master.config.commit_log_dir()))[:16]:  # enough to time, not a 2nd GiB
         shutil.copyfile(master.config.commit_log_dir() / name, copy_dir / name)
     raw = time.monotonic() - began
     copied = sum(f.stat().st_size for f in copy_dir.iterdir())
