@@ -67,7 +67,7 @@ class HAClient:
         self._stopped = True
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._buf = bytearray(READ_BUFFER_SIZE)
+        self._buf = bytearray()  # the read buffer, made at the first connection (masters never need it)
 
     # -- control ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -155,6 +155,8 @@ class HAClient:
         reported = self.commit_log.max_offset
         sock.sendall(encode_report(reported))
         last_write_ms = last_read_ms = now_ms()
+        if not self._buf:
+            self._buf = bytearray(READ_BUFFER_SIZE)
         buf = self._buf
         view = memoryview(buf)
         start = end = 0  # unprocessed bytes are buf[start:end]

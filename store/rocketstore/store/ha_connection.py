@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from rocketstore.common.clock import now_ms
 from rocketstore.store.ha_protocol import (
+    batch_end,
     encode_header,
     last_report,
     slave_ahead_error,
@@ -204,7 +205,7 @@ class HAConnection:
                 view = memoryview(mapped.buffer)
                 held.append((mapped, view))
                 while pos < limit and total < GATHER_BYTES and len(parts) < 2 * GATHER_FRAMES:
-                    size = min(limit - pos, batch)
+                    size = batch_end(pos, limit, batch) - pos
                     parts.append(encode_header(offset, size))
                     parts.append(view[pos:pos + size])
                     pos += size

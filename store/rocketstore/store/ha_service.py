@@ -10,13 +10,18 @@ Every store runs one, whatever its role (RocketMQ does too):
 * it owns the :class:`HAClient` (ha_client), which replicates from ``haMasterAddress`` while
   the store is a SLAVE.
 
-A role change without a restart (failover, future work) needs no new parts: the listener and
-the connections run on every role, so making a slave the master is stopping the client
-(``update_master_address(None)``; appends from the client stop), setting ``brokerRole`` and
-letting puts in; making a master a slave is refusing puts, closing the connections
-(:meth:`HAService.close_connections`) and pointing the client at the new master. What that
-needs first is truncation of a diverged tail, which is why a slave ahead of its master is
-refused (see ha_protocol) rather than repaired.
+A role change without a restart (failover, future work) needs no new parts, because nothing
+here is chosen by role at construction: the listener and the connections run on every role,
+and the client runs on every role too, idle while it has no master address.
+
+* slave -> master: ``update_master_address(None)`` (the client stops appending), let dispatch
+  catch up, rebuild the next queue offsets from the consume queues
+  (``DefaultMessageStore.recover_topic_queue_table``), set ``brokerRole`` and let puts in;
+  slaves of the new master connect to its listener, which is already up.
+* master -> slave: refuse puts (``brokerRole=SLAVE``), :meth:`HAService.close_connections`, and
+  point the client at the new master. Its log must first be cut back to what the new master
+  has: that truncation is the missing piece, which is why a slave ahead of its master is
+  refused (see ha_protocol) rather than repaired.
 """
 
 from __future__ import annotations
@@ -267,10 +272,6 @@ class HAService:
                     self._data_cond.wait(timeout_s)
             finally:
                 self._waiting_writers -= 1
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
 
     # -- slave side ------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:
