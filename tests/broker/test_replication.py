@@ -14,7 +14,8 @@ of its own) of a master and a slave registering there:
   offset commits while the master is down, and the consumer's offsets reach the master when it
   returns;
 * /metrics and GET_BROKER_HA_STATUS show each slave's lag;
-* kill -9 of the master under SYNC_MASTER load: every SEND_OK message is on the slave.
+* kill -9 of the master under SYNC_MASTER load: every SEND_OK message is on the slave;
+* Apache's 4.x Java client consumes from the slave while the master is down.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from pathlib import Path
 import grpc
 import pytest
 from broker_process import Broker
+from java_rocketmq import ClientDriver
 from polling import wait_until
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
+from tool_support import require_executable
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -169,6 +172,8 @@ def ha_status(addr: str) -> HARuntimeInfo:
 def test_sync_master_answers_slave_not_available_until_its_slave_is_in_sync(group: Group) -> None:
     g = group
     g.master.start()
+    assert g.master.process is not None
+    assert f"published as 127.0.0.1:{g.master.listen_port + 1}" in g.master.process.wait_ready()["ha"]
     create_topic(g)
     with Producer(g.namesrv, "p-sync") as producer:
         alone = producer.send(TOPIC, b"before the slave", queue_id=0)
@@ -410,3 +415,28 @@ def test_kill_9_of_the_master_under_sync_master_load_loses_no_acknowledged_messa
     on_slave = wait_until("every acknowledged message on the slave",
                           lambda: (keys := stored_keys(g.slave.addr, TOPIC, 4)) >= set(acknowledged) and keys)
     assert len(acknowledged) >= 200 and set(acknowledged) <= on_slave
+
+
+def test_java_4x_client_consumes_from_the_slave_while_the_master_is_down(group: Group, tmp_path: Path) -> None:
+    """Apache's 4.x client (rocketmq-client 4.9.8): SYNC_MASTER sends acknowledged SEND_OK, then the
+    master crashes; a push consumer reads every message from the slave and commits its offsets there."""
+    require_executable("java", "runs Apache RocketMQ's 4.x Java client (tests/support/drivers/java4)")
+    require_executable("mvn", "builds the Java client driver")
+    g = group
+    g.master.start()
+    g.slave.start()
+    create_topic(g)
+    wait_until("the slave in sync", lambda: slave_in_sync(g))
+    driver = ClientDriver(g.namesrv, tmp_path / "java", poll_namesrv_ms=1000, heartbeat_ms=1000,
+                          rebalance_interval_ms=1000)
+    sent = driver.produce(TOPIC, 40).of("sent")
+    assert {line["status"] for line in sent} == {"SEND_OK"}
+
+    g.master.stop(signal.SIGKILL)
+    wait_until("the route without the master", lambda: route_members(g.namesrv, TOPIC, g.name) == {1: g.slave.addr})
+    consumed = driver.push_consume(TOPIC, "java-on-slave", 40, timeout_s=90).of("received")
+    assert {line["msgId"] for line in consumed} == {line["msgId"] for line in sent}
+    # the consumer committed its offsets to the slave (at shutdown at the latest), the route's only member
+    with RemotingClient() as client:
+        offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
+    assert sum(offsets["offsetTable"][f"{TOPIC}@java-on-slave"].values()) == 40
