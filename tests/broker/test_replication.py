@@ -362,7 +362,10 @@ def test_consumers_read_and_commit_on_the_slave_while_the_master_is_down(group: 
         # nothing is consumed twice from the master either
         assert consumer.pull(mq, consumer.fetch_offset(mq)).status is PullStatus.NO_NEW_MSG
     # and the slave's copy keeps it after its next sync pass with the master
-    time.sleep(12)
+    passes = metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0
+    wait_until("a sync pass with the master back",
+               lambda: (metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0) > passes + 1,
+               timeout=40)
     with RemotingClient() as client:
         offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
     assert offsets["offsetTable"][f"{TOPIC}@reads-slave"]["2"] == 10

@@ -322,6 +322,11 @@ class BrokerController:
         self._add_transaction_metrics()
         ha = self.store.ha_service
         self.add_metrics(lambda: ha_families(self.store_config.broker_role, ha.slaves(), ha.client_state()))
+        sync = self.slave_synchronize
+        self.add_counter("rocketstore_slave_synchronize_passes", "SlaveSynchronize passes over the master's tables "
+                         "(a slave's, every 10 s while its master is known)", lambda: sync.syncs)
+        self.add_counter("rocketstore_slave_synchronize_failures", "SlaveSynchronize requests to the master that "
+                         "failed", lambda: sync.failures)
         if self.remoting.tls is not None and self.remoting.tls.enabled:
             self._add_tls_metrics()
 
