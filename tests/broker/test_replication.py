@@ -164,6 +164,13 @@ def create_topic(g: Group, topic: str = TOPIC, queues: int = 4) -> None:
         wait_until(f"{topic} on the slave", lambda: topic in slave_topics(g), timeout=30)
 
 
+def slave_offset(g: Group, group: str, queue_id: int, topic: str = TOPIC) -> int | None:
+    """The slave's committed offset of ``group`` (None when it has none)."""
+    with RemotingClient() as client:
+        offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
+    return offsets["offsetTable"].get(f"{topic}@{group}", {}).get(str(queue_id))
+
+
 def ha_status(addr: str) -> HARuntimeInfo:
     with RemotingClient() as client:
         return HARuntimeInfo.decode(client.call(addr, RequestCode.GET_BROKER_HA_STATUS).body)
@@ -340,12 +347,16 @@ def test_consumers_read_and_commit_on_the_slave_while_the_master_is_down(group: 
         sent = [producer.send(TOPIC, f"d{i}".encode(), queue_id=2) for i in range(10)]
     assert {r.status for r in sent} == {SendStatus.SEND_OK}
     mq = MessageQueue(TOPIC, g.name, 2)
+    with PullConsumer(g.namesrv, "reads-slave") as consumer:  # the group's progress on the master: 3
+        consumer.commit_offset(mq, 3)
+    wait_until("the slave's copy of the offset", lambda: slave_offset(g, "reads-slave", 2) == 3, timeout=30)
 
     assert g.master.stop() == 0
     wait_until("the route without the master", lambda: route_members(g.namesrv, TOPIC, g.name) == {1: g.slave.addr})
     with PullConsumer(g.namesrv, "reads-slave") as consumer:
-        result = consumer.pull(mq, max(consumer.fetch_offset(mq), 0))
-        assert [m.body for m in result.messages] == [f"d{i}".encode() for i in range(10)]
+        assert consumer.fetch_offset(mq) == 3  # the slave's copy of the master's offsets
+        result = consumer.pull(mq, consumer.fetch_offset(mq))
+        assert [m.body for m in result.messages] == [f"d{i}".encode() for i in range(3, 10)]
         consumer.commit_offset(mq, result.next_begin_offset)  # to the slave: the only member left
         assert consumer.fetch_offset(mq) == 10
         with BrokerAdmin(g.slave.addr) as slave:  # the slave still refuses sends
@@ -353,22 +364,22 @@ def test_consumers_read_and_commit_on_the_slave_while_the_master_is_down(group: 
                 slave.create_topic("WhileDown", 1, 1)
             assert refused.value.code == ResponseCode.SYSTEM_ERROR
 
-        g.master.start()
-        wait_until("the master back in the route", lambda: route_members(g.namesrv, TOPIC, g.name).get(0))
-        # as the Java client's persistConsumerOffset does: the offset it holds goes to the master again
-        consumer.route(TOPIC, refresh=True)
-        consumer.commit_offset(mq, result.next_begin_offset)
-        assert consumer.broker_addr(mq) == g.master.addr and consumer.fetch_offset(mq) == 10
-        # nothing is consumed twice from the master either
-        assert consumer.pull(mq, consumer.fetch_offset(mq)).status is PullStatus.NO_NEW_MSG
-    # and the slave's copy keeps it after its next sync pass with the master
+    # the consumer stops while the master is down; the master comes back with its old offset (3)
+    g.master.start()
+    wait_until("the master back in the route", lambda: route_members(g.namesrv, TOPIC, g.name).get(0))
+    # the slave hands the offset committed to it to the master at its next sync pass, so a consumer
+    # started now (nothing of the old one's memory) starts where the old one stopped
+    with PullConsumer(g.namesrv, "reads-slave") as restarted:
+        assert restarted.broker_addr(mq) == g.master.addr
+        assert wait_until("the master has the offset committed to the slave",
+                          lambda: restarted.fetch_offset(mq) == 10, timeout=40)
+        assert restarted.pull(mq, restarted.fetch_offset(mq)).status is PullStatus.NO_NEW_MSG
+    # and the slave's copy keeps it after its next sync passes with the master
     passes = metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0
     wait_until("a sync pass with the master back",
                lambda: (metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0) > passes + 1,
                timeout=40)
-    with RemotingClient() as client:
-        offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
-    assert offsets["offsetTable"][f"{TOPIC}@reads-slave"]["2"] == 10
+    assert slave_offset(g, "reads-slave", 2) == 10
 
 
 def test_kill_9_of_the_master_under_sync_master_load_loses_no_acknowledged_message(group: Group) -> None:

@@ -40,6 +40,7 @@ from rocketstore.remoting.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketstore.store.config import BrokerRole
 
 
 def query_consumer_offset(broker: BrokerContext, header: QueryConsumerOffsetRequestHeader) -> int | None:
@@ -85,6 +86,8 @@ class ConsumerOffsetProcessor:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
                                                           header.commit_offset)
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            self.broker.slave_synchronize.committed_on_slave(header.consumer_group, header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS)
 
     def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
