@@ -27,6 +27,7 @@ from store_support import SEGMENT, small_config, start_store
 
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
+from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -485,3 +486,18 @@ def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessa
                 conn.sendall(encode_header(0, 0))  # a master heartbeat keeps the connection up
             assert got[:3 * REPORT_SIZE] == encode_report(0) * 3
             assert time.monotonic() - began >= 0.35
+
+
+def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:
+    """A broker has many files open: select() refuses descriptors from 1024 on, the HA threads must not."""
+    left, right = socket.socketpair()
+    high = os.dup2(left.fileno(), 1500)
+    try:
+        sock = socket.socket(fileno=high)
+    except OSError:
+        os.close(high)
+        raise
+    with left, right, sock:
+        assert not wait_readable(sock, 0.05)
+        right.sendall(b"x")
+        assert wait_readable(sock, 5)
