@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import shutil
 import socket
@@ -27,6 +28,7 @@ from store_support import SEGMENT, small_config, start_store
 
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
+from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -485,3 +487,67 @@ def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessa
                 conn.sendall(encode_header(0, 0))  # a master heartbeat keeps the connection up
             assert got[:3 * REPORT_SIZE] == encode_report(0) * 3
             assert time.monotonic() - began >= 0.35
+
+
+def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:
+    """A broker has many files open: select() refuses descriptors from 1024 on, the HA threads must not."""
+    left, right = socket.socketpair()
+    high = os.dup2(left.fileno(), 1500)
+    try:
+        sock = socket.socket(fileno=high)
+    except OSError:
+        os.close(high)
+        raise
+    with left, right, sock:
+        assert not wait_readable(sock, 0.05)
+        right.sendall(b"x")
+        assert wait_readable(sock, 5)
+
+
+def test_records_split_across_frames_are_dispatched_whole(
+        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+    """With 37-byte frames nearly every record arrives in pieces: the slave's dispatch must wait for
+    the rest of a record, never index a half-written one (tags, keys and sizes come from its tail)."""
+    master = open_master(stores, tmp_path / "master", ha_transfer_batch_size=37)
+    slave = open_slave(stores, tmp_path / "slave", master.ha_service.listen_port)
+    wait_until("the slave to connect", lambda: master.ha_service.connection_count == 1)
+    with caplog.at_level(logging.WARNING, logger="rocketstore.store.dispatch"):
+        for i in range(40):
+            msg = Message(topic="Split", body=f"body-{i}".encode() * 5, queue_id=i % 2,
+                          properties={"KEYS": f"key-{i}", "TAGS": f"tag{i % 3}"})
+            assert master.put_message(msg).status is PutMessageStatus.PUT_OK
+        wait_caught_up(master, slave)
+        assert_same_log(master, slave)
+        for queue_id in (0, 1):
+            assert bodies(slave, "Split", queue_id) == bodies(master, "Split", queue_id)
+            for offset in range(20):
+                assert slave.get_tags_code("Split", queue_id, offset) == master.get_tags_code("Split", queue_id, offset)
+    assert [r.getMessage() for r in caplog.records] == []
+    found = slave.query_message("Split", "key-7", 10, 0, 2**62).messages
+    assert [m.body for m in found] == [b"body-7" * 5]
+
+
+def test_a_record_half_arrived_is_not_dispatched_until_whole(
+        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+    """A raw socket plays the master, to hold a record's last bytes back: the slave's dispatch must
+    not index the part it has (its properties, hence tags and keys, are at the record's end)."""
+    source = open_master(stores, tmp_path / "source")
+    msg = Message(topic="Half", body=b"payload", queue_id=0, properties={"KEYS": "the-key", "TAGS": "TagA"})
+    assert source.put_message(msg).status is PutMessageStatus.PUT_OK
+    record = read_log(source, 0, source.max_phy_offset)
+    cut = len(record) - 5  # inside the properties: every length field has arrived, the text has not
+    with closing(socket.create_server(("127.0.0.1", 0))) as server:
+        server.settimeout(10)
+        slave = open_slave(stores, tmp_path / "slave", server.getsockname()[1])
+        conn, _ = server.accept()
+        with conn, caplog.at_level(logging.WARNING, logger="rocketstore.store.dispatch"):
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            conn.sendall(encode_header(0, cut) + record[:cut])
+            wait_until("the first part appended", lambda: slave.max_phy_offset == cut)
+            time.sleep(0.3)  # dispatch passes run meanwhile
+            assert slave.get_max_offset_in_queue("Half", 0) == 0
+            conn.sendall(encode_header(cut, len(record) - cut) + record[cut:])
+            wait_until("the record dispatched", lambda: slave.get_max_offset_in_queue("Half", 0) == 1)
+    assert slave.get_tags_code("Half", 0, 0) == source.get_tags_code("Half", 0, 0)
+    assert [m.body for m in slave.query_message("Half", "the-key", 10, 0, 2**62).messages] == [b"payload"]
+    assert [r.getMessage() for r in caplog.records] == []

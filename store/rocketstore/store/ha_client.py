@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import socket
 import threading
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Final
 from rocketstore.common.clock import now_ms
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
+from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import HEADER_SIZE, continuity_error, encode_report, next_frame
 
 log = logging.getLogger(__name__)
@@ -171,8 +171,7 @@ class HAClient:
                                 now - last_read_ms)
                     return
                 wait_s = min(POLL_S, max(config.ha_send_heartbeat_interval - (now - last_write_ms), 1) / 1000)
-                readable, _, _ = select.select([sock], [], [], wait_s)
-                if not readable:
+                if not wait_readable(sock, wait_s):
                     continue
                 if end == len(buf):  # full: keep the partial frame, at the front
                     buf[: end - start] = bytes(view[start:end])  # less than one frame

@@ -49,6 +49,17 @@ READ_POLL_S: Final = 1.0
 """How often the reader looks at the stop flag and the housekeeping clock."""
 
 
+def wait_readable(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether ``sock`` has bytes (or end of stream) to read within ``timeout_s``.
+
+    poll, not select: select cannot watch a descriptor numbered 1024 or more, and a broker with
+    many segments, queues and connections open has those.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(int(timeout_s * 1000), 0)))
+
+
 def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
     """Send every byte of ``parts`` in order with as few system calls as the kernel allows."""
     index = 0
@@ -115,8 +126,7 @@ class HAConnection:
         last_read_ms = now_ms()
         try:
             while not self._stopped:
-                readable, _, _ = select.select([self.sock], [], [], READ_POLL_S)
-                if not readable:
+                if not wait_readable(self.sock, READ_POLL_S):
                     silent = now_ms() - last_read_ms
                     if silent > self.service.config.ha_housekeeping_interval:
                         log.warning("HA: slave %s silent for %d ms, closing the connection", self.address, silent)
