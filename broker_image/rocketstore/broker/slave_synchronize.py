@@ -129,7 +129,11 @@ class SlaveSynchronize:
         await asyncio.sleep(SYNC_INITIAL_DELAY_S)
         try:
             while True:
-                await self.sync_all()
+                try:
+                    await self.sync_all()
+                except Exception:  # as RocketMQ's scheduled syncAll: logged, and the next pass comes
+                    self.failures += 1
+                    log.exception("slave synchronize: pass failed")
                 await asyncio.sleep(SYNC_INTERVAL_S)
         finally:
             with contextlib.suppress(Exception):
