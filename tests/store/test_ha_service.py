@@ -551,3 +551,30 @@ def test_a_record_half_arrived_is_not_dispatched_until_whole(
     assert slave.get_tags_code("Half", 0, 0) == source.get_tags_code("Half", 0, 0)
     assert [m.body for m in slave.query_message("Half", "the-key", 10, 0, 2**62).messages] == [b"payload"]
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """A raw socket plays a slave that acknowledges only what the test says."""
+    master = open_master(stores, tmp_path / "master")
+    first = master.put_message(Message(topic="Lag", body=b"old", queue_id=0)).append
+    time.sleep(1.2)
+    put(master, 2, topic="Lag")
+    assert first is not None
+    slave = FakeSlave(master.ha_service.listen_port)
+    try:
+        slave.report(0)
+        wait_until("the report", lambda: master.ha_service.slaves() and master.ha_service.slaves()[0].acked_offset == 0)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset == master.slave_fall_behind_much()
+        assert 1.1 <= info.lag_seconds < 30  # the oldest record it lacks is 1.2 s older than the newest
+        assert info.in_sync  # within haSlaveFallbehindMax: lag in time does not take a slave out of sync
+        slave.report(first.wrote_bytes + 10)  # inside the second record: the first one is acknowledged
+        wait_until("the second report", lambda: master.ha_service.slaves()[0].acked_offset == first.wrote_bytes + 10)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset - first.wrote_bytes - 10
+        assert 0 <= info.lag_seconds < 1.0
+        slave.report(master.max_phy_offset)
+        wait_until("caught up", lambda: master.ha_service.slaves()[0].lag_bytes == 0)
+        assert master.ha_service.slaves()[0].lag_seconds == 0
+    finally:
+        slave.close()
