@@ -578,3 +578,28 @@ def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMess
         assert master.ha_service.slaves()[0].lag_seconds == 0
     finally:
         slave.close()
+
+
+def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """HAClientTest's updateHaMasterAddress, with raw sockets as the two masters."""
+    slave = open_slave(stores, tmp_path / "slave", None)
+    assert slave.ha_service.client_state().master_address is None
+    with closing(socket.create_server(("127.0.0.1", 0))) as first, \
+            closing(socket.create_server(("127.0.0.1", 0))) as second:
+        first.settimeout(10)
+        second.settimeout(10)
+        first_addr = f"127.0.0.1:{first.getsockname()[1]}"
+        slave.update_ha_master_address(first_addr)
+        assert slave.ha_service.client_state().master_address == first_addr
+        conn, _ = first.accept()
+        with conn:
+            conn.settimeout(10)
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            second_addr = f"127.0.0.1:{second.getsockname()[1]}"
+            slave.update_ha_master_address(second_addr)
+            assert slave.ha_service.client_state().master_address == second_addr
+            assert conn.recv(REPORT_SIZE) == b""  # the old master's connection is closed
+            moved, _ = second.accept()
+            with moved:
+                moved.settimeout(10)
+                assert moved.recv(REPORT_SIZE) == encode_report(0)

@@ -162,7 +162,7 @@ class HAClient:
         view = memoryview(buf)
         start = end = 0  # unprocessed bytes are buf[start:end]
         try:
-            while not self._stopped and self._sock is sock:
+            while not self._stopped and self._sock is sock and self._master_address == address:
                 now = now_ms()
                 if now - last_write_ms > config.ha_send_heartbeat_interval:
                     sock.sendall(encode_report(reported))
