@@ -214,6 +214,7 @@ def _catch_up(tmp_path: Path, stores: list[DefaultMessageStore], backlog: int) -
     copied = sum(f.stat().st_size for f in copy_dir.iterdir())
     print(f"catch-up of {behind / 2**20:.0f} MiB: {behind / 2**20 / took:.0f} MiB/s; raw copy of "
           f"{copied / 2**20:.0f} MiB: {copied / 2**20 / raw:.0f} MiB/s")
+    wait_until("the slave's dispatch to catch up", lambda: slave.dispatch_behind_bytes == 0, timeout=300)
     for queue_id in range(4):
         assert slave.get_max_offset_in_queue("Big", queue_id) == master.get_max_offset_in_queue("Big", queue_id)
 
@@ -408,9 +409,9 @@ def test_push2slave_max_offset_is_the_best_slaves_report(tmp_path: Path, stores:
         for slave, offset in zip(slaves, (123, 125, 124), strict=True):
             slave.report(offset)
         wait_until("three connections", lambda: master.ha_service.connection_count == 3)
-        wait_until("the best report", lambda: master.ha_service.push2slave_max_offset == 125)
-        acked = sorted(info.acked_offset for info in master.ha_service.slaves())
-        assert acked == [123, 124, 125]
+        wait_until("every report",
+                   lambda: sorted(i.acked_offset for i in master.ha_service.slaves()) == [123, 124, 125])
+        assert master.ha_service.push2slave_max_offset == 125
         slaves[1].close()
         wait_until("the connection to go", lambda: master.ha_service.connection_count == 2)
         assert master.ha_service.push2slave_max_offset == 125  # never goes back, as in RocketMQ
@@ -551,3 +552,55 @@ def test_a_record_half_arrived_is_not_dispatched_until_whole(
     assert slave.get_tags_code("Half", 0, 0) == source.get_tags_code("Half", 0, 0)
     assert [m.body for m in slave.query_message("Half", "the-key", 10, 0, 2**62).messages] == [b"payload"]
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """A raw socket plays a slave that acknowledges only what the test says."""
+    master = open_master(stores, tmp_path / "master")
+    first = master.put_message(Message(topic="Lag", body=b"old", queue_id=0)).append
+    time.sleep(1.2)
+    put(master, 2, topic="Lag")
+    assert first is not None
+    slave = FakeSlave(master.ha_service.listen_port)
+    try:
+        slave.report(0)
+        wait_until("the report", lambda: master.ha_service.slaves() and master.ha_service.slaves()[0].acked_offset == 0)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset == master.slave_fall_behind_much()
+        assert 1.1 <= info.lag_seconds < 30  # the oldest record it lacks is 1.2 s older than the newest
+        assert info.in_sync  # within haSlaveFallbehindMax: lag in time does not take a slave out of sync
+        slave.report(first.wrote_bytes + 10)  # inside the second record: the first one is acknowledged
+        wait_until("the second report", lambda: master.ha_service.slaves()[0].acked_offset == first.wrote_bytes + 10)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset - first.wrote_bytes - 10
+        assert 0 <= info.lag_seconds < 1.0
+        slave.report(master.max_phy_offset)
+        wait_until("caught up", lambda: master.ha_service.slaves()[0].lag_bytes == 0)
+        assert master.ha_service.slaves()[0].lag_seconds == 0
+    finally:
+        slave.close()
+
+
+def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """HAClientTest's updateHaMasterAddress, with raw sockets as the two masters."""
+    slave = open_slave(stores, tmp_path / "slave", None)
+    assert slave.ha_service.client_state().master_address is None
+    with closing(socket.create_server(("127.0.0.1", 0))) as first, \
+            closing(socket.create_server(("127.0.0.1", 0))) as second:
+        first.settimeout(10)
+        second.settimeout(10)
+        first_addr = f"127.0.0.1:{first.getsockname()[1]}"
+        slave.update_ha_master_address(first_addr)
+        assert slave.ha_service.client_state().master_address == first_addr
+        conn, _ = first.accept()
+        with conn:
+            conn.settimeout(10)
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            second_addr = f"127.0.0.1:{second.getsockname()[1]}"
+            slave.update_ha_master_address(second_addr)
+            assert slave.ha_service.client_state().master_address == second_addr
+            assert conn.recv(REPORT_SIZE) == b""  # the old master's connection is closed
+            moved, _ = second.accept()
+            with moved:
+                moved.settimeout(10)
+                assert moved.recv(REPORT_SIZE) == encode_report(0)
