@@ -1,7 +1,8 @@
 """No silent no-ops: a broker.conf key the broker accepts but does not implement is named in a warning
-at start saying what the broker does instead, and refused by a live update (UPDATE_BROKER_CONFIG);
-SYNC_MASTER without a slave answers what RocketMQ answers then (SLAVE_NOT_AVAILABLE), not a plain
-success.
+at start saying what the broker does instead, and refused by a live update (UPDATE_BROKER_CONFIG).
+The replication keys (brokerRole, ha*, slaveTimeout, brokerIP2) are implemented and warn of
+nothing; a SLAVE without a brokerId does not start, as BrokerStartup refuses it; SYNC_MASTER
+without a slave answers what RocketMQ answers then (SLAVE_NOT_AVAILABLE), not a plain success.
 
 No silent insecurity: a security key the broker does not implement (RocketMQ 5.3's authentication
 and authorization, TLS on its own connections) stops the start with one line naming it, and is
@@ -33,10 +34,6 @@ from rocketstore.store.config import BrokerRole
 #: Unimplemented keys an operator copying a RocketMQ broker.conf may well have, with such values.
 SET: dict[str, str] = {
     "enableDetailStat": "false",
-    "brokerRole": "SYNC_MASTER",
-    "haMasterAddress": "10.0.0.1:10912",
-    "haListenPort": "10999",
-    "brokerIP2": "10.0.0.2",
     "enableDLegerCommitLog": "true",
     "transientStorePoolEnable": "true",
     "sendMessageThreadPoolNums": "64",
@@ -71,12 +68,22 @@ def test_a_security_key_counts_as_set_unless_blank_or_false() -> None:
     assert "authentication" in next(s for s in found if s.key == "authenticationEnabled").instead
 
 
+#: RocketMQ's replication keys, as a slave's broker.conf sets them: all implemented now.
+REPLICATION: dict[str, str] = {
+    "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": "10.0.0.1:10912", "haListenPort": "10999",
+    "brokerIP2": "10.0.0.2", "haSendHeartbeatInterval": "3000", "haHousekeepingInterval": "10000",
+    "haTransferBatchSize": "65536", "haSlaveFallbehindMax": "1024", "slaveTimeout": "1000",
+    "slaveReadEnable": "true",
+}
+
+
 def test_defaults_and_implemented_values_warn_of_nothing() -> None:
     defaults = {"enableDetailStat": "true", "brokerRole": "ASYNC_MASTER", "haListenPort": "10912"}
     assert unimplemented_settings(defaults, defaults) == []
-    assert unimplemented_settings({"brokerRole": "ASYNC_MASTER"}, {"brokerRole": "ASYNC_MASTER"}) == []
+    assert unimplemented_settings(REPLICATION, defaults) == []
+    assert unimplemented_settings({"brokerRole": "SYNC_MASTER"}, defaults) == []
     # a key whose default is None is set whenever it has a value
-    assert [s.key for s in unimplemented_settings({"haMasterAddress": "h:1"}, {})] == ["haMasterAddress"]
+    assert [s.key for s in unimplemented_settings({"dLegerPeers": "n0-h:40911"}, {})] == ["dLegerPeers"]
 
 
 @pytest.mark.integration
@@ -94,7 +101,6 @@ def test_broker_started_with_unimplemented_keys_names_each_in_a_warning(tmp_path
     for key, value in SET.items():
         assert warned[key][0] == value
     assert "WARNING" in next(line for line in log.splitlines() if "enableDetailStat=false" in line)
-    assert "SLAVE_NOT_AVAILABLE" in warned["brokerRole"][1]
     assert "statistics" in warned["enableDetailStat"][1]
     # keys left at their defaults (and implemented ones: flushDiskType, listenPort...) are not named
     assert set(warned) == set(SET), set(warned) - set(SET)
@@ -112,6 +118,7 @@ def test_live_update_to_an_unimplemented_value_is_refused(broker: BrokerHandle) 
     # all or nothing: an implemented key next to a refused one is not applied either
     reply = client.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=7\nbrokerRole=SLAVE\n")
     assert reply.code == ResponseCode.SYSTEM_ERROR and "brokerRole" in (reply.remark or "")
+    assert "restart" in (reply.remark or "")  # a role change without a restart is failover's
     assert broker.controller.store_config.file_reserved_time == 72
 
 
@@ -149,6 +156,17 @@ def test_broker_conf_with_unimplemented_authentication_does_not_start(tmp_path: 
     error = [line for line in log.splitlines() if "authenticationEnabled" in line]
     assert len(error) == 1 and "error" in error[0] and "refused" in error[0] and "authentication" in error[0], log
     assert "authorizationEnabled" in error[0]  # the other refused keys are named in the same line
+
+
+@pytest.mark.integration
+def test_slave_without_a_broker_id_does_not_start(tmp_path: Path) -> None:
+    conf = Broker(tmp_path, "brokerRole=SLAVE\nbrokerId=0\n").conf
+    process = BrokerProcess(["-c", str(conf)], tmp_path / "broker.log", {"HOME": str(tmp_path / "home")})
+    process.proc.wait(60)
+    log = process.log_text()
+    assert process.stop() == 2 and "ready" not in process.lines
+    error = [line for line in log.splitlines() if "brokerId" in line]
+    assert len(error) == 1 and "error" in error[0] and "Slave's brokerId must be > 0" in error[0], log
 
 
 @pytest.mark.integration

@@ -18,7 +18,9 @@ does one job, in a module named after its RocketMQ counterpart:
     configuration.py               the live configuration (GET/UPDATE_BROKER_CONFIG)
     register_broker_service.py     registration with the name servers of ``namesrvAddr``: it starts
                                    once the broker serves, before start() returns, and stop()
-                                   unregisters after the listeners close
+                                   unregisters after the listeners close; a slave learns its
+                                   master's HA and remoting addresses from the answers
+    slave_synchronize.py           a SLAVE's periodic copy of its master's tables
 
 What stays here is the wiring, the periodic housekeeping tasks, the /metrics registration the
 parts and processors call, and the hand-off of dispatch news (the store's thread) to the loop:
@@ -46,14 +48,16 @@ from typing import Final
 from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
-from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.broker_config import BrokerConfig, apply_broker_startup_rules
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
+from rocketstore.broker.broker_outer_api import RegisterBrokerResult
 from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ConsumerManager, ProducerManager
 from rocketstore.broker.config_persist_service import ConfigPersistService
 from rocketstore.broker.configuration import Configuration
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.grpc_v2.server import GrpcServer
+from rocketstore.broker.ha_metrics import ha_families
 from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.acl_config import AclConfigProcessor
@@ -69,6 +73,7 @@ from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.register_broker_service import RegisterBrokerService
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.broker.slave_synchronize import SlaveSynchronize
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketstore.broker.tls_system_config import broker_tls_settings
 from rocketstore.broker.topic_config_manager import TopicConfigManager
@@ -104,6 +109,9 @@ class BrokerController:
                                               ``is_system_topic``
       ``subscription_group_manager``          the groups (``find_subscription_group_config``)
       ``consumer_offset_manager``             committed consume offsets
+      ``slave_synchronize``                   a SLAVE's copy of its master's tables, and the offsets
+                                              committed to it that go back to the master
+                                              (slave_synchronize.py)
       ``config_persist_service``              ``tables_changed(manager)`` after changing a table
       ``configuration``                       ``all_config_properties()``, ``update(props)``, its
                                               ``data_version`` (configuration.py)
@@ -127,12 +135,13 @@ class BrokerController:
                                               loop, sampled every 10 s for per-minute rates)
 
       ``start_time_ms``                       when serving began
-      ``ready`` / ``stopping``, ``broker_addr``
+      ``ready`` / ``stopping``, ``broker_addr``, ``master_addr`` (a slave's master), ``ha_server_addr``
 
     Methods processors may use: :meth:`add_gauge`, :meth:`add_counter`, :meth:`add_metrics`.
     """
 
     def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        apply_broker_startup_rules(broker_config, store_config)  # ConfigError for a slave without a brokerId
         self.broker_config = broker_config
         self.store_config = store_config
         self.configuration = Configuration(broker_config, store_config)
@@ -173,8 +182,18 @@ class BrokerController:
         self.remoting.on_disconnect.append(self._on_disconnect)
         self.namesrv: NameServer | None = None
         # -- registration with the name servers of namesrvAddr
-        self.register_broker_service = RegisterBrokerService(broker_config, self.topic_config_manager,
-                                                             lambda: self.broker_addr, self.add_counter)
+        self.register_broker_service = RegisterBrokerService(
+            broker_config, self.topic_config_manager, lambda: self.broker_addr, self.add_counter,
+            ha_server_addr=lambda: self.ha_server_addr, on_registered=self._on_registered)
+        #: a slave's copy of its master's tables (slave_synchronize.py); runs on a SLAVE only
+        self.slave_synchronize = SlaveSynchronize(
+            broker_config, self.topic_config_manager, self.subscription_group_manager,
+            self.consumer_offset_manager, self.store.schedule_message_service.offsets, self.config_persist_service,
+            lambda: self.broker_addr)
+        #: RocketMQ's updateMasterHAServerAddrPeriodically: a slave without haMasterAddress follows
+        #: the haServerAddr of the name server's registration answers
+        self._ha_master_from_namesrv = (store_config.broker_role is BrokerRole.SLAVE
+                                        and len(store_config.ha_master_address or "") < 6)
         self.config_persist_service.change_listeners.append(self.register_broker_service.topics_changed)
         self.configuration.update_listeners.append(self.register_broker_service.config_updated)
         #: the gRPC v2 endpoint of RocketMQ 5.x clients (grpcListenPort; None when it is 0)
@@ -232,6 +251,8 @@ class BrokerController:
                                   self._transaction_check_listener), name="transaction-check"))
         self._tasks.append(self.loop.create_task(self._broker_stats_manager_sampling_loop(),
                                                  name="broker-stats-manager-sampling"))
+        if self.store_config.broker_role is BrokerRole.SLAVE:
+            self._tasks.append(self.loop.create_task(self.slave_synchronize.run(), name="slave-synchronize"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
@@ -305,6 +326,13 @@ class BrokerController:
                 self.remoting.register(code, handler)
         self._add_transaction_metrics()
         self._add_connection_limit_metrics()
+        ha = self.store.ha_service
+        self.add_metrics(lambda: ha_families(self.store_config.broker_role, ha.slaves(), ha.client_state()))
+        sync = self.slave_synchronize
+        self.add_counter("rocketstore_slave_synchronize_passes", "SlaveSynchronize passes over the master's tables "
+                         "(a slave's, every 10 s while its master is known)", lambda: sync.syncs)
+        self.add_counter("rocketstore_slave_synchronize_failures", "SlaveSynchronize requests to the master that "
+                         "failed", lambda: sync.failures)
         if self.remoting.tls is not None and self.remoting.tls.enabled:
             self._add_tls_metrics()
 
@@ -450,6 +478,25 @@ class BrokerController:
         for (topic, queue_id), (max_offset, count) in arrived.items():
             for listener in self.message_arriving_listeners:
                 listener(topic, queue_id, max_offset, count)
+
+    # -- replication ---------------------------------------------------------------------------
+    def _on_registered(self, result: RegisterBrokerResult) -> None:
+        """doRegisterBrokerAll's use of the answer: a slave learns where its master is."""
+        if self._ha_master_from_namesrv and result.ha_server_addr:
+            self.store.update_ha_master_address(result.ha_server_addr)
+        self.slave_synchronize.set_master_addr(result.master_addr)
+
+    @property
+    def ha_server_addr(self) -> str:
+        """brokerIP2:haListenPort, the haServerAddr registered (slaves of this broker connect there):
+        the port the store's HA service really listens on once started."""
+        port = self.store.ha_service.listen_port or self.store_config.ha_listen_port
+        return f"{self.broker_config.broker_ip2}:{port}"
+
+    @property
+    def master_addr(self) -> str | None:
+        """A slave's master (remoting address) as the name server last named it; None on a master."""
+        return self.slave_synchronize.master_addr
 
     @property
     def broker_addr(self) -> str:

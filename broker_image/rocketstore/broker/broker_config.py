@@ -105,8 +105,10 @@ from typing import Final
 
 from rocketstore.broker.unimplemented_config import refusal, refused_settings
 from rocketstore.client.remoting_client import split_namesrv_addr
+from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.store.config import FIELD_BY_KEY as STORE_FIELD_BY_KEY
 from rocketstore.store.config import (
+    BrokerRole,
     ConfigError,
     StoreConfig,
     assign_changed,
@@ -121,6 +123,7 @@ __all__ = [
     "BROKER_KEY_BY_FIELD",
     "BrokerConfig",
     "ClusterPeer",
+    "apply_broker_startup_rules",
     "load_config",
     "load_config_file",
     "local_address",
@@ -403,6 +406,27 @@ def _parse_peers(text: str) -> list[ClusterPeer]:
             raise ConfigError("clusterPeers", text, f"entry {entry!r} is not brokerName@host:port")
         peers.append(ClusterPeer(name.strip(), addr.strip()))
     return peers
+
+
+def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    """What RocketMQ's BrokerStartup decides after reading broker.conf, before the broker starts.
+
+    * a master (ASYNC_MASTER, SYNC_MASTER) is brokerId 0 whatever broker.conf says, so that name
+      servers list it as the group's master;
+    * a SLAVE needs a brokerId above 0 (ConfigError otherwise: it would register as the master);
+    * haListenPort is always listenPort + 1: BrokerStartup overwrites any configured value, so
+      slaves of a RocketMQ master and of ours find the HA port at the same place. A listenPort
+      of 0 (any free port, a RocketStore convenience for tests) gives haListenPort 0 too: the HA
+      service then listens on any free port, and registration publishes the one it got.
+
+    Idempotent: the command line calls it once its own overrides (``--listen-port``) are in.
+    """
+    if store_config.broker_role is BrokerRole.SLAVE:
+        if broker_config.broker_id <= 0:
+            raise ConfigError("brokerId", str(broker_config.broker_id), "Slave's brokerId must be > 0")
+    else:
+        broker_config.broker_id = MASTER_ID
+    store_config.ha_listen_port = broker_config.listen_port + 1 if broker_config.listen_port > 0 else 0
 
 
 def split_properties(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:

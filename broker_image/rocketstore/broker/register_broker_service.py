@@ -28,7 +28,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
 from rocketstore.broker.broker_config import BrokerConfig
-from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketstore.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, RegisterBrokerResult
 from rocketstore.broker.top_addressing import fetch_ns_addr, ws_addr
 from rocketstore.broker.topic_config_manager import TopicConfigManager
 from rocketstore.client.remoting_client import split_namesrv_addr
@@ -45,23 +45,27 @@ REGISTER_PERIOD_MAX_MS: Final = 60_000
 #: minutes (first after 10 s), so a live update of it takes effect without a restart.
 NAMESRV_ADDR_REFRESH_DELAY_S: Final = 10.0
 NAMESRV_ADDR_REFRESH_INTERVAL_S: Final = 120.0
-#: What the broker sends as haServerAddr: it runs no HA server, so it names none (the field is
-#: mandatory; a name server hands it only to slaves of this brokerName, and there are none).
-NO_HA_SERVER_ADDR: Final = ""
-
 #: (metric name, help, read) -> None: how the service publishes its counters (/metrics)
 AddCounter = Callable[[str, str, Callable[[], float]], None]
+#: what the broker does with the first name server's answer to a registration (a slave learns its
+#: master's HA and remoting addresses from it: BrokerController.doRegisterBrokerAll)
+OnRegistered = Callable[[RegisterBrokerResult], None]
 
 
 class RegisterBrokerService:
     """Registration of this broker with the name servers; ``broker_addr`` gives the address routes
-    publish (known once the remoting port listens)."""
+    publish (known once the remoting port listens), ``ha_server_addr`` the haServerAddr sent with
+    it (brokerIP2:haListenPort, where slaves replicate from), ``on_registered`` gets the first
+    answer of each registration that waits for one."""
 
     def __init__(self, broker_config: BrokerConfig, topic_config_manager: TopicConfigManager,
-                 broker_addr: Callable[[], str], add_counter: AddCounter) -> None:
+                 broker_addr: Callable[[], str], add_counter: AddCounter, *,
+                 ha_server_addr: Callable[[], str], on_registered: OnRegistered) -> None:
         self.broker_config = broker_config
         self.topic_config_manager = topic_config_manager
         self._broker_addr = broker_addr
+        self._ha_server_addr = ha_server_addr
+        self._on_registered = on_registered
         self._add_counter = add_counter
         #: the name servers of namesrvAddr this broker registers with (None until registration starts)
         self.broker_outer_api: BrokerOuterAPI | None = None
@@ -193,8 +197,10 @@ class RegisterBrokerService:
         timeout_s = max(cfg.register_broker_timeout_mills, 1) / 1000
         if not force and not await api.need_register(self._identity(), wrapper.data_version, timeout_s):
             return
-        results = await api.register_broker_all(self._identity(), NO_HA_SERVER_ADDR, wrapper, oneway=oneway,
+        results = await api.register_broker_all(self._identity(), self._ha_server_addr(), wrapper, oneway=oneway,
                                                 timeout_s=timeout_s, compressed=cfg.compressed_register)
+        if results:
+            self._on_registered(results[0])
         if check_order_config and results and results[0].kv_table is not None:
             self.topic_config_manager.update_order_topic_config(set(results[0].kv_table))
 

@@ -11,9 +11,9 @@ broker does instead and how it answers a broker.conf (or a live update) that set
 ``Response.WARN``    every other key: named in a warning at start, refused by a live update
                      (UPDATE_BROKER_CONFIG), listed in the docs. Serving without them changes
                      performance or durability, not who may do what, and the client sees the
-                     difference where it matters (SYNC_MASTER answers every waiting send
-                     SLAVE_NOT_AVAILABLE). The HA keys (``brokerRole``, ``ha*``) stay warnings until
-                     replication is implemented (the next issue), which will make them work.
+                     difference where it matters. The HA keys (``brokerRole``, ``ha*``,
+                     ``slaveTimeout``, ``brokerIP2``) are implemented (master/slave replication,
+                     docs/replication.md) and no longer listed; DLedger's are.
 
 Keys missing here are implemented (or, for the transaction keys, owned by that feature).
 
@@ -51,14 +51,18 @@ weaker than RocketMQ: ``tls.server.authClient`` (client certificates are always 
 ``tls.server.need.client.auth`` asks for them) and ``tls.test.mode.enable`` (the configured
 certificate is always served, never a self-signed one); both are logged as unknown keys.
 
-WARN keys apply when the key's current value differs from RocketMQ's default, except where
-:data:`_WHEN` says otherwise (``brokerRole``: only SYNC_MASTER and SLAVE lack an implementation).
+WARN keys apply when the key's current value differs from RocketMQ's default.
+
+Replication keys are implemented but, like the security ones, not changed live: ``brokerRole``,
+``brokerId`` and ``haMasterAddress`` decide at start what the broker registers as and where its
+HA client replicates from (a role change without a restart is failover's, a later issue), and
+``haListenPort`` is listenPort + 1 from the start on. :func:`start_only_changes` names them too.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -82,7 +86,6 @@ class Unimplemented:
 
 
 _DLEDGER: Final = "no DLedger (Raft) CommitLog: the broker writes its own CommitLog, replicated nowhere"
-_HA: Final = "no HA replication: no slave connects and nothing is copied to or from another broker"
 _CQ_EXT: Final = "no ConsumeQueue extension files (filter bit maps): none are written or read"
 _TRANSIENT_POOL: Final = "no transient store pool: messages are written straight into the mapped CommitLog"
 _WARM: Final = "new CommitLog files are not pre-touched"
@@ -132,14 +135,6 @@ _WARNED: Final[Mapping[str, str]] = {
     "dLegerPeers": _DLEDGER,
     "dLegerSelfId": _DLEDGER,
     "preferredLeaderId": _DLEDGER,
-    "haListenPort": _HA,
-    "haSendHeartbeatInterval": _HA,
-    "haHousekeepingInterval": _HA,
-    "haTransferBatchSize": _HA,
-    "haMasterAddress": _HA,
-    "haSlaveFallbehindMax": _HA,
-    "slaveTimeout": _HA,
-    "brokerRole": "",  # the text depends on the role: see _WHEN
     "enableConsumeQueueExt": _CQ_EXT,
     "mappedFileSizeConsumeQueueExt": _CQ_EXT,
     "bitMapLengthConsumeQueueExt": _CQ_EXT,
@@ -166,7 +161,6 @@ _WARNED: Final[Mapping[str, str]] = {
     "enableMultiDispatch": _LMQ,
     "maxLmqConsumeQueueNum": _LMQ,
     # -- BrokerConfig --
-    "brokerIP2": "no HA: the address slaves would replicate from is never served",
     "messageStorePlugIn": "no store plug-ins: the built-in store is used",
     "sendMessageThreadPoolNums": _POOLS,
     "putMessageFutureThreadPoolNums": _POOLS,
@@ -218,31 +212,18 @@ UNIMPLEMENTED: Final[Mapping[str, Unimplemented]] = MappingProxyType({
 })
 
 
-def _broker_role(value: str, default: str) -> str | None:
-    if value == "SYNC_MASTER":
-        return ("no HA replication: a send that waits for the store is stored here and answered "
-                "SLAVE_NOT_AVAILABLE, RocketMQ's answer when no slave is in sync")
-    if value == "SLAVE":
-        return ("no HA replication from a master: this broker refuses sends (SERVICE_NOT_AVAILABLE) and "
-                "serves only what its own store holds")
-    return None  # ASYNC_MASTER is what the broker does
-
-
-#: Keys whose rule is not "differs from the default": a function of (value, default) giving the
-#: text to log, or None when the value is implemented.
-_WHEN: Final[Mapping[str, Callable[[str, str], str | None]]] = MappingProxyType({
-    "brokerRole": _broker_role,
-})
-
-
-#: The implemented security keys that are read at start only (see the module docstring).
-START_ONLY_SECURITY_KEYS: Final = frozenset({
-    "aclEnable", "rocketmq.acl.plain.file", "tls.server.mode", "tls.server.certPath", "tls.server.keyPath",
-    "tls.server.trustCertPath", "tls.server.need.client.auth", "tls.config.file",
-})
-
 _START_ONLY: Final = ("read at start only, and a live update is not written back to broker.conf, so the "
                       "change would never take effect: change broker.conf and restart")
+_START_ONLY_HA: Final = ("decides at start what this broker registers as and replicates from; a change "
+                         "without a restart is failover's (not implemented): change broker.conf and restart")
+
+#: The implemented keys that are read at start only (see the module docstring), with why.
+START_ONLY_KEYS: Final[Mapping[str, str]] = MappingProxyType({
+    **dict.fromkeys(("aclEnable", "rocketmq.acl.plain.file", "tls.server.mode", "tls.server.certPath",
+                     "tls.server.keyPath", "tls.server.trustCertPath", "tls.server.need.client.auth",
+                     "tls.config.file"), _START_ONLY),
+    **dict.fromkeys(("brokerRole", "brokerId", "haMasterAddress", "haListenPort"), _START_ONLY_HA),
+})
 
 #: Text values of REFUSE keys that mean "not set": blank, or false (a switch written at its default).
 _UNSET_TEXTS: Final = frozenset({"", "false"})
@@ -297,19 +278,13 @@ def unimplemented_settings(current: Mapping[str, str], defaults: Mapping[str, st
         value = current.get(key)
         if entry.response is not Response.WARN or value is None:
             continue
-        default = defaults.get(key, "")
-        rule = _WHEN.get(key)
-        if rule is not None:
-            text = rule(value, default)
-            if text is not None:
-                found.append(UnimplementedSetting(key, value, text))
-        elif key not in defaults or value != default:
+        if key not in defaults or value != defaults[key]:
             found.append(UnimplementedSetting(key, value, entry.instead))
     return found
 
 
 def start_only_changes(asked: Mapping[str, str | None], current: Mapping[str, str]) -> list[UnimplementedSetting]:
-    """The keys of START_ONLY_SECURITY_KEYS a live update would change (``asked`` and ``current`` as
+    """The keys of START_ONLY_KEYS a live update would change (``asked`` and ``current`` as
     ``to_properties`` gives them, None or absent where a key has no value)."""
-    return [UnimplementedSetting(key, value or "", _START_ONLY, Response.REFUSE) for key, value in asked.items()
-            if key in START_ONLY_SECURITY_KEYS and value != current.get(key)]
+    return [UnimplementedSetting(key, value or "", START_ONLY_KEYS[key], Response.REFUSE)
+            for key, value in asked.items() if key in START_ONLY_KEYS and value != current.get(key)]

@@ -14,6 +14,7 @@
     deleteExpiredCommitLog (-b BROKER_ADDR | -c CLUSTER)
     brokerStatus           -b BROKER_ADDR
     clusterList
+    haStatus               [-c CLUSTER]   (each broker group's members, roles and replication lag)
     topicRoute             -t TOPIC
     deleteTopic            -t TOPIC -c CLUSTER
     updateSubGroup         -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-s true] [-m true] [-d true]
@@ -271,6 +272,9 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     verb("clusterList", _cluster_list, "clusters, brokers and their addresses")
 
+    p = verb("haStatus", _ha_status, "each broker group's master and slaves, and how far each slave lags")
+    p.add_argument("-c", "--clusterName", dest="cluster", metavar="CLUSTER", help="only this cluster")
+
     p = verb("topicRoute", _topic_route, "a topic's route as the name server gives it")
     p.add_argument("-t", "--topic", required=True)
 
@@ -522,6 +526,48 @@ def _cluster_list(args: argparse.Namespace, ctx: Context) -> Any:
         _table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version"],
                [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"]) for r in rows])
     return {"brokers": rows}
+
+
+def _ha_status(args: argparse.Namespace, ctx: Context) -> Any:
+    """Every group (brokerName) of the name server's clusters: each member's role, CommitLog max
+    offset and, for a slave, its lag behind the master in bytes (master max minus slave max) and
+    whether its HA client is connected; the master's count of slaves in sync."""
+    info = ctx.admin.cluster_list()
+    clusters = [args.cluster] if args.cluster else sorted(info.cluster_addr_table)
+    rows: list[dict[str, Any]] = []
+    for cluster in clusters:
+        for name in sorted(info.cluster_addr_table.get(cluster, ())):
+            data = info.broker_addr_table.get(name)
+            members = sorted((data.broker_addrs if data else {}).items())
+            statuses = {}
+            for broker_id, addr in members:
+                try:
+                    statuses[broker_id] = ctx.broker(addr).ha_status()
+                except RemotingClientError as exc:
+                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
+                                 "role": "(unreachable)", "maxOffset": None, "lagBytes": None, "inSync": None,
+                                 "error": str(exc)})
+            master = statuses.get(0)
+            master_max = master.master_commit_log_max_offset if master is not None else None
+            for broker_id, status in sorted(statuses.items()):
+                addr = dict(members)[broker_id]
+                if status.master:
+                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
+                                 "role": "MASTER", "maxOffset": status.master_commit_log_max_offset,
+                                 "lagBytes": None, "inSync": status.in_sync_slave_nums})
+                else:
+                    client = status.ha_client_runtime_info
+                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
+                                 "role": "SLAVE", "maxOffset": client.max_offset,
+                                 "lagBytes": None if master_max is None else max(master_max - client.max_offset, 0),
+                                 "inSync": client.activated, "masterHaAddr": client.master_addr})
+    if not args.json:
+        _table(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Role", "#MaxOffset", "#LagBytes",
+                "#InSync"],
+               [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["role"],
+                 "" if r["maxOffset"] is None else r["maxOffset"], "" if r["lagBytes"] is None else r["lagBytes"],
+                 "" if r["inSync"] is None else r["inSync"]) for r in rows])
+    return {"members": rows}
 
 
 def _topic_route(args: argparse.Namespace, ctx: Context) -> Any:

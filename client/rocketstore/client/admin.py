@@ -43,6 +43,7 @@ from rocketstore.remoting.body import (
     ConsumerConnectionBody,
     ConsumeStatsBody,
     ConsumeStatsList,
+    HARuntimeInfo,
     KVTable,
     MessageQueueData,
     ProducerConnection,
@@ -216,6 +217,10 @@ class BrokerAdmin:
         """GET_BROKER_RUNTIME_INFO: the KVTable's ``table``."""
         body = self._call(RequestCode.GET_BROKER_RUNTIME_INFO).body
         return _decode(KVTable, body).table if body else {}
+
+    def ha_status(self) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (907, RocketMQ 5's haStatus): a master's slaves, or a slave's master."""
+        return _decode(HARuntimeInfo, self._call(RequestCode.GET_BROKER_HA_STATUS).body)
 
     def delete_expired_commit_log(self) -> bool:
         """DELETE_EXPIRED_COMMITLOG (329): ask the broker to run its expired-file cleanup now."""

@@ -17,6 +17,11 @@ topics as CONSUME_ACTIVELY / CLUSTERING, which is what makes it visible to admin
 The broker filters by tag hash code only; as PullAPIWrapper.processPullResult does, messages
 whose tag is not in the expression are dropped here (hash collisions). Bodies compressed by a
 Java producer (sysFlag COMPRESSED, zlib) are inflated.
+
+Pulls go where the broker's last answer for the queue suggested (``suggestWhichBrokerId``: a
+slave while the consumer is far behind and the group allows slave reads), else to the master, or
+to a slave while the route lists no master (the master is down). Offsets go to the master, or to a
+slave while there is none, as the Java client's findBrokerAddressInAdmin picks.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from rocketstore.common.message import (
     decode_record,
     java_string_hash,
 )
+from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionData, TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import (
@@ -97,6 +103,9 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[StoredMessage] = field(default_factory=list)
+    #: the broker id the broker suggests pulling this queue from next (0 the master; a slave's id
+    #: when the consumer is far behind and the group allows slave reads)
+    suggest_which_broker_id: int = MASTER_ID
 
 
 def subscription_data(topic: str, expression: str | None) -> SubscriptionData:
@@ -156,6 +165,8 @@ class PullConsumer:
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
         self._registered: set[str] = set()
+        #: the broker id each queue's last pull answer suggested (the Java client's pullFromWhichNodeTable)
+        self._pull_from: dict[MessageQueue, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, heartbeat_interval: float = HEARTBEAT_INTERVAL_S) -> None:
@@ -218,6 +229,17 @@ class PullConsumer:
                                 f"topic {mq.topic}")
         return addr
 
+    def pull_addr(self, mq: MessageQueue) -> str:
+        """Where the next pull of ``mq`` goes: the broker its last answer suggested (a slave, when
+        the consumer fell far behind), if the route lists it, else as :meth:`broker_addr`: the
+        master, or a slave while the master is gone (findBrokerAddressInSubscribe)."""
+        suggested = self._pull_from.get(mq, MASTER_ID)
+        if suggested != MASTER_ID:
+            for data in self.route(mq.topic).broker_datas:
+                if data.broker_name == mq.broker_name and suggested in data.broker_addrs:
+                    return data.broker_addrs[suggested]
+        return self.broker_addr(mq)
+
     def _invalidate(self, topic: str) -> None:
         with self._lock:
             self._routes.pop(topic, None)
@@ -241,14 +263,18 @@ class PullConsumer:
         wait = self.timeout if timeout is None else timeout
         if suspend_timeout_ms:
             wait = max(wait, suspend_timeout_ms / 1000 + 5.0)
-        addr = self.broker_addr(mq)
+        addr = self.pull_addr(mq)
         try:
             response = self.client.call(addr, RequestCode.PULL_MESSAGE, header, timeout=wait, accept=_STATUS_BY_CODE)
         except RemotingClientError:
             self._invalidate(mq.topic)
+            with self._lock:
+                self._pull_from.pop(mq, None)
             raise
         status = _STATUS_BY_CODE[ResponseCode(response.code)]
         rh = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+        with self._lock:
+            self._pull_from[mq] = rh.suggest_which_broker_id
         messages: list[StoredMessage] = []
         if status is PullStatus.FOUND and response.body:
             messages = decode_messages(response.body)
@@ -258,7 +284,8 @@ class PullConsumer:
             for m in messages:
                 m.properties[PROPERTY_MIN_OFFSET] = str(rh.min_offset)
                 m.properties[PROPERTY_MAX_OFFSET] = str(rh.max_offset)
-        return PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, messages)
+        return PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, messages,
+                          rh.suggest_which_broker_id)
 
     # -- offsets -------------------------------------------------------------------------------
     def fetch_offset(self, mq: MessageQueue) -> int:

@@ -31,6 +31,8 @@ Admin bodies, which brokers answer and admin tools read:
     QueryConsumeTimeSpanBody QUERY_CONSUME_TIME_SPAN    per queue: first, last, consumed message times
     QueryCorrectionOffsetBody QUERY_CORRECTION_OFFSET   queue id -> offset
     BrokerStatsData       VIEW_BROKER_STATS_DATA        sum, tps, avgpt over a minute, an hour, a day
+    HARuntimeInfo         GET_BROKER_HA_STATUS (5.x)    a master's slaves (acked offset, diff, in sync)
+                                                        or a slave's HA client (master, max offset)
 
 TopicStatsTable and ConsumeStats hold a ``Map<MessageQueue, ...>``, which fastjson writes with
 the key *object* in key position, not a string:
@@ -61,6 +63,9 @@ __all__ = [
     "GetConsumerListByGroupResponseBody",
     "GetConsumerStatusBody",
     "GroupList",
+    "HAClientRuntimeInfo",
+    "HAConnectionRuntimeInfo",
+    "HARuntimeInfo",
     "HeartbeatData",
     "KVTable",
     "LockBatchRequestBody",
@@ -349,3 +354,37 @@ class BrokerStatsData(JsonBody):
     stats_minute: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
     stats_hour: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
     stats_day: BrokerStatsItem = dataclasses.field(default_factory=BrokerStatsItem)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class HAConnectionRuntimeInfo(JsonBody):
+    """One slave connection of a master: ``diff`` is the master's put position minus ``slaveAckOffset``."""
+
+    addr: str = ""
+    slave_ack_offset: int = 0
+    diff: int = 0
+    in_sync: bool = False
+    transferred_byte_in_second: int = 0
+    transfer_from_where: int = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class HAClientRuntimeInfo(JsonBody):
+    """A slave's HA client (fastjson names the boolean ``isActivated`` field ``activated``)."""
+
+    master_addr: str | None = None
+    transferred_byte_in_second: int = 0
+    max_offset: int = 0
+    last_read_timestamp: int = 0
+    last_write_timestamp: int = 0
+    master_flush_offset: int = 0
+    activated: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class HARuntimeInfo(JsonBody):
+    master: bool = False
+    master_commit_log_max_offset: int = 0
+    in_sync_slave_nums: int = 0
+    ha_connection_info: list[HAConnectionRuntimeInfo] = dataclasses.field(default_factory=list)
+    ha_client_runtime_info: HAClientRuntimeInfo = dataclasses.field(default_factory=HAClientRuntimeInfo)

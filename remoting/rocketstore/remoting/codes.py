@@ -87,6 +87,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5.x (mqadmin haStatus): a broker's replication state as HARuntimeInfo
+    GET_BROKER_HA_STATUS = 907
 
 
 class ResponseCode(enum.IntEnum):

@@ -13,7 +13,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -319,6 +319,58 @@ class CommitLog:
         if not isinstance(self.flush_service, GroupCommitService):
             return False
         return self.flush_service.request_flush(end_offset, on_durable)
+
+    def wait_flushed(self, end_offset: int) -> bool:
+        """SYNC_FLUSH: block until the log is durable up to ``end_offset`` or syncFlushTimeout
+        passes; True when durable (always True when the log flushes asynchronously)."""
+        if not isinstance(self.flush_service, GroupCommitService):
+            return True
+        if self.flush_service.wait_flushed(end_offset, self.settings.sync_flush_timeout_ms() / 1000):
+            return True
+        log.warning("sync flush of offset %d timed out after %d ms", end_offset, self.settings.sync_flush_timeout_ms())
+        return False
+
+    # -- replication -----------------------------------------------------------------------
+    def hold_data(self, offset: int) -> tuple[MappedFile, int, int] | None:
+        """RocketMQ's getData for the HA master: the segment holding ``offset``, held (the caller
+        must ``release()`` it), with ``offset``'s position in it and the segment's written end.
+
+        None when nothing is written at ``offset`` yet, or the segment is gone or going.
+        """
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mapped is None:
+            return None
+        pos = offset - mapped.file_from_offset
+        limit = mapped.read_position
+        if pos < 0 or pos >= limit or not mapped.hold():
+            return None
+        return mapped, pos, limit
+
+    def append_data(self, start_offset: int, chunks: Sequence[bytes | bytearray | memoryview]) -> bool:
+        """Append bytes replicated from the master unchanged at ``start_offset`` (RocketMQ's
+        appendData; ``chunks`` are consecutive stretches, written in order); False when they do not
+        continue the log or do not fit its segment.
+
+        The first append of an empty log creates the segment holding ``start_offset``; an append
+        after a full segment creates the next one, so the slave's segments are named and cut
+        exactly as the master's (a master frame never spans two segments). One positional write
+        (see :meth:`MappedFile.append_through_file`); dispatch is woken afterwards.
+        """
+        with self.put_lock:
+            mapped = self.mapped_file_queue.get_last_mapped_file(start_offset)
+            if mapped is None:
+                log.error("replicated data at %d: no segment could be created", start_offset)
+                return False
+            where = mapped.file_from_offset + mapped.wrote_position
+            if where != start_offset:
+                log.error("replicated data starts at %d but the CommitLog ends at %d", start_offset, where)
+                return False
+            if not mapped.append_through_file(chunks):
+                log.error("replicated data of %d bytes at %d does not fit segment %s", sum(map(len, chunks)),
+                          start_offset, mapped.file_name)
+                return False
+        self.on_appended()
+        return True
 
     def lock_held_ms(self) -> float:
         """How long the current put has held the lock (0 if none): the page-cache-busy signal."""

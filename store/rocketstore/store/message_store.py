@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_scan import ScanResult
+from rocketstore.store.ha_service import HAService, TransferWaiter
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.schedule_message_service import (
@@ -110,7 +111,7 @@ class QueryMessageResult:
 
 
 class DefaultMessageStore:
-    """The message store: RocketMQ's DefaultMessageStore without HA or DLedger."""
+    """The message store: RocketMQ's DefaultMessageStore (with its HAService, without DLedger)."""
 
     def __init__(self, config: StoreConfig, *, on_message_arriving: MessageArrivingListener | None = None) -> None:
         self.config = config
@@ -151,7 +152,8 @@ class DefaultMessageStore:
             index_enabled=config.message_index_enable,
             delay_levels_ms=self.schedule_message_service.levels_ms,
         )
-        self.commit_log.on_appended = self.reput_service.wakeup
+        self.ha_service = HAService(config, self.commit_log)
+        self.commit_log.on_appended = self._on_appended
         self.clean_commit_log_service = CleanCommitLogService(config, self.commit_log, self.running_flags, self.stats)
         self.clean_consume_queue_service = CleanConsumeQueueService(
             config, self.commit_log, self._all_consume_queues, self.index_service)
@@ -243,6 +245,9 @@ class DefaultMessageStore:
                 log.info("start-up: dispatch %d bytes behind", self.reput_service.behind_bytes)
             self.recover_topic_queue_table()
             self.commit_log.start()
+            self.ha_service.start()
+            if self.config.broker_role is BrokerRole.SLAVE and self.config.ha_master_address:
+                self.update_ha_master_address(self.config.ha_master_address)
             self.shutdown_flag = False
             self._start_thread("FlushConsumeQueueService", self._flush_consume_queue_loop)
             self._start_thread("StoreScheduledService", self._scheduled_loop)
@@ -271,6 +276,7 @@ class DefaultMessageStore:
             self.schedule_message_service.shutdown()
             self._schedule_started = False
         self.shutdown_flag = True
+        self.ha_service.shutdown()  # no more appends from a master, nothing more streamed to slaves
         self._scheduler_stop.set()
         for thread in self._threads:
             thread.join(timeout=10)
@@ -456,9 +462,12 @@ class DefaultMessageStore:
                 log.warning("put refused: %s", exc)
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
-        result = self.commit_log.put_message(msg, wait_flush=wait_flush)
+        wait_store_ok = msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        result = self.commit_log.put_message(msg, wait_flush=False)
+        result = self._handle_disk_flush_and_ha(result, wait_flush=wait_flush and wait_store_ok,
+                                                wait_store_ok=wait_store_ok, wait_replica=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
-        return self._replicated(result, msg.properties)
+        return result
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""
@@ -474,27 +483,88 @@ class DefaultMessageStore:
                         batch.properties.get(PROPERTY_DELAY_TIME_LEVEL))
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
-        result = self.commit_log.put_messages(batch, wait_flush=wait_flush)
+        result = self.commit_log.put_messages(batch, wait_flush=False)
+        result = self._handle_disk_flush_and_ha(
+            result, wait_flush=wait_flush, wait_replica=wait_flush,
+            wait_store_ok=batch.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
         self.stats.record_put(result, time.monotonic() - begin, batch.topic)
-        return self._replicated(result, batch.properties)
-
-    def _replicated(self, result: PutMessageResult, properties: Mapping[str, str]) -> PutMessageResult:
-        """SYNC_MASTER: RocketMQ's handleHA answers SLAVE_NOT_AVAILABLE when no slave is in sync.
-
-        This store has no HA (no slave ever connects), so a SYNC_MASTER put that waits for the
-        store (``WAIT`` not "false") is always answered that way: the message stays stored here,
-        as it does in RocketMQ, but the producer is not told it was replicated.
-        """
-        if (result.status is PutMessageStatus.PUT_OK and self.config.broker_role is BrokerRole.SYNC_MASTER
-                and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"):
-            return PutMessageResult(PutMessageStatus.SLAVE_NOT_AVAILABLE, result.append)
         return result
+
+    def _handle_disk_flush_and_ha(self, result: PutMessageResult, *, wait_flush: bool, wait_store_ok: bool,
+                                  wait_replica: bool) -> PutMessageResult:
+        """After an append: wait for the flush and the slave as RocketMQ's CommitLog does
+        (submitFlushRequest and submitReplicaRequest combined, the replica's status winning).
+
+        SYNC_FLUSH with ``wait_flush``: durable within syncFlushTimeout, else FLUSH_DISK_TIMEOUT.
+        SYNC_MASTER, unless the message says ``WAIT=false``: SLAVE_NOT_AVAILABLE at once when no
+        slave is OK (:meth:`is_slave_ok`, decided right after the append, as RocketMQ does);
+        otherwise, with ``wait_replica``, a slave must report past the put within slaveTimeout
+        (RocketMQ's GroupTransferService deadline), else FLUSH_SLAVE_TIMEOUT. Without
+        ``wait_replica`` the put answers PUT_OK and the caller waits through
+        :meth:`request_transfer` (the broker's event loop does, holding no thread).
+        ASYNC_MASTER and SLAVE never wait for a slave.
+        """
+        append = result.append
+        if result.status is not PutMessageStatus.PUT_OK or append is None:
+            return result
+        end = append.wrote_offset + append.wrote_bytes
+        transferred: threading.Event | None = None
+        replica_status = PutMessageStatus.PUT_OK
+        deadline = 0.0
+        if self.config.broker_role is BrokerRole.SYNC_MASTER and wait_store_ok:
+            if not self.ha_service.is_slave_ok(end):
+                replica_status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            elif wait_replica:
+                deadline = time.monotonic() + self.config.slave_timeout / 1000
+                transferred = threading.Event()
+                if not self.ha_service.request_transfer(end, transferred.set):
+                    transferred.set()
+        status = PutMessageStatus.PUT_OK
+        if wait_flush and not self.commit_log.wait_flushed(end):
+            status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if transferred is not None and not transferred.wait(max(deadline - time.monotonic(), 0.0)) \
+                and self.ha_service.push2slave_max_offset < end:
+            log.warning("no slave reported offset %d within slaveTimeout %d ms", end, self.config.slave_timeout)
+            replica_status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        if replica_status is not PutMessageStatus.PUT_OK:
+            status = replica_status
+        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, append)
 
     def request_flush(self, end_offset: int, on_durable: Callable[[], None]) -> bool:
         """SYNC_FLUSH: have ``on_durable()`` called (in the flush thread; it must not block) once
         the CommitLog is durable up to ``end_offset``. False, registering nothing, when it already
         is or the store flushes asynchronously."""
         return self.commit_log.request_flush(end_offset, on_durable)
+
+    # -- replication -----------------------------------------------------------------------
+    def _on_appended(self) -> None:
+        """After every append (a put, or bytes replicated from the master): wake dispatch and the
+        HA writers waiting for data."""
+        self.reput_service.wakeup()
+        self.ha_service.notify_appended()
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        """SYNC_MASTER's test right after a put ending at ``master_put_where``: a slave is connected
+        and trails by less than haSlaveFallbehindMax (RocketMQ's HAService.isSlaveOK)."""
+        return self.ha_service.is_slave_ok(master_put_where)
+
+    def request_transfer(self, end_offset: int, on_transferred: TransferWaiter) -> bool:
+        """SYNC_MASTER: have ``on_transferred()`` called (in an HA thread; it must not block) once a
+        slave has reported having the CommitLog up to ``end_offset``. False, registering nothing,
+        when one already has or the store is not a SYNC_MASTER. The caller owns the deadline
+        (slaveTimeout) and answers FLUSH_SLAVE_TIMEOUT itself; check :meth:`is_slave_ok` first."""
+        if self.config.broker_role is not BrokerRole.SYNC_MASTER:
+            return False
+        return self.ha_service.request_transfer(end_offset, on_transferred)
+
+    def update_ha_master_address(self, address: str | None) -> None:
+        """Where a SLAVE replicates from (host:haPort; the broker learns it from the name server's
+        registration answer, or haMasterAddress); None stops replicating."""
+        self.ha_service.update_master_address(address)
+
+    def slave_fall_behind_much(self) -> int:
+        """RocketMQ's slaveFallBehindMuch: this master's max offset minus what the best slave has."""
+        return self.ha_service.slave_fall_behind_much()
 
     # -- get -------------------------------------------------------------------------------
     def _next_offset_correction(self, old: int, new: int) -> int:

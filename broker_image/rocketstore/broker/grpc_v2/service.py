@@ -72,6 +72,7 @@ from rocketstore.broker.server import Connection
 from rocketstore.common.clock import now_ms
 from rocketstore.common.filter import SQL92, SelectorSyntaxError
 from rocketstore.common.message import HostAddress, StoredMessage, SysFlag
+from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
@@ -82,6 +83,7 @@ from rocketstore.remoting.headers import (
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
+from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import MessageFilter, TagFilter
 from rocketstore.store.schedule_message_service import parse_delay_levels
 from rocketstore.store.status import GetMessageStatus
@@ -290,16 +292,30 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return config
 
     def _queues(self, config: TopicConfig) -> list[pb.MessageQueue]:
-        """This broker's queues, then those of each ``clusterPeers`` broker (the name-server role lists
-        them alike): a peer carries the same topic config and listens on the same grpcListenPort
-        at the host of its remoting address, as the operator's brokers do."""
+        """This broker's group, then each ``clusterPeers`` broker (the name-server role lists them
+        alike): a peer carries the same topic config and listens on the same grpcListenPort at the
+        host of its remoting address, as the operator's brokers do.
+
+        A SLAVE names its group's master first (brokerId 0, at the host of the master's remoting
+        address as the name server last gave it, on this grpcListenPort), then itself under its
+        brokerId, as RocketMQ 5's proxy lists every member of the name server's route: clients
+        send to and are assigned the master's queues (brokerId 0) only. While no master is known
+        (it is down) the slave lists itself alone.
+        """
         cfg = self.broker.broker_config
-        brokers = [(pb.Broker(name=cfg.broker_name, id=0, endpoints=self.endpoint()), cfg.broker_permission)]
         own_port = self.endpoint().addresses[0].port
+        own_id = cfg.broker_id if self.broker.store_config.broker_role is BrokerRole.SLAVE else MASTER_ID
+        brokers = [(pb.Broker(name=cfg.broker_name, id=own_id, endpoints=self.endpoint()), cfg.broker_permission)]
+        master = self.broker.master_addr
+        if own_id != MASTER_ID and master is not None:
+            master_host = master.rpartition(":")[0].strip("[]")
+            brokers.insert(0, (pb.Broker(name=cfg.broker_name, id=MASTER_ID, endpoints=endpoints_of(master_host,
+                                                                                                 own_port)),
+                               PERM_READ | PERM_WRITE))
         for peer in cfg.cluster_peer_list():
             if peer.broker_name != cfg.broker_name:
                 host = peer.addr.rpartition(":")[0].strip("[]")
-                brokers.append((pb.Broker(name=peer.broker_name, id=0, endpoints=endpoints_of(host, own_port)),
+                brokers.append((pb.Broker(name=peer.broker_name, id=MASTER_ID, endpoints=endpoints_of(host, own_port)),
                                 PERM_READ | PERM_WRITE))
         return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
                                 permission=queue_permission(queue_id, config, perm),  # type: ignore[arg-type]
@@ -317,8 +333,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         config = self._topic(request.topic.name)
         if isinstance(config, pb.Status):
             return pb.QueryAssignmentResponse(status=config)
+        # RocketMQ 5's proxy assigns the masters' queues only (a slave serves no pop)
         assignments = [pb.Assignment(message_queue=queue) for queue in self._queues(config)
-                       if queue.permission in (pb.READ, pb.READ_WRITE)]
+                       if queue.permission in (pb.READ, pb.READ_WRITE) and queue.broker.id == MASTER_ID]
         return pb.QueryAssignmentResponse(status=_status(pb.OK), assignments=assignments)
 
     # -- client session ------------------------------------------------------------------------
@@ -586,6 +603,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return ExpressionMessageFilter(built, manager.stats)
 
     def _receive_problem(self, request: pb.ReceiveMessageRequest) -> pb.Status | None:
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            # pop state (pop.log) is the master's and is not replicated: a slave popping would hand
+            # out messages the master hands out too (QueryAssignment names the master)
+            return _status(pb.FORBIDDEN, f"the broker[{self.broker.broker_addr}] is a slave: receive from its "
+                           "master, which QueryAssignment names")
         group = request.group.name
         if not group:
             return _status(pb.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")

@@ -10,7 +10,9 @@
     DELETE_EXPIRED_COMMITLOG (329)    arms the store's manual deletion (20 passes, any hour)
     UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21)
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-    DELETE_SUBSCRIPTIONGROUP (207)
+    DELETE_SUBSCRIPTIONGROUP (207)   the four changes are refused on a SLAVE (SYSTEM_ERROR, RocketMQ's
+                                      "Can't modify topic or subscription group from slave broker"):
+                                      its tables are copies of its master's (slave_synchronize.py)
     GET_TOPIC_STATS_INFO (202)        TopicStatsTable: per write queue min/max offset and the
                                       store time of the last message
     GET_CONSUME_STATS (208)           ConsumeStats: per read queue brokerOffset, consumerOffset,
@@ -21,6 +23,9 @@
     GET_BROKER_CONSUME_STATS (317)    ConsumeStatsList: every subscription group's ConsumeStats
     CLONE_GROUP_OFFSET (314)          copies a group's committed offsets to another group
     GET_ALL_DELAY_OFFSET (45)         delayOffset.json's text
+    GET_BROKER_HA_STATUS (907)        RocketMQ 5's HARuntimeInfo: a master's slaves with their acked
+                                      offset, lag (diff) and in-sync flag; a slave's master address
+                                      and max offset
     QUERY_CONSUME_TIME_SPAN (303)     per write queue: first, last and consumed store times
     QUERY_CORRECTION_OFFSET (305)     the lowest offset of the other groups per queue
     VIEW_BROKER_STATS_DATA (315)      BrokerStatsData of broker_stats_manager's windows
@@ -60,6 +65,9 @@ from rocketstore.remoting.body import (
     ConsumeStatsBody,
     ConsumeStatsList,
     GroupList,
+    HAClientRuntimeInfo,
+    HAConnectionRuntimeInfo,
+    HARuntimeInfo,
     KVTable,
     MessageQueueData,
     OffsetWrapperData,
@@ -92,7 +100,7 @@ from rocketstore.remoting.headers import (
     ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
-from rocketstore.store.config import ConfigError
+from rocketstore.store.config import BrokerRole, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +177,7 @@ class AdminBrokerProcessor:
             RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
             RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.GET_BROKER_HA_STATUS: self.get_broker_ha_status,
         }
 
     # -- configuration -------------------------------------------------------------------------
@@ -234,13 +243,45 @@ class AdminBrokerProcessor:
             info["commitLogDirCapacity"] = f"Total : {_human_bytes(usage.total)}, Free : {_human_bytes(usage.free)}."
         return info
 
+    def get_broker_ha_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ 5's HARuntimeInfo (mqadmin haStatus): a master lists its slaves, a slave its client.
+        Rates and timestamps RocketStore does not keep (transferredByteInSecond, transferFromWhere,
+        lastRead/WriteTimestamp, masterFlushOffset) are 0."""
+        store = self.broker.store
+        ha = store.ha_service
+        max_offset = store.max_phy_offset
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            state = ha.client_state()
+            client = HAClientRuntimeInfo(master_addr=state.master_address, max_offset=state.max_offset,
+                                         activated=state.connected)
+            info = HARuntimeInfo(master=False, ha_client_runtime_info=client)
+        else:
+            slaves = ha.slaves()
+            info = HARuntimeInfo(
+                master=True, master_commit_log_max_offset=max_offset,
+                in_sync_slave_nums=sum(1 for slave in slaves if slave.in_sync),
+                ha_connection_info=[HAConnectionRuntimeInfo(addr=slave.address, slave_ack_offset=slave.acked_offset,
+                                                            diff=slave.lag_bytes, in_sync=slave.in_sync)
+                                    for slave in slaves])
+        return request.response(ResponseCode.SUCCESS, body=info.encode())
+
     def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         log.warning("DELETE_EXPIRED_COMMITLOG from %s", conn.peer)
         self.broker.store.execute_delete_files_manually()
         return request.response(ResponseCode.SUCCESS)
 
     # -- topics --------------------------------------------------------------------------------
+    def _refused_on_slave(self, request: RemotingCommand) -> RemotingCommand | None:
+        """RocketMQ's validateSlave: a slave's topics and groups are its master's copies
+        (slave_synchronize.py), so they are changed on the master only."""
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            return request.response(ResponseCode.SYSTEM_ERROR, "Can't modify topic or subscription group from slave "
+                                    "broker, please execute it from master broker.")
+        return None
+
     def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if (refused := self._refused_on_slave(request)) is not None:
+            return refused
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         topic = header.topic
         problem = validate_topic(topic)
@@ -263,6 +304,8 @@ class AdminBrokerProcessor:
         """AdminBrokerProcessor.deleteTopic: forgets the topic's config, destroys its consume queues
         (cleanUnusedTopic, for this topic) and drops every group's offsets on it, so a topic created
         again under the name starts empty; its records stay in the CommitLog until they expire."""
+        if (refused := self._refused_on_slave(request)) is not None:
+            return refused
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         problem = validate_topic(header.topic)
         if problem is not None:
@@ -302,6 +345,8 @@ class AdminBrokerProcessor:
     # -- consumer groups -----------------------------------------------------------------------
     def update_and_create_subscription_group(self, conn: Connection,
                                                    request: RemotingCommand) -> RemotingCommand:
+        if (refused := self._refused_on_slave(request)) is not None:
+            return refused
         try:
             config = SubscriptionGroupConfig.from_dict(parse_fastjson(request.body.decode("utf-8")))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -315,6 +360,8 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=self.broker.subscription_group_manager.encode().encode())
 
     def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if (refused := self._refused_on_slave(request)) is not None:
+            return refused
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         group = header.group_name
         log.info("DELETE_SUBSCRIPTIONGROUP from %s: %s", conn.peer, group)

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.processor.send import put_status_response, wait_until_durable
+from rocketstore.broker.processor.send import put_status_response, store_waits, wait_until_stored
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.broker.transaction.bridge import PROPERTY_PRODUCER_GROUP, commit_message
 from rocketstore.common.message import StoredMessage, SysFlag
@@ -33,7 +33,7 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import EndTransactionRequestHeader
 from rocketstore.store.commit_log import PutMessageResult
-from rocketstore.store.config import BrokerRole, FlushDiskType
+from rocketstore.store.config import BrokerRole
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,15 @@ class EndTransactionProcessor:
             return request.response(code, remark)
         op = self.bridge.put_op_message(half)
         self.metrics.commits += 1
-        if self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            return self._answer_when_durable(request, op if op.ok else result)
+        flush, replica = store_waits(self.broker.store_config, msg.properties)
+        if flush or replica:
+            return self._answer_when_stored(request, op if op.ok else result, flush=flush, replica=replica)
         return request.response(ResponseCode.SUCCESS, None)
 
-    async def _answer_when_durable(self, request: RemotingCommand, result: PutMessageResult) -> RemotingCommand:
-        # sendFinalMessage counts a flush timeout as success: the message is stored
-        await wait_until_durable(self.broker, result)
+    async def _answer_when_stored(self, request: RemotingCommand, last: PutMessageResult, *, flush: bool,
+                                  replica: bool) -> RemotingCommand:
+        """sendFinalMessage waits for the store (durable, on a slave: up to ``last``, the op record
+        appended after the final message) and counts a flush or slave timeout, or no slave, as
+        success: the message is stored here."""
+        await wait_until_stored(self.broker, last, flush=flush, replica=replica)
         return request.response(ResponseCode.SUCCESS, None)

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome, random_queue_id
+from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome, random_queue_id, store_waits
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress, Message, properties_to_string, string_to_properties
@@ -41,7 +41,6 @@ from rocketstore.remoting.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from rocketstore.store.config import FlushDiskType
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +159,9 @@ class ReplyMessageProcessor(SendMessageProcessor):
     async def _store(self, request: RemotingCommand, msg: Message) -> dict[str, str]:
         """Put the reply in the reply topic; its response-header fields when stored, else none (logged)."""
         result = self.broker.store.put_message(msg, wait_flush=False)
-        if self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            outcome = await self._outcome_when_durable(result, msg.topic, msg.queue_id, batch=False)
-        else:
-            outcome = self._outcome(result, msg.topic, msg.queue_id, batch=False)
+        flush, replica = store_waits(self.broker.store_config, msg.properties)
+        outcome = await self._outcome_when_stored(result, msg.topic, msg.queue_id, batch=False, flush=flush,
+                                                  replica=replica)
         stored = self.respond(request, outcome)
         if not result.ok:
             log.warning("reply message to %s not stored: %s %s", msg.topic, result.status.value, stored.remark or "")

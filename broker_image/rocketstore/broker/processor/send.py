@@ -43,7 +43,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, NamedTuple
 
 from rocketstore.broker.broker_context import BrokerContext
@@ -67,7 +67,7 @@ from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketstore.store.clean import disk_partition_used_ratio
 from rocketstore.store.commit_log import MessageBatch, PutMessageResult
-from rocketstore.store.config import FlushDiskType
+from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.status import PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -161,25 +161,74 @@ def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tupl
     return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
 
-async def wait_until_durable(broker: BrokerContext, result: PutMessageResult) -> PutMessageResult:
-    """SYNC_FLUSH: ``result`` once the group commit has made the put durable, or with status
-    FLUSH_DISK_TIMEOUT after syncFlushTimeout; at once when there is nothing to wait for."""
-    if result.ok and result.append is not None:
-        loop = asyncio.get_running_loop()
+def store_waits(store_config: StoreConfig, properties: Mapping[str, str]) -> tuple[bool, bool]:
+    """(flush, replica): what a put with these properties waits for before it is answered.
+
+    SYNC_FLUSH waits for the group commit, SYNC_MASTER for a slave to report past the record;
+    ``WAIT=false`` waits for neither (RocketMQ's isWaitStoreMsgOK), ASYNC_* never wait.
+    """
+    if properties.get(PROPERTY_WAIT_STORE_MSG_OK) == "false":
+        return False, False
+    return (store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            store_config.broker_role is BrokerRole.SYNC_MASTER)
+
+
+async def wait_until_stored(broker: BrokerContext, result: PutMessageResult, *, flush: bool,
+                            replica: bool) -> PutMessageResult:
+    """``result`` once the put is durable (``flush``) and on a slave (``replica``), both waited for
+    at once, as RocketMQ's CommitLog combines its flush and replica futures.
+
+    The store has already answered SLAVE_NOT_AVAILABLE for a SYNC_MASTER put when no slave was OK
+    right after the append (isSlaveOK); only a PUT_OK put waits for a slave. Outcomes, in
+    RocketMQ's precedence: the flush not done within syncFlushTimeout is FLUSH_DISK_TIMEOUT; no
+    slave past the record within slaveTimeout is FLUSH_SLAVE_TIMEOUT, and a slave status (that or
+    SLAVE_NOT_AVAILABLE) wins over the flush's. No thread waits: the flush and HA threads complete
+    futures on the loop.
+    """
+    append = result.append
+    if not result.ok or append is None or not (flush or replica):
+        return result
+    store = broker.store
+    cfg = broker.store_config
+    loop = asyncio.get_running_loop()
+    end = append.wrote_offset + append.wrote_bytes
+    durable: asyncio.Future[None] | None = None
+    transferred: asyncio.Future[None] | None = None
+    if flush:
         durable = loop.create_future()
+        if not store.request_flush(end, _completer(loop, durable)):
+            durable = None
+    if replica and result.status is PutMessageStatus.PUT_OK:
+        transferred = loop.create_future()
+        if not store.request_transfer(end, _completer(loop, transferred)):
+            transferred = None
+    status = result.status
+    begin = loop.time()
+    if durable is not None and not await _within(durable, begin + cfg.sync_flush_timeout / 1000):
+        log.warning("sync flush of offset %d timed out after %d ms", end, cfg.sync_flush_timeout)
+        if status is PutMessageStatus.PUT_OK:
+            status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+    if transferred is not None and not await _within(transferred, begin + cfg.slave_timeout / 1000):
+        log.warning("no slave reported offset %d within slaveTimeout %d ms", end, cfg.slave_timeout)
+        status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    return result if status is result.status else PutMessageResult(status, append)
 
-        def on_durable() -> None:  # the flush thread
-            loop.call_soon_threadsafe(_complete, durable)
 
-        end = result.append.wrote_offset + result.append.wrote_bytes
-        if broker.store.request_flush(end, on_durable):
-            timeout_s = broker.store_config.sync_flush_timeout / 1000
-            try:
-                await asyncio.wait_for(durable, timeout_s)
-            except TimeoutError:
-                log.warning("sync flush of offset %d timed out after %.0f ms", end, timeout_s * 1000)
-                return PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.append)
-    return result
+def _completer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> Callable[[], None]:
+    """A callback for a store thread (flush, HA) that resolves ``future`` on ``loop``."""
+    def complete() -> None:
+        loop.call_soon_threadsafe(_complete, future)
+    return complete
+
+
+async def _within(future: asyncio.Future[None], deadline: float) -> bool:
+    """Whether ``future`` completes before the loop time ``deadline``."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            await future
+    except TimeoutError:
+        return False
+    return True
 
 
 class SendOutcome(NamedTuple):
@@ -274,10 +323,6 @@ class SendMessageProcessor:
         return dlq, random_queue_id(DLQ_NUMS_PER_GROUP), dlq_config
 
     # -- put ---------------------------------------------------------------------------------
-    def _wants_sync_wait(self, properties: dict[str, str]) -> bool:
-        return (self.broker.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-                and properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
-
     def _dispatch_lagging(self) -> bool:
         """Whether dispatch trails the CommitLog by more than maxDispatchLagBytes (0: no limit)."""
         limit = self.broker.broker_config.max_dispatch_lag_bytes
@@ -368,11 +413,13 @@ class SendMessageProcessor:
         sent = self._put(header, body, born_host, peer, version, properties)
         return sent if isinstance(sent, SendOutcome) else await sent
 
-    async def _outcome_when_durable(self, result: PutMessageResult, topic: str, queue_id: int, *,
-                                    batch: bool) -> SendOutcome:
-        """SYNC_FLUSH: the outcome once the group commit has made the put durable, or
-        FLUSH_DISK_TIMEOUT after syncFlushTimeout (the put itself stays, as in RocketMQ)."""
-        return self._outcome(await wait_until_durable(self.broker, result), topic, queue_id, batch=batch)
+    async def _outcome_when_stored(self, result: PutMessageResult, topic: str, queue_id: int, *,
+                                   batch: bool, flush: bool, replica: bool) -> SendOutcome:
+        """SYNC_FLUSH / SYNC_MASTER: the outcome once the put is durable and on a slave, or
+        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT (the put itself stays, as in RocketMQ):
+        :func:`wait_until_stored`."""
+        stored = await wait_until_stored(self.broker, result, flush=flush, replica=replica)
+        return self._outcome(stored, topic, queue_id, batch=batch)
 
     def _put(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress, peer: str,
              version: int, properties: dict[str, str] | None) -> Sending:
@@ -402,10 +449,12 @@ class SendMessageProcessor:
                 properties=batch_props, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
-            if self._wants_sync_wait(batch_props):
-                return self._outcome_when_durable(store.put_messages(batch, wait_flush=False), header.topic,
-                                                  queue_id, batch=True)
-            return self._outcome(store.put_messages(batch), header.topic, queue_id, batch=True)
+            flush, replica = store_waits(self.broker.store_config, batch_props)
+            stored = store.put_messages(batch, wait_flush=False)  # the waits are on the loop, below
+            if flush or replica:
+                return self._outcome_when_stored(stored, header.topic, queue_id, batch=True, flush=flush,
+                                                 replica=replica)
+            return self._outcome(stored, header.topic, queue_id, batch=True)
 
         routed = self._retry_or_dlq(header, topic_config, queue_id, version)
         if isinstance(routed, SendOutcome):
@@ -431,12 +480,12 @@ class SendMessageProcessor:
         )
         if prepared:  # the response still names the real queue, as RocketMQ's does
             msg = half_message(msg)
-        sync = self._wants_sync_wait(properties)
-        result = store.put_message(msg, wait_flush=False) if sync else store.put_message(msg)
+        flush, replica = store_waits(self.broker.store_config, properties)
+        result = store.put_message(msg, wait_flush=False)  # the waits are on the loop, below
         if prepared and result.ok:
             self.broker.transactional_message_service.metrics.half_messages += 1
-        if sync:
-            return self._outcome_when_durable(result, topic, queue_id, batch=False)
+        if flush or replica:
+            return self._outcome_when_stored(result, topic, queue_id, batch=False, flush=flush, replica=replica)
         return self._outcome(result, topic, queue_id, batch=False)
 
     def _outcome(self, result: PutMessageResult, topic: str, queue_id: int, *, batch: bool) -> SendOutcome:

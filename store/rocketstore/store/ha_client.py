@@ -1,0 +1,266 @@
+"""HAClient: the slave's side of replication (RocketMQ's HAService.HAClient).
+
+While a master address is set, the client connects to it, reports its CommitLog's max offset
+(at once, after appending data, and every ``haSendHeartbeatInterval``), and appends the bytes
+of each frame the master sends unchanged at the frame's offset; dispatch then builds the
+slave's ConsumeQueue and IndexFile from them as from any append. A connection over which the
+master has sent nothing (not even a heartbeat) for ``haHousekeepingInterval`` is dropped and
+made again.
+
+A frame that does not start where this log ends means the logs have diverged (this slave has a
+tail the master lacks). The client refuses: it logs both offsets, closes, leaves its log
+untouched and stops replicating until it is given another master address (or the store is
+restarted). :meth:`HAClient.state` shows why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Final
+
+from rocketstore.common.clock import now_ms
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.ha_protocol import HEADER_SIZE, continuity_error, encode_report, next_frame
+
+log = logging.getLogger(__name__)
+
+READ_BUFFER_SIZE: Final = 4 * 1024 * 1024
+"""Bytes read per recv at most (RocketMQ's HAClient reads into 4 MiB too)."""
+
+CONNECT_TIMEOUT_S: Final = 3.0
+RECONNECT_PAUSE_S: Final = 1.0
+"""Pause after a failed or lost connection before trying again."""
+
+MAX_CHUNKS_PER_WRITE: Final = 512
+"""Frame bodies one write takes at most (the kernel takes 1024 buffers per call)."""
+
+POLL_S: Final = 1.0
+"""Longest wait for master data before the heartbeat and housekeeping clocks are looked at."""
+
+
+@dataclass(frozen=True, slots=True)
+class HAClientState:
+    """The slave side as metrics and admin show it.
+
+    ``max_offset`` is this store's CommitLog max offset (what it would report). ``refused_reason``
+    is set once the client refused its master (diverged logs, see the module docstring).
+    """
+
+    master_address: str | None
+    connected: bool
+    max_offset: int
+    refused_reason: str | None
+
+
+class HAClient:
+    """Connects to the master, appends what it streams, reports progress."""
+
+    def __init__(self, config: StoreConfig, commit_log: CommitLog) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self._master_address: str | None = None
+        self._refused_reason: str | None = None
+        self._sock: socket.socket | None = None
+        self._stopped = True
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._buf = bytearray()  # the read buffer, made at the first connection (masters never need it)
+
+    # -- control ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopped = False
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._run, name="HAClient", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        self._close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def update_master_address(self, address: str | None) -> None:
+        """Replicate from ``address`` (host:port of the master's HA listener) from now on; None stops.
+
+        Another address drops the current connection and clears a refusal (a new master may
+        well continue this log); the same address again changes nothing.
+        """
+        old = self._master_address
+        if address == old:
+            return
+        log.info("HA client: master address %s -> %s", old, address)
+        self._master_address = address
+        self._refused_reason = None
+        self._close()
+        self._wake.set()
+
+    def state(self) -> HAClientState:
+        return HAClientState(self._master_address, self._sock is not None, self.commit_log.max_offset,
+                             self._refused_reason)
+
+    # -- loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopped:
+            address = self._master_address
+            if address is None or self._refused_reason is not None:
+                self._wake.wait(5.0)
+                self._wake.clear()
+                continue
+            sock = self._connect(address)
+            if sock is None:
+                self._wake.wait(RECONNECT_PAUSE_S)
+                self._wake.clear()
+                continue
+            try:
+                self._replicate(sock, address)
+            except (OSError, ValueError) as exc:
+                if not self._stopped and self._sock is sock:
+                    log.warning("HA client: connection to master %s failed: %s", address, exc)
+            finally:
+                self._close()
+            if not self._stopped and self._refused_reason is None:
+                self._wake.wait(RECONNECT_PAUSE_S)
+                self._wake.clear()
+
+    def _connect(self, address: str) -> socket.socket | None:
+        host, _, port = address.rpartition(":")
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+        except (OSError, ValueError) as exc:
+            log.warning("HA client: cannot connect to master %s: %s", address, exc)
+            return None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        log.info("HA client: connected to master %s, this CommitLog ends at %d", address,
+                 self.commit_log.max_offset)
+        return sock
+
+    def _close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _replicate(self, sock: socket.socket, address: str) -> None:
+        """Serve one connection until it ends (raises OSError) or this client refuses or stops."""
+        config = self.config
+        reported = self.commit_log.max_offset
+        sock.sendall(encode_report(reported))
+        last_write_ms = last_read_ms = now_ms()
+        if not self._buf:
+            self._buf = bytearray(READ_BUFFER_SIZE)
+        buf = self._buf
+        view = memoryview(buf)
+        start = end = 0  # unprocessed bytes are buf[start:end]
+        try:
+            while not self._stopped and self._sock is sock and self._master_address == address:
+                now = now_ms()
+                if now - last_write_ms > config.ha_send_heartbeat_interval:
+                    sock.sendall(encode_report(reported))
+                    last_write_ms = now
+                if now - last_read_ms > config.ha_housekeeping_interval:
+                    log.warning("HA client: master %s sent nothing for %d ms, reconnecting", address,
+                                now - last_read_ms)
+                    return
+                # A timeout on the socket rather than a poll before each read: while data flows, one
+                # system call (one release of the interpreter lock) per read instead of two.
+                wait_s = round(min(POLL_S, max(config.ha_send_heartbeat_interval - (now - last_write_ms), 10) / 1000),
+                               2)
+                if sock.gettimeout() != wait_s:
+                    sock.settimeout(wait_s)
+                if end == len(buf):  # full: keep the partial frame, at the front
+                    buf[: end - start] = bytes(view[start:end])  # less than one frame
+                    start, end = 0, end - start
+                try:
+                    read = sock.recv_into(view[end:])
+                except TimeoutError:
+                    continue
+                if read == 0:
+                    log.info("HA client: master %s closed the connection", address)
+                    return
+                end += read
+                last_read_ms = now_ms()
+                start = self._dispatch(view, start, end)
+                if start < 0:
+                    return
+                if start == end:
+                    start = end = 0
+                needed = self._frame_room(view, start, end)
+                if needed > len(buf):  # a frame bigger than the buffer: grow it once
+                    view.release()
+                    grown = bytearray(needed)
+                    grown[: end - start] = buf[start:end]
+                    buf = self._buf = grown
+                    view = memoryview(buf)
+                    start, end = 0, end - start
+                current = self.commit_log.max_offset
+                if current > reported:
+                    sock.sendall(encode_report(current))
+                    reported = current
+                    last_write_ms = now_ms()
+        finally:
+            view.release()
+
+    @staticmethod
+    def _frame_room(view: memoryview, start: int, end: int) -> int:
+        """Bytes the buffer must hold for the partial frame at ``start`` to complete."""
+        if end - start < HEADER_SIZE:
+            return 0
+        return HEADER_SIZE + int.from_bytes(view[start + 8:start + 12], "big", signed=True)
+
+    def _dispatch(self, view: memoryview, start: int, end: int) -> int:
+        """Append every whole frame in ``view[start:end]``; the position after the last one, or -1
+        when this client refused (diverged logs) or an append failed.
+
+        Frames are checked one by one (each must continue the log where the previous one ended)
+        and their bodies appended together, one write per segment they fall in: one system call
+        per read rather than per frame.
+        """
+        segment = self.config.mapped_file_size_commit_log
+        expected = self.commit_log.max_offset  # where the next frame must start
+        pending: list[memoryview] = []
+        pending_from = -1
+        try:
+            while True:
+                frame = next_frame(view, start, end)
+                if frame is None:
+                    break
+                refusal = continuity_error(expected, frame.phy_offset)
+                if refusal is not None:
+                    if pending and not self._append(pending_from, pending):
+                        return -1
+                    self._refused_reason = refusal
+                    log.error("HA client: master %s: %s", self._master_address, refusal)
+                    return -1
+                if frame.body_size:
+                    if pending and (frame.phy_offset // segment != pending_from // segment
+                                    or len(pending) >= MAX_CHUNKS_PER_WRITE):
+                        if not self._append(pending_from, pending):
+                            return -1
+                        pending = []
+                    if not pending:
+                        pending_from = frame.phy_offset
+                    pending.append(view[frame.body_start:frame.end])
+                    expected = frame.phy_offset + frame.body_size
+                start = frame.end
+            if pending and not self._append(pending_from, pending):
+                return -1
+            return start
+        finally:
+            for chunk in pending:
+                chunk.release()
+
+    def _append(self, offset: int, chunks: list[memoryview]) -> bool:
+        if self.commit_log.append_data(offset, chunks):
+            return True
+        log.error("HA client: appending %d replicated bytes at %d failed; reconnecting", sum(map(len, chunks)), offset)
+        return False

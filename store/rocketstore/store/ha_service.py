@@ -1,0 +1,284 @@
+"""HAService: master/slave replication of the CommitLog, wire-compatible with RocketMQ 4.x.
+
+Every store runs one, whatever its role (RocketMQ does too):
+
+* it listens on ``haListenPort``; each slave that connects gets an :class:`HAConnection`
+  (ha_connection) that streams the CommitLog to it and reads its offset reports;
+* it holds ``push2SlaveMaxOffset``, the highest offset any slave has reported, and the
+  SYNC_MASTER waiters on it (RocketMQ's GroupTransferService, without its thread: the
+  connection thread that reads a report releases the waiters it satisfies);
+* it owns the :class:`HAClient` (ha_client), which replicates from ``haMasterAddress`` while
+  the store is a SLAVE.
+
+A role change without a restart (failover, future work) needs no new parts, because nothing
+here is chosen by role at construction: the listener and the connections run on every role,
+and the client runs on every role too, idle while it has no master address.
+
+* slave -> master: ``update_master_address(None)`` (the client stops appending), let dispatch
+  catch up, rebuild the next queue offsets from the consume queues
+  (``DefaultMessageStore.recover_topic_queue_table``), set ``brokerRole`` and let puts in;
+  slaves of the new master connect to its listener, which is already up.
+* master -> slave: refuse puts (``brokerRole=SLAVE``), :meth:`HAService.close_connections`, and
+  point the client at the new master. Its log must first be cut back to what the new master
+  has: that truncation is the missing piece, which is why a slave ahead of its master is
+  refused (see ha_protocol) rather than repaired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rocketstore.common.clock import now_ms
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.ha_client import HAClient, HAClientState
+from rocketstore.store.ha_connection import HAConnection
+
+log = logging.getLogger(__name__)
+
+ACCEPT_POLL_S = 1.0
+"""How often the accept loop looks at its stop flag."""
+
+TransferWaiter = Callable[[], None]
+"""Called once, in an HA thread, when a slave has reported past the waiter's offset; must not block."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveInfo:
+    """One connected slave as the master sees it (read-only snapshot for metrics and admin).
+
+    ``acked_offset`` is -1 until the slave's first report. ``lag_bytes`` is the master's max
+    offset minus what the slave acknowledged. ``lag_seconds`` is the store time of the master's
+    newest record minus that of the first record the slave has not acknowledged (0 when caught
+    up, -1 when it cannot be told: no report yet or the records are gone). ``in_sync`` applies
+    RocketMQ's isSlaveOK rule to this slave alone: it trails by less than haSlaveFallbehindMax.
+    """
+
+    address: str
+    acked_offset: int
+    lag_bytes: int
+    lag_seconds: float
+    in_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedSlave:
+    """A slave this master refused because it reported more than the master has."""
+
+    address: str
+    slave_offset: int
+    master_offset: int
+    reason: str
+    at_ms: int
+
+
+class HAService:
+    """The master's listener and connections, push2SlaveMaxOffset, the transfer waiters, the client."""
+
+    def __init__(self, config: StoreConfig, commit_log: CommitLog) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self._push2slave_max_offset = 0
+        self._waiters: list[tuple[int, int, TransferWaiter]] = []  # heap by end offset
+        self._waiter_seq = itertools.count()
+        self._waiters_lock = threading.Lock()
+        self._connections: list[HAConnection] = []
+        self._connections_lock = threading.Lock()
+        self._refused: dict[str, RefusedSlave] = {}
+        # writers with nothing to send sleep on this; appends notify it only while one sleeps
+        self._data_cond = threading.Condition()
+        self._waiting_writers = 0
+        self._server: socket.socket | None = None
+        self._accept_thread: threading.Thread | None = None
+        self._stopped = True
+        self.listen_port = 0
+        self.client = HAClient(config, commit_log)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Listen on haListenPort (0: any free port, see :attr:`listen_port`) and start the client.
+
+        A port already taken is logged, not raised: the store still serves (slaves just cannot
+        connect), so that a second store on one host (tests, tools) does not fail to start.
+        """
+        self._stopped = False
+        try:
+            server = socket.create_server(("", self.config.ha_listen_port), reuse_port=False)
+        except OSError as exc:
+            log.error("HA service cannot listen on port %d: %s; slaves cannot replicate from this store",
+                      self.config.ha_listen_port, exc)
+        else:
+            server.settimeout(ACCEPT_POLL_S)
+            self._server = server
+            self.listen_port = server.getsockname()[1]
+            self._accept_thread = threading.Thread(target=self._accept_loop, name="AcceptSocketService",
+                                                   daemon=True)
+            self._accept_thread.start()
+            log.info("HA service listening on port %d", self.listen_port)
+        self.client.start()
+
+    def shutdown(self) -> None:
+        """Stop the client, the listener and every connection; waiters left are dropped (their
+        puts time out: nothing will acknowledge them any more)."""
+        self._stopped = True
+        self.client.shutdown()
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.close()
+        if self._accept_thread is not None:
+            self._accept_thread.join(timeout=5)
+            self._accept_thread = None
+        self._server = None
+        self.close_connections()
+        with self._data_cond:
+            self._data_cond.notify_all()
+        with self._waiters_lock:
+            self._waiters.clear()
+
+    def close_connections(self) -> None:
+        """Drop every slave connection (RocketMQ's destroyConnections)."""
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.shutdown()
+
+    def _accept_loop(self) -> None:
+        server = self._server
+        assert server is not None
+        while not self._stopped:
+            try:
+                sock, peer = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if not self._stopped:
+                    log.exception("HA accept failed")
+                return
+            address = f"{peer[0]}:{peer[1]}"
+            log.info("HA service: new slave connection from %s", address)
+            conn = HAConnection(self, sock, address)
+            with self._connections_lock:
+                self._connections.append(conn)
+            conn.start()
+
+    def remove_connection(self, conn: HAConnection) -> None:
+        """Called by a connection once it ends (closed, silent too long, or refused)."""
+        with self._connections_lock, contextlib.suppress(ValueError):
+            self._connections.remove(conn)
+
+    # -- master side: slaves ---------------------------------------------------------------
+    @property
+    def connection_count(self) -> int:
+        """Connected slaves (RocketMQ's connectionCount)."""
+        return len(self._connections)
+
+    @property
+    def push2slave_max_offset(self) -> int:
+        """The highest offset any slave has reported having (RocketMQ's push2SlaveMaxOffset)."""
+        return self._push2slave_max_offset
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        """RocketMQ's isSlaveOK: a slave is connected and the best one trails ``master_put_where``
+        (the end of the put just made) by less than haSlaveFallbehindMax."""
+        return (self.connection_count > 0
+                and master_put_where - self._push2slave_max_offset < self.config.ha_slave_fallbehind_max)
+
+    def slave_fall_behind_much(self) -> int:
+        """RocketMQ's slaveFallBehindMuch: the master's max offset minus push2SlaveMaxOffset."""
+        return self.commit_log.max_offset - self._push2slave_max_offset
+
+    def request_transfer(self, end_offset: int, on_transferred: TransferWaiter) -> bool:
+        """Have ``on_transferred()`` called, in an HA thread, once a slave has reported having the
+        log up to ``end_offset``; False, registering nothing, when one already has or the service
+        is stopped.
+
+        No thread waits per request: waiters sit in a heap by offset, and the thread that reads a
+        report pops exactly the ones it satisfies (O(log n) each, O(1) for a report that
+        satisfies none). A waiter is never timed out here: its caller owns the deadline (slaveTimeout)
+        and simply stops caring; the waiter is released by the next report past it.
+        """
+        with self._waiters_lock:
+            if self._push2slave_max_offset >= end_offset or self._stopped:
+                return False
+            heapq.heappush(self._waiters, (end_offset, next(self._waiter_seq), on_transferred))
+        return True
+
+    def notify_transfer_some(self, offset: int) -> None:
+        """A slave reported ``offset``: raise push2SlaveMaxOffset and release the waiters it covers."""
+        due: list[TransferWaiter] = []
+        with self._waiters_lock:
+            if offset <= self._push2slave_max_offset:
+                return
+            self._push2slave_max_offset = offset
+            waiters = self._waiters
+            while waiters and waiters[0][0] <= offset:
+                due.append(heapq.heappop(waiters)[2])
+        for waiter in due:
+            try:
+                waiter()
+            except Exception:  # e.g. its event loop closed meanwhile: the others still go
+                log.exception("transfer waiter %r failed", waiter)
+
+    def refuse_slave(self, address: str, slave_offset: int, master_offset: int, reason: str) -> None:
+        """Record (and log) a slave refused for reporting more than the master has."""
+        log.error("HA: refusing slave %s: %s", address, reason)
+        self._refused[address.rpartition(":")[0]] = RefusedSlave(address, slave_offset, master_offset, reason,
+                                                                 now_ms())
+
+    @property
+    def refused_slaves(self) -> list[RefusedSlave]:
+        """Slaves refused since start, newest per host: a diverged slave is visible here, not only in the log."""
+        return list(self._refused.values())
+
+    def slaves(self) -> list[SlaveInfo]:
+        """Read-only snapshot of the connected slaves, for metrics and admin (see :class:`SlaveInfo`)."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        master_max = self.commit_log.max_offset
+        fallbehind_max = self.config.ha_slave_fallbehind_max
+        infos = []
+        for conn in connections:
+            acked = conn.acked_offset
+            lag_bytes = max(master_max - acked, 0) if acked >= 0 else master_max
+            infos.append(SlaveInfo(conn.address, acked, lag_bytes, conn.lag_seconds(master_max),
+                                   acked >= 0 and master_max - acked < fallbehind_max))
+        return infos
+
+    # -- master side: new data -------------------------------------------------------------
+    def notify_appended(self) -> None:
+        """Called after every append to this store's CommitLog: wakes writers idle for want of data.
+
+        One attribute read per put while no writer sleeps. A writer registers itself before its
+        last look at the log's end, and an append publishes the end before reading the count, so
+        no append can slip between that look and the writer's sleep unseen.
+        """
+        if self._waiting_writers:
+            with self._data_cond:
+                self._data_cond.notify_all()
+
+    def wait_for_data(self, offset: int, timeout_s: float) -> None:
+        """Sleep until the CommitLog extends past ``offset``, the service stops, or ``timeout_s``."""
+        with self._data_cond:
+            self._waiting_writers += 1
+            try:
+                if self.commit_log.max_offset <= offset and not self._stopped:
+                    self._data_cond.wait(timeout_s)
+            finally:
+                self._waiting_writers -= 1
+
+    # -- slave side ------------------------------------------------------------------------
+    def update_master_address(self, address: str | None) -> None:
+        """Point the client at ``address`` (host:haPort); None stops replicating. A slave that refused
+        its old master tries again only when given a different address."""
+        self.client.update_master_address(address)
+
+    def client_state(self) -> HAClientState:
+        """The slave side's state, for metrics and admin (see :class:`HAClientState`)."""
+        return self.client.state()

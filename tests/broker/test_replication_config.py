@@ -1,0 +1,32 @@
+"""BrokerStartup's rules for a broker's place in its group, as apply_broker_startup_rules applies them."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketstore.broker.broker_config import BrokerConfig, apply_broker_startup_rules
+from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
+
+
+@pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
+def test_a_master_is_broker_id_0_whatever_broker_conf_says(role: BrokerRole) -> None:
+    broker, store = BrokerConfig(broker_id=3, listen_port=10911), StoreConfig(broker_role=role)
+    apply_broker_startup_rules(broker, store)
+    assert broker.broker_id == 0
+
+
+def test_a_slave_keeps_its_broker_id_and_needs_one() -> None:
+    broker, store = BrokerConfig(broker_id=2, listen_port=10911), StoreConfig(broker_role=BrokerRole.SLAVE)
+    apply_broker_startup_rules(broker, store)
+    assert broker.broker_id == 2
+    with pytest.raises(ConfigError, match="Slave's brokerId must be > 0"):
+        apply_broker_startup_rules(BrokerConfig(broker_id=0), StoreConfig(broker_role=BrokerRole.SLAVE))
+
+
+def test_ha_listen_port_is_listen_port_plus_one_whatever_broker_conf_says() -> None:
+    broker, store = BrokerConfig(listen_port=20911), StoreConfig(ha_listen_port=30000)
+    apply_broker_startup_rules(broker, store)
+    assert store.ha_listen_port == 20912
+    any_port = StoreConfig()
+    apply_broker_startup_rules(BrokerConfig(listen_port=0), any_port)  # a free port: the HA port is one too
+    assert any_port.ha_listen_port == 0
