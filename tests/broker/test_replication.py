@@ -14,7 +14,8 @@ of its own) of a master and a slave registering there:
   offset commits while the master is down, and the consumer's offsets reach the master when it
   returns;
 * /metrics and GET_BROKER_HA_STATUS show each slave's lag;
-* kill -9 of the master under SYNC_MASTER load: every SEND_OK message is on the slave.
+* kill -9 of the master under SYNC_MASTER load: every SEND_OK message is on the slave;
+* Apache's 4.x Java client consumes from the slave while the master is down.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from pathlib import Path
 import grpc
 import pytest
 from broker_process import Broker
+from java_rocketmq import ClientDriver
 from polling import wait_until
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
+from tool_support import require_executable
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -50,9 +53,6 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 
 pytestmark = pytest.mark.integration
-
-TOPIC = "ReplicatedTopic"
-
 
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -76,6 +76,8 @@ class Group:
                             listen_port=free_port(also=(1,)))
         self.namesrv = namesrv
         self.name = name
+        #: the test's topic, of this group alone (groups of earlier tests may linger in the name server)
+        self.topic = f"Replicated-{name}"
 
     def stop(self) -> None:
         for broker in (self.master, self.slave):
@@ -151,14 +153,23 @@ def slave_topics(g: Group) -> set[str]:
     return set(parse_fastjson(body.decode())["topicConfigTable"])
 
 
-def create_topic(g: Group, topic: str = TOPIC, queues: int = 4) -> None:
-    """The topic on the master, its route at the name server, and (a running slave) the slave's copy
-    of it: a slave serves a topic once SlaveSynchronize has copied it (3 s after start, then every 10 s)."""
+def create_topic(g: Group, queues: int = 4) -> None:
+    """The group's topic on the master, its route at the name server, and (a running slave) the
+    slave's copy of it: a slave serves a topic once SlaveSynchronize has copied it (3 s after start,
+    then every 10 s)."""
+    topic = g.topic
     with BrokerAdmin(g.master.addr) as admin:
         admin.create_topic(topic, queues, queues)
     wait_until(f"route of {topic}", lambda: 0 in route_members(g.namesrv, topic, g.name), timeout=30)
     if g.slave.process is not None:
         wait_until(f"{topic} on the slave", lambda: topic in slave_topics(g), timeout=30)
+
+
+def slave_offset(g: Group, group: str, queue_id: int) -> int | None:
+    """The slave's committed offset of ``group`` on the group's topic (None when it has none)."""
+    with RemotingClient() as client:
+        offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
+    return offsets["offsetTable"].get(f"{g.topic}@{group}", {}).get(str(queue_id))
 
 
 def ha_status(addr: str) -> HARuntimeInfo:
@@ -169,9 +180,11 @@ def ha_status(addr: str) -> HARuntimeInfo:
 def test_sync_master_answers_slave_not_available_until_its_slave_is_in_sync(group: Group) -> None:
     g = group
     g.master.start()
+    assert g.master.process is not None
+    assert f"published as 127.0.0.1:{g.master.listen_port + 1}" in g.master.process.wait_ready()["ha"]
     create_topic(g)
     with Producer(g.namesrv, "p-sync") as producer:
-        alone = producer.send(TOPIC, b"before the slave", queue_id=0)
+        alone = producer.send(g.topic, b"before the slave", queue_id=0)
         assert alone.status == SendStatus.SLAVE_NOT_AVAILABLE  # stored, but on one broker only
         assert metric(g.master.metrics(), "rocketstore_ha_slaves_in_sync") == 0
 
@@ -179,9 +192,9 @@ def test_sync_master_answers_slave_not_available_until_its_slave_is_in_sync(grou
         master_ha = f"127.0.0.1:{g.master.listen_port + 1}"  # brokerIP2:haListenPort, listenPort + 1
         # one brokerName, two members: the name server lists both, the slave under its brokerId
         assert wait_until("both members in the route",
-                          lambda: route_members(g.namesrv, TOPIC, g.name) == {0: g.master.addr, 1: g.slave.addr})
+                          lambda: route_members(g.namesrv, g.topic, g.name) == {0: g.master.addr, 1: g.slave.addr})
         wait_until("the slave in sync", lambda: slave_in_sync(g))
-        replicated = producer.send(TOPIC, b"with the slave", queue_id=0)
+        replicated = producer.send(g.topic, b"with the slave", queue_id=0)
         assert replicated.status == SendStatus.SEND_OK
 
     # the slave learnt its master's HA address from the registration answer, and has both messages
@@ -189,7 +202,7 @@ def test_sync_master_answers_slave_not_available_until_its_slave_is_in_sync(grou
     assert not slave_status.master and slave_status.ha_client_runtime_info.master_addr == master_ha
     assert slave_status.ha_client_runtime_info.activated
     assert wait_until("both messages on the slave",
-                      lambda: stored_keys(g.slave.addr, TOPIC, 4) == {alone.msg_id, replicated.msg_id})
+                      lambda: stored_keys(g.slave.addr, g.topic, 4) == {alone.msg_id, replicated.msg_id})
 
     master_status = ha_status(g.master.addr)
     assert master_status.master and master_status.in_sync_slave_nums == 1
@@ -222,19 +235,19 @@ def test_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acknowledg
     create_topic(g)
     wait_until("the slave in sync", lambda: slave_in_sync(g))
     with Producer(g.namesrv, "p-timeout") as producer:
-        assert producer.send(TOPIC, b"acknowledged").status == SendStatus.SEND_OK
+        assert producer.send(g.topic, b"acknowledged").status == SendStatus.SEND_OK
         g.slave.proc.send_signal(signal.SIGSTOP)  # connected, in sync, but silent
         try:
             begin = time.monotonic()
-            late = producer.send(TOPIC, b"not acknowledged in time", timeout=10)
+            late = producer.send(g.topic, b"not acknowledged in time", timeout=10)
             waited = time.monotonic() - begin
         finally:
             g.slave.proc.send_signal(signal.SIGCONT)
         assert late.status == SendStatus.FLUSH_SLAVE_TIMEOUT
         assert 1.4 <= waited < 5, waited  # slaveTimeout, not syncFlushTimeout or the client's timeout
-        assert wait_until("SEND_OK again", lambda: producer.send(TOPIC, b"again").status == SendStatus.SEND_OK)
+        assert wait_until("SEND_OK again", lambda: producer.send(g.topic, b"again").status == SendStatus.SEND_OK)
     # the late message is stored, and replicated once the slave runs again
-    assert wait_until("the late message on the slave", lambda: late.msg_id in stored_keys(g.slave.addr, TOPIC, 4))
+    assert wait_until("the late message on the slave", lambda: late.msg_id in stored_keys(g.slave.addr, g.topic, 4))
 
 
 def test_slave_copies_the_masters_tables_and_refuses_to_change_them(group: Group) -> None:
@@ -249,7 +262,7 @@ def test_slave_copies_the_masters_tables_and_refuses_to_change_them(group: Group
         master.create_subscription_group(group_config)
         master.update_consumer_offset("synced-group", mq, 7)
         with Producer(g.namesrv, "p-delay") as producer:  # a delayed message moves the delay offsets
-            producer.send(TOPIC, b"delayed", properties={"DELAY": "1"})
+            producer.send(g.topic, b"delayed", properties={"DELAY": "1"})
 
         def master_delay_offsets() -> dict[str, object]:
             offsets = parse_fastjson(master._call(RequestCode.GET_ALL_DELAY_OFFSET).body.decode())
@@ -305,13 +318,13 @@ def test_master_sends_a_consumer_far_behind_to_the_slave(group: Group) -> None:
     wait_until("the slave in sync", lambda: slave_in_sync(g))
     with Producer(g.namesrv, "p-behind") as producer:
         for i in range(40):
-            assert producer.send(TOPIC, f"m{i}".encode(), queue_id=0).status == SendStatus.SEND_OK
+            assert producer.send(g.topic, f"m{i}".encode(), queue_id=0).status == SendStatus.SEND_OK
     # with no memory to spare (ratio 0) any backlog is "far behind": the master answers the pull
     # and suggests whichBrokerWhenConsumeSlowly (1, the slave), as slaveReadEnable allows
-    code, suggest, messages = pull_from(g.master.addr, TOPIC, 0, 0, max_nums=4)
+    code, suggest, messages = pull_from(g.master.addr, g.topic, 0, 0, max_nums=4)
     assert code == ResponseCode.SUCCESS and len(messages) == 4 and suggest == 1
     with PullConsumer(g.namesrv, "far-behind") as consumer:
-        mq = MessageQueue(TOPIC, g.name, 0)
+        mq = MessageQueue(g.topic, g.name, 0)
         first = consumer.pull(mq, 0, max_nums=4)
         assert first.status is PullStatus.FOUND and first.suggest_which_broker_id == 1
         assert consumer.pull_addr(mq) == g.slave.addr  # the next pull goes to the slave
@@ -332,15 +345,19 @@ def test_consumers_read_and_commit_on_the_slave_while_the_master_is_down(group: 
     create_topic(g)
     wait_until("the slave in sync", lambda: slave_in_sync(g))
     with Producer(g.namesrv, "p-down") as producer:
-        sent = [producer.send(TOPIC, f"d{i}".encode(), queue_id=2) for i in range(10)]
+        sent = [producer.send(g.topic, f"d{i}".encode(), queue_id=2) for i in range(10)]
     assert {r.status for r in sent} == {SendStatus.SEND_OK}
-    mq = MessageQueue(TOPIC, g.name, 2)
+    mq = MessageQueue(g.topic, g.name, 2)
+    with PullConsumer(g.namesrv, "reads-slave") as consumer:  # the group's progress on the master: 3
+        consumer.commit_offset(mq, 3)
+    wait_until("the slave's copy of the offset", lambda: slave_offset(g, "reads-slave", 2) == 3, timeout=30)
 
     assert g.master.stop() == 0
-    wait_until("the route without the master", lambda: route_members(g.namesrv, TOPIC, g.name) == {1: g.slave.addr})
+    wait_until("the route without the master", lambda: route_members(g.namesrv, g.topic, g.name) == {1: g.slave.addr})
     with PullConsumer(g.namesrv, "reads-slave") as consumer:
-        result = consumer.pull(mq, max(consumer.fetch_offset(mq), 0))
-        assert [m.body for m in result.messages] == [f"d{i}".encode() for i in range(10)]
+        assert consumer.fetch_offset(mq) == 3  # the slave's copy of the master's offsets
+        result = consumer.pull(mq, consumer.fetch_offset(mq))
+        assert [m.body for m in result.messages] == [f"d{i}".encode() for i in range(3, 10)]
         consumer.commit_offset(mq, result.next_begin_offset)  # to the slave: the only member left
         assert consumer.fetch_offset(mq) == 10
         with BrokerAdmin(g.slave.addr) as slave:  # the slave still refuses sends
@@ -348,19 +365,22 @@ def test_consumers_read_and_commit_on_the_slave_while_the_master_is_down(group: 
                 slave.create_topic("WhileDown", 1, 1)
             assert refused.value.code == ResponseCode.SYSTEM_ERROR
 
-        g.master.start()
-        wait_until("the master back in the route", lambda: route_members(g.namesrv, TOPIC, g.name).get(0))
-        # as the Java client's persistConsumerOffset does: the offset it holds goes to the master again
-        consumer.route(TOPIC, refresh=True)
-        consumer.commit_offset(mq, result.next_begin_offset)
-        assert consumer.broker_addr(mq) == g.master.addr and consumer.fetch_offset(mq) == 10
-        # nothing is consumed twice from the master either
-        assert consumer.pull(mq, consumer.fetch_offset(mq)).status is PullStatus.NO_NEW_MSG
-    # and the slave's copy keeps it after its next sync pass with the master
-    time.sleep(12)
-    with RemotingClient() as client:
-        offsets = parse_fastjson(client.call(g.slave.addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
-    assert offsets["offsetTable"][f"{TOPIC}@reads-slave"]["2"] == 10
+    # the consumer stops while the master is down; the master comes back with its old offset (3)
+    g.master.start()
+    wait_until("the master back in the route", lambda: route_members(g.namesrv, g.topic, g.name).get(0))
+    # the slave hands the offset committed to it to the master at its next sync pass, so a consumer
+    # started now (nothing of the old one's memory) starts where the old one stopped
+    with PullConsumer(g.namesrv, "reads-slave") as restarted:
+        assert restarted.broker_addr(mq) == g.master.addr
+        assert wait_until("the master has the offset committed to the slave",
+                          lambda: restarted.fetch_offset(mq) == 10, timeout=40)
+        assert restarted.pull(mq, restarted.fetch_offset(mq)).status is PullStatus.NO_NEW_MSG
+    # and the slave's copy keeps it after its next sync passes with the master
+    passes = metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0
+    wait_until("a sync pass with the master back",
+               lambda: (metric(g.slave.metrics(), "rocketstore_slave_synchronize_passes_total") or 0) > passes + 1,
+               timeout=40)
+    assert slave_offset(g, "reads-slave", 2) == 10
 
 
 def test_kill_9_of_the_master_under_sync_master_load_loses_no_acknowledged_message(group: Group) -> None:
@@ -379,7 +399,7 @@ def test_kill_9_of_the_master_under_sync_master_load_loses_no_acknowledged_messa
             while not stop.is_set():
                 i += 1
                 try:
-                    result = producer.send(TOPIC, f"k{i}".encode())
+                    result = producer.send(g.topic, f"k{i}".encode())
                 except Exception as exc:  # the master is down: the producer fails and tries again
                     failures.append(type(exc).__name__)
                     time.sleep(0.05)
@@ -408,5 +428,42 @@ def test_kill_9_of_the_master_under_sync_master_load_loses_no_acknowledged_messa
     with contextlib.suppress(Exception):
         g.master.stop(signal.SIGKILL)  # the slave alone must have them
     on_slave = wait_until("every acknowledged message on the slave",
-                          lambda: (keys := stored_keys(g.slave.addr, TOPIC, 4)) >= set(acknowledged) and keys)
+                          lambda: (keys := stored_keys(g.slave.addr, g.topic, 4)) >= set(acknowledged) and keys)
     assert len(acknowledged) >= 200 and set(acknowledged) <= on_slave
+
+
+def test_java_4x_client_consumes_from_the_slave_while_the_master_is_down(group: Group, tmp_path: Path) -> None:
+    """Apache's 4.x client (rocketmq-client 4.9.8): SYNC_MASTER sends acknowledged SEND_OK, then the
+    master crashes; a push consumer reads every message from the slave and commits its offsets there.
+    The master comes back: the slave hands it those offsets, and a new consumer of the group gets
+    nothing again."""
+    require_executable("java", "runs Apache RocketMQ's 4.x Java client (tests/support/drivers/java4)")
+    require_executable("mvn", "builds the Java client driver")
+    g = group
+    g.master.start()
+    g.slave.start()
+    create_topic(g)
+    wait_until("the slave in sync", lambda: slave_in_sync(g))
+    driver = ClientDriver(g.namesrv, tmp_path / "java", poll_namesrv_ms=1000, heartbeat_ms=1000,
+                          rebalance_interval_ms=1000)
+    sent = driver.produce(g.topic, 40).of("sent")
+    assert {line["status"] for line in sent} == {"SEND_OK"}
+
+    g.master.stop(signal.SIGKILL)
+    wait_until("the route without the master", lambda: route_members(g.namesrv, g.topic, g.name) == {1: g.slave.addr})
+    consumed = driver.push_consume(g.topic, "java-on-slave", 40, timeout_s=90).of("received")
+    assert {line["msgId"] for line in consumed} == {line["msgId"] for line in sent}
+    # the consumer committed its offsets to the slave (at shutdown at the latest), the route's only member
+    def committed(addr: str) -> int:
+        with RemotingClient() as client:
+            offsets = parse_fastjson(client.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET).body.decode())
+        return sum(offsets["offsetTable"].get(f"{g.topic}@java-on-slave", {}).values())
+
+    assert committed(g.slave.addr) == 40
+
+    g.master.start()
+    wait_until("the master has the offsets committed to the slave", lambda: committed(g.master.addr) == 40,
+               timeout=60)
+    # waits 12 s for a first message (none comes: the run "times out", which is the point)
+    again = driver.push_consume(g.topic, "java-on-slave", 1, timeout_s=12, check=False)
+    assert again.of("received") == [] and again.summary["consumed"] == 0 and again.summary["timedOut"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import shutil
 import socket
@@ -27,6 +28,7 @@ from store_support import SEGMENT, small_config, start_store
 
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
+from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -212,6 +214,7 @@ def _catch_up(tmp_path: Path, stores: list[DefaultMessageStore], backlog: int) -
     copied = sum(f.stat().st_size for f in copy_dir.iterdir())
     print(f"catch-up of {behind / 2**20:.0f} MiB: {behind / 2**20 / took:.0f} MiB/s; raw copy of "
           f"{copied / 2**20:.0f} MiB: {copied / 2**20 / raw:.0f} MiB/s")
+    wait_until("the slave's dispatch to catch up", lambda: slave.dispatch_behind_bytes == 0, timeout=300)
     for queue_id in range(4):
         assert slave.get_max_offset_in_queue("Big", queue_id) == master.get_max_offset_in_queue("Big", queue_id)
 
@@ -406,9 +409,9 @@ def test_push2slave_max_offset_is_the_best_slaves_report(tmp_path: Path, stores:
         for slave, offset in zip(slaves, (123, 125, 124), strict=True):
             slave.report(offset)
         wait_until("three connections", lambda: master.ha_service.connection_count == 3)
-        wait_until("the best report", lambda: master.ha_service.push2slave_max_offset == 125)
-        acked = sorted(info.acked_offset for info in master.ha_service.slaves())
-        assert acked == [123, 124, 125]
+        wait_until("every report",
+                   lambda: sorted(i.acked_offset for i in master.ha_service.slaves()) == [123, 124, 125])
+        assert master.ha_service.push2slave_max_offset == 125
         slaves[1].close()
         wait_until("the connection to go", lambda: master.ha_service.connection_count == 2)
         assert master.ha_service.push2slave_max_offset == 125  # never goes back, as in RocketMQ
@@ -485,3 +488,119 @@ def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessa
                 conn.sendall(encode_header(0, 0))  # a master heartbeat keeps the connection up
             assert got[:3 * REPORT_SIZE] == encode_report(0) * 3
             assert time.monotonic() - began >= 0.35
+
+
+def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:
+    """A broker has many files open: select() refuses descriptors from 1024 on, the HA threads must not."""
+    left, right = socket.socketpair()
+    high = os.dup2(left.fileno(), 1500)
+    try:
+        sock = socket.socket(fileno=high)
+    except OSError:
+        os.close(high)
+        raise
+    with left, right, sock:
+        assert not wait_readable(sock, 0.05)
+        right.sendall(b"x")
+        assert wait_readable(sock, 5)
+
+
+def test_records_split_across_frames_are_dispatched_whole(
+        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+    """With 37-byte frames nearly every record arrives in pieces: the slave's dispatch must wait for
+    the rest of a record, never index a half-written one (tags, keys and sizes come from its tail)."""
+    master = open_master(stores, tmp_path / "master", ha_transfer_batch_size=37)
+    slave = open_slave(stores, tmp_path / "slave", master.ha_service.listen_port)
+    wait_until("the slave to connect", lambda: master.ha_service.connection_count == 1)
+    with caplog.at_level(logging.WARNING, logger="rocketstore.store.dispatch"):
+        for i in range(40):
+            msg = Message(topic="Split", body=f"body-{i}".encode() * 5, queue_id=i % 2,
+                          properties={"KEYS": f"key-{i}", "TAGS": f"tag{i % 3}"})
+            assert master.put_message(msg).status is PutMessageStatus.PUT_OK
+        wait_caught_up(master, slave)
+        assert_same_log(master, slave)
+        for queue_id in (0, 1):
+            assert bodies(slave, "Split", queue_id) == bodies(master, "Split", queue_id)
+            for offset in range(20):
+                assert slave.get_tags_code("Split", queue_id, offset) == master.get_tags_code("Split", queue_id, offset)
+    assert [r.getMessage() for r in caplog.records] == []
+    found = slave.query_message("Split", "key-7", 10, 0, 2**62).messages
+    assert [m.body for m in found] == [b"body-7" * 5]
+
+
+def test_a_record_half_arrived_is_not_dispatched_until_whole(
+        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+    """A raw socket plays the master, to hold a record's last bytes back: the slave's dispatch must
+    not index the part it has (its properties, hence tags and keys, are at the record's end)."""
+    source = open_master(stores, tmp_path / "source")
+    msg = Message(topic="Half", body=b"payload", queue_id=0, properties={"KEYS": "the-key", "TAGS": "TagA"})
+    assert source.put_message(msg).status is PutMessageStatus.PUT_OK
+    record = read_log(source, 0, source.max_phy_offset)
+    cut = len(record) - 5  # inside the properties: every length field has arrived, the text has not
+    with closing(socket.create_server(("127.0.0.1", 0))) as server:
+        server.settimeout(10)
+        slave = open_slave(stores, tmp_path / "slave", server.getsockname()[1])
+        conn, _ = server.accept()
+        with conn, caplog.at_level(logging.WARNING, logger="rocketstore.store.dispatch"):
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            conn.sendall(encode_header(0, cut) + record[:cut])
+            wait_until("the first part appended", lambda: slave.max_phy_offset == cut)
+            time.sleep(0.3)  # dispatch passes run meanwhile
+            assert slave.get_max_offset_in_queue("Half", 0) == 0
+            conn.sendall(encode_header(cut, len(record) - cut) + record[cut:])
+            wait_until("the record dispatched", lambda: slave.get_max_offset_in_queue("Half", 0) == 1)
+    assert slave.get_tags_code("Half", 0, 0) == source.get_tags_code("Half", 0, 0)
+    assert [m.body for m in slave.query_message("Half", "the-key", 10, 0, 2**62).messages] == [b"payload"]
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """A raw socket plays a slave that acknowledges only what the test says."""
+    master = open_master(stores, tmp_path / "master")
+    first = master.put_message(Message(topic="Lag", body=b"old", queue_id=0)).append
+    time.sleep(1.2)
+    put(master, 2, topic="Lag")
+    assert first is not None
+    slave = FakeSlave(master.ha_service.listen_port)
+    try:
+        slave.report(0)
+        wait_until("the report", lambda: master.ha_service.slaves() and master.ha_service.slaves()[0].acked_offset == 0)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset == master.slave_fall_behind_much()
+        assert 1.1 <= info.lag_seconds < 30  # the oldest record it lacks is 1.2 s older than the newest
+        assert info.in_sync  # within haSlaveFallbehindMax: lag in time does not take a slave out of sync
+        slave.report(first.wrote_bytes + 10)  # inside the second record: the first one is acknowledged
+        wait_until("the second report", lambda: master.ha_service.slaves()[0].acked_offset == first.wrote_bytes + 10)
+        (info,) = master.ha_service.slaves()
+        assert info.lag_bytes == master.max_phy_offset - first.wrote_bytes - 10
+        assert 0 <= info.lag_seconds < 1.0
+        slave.report(master.max_phy_offset)
+        wait_until("caught up", lambda: master.ha_service.slaves()[0].lag_bytes == 0)
+        assert master.ha_service.slaves()[0].lag_seconds == 0
+    finally:
+        slave.close()
+
+
+def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """HAClientTest's updateHaMasterAddress, with raw sockets as the two masters."""
+    slave = open_slave(stores, tmp_path / "slave", None)
+    assert slave.ha_service.client_state().master_address is None
+    with closing(socket.create_server(("127.0.0.1", 0))) as first, \
+            closing(socket.create_server(("127.0.0.1", 0))) as second:
+        first.settimeout(10)
+        second.settimeout(10)
+        first_addr = f"127.0.0.1:{first.getsockname()[1]}"
+        slave.update_ha_master_address(first_addr)
+        assert slave.ha_service.client_state().master_address == first_addr
+        conn, _ = first.accept()
+        with conn:
+            conn.settimeout(10)
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            second_addr = f"127.0.0.1:{second.getsockname()[1]}"
+            slave.update_ha_master_address(second_addr)
+            assert slave.ha_service.client_state().master_address == second_addr
+            assert conn.recv(REPORT_SIZE) == b""  # the old master's connection is closed
+            moved, _ = second.accept()
+            with moved:
+                moved.settimeout(10)
+                assert moved.recv(REPORT_SIZE) == encode_report(0)

@@ -18,7 +18,9 @@ does one job, in a module named after its RocketMQ counterpart:
     configuration.py               the live configuration (GET/UPDATE_BROKER_CONFIG)
     register_broker_service.py     registration with the name servers of ``namesrvAddr``: it starts
                                    once the broker serves, before start() returns, and stop()
-                                   unregisters after the listeners close
+                                   unregisters after the listeners close; a slave learns its
+                                   master's HA and remoting addresses from the answers
+    slave_synchronize.py           a SLAVE's periodic copy of its master's tables
 
 What stays here is the wiring, the periodic housekeeping tasks, the /metrics registration the
 parts and processors call, and the hand-off of dispatch news (the store's thread) to the loop:
@@ -107,6 +109,9 @@ class BrokerController:
                                               ``is_system_topic``
       ``subscription_group_manager``          the groups (``find_subscription_group_config``)
       ``consumer_offset_manager``             committed consume offsets
+      ``slave_synchronize``                   a SLAVE's copy of its master's tables, and the offsets
+                                              committed to it that go back to the master
+                                              (slave_synchronize.py)
       ``config_persist_service``              ``tables_changed(manager)`` after changing a table
       ``configuration``                       ``all_config_properties()``, ``update(props)``, its
                                               ``data_version`` (configuration.py)
@@ -130,7 +135,7 @@ class BrokerController:
                                               loop, sampled every 10 s for per-minute rates)
 
       ``start_time_ms``                       when serving began
-      ``ready`` / ``stopping``, ``broker_addr``
+      ``ready`` / ``stopping``, ``broker_addr``, ``master_addr`` (a slave's master), ``ha_server_addr``
 
     Methods processors may use: :meth:`add_gauge`, :meth:`add_counter`, :meth:`add_metrics`.
     """
@@ -322,6 +327,11 @@ class BrokerController:
         self._add_transaction_metrics()
         ha = self.store.ha_service
         self.add_metrics(lambda: ha_families(self.store_config.broker_role, ha.slaves(), ha.client_state()))
+        sync = self.slave_synchronize
+        self.add_counter("rocketstore_slave_synchronize_passes", "SlaveSynchronize passes over the master's tables "
+                         "(a slave's, every 10 s while its master is known)", lambda: sync.syncs)
+        self.add_counter("rocketstore_slave_synchronize_failures", "SlaveSynchronize requests to the master that "
+                         "failed", lambda: sync.failures)
         if self.remoting.tls is not None and self.remoting.tls.enabled:
             self._add_tls_metrics()
 

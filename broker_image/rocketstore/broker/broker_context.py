@@ -22,6 +22,7 @@ from rocketstore.broker.config_persist_service import ConfigPersistService
 from rocketstore.broker.configuration import Configuration
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from rocketstore.broker.server import Handler, RemotingServer
+from rocketstore.broker.slave_synchronize import SlaveSynchronize
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketstore.broker.topic_config_manager import TopicConfigManager
 from rocketstore.broker.transaction.service import TransactionalMessageService
@@ -45,6 +46,7 @@ class BrokerContext(Protocol):
     topic_config_manager: TopicConfigManager
     subscription_group_manager: SubscriptionGroupManager
     consumer_offset_manager: ConsumerOffsetManager
+    slave_synchronize: SlaveSynchronize
     config_persist_service: ConfigPersistService
     configuration: Configuration
     consumer_manager: ConsumerManager

@@ -14,10 +14,16 @@ SLAVE asks its master, 3 s after start and every 10 s after (BrokerController's 
 The master's address is the ``masterAddr`` of the name server's registration answer
 (:meth:`SlaveSynchronize.set_master_addr`): none while the name server knows no live master, so
 a slave whose master is down keeps what it has, including consumer offsets clients commit to
-it meanwhile. Once the master is back, its offsets overwrite the slave's at the next pass, as in
-RocketMQ; clients lose nothing because a 4.x consumer keeps its offsets in memory and commits
-them to the master again (every persistConsumerOffsetInterval, to the master as soon as the
-route lists it again).
+it meanwhile (a 4.x client commits to a slave when the route has no master).
+
+Once the master is back, RocketMQ 4.9.7 overwrites those commits with the master's older offsets
+at the next pass: a client still running commits its offsets to the master again, but one that
+restarted meanwhile starts from the master's old offsets and consumes again what it had
+committed. Here nothing committed is lost: every offset committed to this slave
+(:meth:`SlaveSynchronize.committed_on_slave`) is handed to the master with UPDATE_CONSUMER_OFFSET
+at the next pass that reaches it, when it is ahead of the master's, before the master's table is
+merged in. An offset the master has moved back meanwhile (an admin reset) is not undone unless
+the slave's commit came after it.
 
 The requests go through a RemotingClient of this service's own (RocketMQ's BrokerOuterAPI
 sends them; ours is built only when registration starts, and a slave syncs only once
@@ -29,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Final
 
 from rocketstore.broker.broker_config import BrokerConfig
@@ -40,6 +46,7 @@ from rocketstore.client.remoting_client import RemotingClient, RemotingClientErr
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.fastjson import as_object, parse_fastjson
 from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.headers import UpdateConsumerOffsetRequestHeader
 from rocketstore.store.config_manager import ConsumerOffsetManager, DelayOffsetManager
 
 log = logging.getLogger(__name__)
@@ -72,14 +79,17 @@ def replace_versioned_table(manager: VersionedTable, master_text: str) -> None:
     manager.decode(master_text)
 
 
-def merge_offsets(offsets: ConsumerOffsetManager, master_text: str) -> None:
-    """RocketMQ's ``offsetTable.putAll``: each topic@group of the master replaces ours."""
+def merge_offsets(offsets: ConsumerOffsetManager, master_text: str,
+                  keep: Set[tuple[str, str, int]] = frozenset()) -> None:
+    """RocketMQ's ``offsetTable.putAll``: each topic@group of the master replaces ours, except the
+    (group, topic, queue id) offsets of ``keep``."""
     master = ConsumerOffsetManager(offsets.path.parent)  # decode only: never persisted
     master.decode(master_text)
     for key, queues in master.offset_table().items():
         topic, _, group = key.partition("@")
         for queue_id, offset in queues.items():
-            offsets.commit_offset(group, topic, queue_id, offset)
+            if (group, topic, queue_id) not in keep:
+                offsets.commit_offset(group, topic, queue_id, offset)
 
 
 class SlaveSynchronize:
@@ -102,6 +112,12 @@ class SlaveSynchronize:
         #: completed passes and failed requests, for /metrics and tests
         self.syncs = 0
         self.failures = 0
+        #: (group, topic, queue id) of offsets clients committed here, not yet handed to the master
+        self._committed_here: set[tuple[str, str, int]] = set()
+
+    def committed_on_slave(self, group: str, topic: str, queue_id: int) -> None:
+        """A client committed this offset to this slave (UPDATE_CONSUMER_OFFSET)."""
+        self._committed_here.add((group, topic, queue_id))
 
     def set_master_addr(self, addr: str | None) -> None:
         if addr != self.master_addr:
@@ -113,7 +129,11 @@ class SlaveSynchronize:
         await asyncio.sleep(SYNC_INITIAL_DELAY_S)
         try:
             while True:
-                await self.sync_all()
+                try:
+                    await self.sync_all()
+                except Exception:  # as RocketMQ's scheduled syncAll: logged, and the next pass comes
+                    self.failures += 1
+                    log.exception("slave synchronize: pass failed")
                 await asyncio.sleep(SYNC_INTERVAL_S)
         finally:
             with contextlib.suppress(Exception):
@@ -149,8 +169,29 @@ class SlaveSynchronize:
 
     async def _sync_consumer_offset(self, master: str) -> None:
         text = await self._fetch(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        merge_offsets(self.offsets, text)
+        handed = await self._hand_over_commits(master, text)
+        merge_offsets(self.offsets, text, keep=handed)
         self.persist.tables_changed(self.offsets)
+
+    async def _hand_over_commits(self, master: str, master_text: str) -> set[tuple[str, str, int]]:
+        """Give the master the offsets committed here that are ahead of its own; returns the ones
+        it took (the merge keeps ours for them). One that fails stays for the next pass."""
+        theirs = ConsumerOffsetManager(self.offsets.path.parent)  # decode only: never persisted
+        theirs.decode(master_text)
+        handed: set[tuple[str, str, int]] = set()
+        for key in sorted(self._committed_here):
+            group, topic, queue_id = key
+            mine = self.offsets.query_offset(group, topic, queue_id)
+            if mine > theirs.query_offset(group, topic, queue_id):
+                header = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                           commit_offset=mine)
+                await self.client.call_async(master, RequestCode.UPDATE_CONSUMER_OFFSET, header,
+                                             timeout=SYNC_TIMEOUT_S)
+                log.info("slave synchronize: offset %d of %s@%s queue %d committed here handed to master %s",
+                         mine, topic, group, queue_id, master)
+                handed.add(key)
+            self._committed_here.discard(key)
+        return handed
 
     async def _sync_delay_offset(self, master: str) -> None:
         text = await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET)

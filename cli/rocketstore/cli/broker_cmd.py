@@ -11,7 +11,8 @@ remoting port of 0 picks a free port; a name-server or HTTP port of 0 or less, o
 of 0, turns that listener off.
 
 Once serving it prints one line per listener on stdout, e.g. ``remoting 0.0.0.0:10911 (published
-as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, ``grpc 0.0.0.0:8081``,
+as 10.0.0.5:10911)``, ``namesrv 0.0.0.0:9876``, ``http 0.0.0.0:10925``, ``grpc 0.0.0.0:8081``, ``ha 0.0.0.0:10912
+(published as 10.0.0.5:10912)`` (the HA port slaves replicate from: listenPort + 1, at brokerIP2),
 then ``ready``. SIGTERM or SIGINT stops it gracefully: listeners close, in-flight requests finish (10 s grace), consumer
 offsets and config tables are written, the store is flushed and ``abort`` removed; exit code 0.
 Exit code 2 when it cannot start (bad config, store locked by another process, port in use).
@@ -130,6 +131,8 @@ async def _serve(broker: BrokerController) -> int:
         print(f"http {host}:{broker.http.port}")
     if broker.grpc is not None:
         print(f"grpc {host}:{broker.grpc.port}")
+    if broker.store.ha_service.listen_port:
+        print(f"ha 0.0.0.0:{broker.store.ha_service.listen_port} (published as {broker.ha_server_addr})")
     print("ready", flush=True)
     await stop.wait()
     log.info("signal received: stopping")

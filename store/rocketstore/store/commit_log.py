@@ -13,7 +13,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -346,14 +346,15 @@ class CommitLog:
             return None
         return mapped, pos, limit
 
-    def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
+    def append_data(self, start_offset: int, chunks: Sequence[bytes | bytearray | memoryview]) -> bool:
         """Append bytes replicated from the master unchanged at ``start_offset`` (RocketMQ's
-        appendData); False when they do not continue the log or do not fit its segment.
+        appendData; ``chunks`` are consecutive stretches, written in order); False when they do not
+        continue the log or do not fit its segment.
 
         The first append of an empty log creates the segment holding ``start_offset``; an append
         after a full segment creates the next one, so the slave's segments are named and cut
-        exactly as the master's (a master frame never spans two segments). One slice copy into
-        the mapping; dispatch is woken afterwards.
+        exactly as the master's (a master frame never spans two segments). One positional write
+        (see :meth:`MappedFile.append_through_file`); dispatch is woken afterwards.
         """
         with self.put_lock:
             mapped = self.mapped_file_queue.get_last_mapped_file(start_offset)
@@ -364,9 +365,9 @@ class CommitLog:
             if where != start_offset:
                 log.error("replicated data starts at %d but the CommitLog ends at %d", start_offset, where)
                 return False
-            if not mapped.append(data):
-                log.error("replicated data of %d bytes at %d does not fit segment %s", len(data), start_offset,
-                          mapped.file_name)
+            if not mapped.append_through_file(chunks):
+                log.error("replicated data of %d bytes at %d does not fit segment %s", sum(map(len, chunks)),
+                          start_offset, mapped.file_name)
                 return False
         self.on_appended()
         return True

@@ -202,10 +202,17 @@ class ReputMessageService:
         mapped = commit_log.mapped_file_queue.find_mapped_file_by_offset(self.reput_from_offset)
         if mapped is None or not mapped.hold():
             return False
+        limit = mapped.read_position
+        # Only the written bytes: a slave's CommitLog grows by replicated frames that may end inside a
+        # record, and the scan must see that record as incomplete, not decode zeros (or stale bytes)
+        # past the end as the rest of it.
+        written = memoryview(mapped.buffer)[:limit]
         try:
-            found = scan(mapped.buffer, self.reput_from_offset % file_size, mapped.read_position,
+            found = scan(written, self.reput_from_offset % file_size, limit,
                          index_enabled=self.index_enabled, delay_levels_ms=self.delay_levels_ms)
+            incomplete = found.end_kind == END_CORRUPT and _runs_past(written, found.end_pos)
         finally:
+            written.release()
             mapped.release()
         if found.records:
             for dispatcher in self.dispatchers:
@@ -218,7 +225,8 @@ class ReputMessageService:
         if found.end_kind == END_BLANK:
             self.reput_from_offset = commit_log.roll_next_file(self.reput_from_offset)
             return True
-        if found.end_kind == END_CORRUPT and mapped.file_from_offset + found.end_pos < commit_log.max_offset:
+        if found.end_kind == END_CORRUPT and not incomplete \
+                and mapped.file_from_offset + found.end_pos < commit_log.max_offset:
             log.error("dispatch stopped at %d: %s", mapped.file_from_offset + found.end_pos, found.reason)
         return found.records > 0
 
@@ -236,3 +244,13 @@ class ReputMessageService:
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         self._wake_lag_waiters(all_of_them=True)
+
+
+def _runs_past(written: memoryview, pos: int) -> bool:
+    """Whether the record at ``pos`` declares more bytes than are written: the rest of it has not
+    arrived yet (a slave mid-frame), which is no corruption. A put never leaves that state (the
+    write position moves past whole records only)."""
+    if pos + 4 > len(written):
+        return True
+    size = int.from_bytes(written[pos:pos + 4], "big", signed=True)
+    return size > 0 and pos + size > len(written)

@@ -21,9 +21,11 @@ import logging
 import select
 import socket
 import threading
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from rocketstore.common.clock import now_ms
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.config import StoreConfig
 from rocketstore.store.ha_protocol import (
     batch_end,
     encode_header,
@@ -33,9 +35,6 @@ from rocketstore.store.ha_protocol import (
     unacknowledged_record,
 )
 from rocketstore.store.mapped_file import MappedFile
-
-if TYPE_CHECKING:
-    from rocketstore.store.ha_service import HAService
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +46,32 @@ GATHER_FRAMES: Final = 256
 
 READ_POLL_S: Final = 1.0
 """How often the reader looks at the stop flag and the housekeeping clock."""
+
+
+def wait_readable(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether ``sock`` has bytes (or end of stream) to read within ``timeout_s``.
+
+    poll, not select: select cannot watch a descriptor numbered 1024 or more, and a broker with
+    many segments, queues and connections open has those.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(int(timeout_s * 1000), 0)))
+
+
+class ConnectionOwner(Protocol):
+    """What a connection needs from the HAService that accepted it."""
+
+    config: StoreConfig
+    commit_log: CommitLog
+
+    def remove_connection(self, conn: HAConnection) -> None: ...
+
+    def notify_transfer_some(self, offset: int) -> None: ...
+
+    def refuse_slave(self, address: str, slave_offset: int, master_offset: int, reason: str) -> None: ...
+
+    def wait_for_data(self, offset: int, timeout_s: float) -> None: ...
 
 
 def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
@@ -64,7 +89,7 @@ def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
 class HAConnection:
     """One slave: its reader and writer threads, its acknowledged offset."""
 
-    def __init__(self, service: HAService, sock: socket.socket, address: str) -> None:
+    def __init__(self, service: ConnectionOwner, sock: socket.socket, address: str) -> None:
         self.service = service
         self.sock = sock
         self.address = address
@@ -115,8 +140,7 @@ class HAConnection:
         last_read_ms = now_ms()
         try:
             while not self._stopped:
-                readable, _, _ = select.select([self.sock], [], [], READ_POLL_S)
-                if not readable:
+                if not wait_readable(self.sock, READ_POLL_S):
                     silent = now_ms() - last_read_ms
                     if silent > self.service.config.ha_housekeeping_interval:
                         log.warning("HA: slave %s silent for %d ms, closing the connection", self.address, silent)

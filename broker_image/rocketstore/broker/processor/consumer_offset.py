@@ -11,7 +11,9 @@ UPDATE_CONSUMER_OFFSET (15)     commit an offset (clients send it one-way every 
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 GET_EARLIEST_MSG_STORETIME (32) the store's answers, always SUCCESS, as AdminBrokerProcessor.
 GET_ALL_CONSUMER_OFFSET (43)    the whole offset table as consumerOffset.json's JSON (slaves sync
-                                with it); SYSTEM_ERROR when empty, as RocketMQ.
+                                with it), ``{"offsetTable":{}}`` when empty, as 4.9.7 answers.
+                                On a SLAVE, commits are also noted for SlaveSynchronize, which
+                                hands them to the master once it is back (slave_synchronize.py).
 
 Committed offsets live in memory and are persisted by the broker's periodic flush
 (``flushConsumerOffsetInterval``) and at shutdown, as RocketMQ does.
@@ -38,6 +40,7 @@ from rocketstore.remoting.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketstore.store.config import BrokerRole
 
 
 def query_consumer_offset(broker: BrokerContext, header: QueryConsumerOffsetRequestHeader) -> int | None:
@@ -83,6 +86,8 @@ class ConsumerOffsetProcessor:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
                                                           header.commit_offset)
+        if self.broker.store_config.broker_role is BrokerRole.SLAVE:
+            self.broker.slave_synchronize.committed_on_slave(header.consumer_group, header.topic, header.queue_id)
         return request.response(ResponseCode.SUCCESS)
 
     def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -111,7 +116,7 @@ class ConsumerOffsetProcessor:
                                 ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp).to_ext_fields())
 
     def all_offsets(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        offsets = self.broker.consumer_offset_manager
-        if not offsets.offset_table():
-            return request.response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
-        return request.response(ResponseCode.SUCCESS, body=offsets.encode().encode())
+        """The whole table; an empty one too (``{"offsetTable":{}}``): 4.9.7's getAllConsumerOffset
+        answers SYSTEM_ERROR only when encode() gives nothing, which it never does, so a slave's
+        SlaveSynchronize of a master without offsets succeeds."""
+        return request.response(ResponseCode.SUCCESS, body=self.broker.consumer_offset_manager.encode().encode())
