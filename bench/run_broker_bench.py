@@ -217,7 +217,8 @@ class OurBroker:
 
     def start(self, timeout: float = 60.0) -> OurBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.listen_port, self.namesrv_port = free_port(), free_port()
+        # listenPort + 1 is the HA port (BrokerStartup's rule): keep it free too
+        self.listen_port, self.namesrv_port = free_port(also=(1,)), free_port()
         conf = self.workdir / "broker.conf"
         conf.write_text(
             "brokerClusterName=BenchCluster\nbrokerName=rocketstore-broker-a\nbrokerIP1=127.0.0.1\n"

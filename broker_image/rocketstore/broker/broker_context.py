@@ -67,6 +67,11 @@ class BrokerContext(Protocol):
     def broker_addr(self) -> str: ...
 
     @property
+    def ha_server_addr(self) -> str:
+        """brokerIP2:haListenPort, where this broker's slaves connect for replication."""
+        ...
+
+    @property
     def master_addr(self) -> str | None:
         """A slave's master (remoting address) as the name server last named it; None on a master."""
 

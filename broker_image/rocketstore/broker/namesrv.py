@@ -96,6 +96,7 @@ from rocketstore.remoting.headers import (
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -219,10 +220,13 @@ class NameServer:
 
     # -- the data ----------------------------------------------------------------------------------
     def own_broker_datas(self) -> list[BrokerData]:
-        """This broker first, then the peers in ``clusterPeers`` order."""
+        """This broker first, with the rest of its group (slaves registered here under its brokerName),
+        then the peers in ``clusterPeers`` order."""
         cfg = self.broker.broker_config
+        group = self.routes.broker_addr_table.get(cfg.broker_name)
+        addrs = {**(group.broker_addrs if group is not None else {}), cfg.broker_id: self.broker.broker_addr}
         datas = [BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
-                            broker_addrs={cfg.broker_id: self.broker.broker_addr})]
+                            broker_addrs=dict(sorted(addrs.items())))]
         for peer in cfg.cluster_peer_list():
             if peer.broker_name != cfg.broker_name:
                 datas.append(BrokerData(cluster=cfg.broker_cluster_name, broker_name=peer.broker_name,
@@ -415,6 +419,12 @@ class NameServer:
         response = self.routes.register_broker(
             header.cluster_name, header.broker_addr, header.broker_name, header.broker_id, header.ha_server_addr,
             body.topic_config_serialize_wrapper, body.filter_server_list, conn, now_ms())
+        cfg = self.broker.broker_config
+        if header.broker_name == cfg.broker_name and header.broker_id != MASTER_ID and cfg.broker_id == MASTER_ID:
+            # a slave of this very broker: this broker never registers with its own name server,
+            # so the answer naming the master's addresses comes from here
+            response = RegisterBrokerResponseHeader(ha_server_addr=self.broker.ha_server_addr,
+                                                    master_addr=self.broker.broker_addr)
         self.register_requests += 1
         order_topics = self.kv_config.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
         return request.response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields(),
