@@ -34,30 +34,39 @@ from rocketstore.store.ha_client import HAClientState
 from rocketstore.store.ha_service import SlaveInfo
 
 
-def master_families(slaves: Sequence[SlaveInfo]) -> list[Metric]:
+def master_families(slaves: Sequence[SlaveInfo] | None) -> list[Metric]:
+    """The master's families; ``slaves`` None (a slave's scrape): the families without samples."""
     lag_bytes = GaugeMetricFamily("rocketstore_ha_slave_lag_bytes",
                                   "Bytes of CommitLog the slave has not acknowledged", labels=["slave"])
     lag_seconds = GaugeMetricFamily("rocketstore_ha_slave_lag_seconds",
                                     "Store-time age of the oldest record the slave has not acknowledged "
                                     "(-1: unknown yet)", labels=["slave"])
-    for slave in slaves:
-        lag_bytes.add_metric([slave.address], slave.lag_bytes)
-        lag_seconds.add_metric([slave.address], slave.lag_seconds)
     in_sync = GaugeMetricFamily("rocketstore_ha_slaves_in_sync",
-                                "Connected slaves within haSlaveFallbehindMax of this master",
-                                value=sum(1 for slave in slaves if slave.in_sync))
+                                "Connected slaves within haSlaveFallbehindMax of this master")
+    if slaves is not None:
+        for slave in slaves:
+            lag_bytes.add_metric([slave.address], slave.lag_bytes)
+            lag_seconds.add_metric([slave.address], slave.lag_seconds)
+        in_sync.add_metric([], sum(1 for slave in slaves if slave.in_sync))
     return [lag_bytes, lag_seconds, in_sync]
 
 
-def slave_families(state: HAClientState) -> list[Metric]:
-    return [
-        GaugeMetricFamily("rocketstore_ha_master_connected", "1 while this slave's HA client is connected to "
-                          "its master", value=int(state.connected)),
-        GaugeMetricFamily("rocketstore_ha_slave_behind_refused", "1 when this slave refused its master's stream "
-                          "(its log has a tail the master lacks)", value=int(state.refused_reason is not None)),
-    ]
+def slave_families(state: HAClientState | None) -> list[Metric]:
+    """The slave's families; ``state`` None (a master's scrape): the families without samples."""
+    connected = GaugeMetricFamily("rocketstore_ha_master_connected", "1 while this slave's HA client is connected "
+                                  "to its master")
+    refused = GaugeMetricFamily("rocketstore_ha_slave_behind_refused", "1 when this slave refused its master's "
+                                "stream (its log has a tail the master lacks)")
+    if state is not None:
+        connected.add_metric([], int(state.connected))
+        refused.add_metric([], int(state.refused_reason is not None))
+    return [connected, refused]
 
 
 def ha_families(role: BrokerRole, slaves: Sequence[SlaveInfo], state: HAClientState) -> Iterable[Metric]:
-    """The families for a broker of ``role`` (read at the scrape: a role may change later)."""
-    return slave_families(state) if role is BrokerRole.SLAVE else master_families(slaves)
+    """The families for a broker of ``role`` (read at the scrape: a role may change later). Every
+    broker lists all five families, the other role's without samples, so dashboards and alert rules
+    find each name on any broker; a master never reports a slave's 0, nor a slave a master's 0."""
+    if role is BrokerRole.SLAVE:
+        return [*master_families(None), *slave_families(state)]
+    return [*master_families(slaves), *slave_families(None)]
