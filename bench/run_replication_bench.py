@@ -240,10 +240,11 @@ def run_turn(contender: str, mode: str, args: argparse.Namespace, scratch: Path,
     log(f"{tag}: starting the pair")
     pair: Pair = (OurPair(workdir, mode, args.segment, rbb.BROKER_CPU) if contender == OURS
                   else ApachePair(workdir, mode, args.segment, rbb.BROKER_CPU, args.heap))
-    t0 = time.monotonic()
-    pair.start()
-    out: dict[str, Any] = {"boot_s": time.monotonic() - t0}
+    out: dict[str, Any] = {}
     try:
+        t0 = time.monotonic()
+        pair.start()  # inside the try: a slave that fails to start must not leave its master running
+        out["boot_s"] = time.monotonic() - t0
         out["in_sync_s"] = wait_in_sync(pair)
         driver = rbb.PinnedDriver(pair.namesrv_addr, scratch / f"client-{contender}-{mode}-{round_no}")
         driver.pin = rbb.CLIENT_CPU
