@@ -604,3 +604,23 @@ def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[
             with moved:
                 moved.settimeout(10)
                 assert moved.recv(REPORT_SIZE) == encode_report(0)
+
+
+@pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
+def test_puts_that_do_not_wait_for_the_slave(tmp_path: Path, stores: list[DefaultMessageStore],
+                                             role: BrokerRole) -> None:
+    """ASYNC_MASTER never waits; a SYNC_MASTER put with ``wait_flush=False`` leaves the wait to its
+    caller (request_transfer). A raw socket plays a slave that never acknowledges again."""
+    master = open_master(stores, tmp_path / "master", role, slave_timeout=2000)
+    put(master, 2, wait_flush=False)
+    slave = FakeSlave(master.ha_service.listen_port)
+    try:
+        slave.report(master.max_phy_offset)
+        wait_until("the report", lambda: master.ha_service.push2slave_max_offset == master.max_phy_offset)
+        began = time.monotonic()
+        assert put(master, 1, wait_flush=role is BrokerRole.ASYNC_MASTER) == [PutMessageStatus.PUT_OK]
+        assert time.monotonic() - began < 1.0
+        end = master.max_phy_offset
+        assert master.request_transfer(end, lambda: None) is (role is BrokerRole.SYNC_MASTER)
+    finally:
+        slave.close()

@@ -34,7 +34,11 @@ READ_BUFFER_SIZE: Final = 4 * 1024 * 1024
 
 CONNECT_TIMEOUT_S: Final = 3.0
 RECONNECT_PAUSE_S: Final = 1.0
-"""Pause after a failed or lost connection before trying again."""
+"""Pause after a lost connection before connecting again."""
+
+CONNECT_RETRY_S: Final = 5.0
+"""Pause after a failed connection attempt (RocketMQ's HAClient waits 5 s too); a new master
+address cuts it short."""
 
 MAX_CHUNKS_PER_WRITE: Final = 512
 """Frame bodies one write takes at most (the kernel takes 1024 buffers per call)."""
@@ -115,7 +119,7 @@ class HAClient:
                 continue
             sock = self._connect(address)
             if sock is None:
-                self._wake.wait(RECONNECT_PAUSE_S)
+                self._wake.wait(CONNECT_RETRY_S)
                 self._wake.clear()
                 continue
             try:

@@ -176,11 +176,14 @@ class HAConnection:
                 with contextlib.suppress(OSError):
                     self.sock.sendall(encode_header(master_max, 0))
             return False
-        self.acked_offset = offset
         if self.slave_request_offset < 0:
             self.slave_request_offset = offset
-            log.info("HA: slave %s requests the CommitLog from offset %d", self.address, offset)
+            self.next_transfer_from = self._lag_boundary = transfer_start(
+                offset, master_max, self.service.config.mapped_file_size_commit_log)
+            log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
+                     self.next_transfer_from, offset)
             self._first_report.set()
+        self.acked_offset = offset
         self.service.notify_transfer_some(offset)
         return True
 
@@ -188,14 +191,7 @@ class HAConnection:
     def _write_loop(self) -> None:
         config = self.service.config
         try:
-            self._first_report.wait()
-            if self._stopped:
-                return
-            self.next_transfer_from = transfer_start(self.slave_request_offset, self.service.commit_log.max_offset,
-                                                     config.mapped_file_size_commit_log)
-            self._lag_boundary = self.next_transfer_from
-            log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
-                     self.next_transfer_from, self.slave_request_offset)
+            self._first_report.wait()  # the reader has set next_transfer_from
             while not self._stopped:
                 if self._send_data():
                     continue
