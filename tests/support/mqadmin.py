@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from java_rocketmq import _build_once, find_tools
+from java_rocketmq import LIGHT_JVM, _build_once, find_tools
 from tool_support import DRIVERS_DIR
 
 MQADMIN_DIR = DRIVERS_DIR / "mqadmin"
@@ -83,7 +83,7 @@ class MQAdminSession:
         (home / "conf").mkdir()
         (home / "conf" / "logback_tools.xml").write_text(LOGBACK_QUIET)
         # small heap, as short-lived commands need
-        cmd = [java, "-Xms64m", "-Xmx256m", f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
+        cmd = [java, "-Xms64m", "-Xmx256m", *LIGHT_JVM, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
                "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{MQADMIN_LIB}/*", str(MQADMIN_SESSION)]
         env = {**os.environ, "ROCKETMQ_HOME": str(home)}
         # cwd: consumerStatus writes each client's running info to a directory in the working one;

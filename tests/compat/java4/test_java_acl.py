@@ -25,7 +25,6 @@ from acl4_accounts import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, WHITE_AK
 from broker_process import Broker, plain_acl_broker
 from java_rocketmq import ClientDriver, DriverResult
 from polling import wait_until
-from recording_broker import LIGHT_JVM
 
 from rocketstore.remoting.codes import RequestCode
 
@@ -48,7 +47,7 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None
 
 @pytest.fixture
 def driver(acl_broker: Broker, tmp_path: Path) -> ClientDriver:
-    return ClientDriver(acl_broker.namesrv, tmp_path, poll_namesrv_ms=1000, heartbeat_ms=1000, jvm_args=LIGHT_JVM)
+    return ClientDriver(acl_broker.namesrv, tmp_path, poll_namesrv_ms=1000, heartbeat_ms=1000)
 
 
 def acl_file(broker: Broker) -> Path:
@@ -74,7 +73,7 @@ def test_allowed_account_produces_and_pulls(driver: ClientDriver, unique_name: C
 def test_binary_headers_are_signed_alike(acl_broker: Broker, tmp_path: Path) -> None:
     """With ``rocketmq.serialize.type=ROCKETMQ`` the same ext fields travel in the binary header."""
     driver = ClientDriver(acl_broker.namesrv, tmp_path, serialize_type="ROCKETMQ", poll_namesrv_ms=1000,
-                          heartbeat_ms=1000, jvm_args=LIGHT_JVM)
+                          heartbeat_ms=1000)
     assert driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", SK).summary["sent"] == 1
     result = driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", "not-the-secret", check=False)
     assert refusal(result) == f"Check signature failed for accessKey={AK}"
@@ -155,7 +154,7 @@ def mqadmin(broker: Broker, home: Path, *args: str) -> str:
     """``mqadmin ARGS`` with rocketmq.home.dir=home, whose conf/tools.yml (if any) holds its credentials
     (MQAdminStartup signs with AclUtils.getAclRPCHook(home + "/conf/tools.yml")); stdout + stderr."""
     java_rocketmq.build_anchor()
-    cmd = [shutil.which("java") or "java", "-Xmx256m", *LIGHT_JVM, f"-Drocketmq.home.dir={home}",
+    cmd = [shutil.which("java") or "java", "-Xmx256m", *java_rocketmq.LIGHT_JVM, f"-Drocketmq.home.dir={home}",
            f"-Duser.home={home}", "-cp", str(java_rocketmq.anchor_lib(java_rocketmq.ANCHOR_VERSION) / "*"),
            "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", broker.namesrv]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
