@@ -102,16 +102,18 @@ class MQAdminSession:
             answers.put(line)
         answers.put(None)
 
-    def run(self, args: list[str], timeout: float) -> tuple[int, str, str]:
-        """(exit status, stdout, stderr) of ``mqadmin ARGS``; raises subprocess.TimeoutExpired as
-        subprocess.run would."""
+    def run(self, args: list[str], timeout: float, tools_home: Path | None = None) -> tuple[int, str, str]:
+        """(exit status, stdout, stderr) of ``mqadmin ARGS``, with ``tools_home`` as its
+        ROCKETMQ_HOME when given (conf/logback_tools.xml, and conf/tools.yml with the credentials
+        to sign with); raises subprocess.TimeoutExpired as subprocess.run would."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self.close()
                 self._proc = self._start()
             proc = self._proc
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(args) + "\n")
+            home = None if tools_home is None else str(tools_home)
+            proc.stdin.write(json.dumps({"args": args, "home": home}) + "\n")
             proc.stdin.flush()
             try:
                 line = self._answers.get(timeout=timeout)
@@ -149,8 +151,10 @@ class MQAdminSession:
 _session = MQAdminSession()
 
 
-def run_mqadmin(namesrv: str, verb: str, *args: str, timeout: float = RUN_TIMEOUT_S) -> MQAdminResult:
-    """``mqadmin VERB -n NAMESRV ARGS``, in the process's mqadmin JVM."""
+def run_mqadmin(namesrv: str, verb: str, *args: str, timeout: float = RUN_TIMEOUT_S,
+                tools_home: Path | None = None) -> MQAdminResult:
+    """``mqadmin VERB -n NAMESRV ARGS``, in the process's mqadmin JVM; with ``tools_home`` as its
+    ROCKETMQ_HOME when given (it signs with the account of tools_home/conf/tools.yml, if there)."""
     cmd = [verb, "-n", namesrv, *args]
-    returncode, stdout, stderr = _session.run(cmd, timeout)
+    returncode, stdout, stderr = _session.run(cmd, timeout, tools_home)
     return MQAdminResult(cmd, returncode, stdout, stderr)

@@ -13,17 +13,15 @@ tests rely on. Apache's ``mqadmin`` (rocketmq-tools 4.9.7) signs with the accoun
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import java_rocketmq
 import pytest
 from acl4_accounts import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, WHITE_AK
 from broker_process import Broker, plain_acl_broker
 from java_rocketmq import ClientDriver, DriverResult
+from mqadmin import build_mqadmin, run_mqadmin
 from polling import wait_until
 
 from rocketstore.remoting.codes import RequestCode
@@ -151,14 +149,11 @@ def test_changed_file_is_reloaded_while_the_broker_runs(acl_broker: Broker, driv
 
 
 def mqadmin(broker: Broker, home: Path, *args: str) -> str:
-    """``mqadmin ARGS`` with rocketmq.home.dir=home, whose conf/tools.yml (if any) holds its credentials
+    """``mqadmin ARGS`` with ROCKETMQ_HOME=home, whose conf/tools.yml (if any) holds its credentials
     (MQAdminStartup signs with AclUtils.getAclRPCHook(home + "/conf/tools.yml")); stdout + stderr."""
-    java_rocketmq.build_anchor()
-    cmd = [shutil.which("java") or "java", "-Xmx256m", *java_rocketmq.LIGHT_JVM, f"-Drocketmq.home.dir={home}",
-           f"-Duser.home={home}", "-cp", str(java_rocketmq.anchor_lib(java_rocketmq.ANCHOR_VERSION) / "*"),
-           "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", broker.namesrv]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    return proc.stdout + proc.stderr
+    build_mqadmin()
+    result = run_mqadmin(broker.namesrv, *args, tools_home=home)
+    return result.stdout + result.stderr
 
 
 def tools_home(tmp_path: Path, name: str, credentials: tuple[str, str] | None) -> Path:

@@ -1,4 +1,5 @@
 import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.JSONObject;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
@@ -21,8 +22,11 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * runs the first it registered: the list is emptied first, so each command runs on a new instance
  * (some keep their admin client in a field, shut down after their first run).
  *
- * <p>Protocol: one JSON array of strings per stdin line (the command's arguments, verb first);
- * for each, one JSON object on stdout, {"stdout": ..., "stderr": ..., "exiting": false}, what the
+ * <p>Protocol: one JSON object per stdin line, {"args": [...], "home": ...}: the command's
+ * arguments, verb first, and the ROCKETMQ_HOME to run it with (null: the JVM's own), whose
+ * conf/logback_tools.xml configures the tool's logging and conf/tools.yml, if there, holds the
+ * credentials it signs with (MQAdminStartup reads both from its home on each command); for each,
+ * one JSON object on stdout, {"stdout": ..., "stderr": ..., "exiting": false}, what the
  * command printed. A command that calls System.exit (a command line mqadmin cannot parse) ends the
  * JVM with its exit status, as it would end mqadmin.sh: the shutdown hook answers first, with
  * "exiting": true.
@@ -37,12 +41,18 @@ public final class MQAdminSession {
     public static void main(String[] ignored) throws Exception {
         Field registered = MQAdminStartup.class.getDeclaredField("subCommandList");
         registered.setAccessible(true);
+        Field rocketmqHome = MQAdminStartup.class.getDeclaredField("rocketmqHome");
+        rocketmqHome.setAccessible(true);
+        Object ownHome = rocketmqHome.get(null);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> answerPending(true)));
         BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = commands.readLine()) != null) {
-            List<String> args = JSON.parseArray(line, String.class);
+            JSONObject request = JSON.parseObject(line);
+            List<String> args = request.getJSONArray("args").toJavaList(String.class);
+            String home = request.getString("home");
             ((List<?>) registered.get(null)).clear();
+            rocketmqHome.set(null, home == null ? ownHome : home);
             out = new ByteArrayOutputStream();
             err = new ByteArrayOutputStream();
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
