@@ -10,9 +10,11 @@ of half an hour is not scattered over thousands of lines of log.
 A phase failed when its exit status is not 0, whatever its report says: pytest's exit code 5 (no
 tests collected) is a failure, and so is a crash that left no report. The table is red when
 anything failed and green otherwise, on a terminal; the words FAILED and passed say the same
-where there is no color (CI logs). The exit status is 1 when any phase failed.
+where there is no color (CI logs). The exit status is 1 when any phase failed. The total is the
+run's length when ``tests/run`` gives it (some phases run side by side, so their times overlap),
+else the sum of the phases' times.
 
-    python3 tests/run_summary.py PHASES_TSV
+    python3 tests/run_summary.py PHASES_TSV [RUN_SECONDS]
 """
 
 from __future__ import annotations
@@ -118,8 +120,9 @@ def minutes(seconds: float) -> str:
     return f"{whole // 60}m{whole % 60:02d}s"
 
 
-def render(phases: list[Phase], *, color: bool) -> str:
-    """The summary table and the failed tests' names, ending with one overall verdict line."""
+def render(phases: list[Phase], *, color: bool, run_seconds: float | None = None) -> str:
+    """The summary table and the failed tests' names, ending with one overall verdict line whose
+    total is ``run_seconds`` when given, else the sum of the phases' times."""
     failed = [phase for phase in phases if not phase.ok]
     width = max([len(phase.name) for phase in phases] + [5])
     lines = [f"{'phase':<{width}}  result  {'passed':>6} {'failed':>6} {'skipped':>7} {'errors':>6}  {'time':>7}"]
@@ -134,7 +137,7 @@ def render(phases: list[Phase], *, color: bool) -> str:
         if not phase.ok and (phase.counts is None or not phase.counts.failed_tests):
             detail = f"  (exit status {phase.status}" + (", no tests collected)" if phase.status == 5 else ")")
         lines.append(f"{phase.name:<{width}}  {result:<6}  {numbers}  {minutes(phase.seconds):>7}{detail}")
-    total = sum(phase.seconds for phase in phases)
+    total = sum(phase.seconds for phase in phases) if run_seconds is None else run_seconds
     names = [f"  {phase.name}: {test}" for phase in phases if phase.counts for test in phase.counts.failed_tests]
     if names:
         lines.append("failed tests:")
@@ -151,12 +154,13 @@ def render(phases: list[Phase], *, color: bool) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     phases = read_phases(Path(argv[1]))
+    run_seconds = float(argv[2]) if len(argv) == 3 else None
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    print(render(phases, color=color))
+    print(render(phases, color=color, run_seconds=run_seconds))
     return 0 if phases and all(phase.ok for phase in phases) else 1
 
 

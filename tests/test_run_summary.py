@@ -124,3 +124,14 @@ def test_on_a_terminal_the_summary_is_red_when_a_phase_failed_and_green_otherwis
 
     assert render([passed, failed], color=True).startswith(RED)
     assert render([passed], color=True).startswith(GREEN)
+
+
+def test_the_total_is_the_runs_length_when_phases_ran_side_by_side(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/run gives its own length: the image phase runs beside the tiers, so the sum overstates."""
+    (tmp_path / "fine.xml").write_text(PASSING_REPORT)
+    phases = write_phases(tmp_path, [f"tiers\t0\t600\t{tmp_path / 'fine.xml'}",
+                                     f"image\t0\t300\t{tmp_path / 'fine.xml'}"])
+
+    assert main(["run_summary.py", str(phases), "630"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "tests/run: passed: 2 of 2 phases (total 10m30s)"

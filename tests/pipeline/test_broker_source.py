@@ -206,11 +206,15 @@ def test_stream_default_starts_at_latest(spark: SparkSession, broker: Broker, tm
     assert got(spark.read.parquet(str(out))) == new
 
 
-@pytest.fixture
-def small_broker(tmp_path: Path) -> Iterator[Broker]:
-    """A broker whose retention deletes every full CommitLog segment as soon as it is asked to."""
-    (tmp_path / "b").mkdir()
-    b = Broker(tmp_path / "b", "mappedFileSizeCommitLog=16384\nfileReservedTime=0\ncleanResourceInterval=200\n"
+@pytest.fixture(scope="module", autouse=True)
+def small_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A broker whose retention deletes every full CommitLog segment as soon as it is asked to.
+
+    Started with the module (autouse), though one test uses it: its store's first cleanup pass
+    comes 60 s after its start, as RocketMQ's does, and the module's other tests run meanwhile
+    instead of that test waiting for it (about 60 s)."""
+    b = Broker(tmp_path_factory.mktemp("small-broker"),
+               "mappedFileSizeCommitLog=16384\nfileReservedTime=0\ncleanResourceInterval=200\n"
                "deleteCommitLogFilesInterval=0\n")
     b.start()
     try:

@@ -73,6 +73,11 @@ G1_FLAGS = [
     "-XX:SoftRefLRUPolicyMSPerMB=0",
 ]
 DEFAULT_HEAP = "512m"  # -Xms and -Xmx of the anchor's name server and broker
+#: JVM options for short client runs (ClientDriver's default, and mqadmin): C1 only and
+#: the serial collector take 20-35% less CPU per run than the defaults, which matters when two JVMs
+#: and the broker share 2 cores (a client whose start-up eats its 3 s send timeout fails its first
+#: send) and over the hundreds of runs of a test run. They change no client behaviour.
+LIGHT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:+UseSerialGC")
 
 MVN_TIMEOUT_S = 900  # a cold ~/.m2 downloads ~45 MB of artifacts and plugins
 BOOT_TIMEOUT_S = 60.0
@@ -308,7 +313,7 @@ class ClientDriver:
     def __init__(self, namesrv: str, workdir: Path, *, java: str | None = None, heap: str = "256m",
                  serialize_type: str | None = None, poll_namesrv_ms: int | None = None,
                  heartbeat_ms: int | None = None, rebalance_interval_ms: int | None = None,
-                 jvm_args: Sequence[str] = ()) -> None:
+                 jvm_args: Sequence[str] = LIGHT_JVM) -> None:
         build_driver()
         self.namesrv = namesrv
         self.workdir = Path(workdir)

@@ -199,15 +199,9 @@ class RocketStoreBroker(Broker):
             time.sleep(0.05)
 
 
-#: JVM options for short client runs: C1 only and the serial collector take ~30% less CPU per run
-#: than the defaults, which matters when two JVMs and the broker share 2 cores (a client whose
-#: start-up eats its 3 s send timeout fails its first send). They change no client behaviour.
-LIGHT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:+UseSerialGC")
-
-
 def java_driver(broker: RocketStoreBroker, workdir: Path, serialize_type: str | None = None) -> ClientDriver:
     """The Java driver pointed at our name server, with the fast timers of the ``anchor_client``
     fixture (tests/compat/conftest.py): routes, heartbeats and rebalances every second instead of
     every 30, 30 and 20 s."""
     return ClientDriver(broker.namesrv, workdir, serialize_type=serialize_type, poll_namesrv_ms=1000,
-                        heartbeat_ms=1000, rebalance_interval_ms=1000, jvm_args=LIGHT_JVM)
+                        heartbeat_ms=1000, rebalance_interval_ms=1000)

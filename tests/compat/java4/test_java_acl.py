@@ -13,19 +13,16 @@ tests rely on. Apache's ``mqadmin`` (rocketmq-tools 4.9.7) signs with the accoun
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import java_rocketmq
 import pytest
 from acl4_accounts import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, WHITE_AK
 from broker_process import Broker, plain_acl_broker
 from java_rocketmq import ClientDriver, DriverResult
+from mqadmin import build_mqadmin, run_mqadmin
 from polling import wait_until
-from recording_broker import LIGHT_JVM
 
 from rocketstore.remoting.codes import RequestCode
 
@@ -48,7 +45,7 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None
 
 @pytest.fixture
 def driver(acl_broker: Broker, tmp_path: Path) -> ClientDriver:
-    return ClientDriver(acl_broker.namesrv, tmp_path, poll_namesrv_ms=1000, heartbeat_ms=1000, jvm_args=LIGHT_JVM)
+    return ClientDriver(acl_broker.namesrv, tmp_path, poll_namesrv_ms=1000, heartbeat_ms=1000)
 
 
 def acl_file(broker: Broker) -> Path:
@@ -74,7 +71,7 @@ def test_allowed_account_produces_and_pulls(driver: ClientDriver, unique_name: C
 def test_binary_headers_are_signed_alike(acl_broker: Broker, tmp_path: Path) -> None:
     """With ``rocketmq.serialize.type=ROCKETMQ`` the same ext fields travel in the binary header."""
     driver = ClientDriver(acl_broker.namesrv, tmp_path, serialize_type="ROCKETMQ", poll_namesrv_ms=1000,
-                          heartbeat_ms=1000, jvm_args=LIGHT_JVM)
+                          heartbeat_ms=1000)
     assert driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", SK).summary["sent"] == 1
     result = driver.run("acl-produce", "-t", "AclTopicA", "-c", 1, "--ak", AK, "--sk", "not-the-secret", check=False)
     assert refusal(result) == f"Check signature failed for accessKey={AK}"
@@ -152,14 +149,11 @@ def test_changed_file_is_reloaded_while_the_broker_runs(acl_broker: Broker, driv
 
 
 def mqadmin(broker: Broker, home: Path, *args: str) -> str:
-    """``mqadmin ARGS`` with rocketmq.home.dir=home, whose conf/tools.yml (if any) holds its credentials
+    """``mqadmin ARGS`` with ROCKETMQ_HOME=home, whose conf/tools.yml (if any) holds its credentials
     (MQAdminStartup signs with AclUtils.getAclRPCHook(home + "/conf/tools.yml")); stdout + stderr."""
-    java_rocketmq.build_anchor()
-    cmd = [shutil.which("java") or "java", "-Xmx256m", *LIGHT_JVM, f"-Drocketmq.home.dir={home}",
-           f"-Duser.home={home}", "-cp", str(java_rocketmq.anchor_lib(java_rocketmq.ANCHOR_VERSION) / "*"),
-           "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", broker.namesrv]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    return proc.stdout + proc.stderr
+    build_mqadmin()
+    result = run_mqadmin(broker.namesrv, *args, tools_home=home)
+    return result.stdout + result.stderr
 
 
 def tools_home(tmp_path: Path, name: str, credentials: tuple[str, str] | None) -> Path:

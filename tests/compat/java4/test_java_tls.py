@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from java_rocketmq import ClientDriver
-from recording_broker import LIGHT_JVM
+from java_rocketmq import LIGHT_JVM, ClientDriver
 from tls_certs import Certs, make_certs, tls_jvm
 
 pytestmark = pytest.mark.integration

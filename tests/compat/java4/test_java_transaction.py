@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from broker_process import Broker
 from java_rocketmq import ClientDriver
-from recording_broker import LIGHT_JVM
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None) ->
 def driver(broker: Broker, workdir: Path) -> ClientDriver:
     """The Java driver with routes and heartbeats every second (RocketMQ's default is 30 s)."""
     return ClientDriver(broker.namesrv, workdir, poll_namesrv_ms=1000, heartbeat_ms=1000,
-                        rebalance_interval_ms=1000, jvm_args=LIGHT_JVM)
+                        rebalance_interval_ms=1000)
 
 
 def counter(broker: Broker, name: str) -> float:

@@ -71,9 +71,12 @@ def test_cluster_list_more_stats_counts_puts(rocketstore_broker: RocketStoreBrok
 
 
 def test_broker_status_prints_runtime_keys(rocketstore_broker: RocketStoreBroker, mqadmin_built: None) -> None:
-    time.sleep(1.5)  # at least one TPS sample beyond the first
-    out = mqadmin(rocketstore_broker, "brokerStatus", "-b", rocketstore_broker.addr).stdout
-    table = dict(re.findall(r"^(\S+)\s*:\s*(.*)$", out, re.MULTILINE))
+    def status() -> tuple[str, dict[str, str]]:
+        out = mqadmin(rocketstore_broker, "brokerStatus", "-b", rocketstore_broker.addr).stdout
+        return out, dict(re.findall(r"^(\S+)[ \t]*:[ \t]*(.*)$", out, re.MULTILINE))
+
+    # the TPS keys have values once the broker took a sample beyond its first (one a second)
+    out, table = wait_until("TPS values in brokerStatus", lambda: (got := status())[1].get("putTps") and got)
     for key in ("putTps", "getFoundTps", "getMissTps", "getTransferedTps", "getTotalTps", "sendThreadPoolQueueSize",
                 "pullThreadPoolQueueSize", "earliestMessageTimeStamp", "commitLogDiskRatio",
                 "pageCacheLockTimeMills", "dispatchBehindBytes", "msgPutTotalTodayMorning", "runtime",
