@@ -90,6 +90,8 @@ def test_broker_status_prints_runtime_keys(rocketstore_broker: RocketStoreBroker
 
 #: (topic, group, the consumer's run, the producer's result, a time just before producing)
 LiveConsumer = tuple[str, str, BackgroundRun, DriverResult, int]
+#: the live consumer's topic has this many queues
+LIVE_QUEUES = 2
 
 
 def _received(run: BackgroundRun) -> list[dict[str, Any]]:
@@ -99,11 +101,12 @@ def _received(run: BackgroundRun) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def live_consumer(rocketstore_broker: RocketStoreBroker, mqadmin_built: None, java_client_built: None,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsumer]:
-    """A topic (2 queues) with 6 messages and a Java push consumer of a group that consumed them
-    and stays up (a LiveConsumer)."""
+    """A topic (LIVE_QUEUES queues) with 6 messages and a Java push consumer of a group that
+    consumed them, committed its offsets of every queue and stays up (a LiveConsumer)."""
     workdir = tmp_path_factory.mktemp("live-consumer")
     topic, group = f"TLive_{time.monotonic_ns()}", f"GroupLive_{time.monotonic_ns()}"
-    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic, "-r", "2", "-w", "2")
+    queues = str(LIVE_QUEUES)
+    mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic, "-r", queues, "-w", queues)
     before = int(time.time() * 1000) - 1000
     driver = java_driver(rocketstore_broker, workdir)
     produced = driver.produce(topic, 6)
@@ -149,9 +152,10 @@ def test_broker_consume_stats_lists_group_queues(rocketstore_broker: RocketStore
 
 
 def _caught_up(broker: RocketStoreBroker, topic: str, group: str) -> bool:
-    """Whether the group's committed offsets on the topic reached the queues' ends."""
+    """Whether the group committed offsets of every queue of the topic, at the queues' ends (the
+    consumer commits each queue's offset on its own: a look between two commits shows one queue)."""
     rows = [row for row in _broker_consume_rows(broker, topic) if row[1] == group]
-    return bool(rows) and all(row[6] == "0" for row in rows)
+    return len(rows) == LIVE_QUEUES and all(row[6] == "0" for row in rows)
 
 
 def _broker_consume_rows(broker: RocketStoreBroker, topic: str) -> list[list[str]]:
