@@ -9,9 +9,8 @@ master's bytes up to the master's max offset, and every message is pulled back f
 itself (PULL_MESSAGE at the slave's address, so a master answering in its place cannot pass; the
 slaves have slaveReadEnable, without which a 4.9.7 slave answers every pull PULL_RETRY_IMMEDIATELY).
 
-Apache's BrokerStartup sets haListenPort to listenPort + 1 whatever broker.conf says; our broker
-takes haListenPort as configured, so our brokers here get a listen port whose neighbour is free
-and haListenPort = listenPort + 1: both rules give the same port.
+Both brokers set haListenPort to listenPort + 1 whatever broker.conf says (our broker follows
+Apache's BrokerStartup there), so the brokers here get a listen port whose neighbour is free.
 
 The slaves are given haMasterAddress (learning it from the name server's registration answer is
 the broker's part), and the pulls go to the slave's address directly, so the name server's view
@@ -33,7 +32,13 @@ from ports import free_port
 
 from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.consumer import PullConsumer, PullStatus
-from rocketstore.client.remoting_client import MessageQueue, NameServerClient, RemotingClient
+from rocketstore.client.remoting_client import (
+    BrokerRoutes,
+    MessageQueue,
+    NameServerClient,
+    RemotingClient,
+    RemotingError,
+)
 from rocketstore.remoting.body import TopicRouteData
 
 pytestmark = pytest.mark.integration
@@ -142,6 +147,14 @@ def seed_topic(store_dir: Path, topic: str) -> None:
         {"topicConfigTable": {topic: config}, "dataVersion": {"counter": 1, "timestamp": 0}}))
 
 
+def slave_has_topic(addr: str, topic: str) -> bool:
+    with RemotingClient() as client:
+        try:
+            return bool(BrokerRoutes(addr, client).get_route(topic).queue_datas)
+        except RemotingError:
+            return False
+
+
 def create_topic_on(addrs: list[str], topic: str) -> None:
     for addr in addrs:
         with BrokerAdmin(addr) as admin:
@@ -207,7 +220,10 @@ def test_our_slave_replicates_from_an_apache_master(apache_master_our_slave: tup
                                                     tmp_path: Path, unique_name: Callable[[str], str]) -> None:
     slave, master = apache_master_our_slave
     topic = unique_name("ha_from_apache")
-    create_topic_on([master.broker_addr, slave.addr], topic)
+    # on the master only: our slave refuses topic changes, as RocketMQ's does, and copies the
+    # Apache master's topics by SlaveSynchronize (the master named in Apache's registration answer)
+    create_topic_on([master.broker_addr], topic)
+    wait_until("the topic synchronized to our slave", lambda: slave_has_topic(slave.addr, topic), timeout=60)
     sent = produce(master.namesrv_addr, tmp_path / "java", topic)
     assert_replicated(master.broker_addr, master.store_dir / "commitlog", slave.addr, slave.store / "commitlog")
     assert sorted(pull_from_slave(master.namesrv_addr, slave.addr, topic, unique_name("cg"))) == sent
