@@ -131,6 +131,10 @@ class HAService:
         self.client.shutdown()
         if self._server is not None:
             with contextlib.suppress(OSError):
+                # shutdown() wakes the accept() blocked in the accept thread at once (close() alone
+                # leaves it sleeping until its poll timeout: every store stop took up to a second)
+                self._server.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
                 self._server.close()
         if self._accept_thread is not None:
             self._accept_thread.join(timeout=5)
