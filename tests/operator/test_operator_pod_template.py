@@ -184,7 +184,8 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
         pods = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=psa").items
         return pods if len(pods) == 2 and all(p.status.phase == "Running" for p in pods) else []
 
-    pods = wait_until("2 broker pods Running in the restricted namespace", running, 90)
+    # 180 s: 20 s alone, but the whole Kubernetes phase on 2 busy cores once took over 90 s
+    pods = wait_until("2 broker pods Running in the restricted namespace", running, 180)
     sts = apps.read_namespaced_stateful_set("psa", ns)
     tpl = sts.spec.template
     assert tpl.metadata.labels["team"] == "payments" and tpl.metadata.annotations["example.com/o"] == "ops"
