@@ -163,9 +163,13 @@ def test_sync_master_is_the_masters_role_and_slaves_have_theirs() -> None:
     master, slave2 = broker_conf(p), broker_conf(p, 2)
     assert master["brokerId"] == "0" and master["brokerRole"] == "SYNC_MASTER"
     assert slave2["brokerId"] == "2" and slave2["brokerRole"] == "SLAVE"
+    # a slave serves reads (while its master is down); the master's conf does not change with slaves
+    assert slave2["slaveReadEnable"] == "true" and "slaveReadEnable" not in master
     assert list(master)[:3] == ["brokerClusterName", "brokerId", "brokerRole"]
-    assert {k: v for k, v in slave2.items() if k not in ("brokerId", "brokerRole")} == {
+    assert {k: v for k, v in slave2.items() if k not in ("brokerId", "brokerRole", "slaveReadEnable")} == {
         k: v for k, v in master.items() if k not in ("brokerId", "brokerRole")}
+    # brokerConfig still decides
+    assert broker_conf(plan({**SYNC, "brokerConfig": {"slaveReadEnable": "false"}}), 1)["slaveReadEnable"] == "false"
     data = configmap(p)["data"]
     assert list(data) == ["broker.conf", "broker-slave-1.conf", "broker-slave-2.conf"]
     assert "brokerRole=SLAVE\n" in data["broker-slave-1.conf"] and "brokerId=1\n" in data["broker-slave-1.conf"]

@@ -322,6 +322,9 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
         "flushDiskType": spec.flush_disk_type,
         **spec.retention.broker_properties(),
         "clusterPeers": peers,
+        # a slave serves pulls (consumers read on while their master is down, or far behind);
+        # without it a 4.9.7 slave answers every pull PULL_RETRY_IMMEDIATELY. brokerConfig may say otherwise
+        **({"slaveReadEnable": "true"} if slave else {}),
     }
     if spec.acl is not None:
         conf.update(acl_properties(spec.acl))
