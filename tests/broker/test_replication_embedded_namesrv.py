@@ -76,3 +76,37 @@ def routed(routes: BrokerRoutes) -> bool:
         return bool(routes.get_route(TOPIC).queue_datas)
     except RemotingError:
         return False
+
+
+def test_a_slaves_own_name_server_names_the_master_only_while_it_streams(tmp_path: Path) -> None:
+    """Behind one Service, clients may ask the slave's embedded name server as well as the master's:
+    it names the master while the master's HA stream is connected (so producers find the master),
+    and the slave alone once the master is gone (so consumers read on from the slave)."""
+    (tmp_path / "master").mkdir()
+    (tmp_path / "slave").mkdir()
+    master = Broker(tmp_path / "master", "brokerName=solo\nbrokerIP2=127.0.0.1\nbrokerRole=ASYNC_MASTER\n",
+                    listen_port=free_port(also=(1,)))
+    master.start()
+    slave = Broker(tmp_path / "slave", f"brokerName=solo\nbrokerIP2=127.0.0.1\nbrokerRole=SLAVE\nbrokerId=1\n"
+                   f"namesrvAddr={master.namesrv}\nslaveReadEnable=true\n", listen_port=free_port(also=(1,)))
+    try:
+        slave.start()
+        with Producer(master.namesrv, "slave-namesrv-producers") as producer:
+            producer.send(TOPIC, b"one", timeout=10)
+
+        def slave_route() -> dict[int, str] | None:
+            with RemotingClient() as client:
+                try:
+                    route = NameServerClient(slave.namesrv, client).get_route(TOPIC)
+                except RemotingError:
+                    return None
+            return route.broker_datas[0].broker_addrs if route.broker_datas else None
+
+        wait_until("the slave's name server naming master and slave",
+                   lambda: slave_route() == {0: master.addr, 1: slave.addr}, 60)
+        master.stop()
+        wait_until("the slave's name server naming the slave alone", lambda: slave_route() == {1: slave.addr}, 60)
+    finally:
+        for broker in (slave, master):
+            if broker.process is not None and broker.proc.poll() is None:
+                broker.stop()

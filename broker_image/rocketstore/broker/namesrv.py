@@ -225,6 +225,12 @@ class NameServer:
         cfg = self.broker.broker_config
         group = self.routes.broker_addr_table.get(cfg.broker_name)
         addrs = {**(group.broker_addrs if group is not None else {}), cfg.broker_id: self.broker.broker_addr}
+        master = self.broker.master_addr
+        if cfg.broker_id != MASTER_ID and master and self.broker.store.ha_service.client_state().connected:
+            # a slave's name server names its master while the master is demonstrably alive (its HA
+            # stream is connected): producers then find the master whichever name server answered,
+            # and with the master down consumers are routed to this slave alone
+            addrs.setdefault(MASTER_ID, master)
         datas = [BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
                             broker_addrs=dict(sorted(addrs.items())))]
         for peer in cfg.cluster_peer_list():
