@@ -15,7 +15,8 @@ and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its
 
 The tests run in file order and build on each other: install, produce and consume, live retention,
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
-produce test's messages are), scaling 2 -> 3, the RocketStore deleted.
+produce test's messages are), scaling 2 -> 3, a TLS store, a LoadBalancer store, a replicated
+store (master and slave) losing its master pod and rolling, the RocketStore deleted.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ from rocketstore.client import (
     BrokerAdmin,
     BrokerRoutes,
     Producer,
+    PullConsumer,
     RemotingClient,
+    RemotingClientError,
     RemotingConnectError,
     SessionCredentials,
     client_ssl_context,
 )
+from rocketstore.client.consumer import PullStatus
 from rocketstore.operator.desired import STORE_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,8 +66,11 @@ SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1
 SECURE_NS = "bank"
 #: the LoadBalancer store: one broker on EDGE_PORT, its name server on 9876 of its balancer
 EDGE_NS, EDGE_PORT = "edge", 30960
+#: the replicated store (a master and a slave): masters from LEDGER_PORT, slave k of group i on
+#: LEDGER_PORT + 64k + i (the operator's rule), its name servers on LEDGER_NAMESRV_NODE_PORT
+LEDGER_NS, LEDGER_PORT, LEDGER_NAMESRV_NODE_PORT = "ledger", 30970, 30878
 #: the namespaces of the RocketStores, deleted again at the end
-STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS)
+STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS)
 OPERATOR_AK, OPERATOR_SK = "rocketstoreOperator", "operator-secret-1"
 APP_AK, APP_SK = "payments", "payments-secret-1"
 #: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
@@ -211,7 +218,8 @@ def store(installed: Target, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
-    installed.add_volumes(5)  # 3 brokers of this store, 1 of the TLS store, 1 of the LoadBalancer store
+    # 3 brokers of this store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one
+    installed.add_volumes(7)
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
             "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
                      "externalAccess": {"type": "NodePort", "basePort": BASE_PORT,
@@ -510,6 +518,121 @@ def test_load_balancer_store_starts_once_its_balancer_has_an_address(installed: 
     driver = ClientDriver(f"{namesrv}:9876", java / "edge")
     sent = driver.produce("EdgeTopic", 20)
     assert len(sent.of("sent")) == 20 and {line["brokerName"] for line in sent.of("sent")} == {"gate-0"}, sent.lines
+
+
+def test_a_replicated_group_keeps_every_acknowledged_message_through_a_master_loss_and_a_rolling_restart(
+        installed: Target, kube: Any, java: Path) -> None:
+    """``replication: {replicasPerGroup: 2, mode: SYNC_MASTER}``: a master and a slave of one
+    brokerName. The Java 4.x client's sends are acknowledged SEND_OK only once the slave has them;
+    the master pod is force-deleted (its process killed, no grace), and every acknowledged message
+    is then read from the slave, by pulls at the slave's own address and by a new Java consumer
+    group through the name servers (with the master gone, the slave's embedded name server answers
+    behind the name-server Service). When the master is back, a rolling restart (a changed pod
+    template) restarts the slave before the master and loses nothing."""
+    core, objects = client.CoreV1Api(kube), client.CustomObjectsApi(kube)
+    core.create_namespace({"metadata": {"name": LEDGER_NS, "labels": RESTRICTED}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", LEDGER_NS), 60)
+    body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "ledger"},
+            "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
+                     "replication": {"replicasPerGroup": 2, "mode": "SYNC_MASTER"},
+                     "externalAccess": {"type": "NodePort", "basePort": LEDGER_PORT,
+                                        "namesrvNodePort": LEDGER_NAMESRV_NODE_PORT},
+                     "storage": storage(installed),
+                     "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
+    objects.create_namespaced_custom_object(G, V, LEDGER_NS, P, body)
+    master, slave = "ledger-0", "ledger-slave-1-0"
+
+    def ledger() -> dict[str, Any]:
+        obj: dict[str, Any] = objects.get_namespaced_custom_object(G, V, LEDGER_NS, P, "ledger")
+        return obj
+
+    def ledger_pods() -> dict[str, Any]:
+        return {p.metadata.name: p for p in core.list_namespaced_pod(LEDGER_NS).items}
+
+    def in_sync() -> bool:
+        return any(c["type"] == "ReplicationInSync" and c["status"] == "True"
+                   for c in ledger().get("status", {}).get("conditions", []))
+
+    try:
+        wait_until("master and slave Ready", lambda: set(ps := ledger_pods()) == {master, slave}
+                   and all(ready(p) for p in ps.values()), 300, interval=1)
+        wait_until("ReplicationInSync", in_sync, 180, interval=2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nstatus: {ledger().get('status')}\noperator log:\n{operator_logs(kube)}") from exc
+    node_ip = ledger_pods()[master].status.host_ip
+    master_addr, slave_addr = f"{node_ip}:{LEDGER_PORT}", f"{node_ip}:{LEDGER_PORT + 64}"
+    namesrv = f"{node_ip}:{LEDGER_NAMESRV_NODE_PORT}"
+    with BrokerAdmin(master_addr, timeout=5) as admin:
+        admin.create_topic("LedgerTopic", read_queues=2, write_queues=2)
+
+    def slave_has_topic() -> bool:  # the slave's SlaveSynchronize copies the master's topics every 10 s
+        with RemotingClient(timeout=5) as remoting:
+            try:
+                return bool(BrokerRoutes(slave_addr, remoting).get_route("LedgerTopic").queue_datas)
+            except RemotingClientError:
+                return False
+
+    wait_until("the topic synchronized to the slave", slave_has_topic, 60, interval=1)
+
+    # routes polled every second, so the clients follow the group's members as pods come and go
+    driver = ClientDriver(namesrv, java / "ledger", poll_namesrv_ms=1000, heartbeat_ms=1000,
+                          rebalance_interval_ms=1000)
+    sent = driver.produce("LedgerTopic", 100)
+    acked = [line for line in sent.of("sent") if line["status"] == "SEND_OK"]
+    assert len(acked) == 100, sent.lines  # SYNC_MASTER with its slave in sync: every send acknowledged
+    expected = {line["body"] for line in acked}
+
+    old_master = ledger_pods()[master]
+    core.delete_namespaced_pod(master, LEDGER_NS, grace_period_seconds=0)
+    # straight away, whether or not the StatefulSet has a new master pod yet: every acknowledged
+    # message is on the slave, pulled at the slave's own address
+    with RemotingClient() as remoting:
+        on_slave = BrokerRoutes(slave_addr, remoting)
+        with PullConsumer(None, "LedgerSlaveReaders", client=remoting, routes=on_slave) as consumer:
+            from_slave = {m.body.decode() for mq in consumer.queues("LedgerTopic")
+                          for m in pull_all(consumer, mq)}
+    assert from_slave == expected
+    # a client knowing only the name servers reads them too (the slave answers as name server)
+    got = driver.push_consume("LedgerTopic", "LedgerGroup", len(expected), timeout_s=120)
+    assert {line["body"] for line in got.of("received")} >= expected, got.summary
+
+    wait_until("the master back and Ready", lambda: (p := ledger_pods().get(master)) is not None
+               and p.metadata.uid != old_master.metadata.uid and ready(p), 300, interval=1)
+    # the new master pod has a new address: its slave learns it at its next registration (30 s)
+    # and reconnects; until then SYNC_MASTER answers SLAVE_NOT_AVAILABLE
+    def acknowledged() -> bool:
+        with Producer(namesrv, "LedgerProbe") as producer:
+            return producer.send("LedgerTopic", b"probe", timeout=10).status == "SEND_OK"
+
+    wait_until("a SEND_OK from the restarted master", acknowledged, 180, interval=2)
+    more = driver.produce("LedgerTopic", 50, start=100)
+    assert len([line for line in more.of("sent") if line["status"] == "SEND_OK"]) == 50, more.lines
+    expected |= {line["body"] for line in more.of("sent")} | {"probe"}
+
+    # a rolling restart: a new pod template (another CPU request) for every member of the group
+    before = {name: p.metadata.uid for name, p in ledger_pods().items()}
+    objects.patch_namespaced_custom_object(G, V, LEDGER_NS, P, "ledger", {"spec": {"resources": {
+        **SMALL, "requests": {**SMALL["requests"], "cpu": "110m"}}}})
+    wait_until("both members replaced and Ready", lambda: all(
+        (p := ledger_pods().get(name)) is not None and p.metadata.uid != uid and ready(p)
+        for name, uid in before.items()), 600, interval=2)
+    restarted = ledger_pods()
+    assert (restarted[slave].metadata.creation_timestamp
+            <= restarted[master].metadata.creation_timestamp), "the master restarted before its slave"
+    wait_until("ReplicationInSync after the rollout", in_sync, 180, interval=2)
+    after = driver.push_consume("LedgerTopic", "LedgerGroupAfterRollout", len(expected), timeout_s=120)
+    assert {line["body"] for line in after.of("received")} == expected, after.summary
+
+
+def pull_all(consumer: PullConsumer, mq: Any) -> list[Any]:
+    """Every message of ``mq`` from its first offset."""
+    out, offset = [], 0
+    while True:
+        result = consumer.pull(mq, offset, 32)
+        if result.status is not PullStatus.FOUND:
+            return out
+        out += result.messages
+        offset = result.next_begin_offset
 
 
 def test_deleting_the_rocketstore_keeps_its_volumes(store: dict[str, Any], kube: Any) -> None:
