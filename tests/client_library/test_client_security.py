@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from broker_process import ROOT, Broker
-from tls_certs import Certs, make_certs
+from tls_certs import Certs, enforcing_tls_conf, make_certs
 
 from rocketstore.client import (
     AclClientRPCHook,
@@ -55,10 +55,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Broker]:
     work = tmp_path_factory.mktemp("secure-broker")
     (work / "plain_acl.yml").write_text(ACL)
-    broker = Broker(work, "\n".join([
-        "aclEnable=true", f"rocketmq.acl.plain.file={work / 'plain_acl.yml'}",
-        "tls.server.mode=enforcing", f"tls.server.certPath={certs.server_cert}",
-        f"tls.server.keyPath={certs.server_key}", "tls.config.file=/nonexistent/tls.properties", ""]))
+    broker = Broker(work, f"aclEnable=true\nrocketmq.acl.plain.file={work / 'plain_acl.yml'}\n"
+                    + enforcing_tls_conf(certs))
     broker.start()
     try:
         yield broker

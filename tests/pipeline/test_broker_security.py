@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import Broker
+from broker_process import Broker, plain_acl_broker
 from polling import wait_until
 from pyspark.sql import SparkSession
-from tls_certs import Certs, make_certs
+from tls_certs import Certs, enforcing_tls_conf, make_certs
 
 from rocketstore.client import AclClientRPCHook, BrokerAdmin, SessionCredentials, client_ssl_context
 from rocketstore.client.acl_hook import ACCESS_KEY_ENV, SECRET_KEY_ENV
@@ -48,12 +48,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Broker]:
-    work = tmp_path_factory.mktemp("secure-broker")
-    (work / "plain_acl.yml").write_text(ACL)
-    broker = Broker(work, "\n".join([
-        "aclEnable=true", f"rocketmq.acl.plain.file={work / 'plain_acl.yml'}",
-        "tls.server.mode=enforcing", f"tls.server.certPath={certs.server_cert}",
-        f"tls.server.keyPath={certs.server_key}", "tls.config.file=/nonexistent/tls.properties", ""]))
+    broker = plain_acl_broker(tmp_path_factory.mktemp("secure-broker"), ACL, enforcing_tls_conf(certs))
     broker.start()
     try:
         with BrokerAdmin(broker.addr, timeout=10, ssl_context=client_ssl_context(trust_cert=certs.ca),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from commit_log_files import read_commit_log
 from polling import wait_until
 from store_support import SEGMENT, small_config, start_store
 
@@ -76,17 +77,7 @@ def put(store: DefaultMessageStore, count: int, *, topic: str = "T", body_size: 
 
 def read_log(store: DefaultMessageStore, start: int, end: int) -> bytes:
     """CommitLog bytes [start, end) read from the segment files on disk."""
-    size = store.config.mapped_file_size_commit_log
-    directory = store.config.commit_log_dir()
-    out = bytearray()
-    offset = start
-    while offset < end:
-        base = offset - offset % size
-        with open(directory / f"{base:020d}", "rb") as f:
-            f.seek(offset - base)
-            out += f.read(min(end, base + size) - offset)
-        offset = base + size
-    return bytes(out)
+    return read_commit_log(store.config.commit_log_dir(), store.config.mapped_file_size_commit_log, start, end)
 
 
 def wait_caught_up(master: DefaultMessageStore, slave: DefaultMessageStore, timeout: float = 60) -> None:

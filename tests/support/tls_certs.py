@@ -69,6 +69,13 @@ def renew_from_other_ca(certs: Certs, scratch: Path, live: Path) -> None:
     (live / "tls.crt.new").replace(live / "tls.crt")
 
 
+def enforcing_tls_conf(certs: Certs) -> str:
+    """broker.conf lines for a port that speaks TLS only, with the test server certificate (and no
+    tls.properties file to pick up from the working directory)."""
+    return (f"tls.server.mode=enforcing\ntls.server.certPath={certs.server_cert}\n"
+            f"tls.server.keyPath={certs.server_key}\ntls.config.file=/nonexistent/tls.properties\n")
+
+
 def tls_jvm(trust: Path, cert: Path | None = None, key: Path | None = None) -> list[str]:
     """RocketMQ's client TLS switch, verifying the server against ``trust``."""
     args = ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",

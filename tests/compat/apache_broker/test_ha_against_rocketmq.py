@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
+from commit_log_files import read_commit_log
 from java_rocketmq import AnchorError, ClientDriver, RocketMQAnchor
 from polling import wait_until
 from ports import free_port
@@ -83,18 +84,6 @@ def runtime_offsets(addr: str) -> tuple[int, int]:
     return int(info["commitLogMinOffset"]), int(info["commitLogMaxOffset"])
 
 
-def read_log(directory: Path, start: int, end: int) -> bytes:
-    out = bytearray()
-    offset = start
-    while offset < end:
-        base = offset - offset % SEGMENT
-        with open(directory / f"{base:020d}", "rb") as f:
-            f.seek(offset - base)
-            out += f.read(min(end, base + SEGMENT) - offset)
-        offset = base + SEGMENT
-    return bytes(out)
-
-
 def assert_replicated(master_addr: str, master_log: Path, slave_addr: str, slave_log: Path) -> None:
     """The slave holds the master's CommitLog byte for byte, up to the master's max offset."""
     _, master_max = runtime_offsets(master_addr)
@@ -103,7 +92,7 @@ def assert_replicated(master_addr: str, master_log: Path, slave_addr: str, slave
                lambda: runtime_offsets(slave_addr)[1] == master_max, timeout=60)
     slave_min, _ = runtime_offsets(slave_addr)
     assert slave_min == 0
-    assert read_log(slave_log, 0, master_max) == read_log(master_log, 0, master_max)
+    assert read_commit_log(slave_log, SEGMENT, 0, master_max) == read_commit_log(master_log, SEGMENT, 0, master_max)
 
 
 def pull_from_slave(namesrv: str, slave_addr: str, topic: str, group: str) -> list[str]:
