@@ -182,7 +182,15 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
 
     def running() -> list[Any]:
         pods = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=psa").items
-        return pods if len(pods) == 2 and all(p.status.phase == "Running" for p in pods) else []
+        if len(pods) == 2 and all(p.status.phase == "Running" for p in pods):
+            return pods
+        # raised, not returned: wait_until names the last state, so a timeout says where it stuck
+        events = [f"{e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}"
+                  for e in core.list_namespaced_event(ns).items[-8:]]
+        claims = [(c.metadata.name, c.status.phase)
+                  for c in core.list_namespaced_persistent_volume_claim(ns).items]
+        raise AssertionError(f"pods {[(p.metadata.name, p.status.phase) for p in pods]}, "
+                             f"claims {claims}, events {events}")
 
     # 180 s: 20 s alone, but the whole Kubernetes phase on 2 busy cores once took over 90 s
     pods = wait_until("2 broker pods Running in the restricted namespace", running, 180)
