@@ -43,7 +43,9 @@ def control_plane() -> Iterator[Any]:
     print(f"\n[operator tests] build check {cp.timings.get('total', 0):.1f}s, total {time.monotonic() - t0:.1f}s",
           file=sys.stderr)
     cp.add_storage_class(STORAGE_CLASS, expandable=True)
-    cp.add_volumes(24, "100Gi", STORAGE_CLASS)
+    # PVCs outlive their RocketStores (the default keeps them) and volumes are Retain, so each
+    # claim of the session takes one for good: 24 ran out once replication added slave claims
+    cp.add_volumes(64, "100Gi", STORAGE_CLASS)
     try:
         yield cp
     finally:
@@ -101,6 +103,7 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
     logfile = tmp_path_factory.mktemp("operator") / "operator.log"
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
     cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--all-namespaces", "--bind-address", "127.0.0.1",
+           "--allowed-broker-images", "registry.test/rocketstore:*",
            "--liveness-port", str(live), "--metrics-port", str(metrics), "--interval", "1",
            "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
            f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port};"

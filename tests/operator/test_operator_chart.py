@@ -189,6 +189,7 @@ def helm_fails(helm: Path, *args: str) -> str:
     ("metrics.prometheusRule.replicationLagBytes=0", "at '/metrics/prometheusRule/replicationLagBytes'"),
     ("metrics.prometheusRule.syncMasterWithoutSlaveFor=now", "at '/metrics/prometheusRule/syncMasterWithoutSlaveFor'"),
     ("metrics.serviceMonitor.enabled=yes", "at '/metrics/serviceMonitor/enabled'"),
+    ("allowedBrokerImages={a b}", "at '/allowedBrokerImages/0'"),
     ("operatr.interval=5", "additional properties 'operatr' not allowed"),
 ])
 def test_values_schema_rejects_bad_values(helm: Path, value: str, error: str) -> None:
@@ -223,7 +224,11 @@ def test_operator_pod_options_and_probes(helm: Path) -> None:
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
     plain = next(d for d in render(helm) if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert not any(a.startswith("--broker-image") for a in plain["args"]) and "env" not in plain
+    assert not any(a.startswith(("--broker-image", "--allowed-broker-images")) for a in plain["args"])
+    assert "env" not in plain
+    allowing = next(d for d in render(helm, "--set", "allowedBrokerImages={reg.local/rs:*,reg.local/rs-debug:7}")
+                    if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--allowed-broker-images=reg.local/rs:*,reg.local/rs-debug:7" in allowing["args"]
 
 
 @pytest.mark.integration

@@ -244,6 +244,26 @@ def test_invalid_spec_becomes_a_condition_not_a_crash(kube: Any, operator_proces
                (condition(get(kube, ns, "rs"), "Degraded") or {}).get("reason") != "InvalidSpec", 60)
 
 
+def test_an_image_outside_the_allow_list_is_refused_and_an_allowed_one_runs(kube: Any,
+                                                                            operator_process: Any) -> None:
+    """The test operator allows ``ALLOWED_IMAGES`` besides its default image: another spec.image
+    gets ImageNotAllowed and no StatefulSet; an image matching the pattern runs."""
+    ns = make_ns(kube, "t-image")
+    apps = client.AppsV1Api(kube)
+    create(kube, ns, store("rs", brokers=1, image="attacker.example/miner:1"))
+    obj = wait_until("ImageNotAllowed", lambda: (o := get(kube, ns, "rs")) and
+                     (condition(o, "Degraded") or {}).get("reason") == "ImageNotAllowed" and o, 60)
+    assert "'attacker.example/miner:1' is not an allowed broker image" in condition(obj, "Degraded")["message"]  # type: ignore[index]
+    with pytest.raises(ApiException) as missing:
+        apps.read_namespaced_stateful_set("rs", ns)
+    assert missing.value.status == 404
+    patch_spec(kube, ns, "rs", {"image": "registry.test/rocketstore:2.0"})
+    wait_until("recovered", lambda: reconciled(kube, ns, "rs") and
+               (condition(get(kube, ns, "rs"), "Degraded") or {}).get("reason") != "ImageNotAllowed", 60)
+    assert (apps.read_namespaced_stateful_set("rs", ns).spec.template.spec.containers[0].image
+            == "registry.test/rocketstore:2.0")
+
+
 def test_missing_secret_or_key_is_reported_and_clears_when_fixed(kube: Any, operator_process: Any) -> None:
     ns = make_ns(kube, "t-secret")
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)

@@ -23,6 +23,7 @@ from rocketstore.operator.desired import (
     stale_names,
     statefulset,
 )
+from rocketstore.operator.image_policy import ALLOWED_IMAGES_ENV, ImagePolicy
 from rocketstore.operator.model import GIB, Retention, SpecError, format_quantity, parse_quantity, parse_spec
 from rocketstore.operator.reconcile import broker_access
 from rocketstore.operator.retention import decide
@@ -635,3 +636,21 @@ def test_invalid_external_access_names_the_field(external: dict[str, Any], field
     with pytest.raises(SpecError) as e:
         parse_spec({"brokers": 3, "externalAccess": external})
     assert e.value.field == field
+
+
+def test_image_policy_allows_the_default_and_matching_patterns_only() -> None:
+    policy = ImagePolicy.from_options("rocketstore/rocketstore:0.1.0", None,
+                                      {ALLOWED_IMAGES_ENV: "reg.local/rs:*, reg.local/tools/*:7"})
+    assert policy.patterns == ("reg.local/rs:*", "reg.local/tools/*:7")
+    assert policy.refusal(None) is None  # no spec.image: the default
+    assert policy.refusal("rocketstore/rocketstore:0.1.0") is None
+    assert policy.refusal("reg.local/rs:2.0") is None
+    assert policy.refusal("reg.local/tools/debug:7") is None
+    refused = policy.refusal("reg.local/rs-evil:2.0")
+    assert refused is not None and "'reg.local/rs-evil:2.0' is not an allowed broker image" in refused
+    assert "reg.local/rs:*" in refused and "allowedBrokerImages" in refused
+    assert policy.refusal("rocketstore/rocketstore:0.2.0") is not None  # another tag is another image
+    # the flag wins over the environment; nothing given: the default image alone
+    assert ImagePolicy.from_options("d:1", "x:*", {ALLOWED_IMAGES_ENV: "y:*"}).patterns == ("x:*",)
+    assert ImagePolicy.from_options("d:1", None, {}).refusal("anything:1") is not None
+    assert ImagePolicy.from_options("d:1", "*", {}).refusal("anything/at/all:1") is None

@@ -2,7 +2,7 @@
 
     rocketstore operator [--namespace NS ... | --all-namespaces] [--context NAME] [--liveness-port 8080]
                          [--metrics-port 8081] [--broker-address TEMPLATE] [--broker-image IMAGE]
-                         [--interval S]
+                         [--allowed-broker-images PATTERNS] [--interval S]
 
 The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator). Its
 libraries (kopf, kubernetes) come with the ``operator`` extra, so broker-only and Spark installs do
@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--broker-image", metavar="IMAGE",
                         help="image of brokers whose RocketStore sets no spec.image (default: "
                              "$ROCKETSTORE_BROKER_IMAGE, else rocketstore/rocketstore:<this version>)")
+    parser.add_argument("--allowed-broker-images", metavar="PATTERNS",
+                        help="comma-separated shell patterns of further images a RocketStore's spec.image may "
+                             "name (default: $ROCKETSTORE_ALLOWED_BROKER_IMAGES; none: only the default "
+                             "broker image runs)")
     parser.add_argument("--interval", type=float, default=30.0,
                         help="seconds between observations of pods and brokers (adaptive retention timer)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -66,6 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         broker_address=args.broker_address,
         broker_image=args.broker_image,
+        allowed_broker_images=args.allowed_broker_images,
         interval=args.interval,
         verbose=args.verbose,
         context=args.context,

@@ -4,7 +4,8 @@
 * timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> :func:`reconcile.observe`:
   pod readiness, broker disk usage, retention convergence, manual deletes, adaptive retention
 
-An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``) and raises ``kopf.PermanentError``:
+An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``, or ``ImageNotAllowed`` for a
+spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``kopf.PermanentError``:
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
 hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 
@@ -34,6 +35,7 @@ from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
+from rocketstore.operator.image_policy import ImagePolicy
 from rocketstore.operator.kube import Kube, discover
 from rocketstore.operator.model import Spec, SpecError, parse_spec
 from rocketstore.operator.reconcile import Outcome, apply_objects, observe
@@ -61,10 +63,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         memo.brokers = Brokers()
     if getattr(memo, "broker_image", None) is None:
         memo.broker_image = default_broker_image()
+    if getattr(memo, "image_policy", None) is None:
+        memo.image_policy = ImagePolicy.from_options(memo.broker_image, None, os.environ)
     if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
         memo.kube = await asyncio.to_thread(Kube, discover())
-    logger.info("%s started; API server from the %s; brokers addressed as %s; default broker image %s",
-                FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing, memo.broker_image)
+    logger.info("%s started; API server from the %s; brokers addressed as %s; broker images allowed: %s",
+                FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing, memo.image_policy)
 
 
 @kopf.on.login()
@@ -86,23 +90,29 @@ def _post(body: kopf.Body, outcome: Outcome) -> None:
 
 
 def _parse(body: kopf.Body, spec: Mapping[str, Any], status: Mapping[str, Any], patch: kopf.Patch,
-           generation: int) -> Spec:
+           generation: int, policy: ImagePolicy) -> Spec:
+    """The spec, or a Degraded condition, a Warning event and no retries: ``InvalidSpec``, or
+    ``ImageNotAllowed`` for an image outside the operator's allow-list (nothing is applied)."""
     try:
-        return parse_spec(spec)
+        parsed = parse_spec(spec)
+        refusal, reason = policy.refusal(parsed.image), "ImageNotAllowed"
     except SpecError as e:
-        metrics.ERRORS.labels(step="spec").inc()
-        patch.status["conditions"] = merge_conditions(
-            status.get("conditions"), [Condition("Degraded", True, "InvalidSpec", str(e))], generation)
-        patch.status["observedGeneration"] = generation
-        kopf.event(body, type="Warning", reason="InvalidSpec", message=str(e))
-        raise kopf.PermanentError(str(e)) from e
+        refusal, reason = str(e), "InvalidSpec"
+    if refusal is None:
+        return parsed
+    metrics.ERRORS.labels(step="spec").inc()
+    patch.status["conditions"] = merge_conditions(
+        status.get("conditions"), [Condition("Degraded", True, reason, refusal)], generation)
+    patch.status["observedGeneration"] = generation
+    kopf.event(body, type="Warning", reason=reason, message=refusal)
+    raise kopf.PermanentError(refusal)
 
 
 async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
                      meta: kopf.Meta, memo: kopf.Memo) -> None:
     metrics.RECONCILES.labels(kind=cause).inc()
     generation = int(meta.get("generation", 0))
-    parsed = _parse(body, spec, status, patch, generation)
+    parsed = _parse(body, spec, status, patch, generation, memo.image_policy)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers)
@@ -149,6 +159,8 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
         parsed = parse_spec(spec)
     except SpecError:
         return  # the create/update handler has reported it
+    if memo.image_policy.refusal(parsed.image) is not None:
+        return  # refused likewise: the brokers keep what was last applied, unobserved
     if "replicas" not in status:
         return  # not applied yet
     metrics.RECONCILES.labels(kind="timer").inc()

@@ -13,6 +13,7 @@ from prometheus_client import start_http_server
 
 from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
 from rocketstore.operator.desired import default_broker_image
+from rocketstore.operator.image_policy import ImagePolicy
 from rocketstore.operator.kube import ConfigException, Kube, discover
 
 __all__ = ["BROKER_IMAGE_ENV", "OperatorOptions", "broker_image", "run"]
@@ -31,6 +32,8 @@ class OperatorOptions:
     broker_address: str | None = None
     #: image of brokers whose RocketStore names none; None = env, then the operator's own version
     broker_image: str | None = None
+    #: patterns of further images a RocketStore may name; None = $ROCKETSTORE_ALLOWED_BROKER_IMAGES
+    allowed_broker_images: str | None = None
     interval: float = 30.0
     verbose: bool = False
     #: a kubeconfig context; None: in a pod its service account, else the current context
@@ -59,7 +62,9 @@ def run(opts: OperatorOptions) -> int:
         tried = "the " if opts.context else "not in a pod with a service account, and the "
         print(f"rocketstore operator: no API server to use: {tried}{credentials.source}: {e}", file=sys.stderr)
         return 2
-    memo = kopf.Memo(brokers=Brokers(addressing), kube=kube, broker_image=broker_image(opts, os.environ))
+    default_image = broker_image(opts, os.environ)
+    memo = kopf.Memo(brokers=Brokers(addressing), kube=kube, broker_image=default_image,
+                     image_policy=ImagePolicy.from_options(default_image, opts.allowed_broker_images, os.environ))
     if opts.metrics_port > 0:
         start_http_server(opts.metrics_port, addr=opts.bind_address)
     liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None
