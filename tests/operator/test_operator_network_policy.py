@@ -105,6 +105,8 @@ def test_external_access_ports_cover_every_broker_and_slave() -> None:
      "networkPolicy.from[0].ipBlock.except[0]"),
     ({"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.0.0.0/8"]}}]},
      "networkPolicy.from[0].ipBlock.except[0]"),
+    ({"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16", "fd00::/16"]}}]},
+     "networkPolicy.from[0].ipBlock.except[1]"),
     ({"metricsFrom": [CLIENTS, {"podSelector": {"matchLabels": {"app": "bad value!"}}}]},
      "networkPolicy.metricsFrom[1].podSelector.matchLabels.app"),
     ({"from": [{"namespaceSelector": {"matchLabels": {"-bad": "x"}}}]},

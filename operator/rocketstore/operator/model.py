@@ -606,7 +606,8 @@ def _ip_block(block: Any, path: str) -> None:
         raise SpecError(f"{path}.except", "expected a list of CIDRs")
     for j, text in enumerate(excepts):
         inner = _cidr(text, f"{path}.except[{j}]")
-        if inner.version != cidr.version or not inner.subnet_of(cidr) or inner == cidr:  # type: ignore[arg-type]
+        # a longer prefix whose network address lies in cidr: the API server's "strict subset"
+        if inner.prefixlen <= cidr.prefixlen or inner.network_address not in cidr:
             raise SpecError(f"{path}.except[{j}]", f"{text} is not a strict subset of cidr {block['cidr']}")
 
 
