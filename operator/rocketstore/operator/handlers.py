@@ -67,8 +67,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         memo.image_policy = ImagePolicy.from_options(memo.broker_image, None, os.environ)
     if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
         memo.kube = await asyncio.to_thread(Kube, discover())
-    if getattr(memo, "operator_peer", None) is None:
-        memo.operator_peer = None
+    # `kopf run` knows no --operator-pod-selector: the NetworkPolicies then name no operator pods
+    memo.operator_peer = getattr(memo, "operator_peer", None)
     logger.info("%s started; API server from the %s; brokers addressed as %s; broker images allowed: %s; "
                 "NetworkPolicies let in %s", FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing,
                 memo.image_policy, memo.operator_peer or "no operator pods (--operator-pod-selector not given)")

@@ -635,7 +635,7 @@ def valid_label(key: str, value: str) -> bool:
 def _label_selector(sel: Any, path: str) -> None:
     if not isinstance(sel, Mapping):
         raise SpecError(path, "expected a label selector (matchLabels, matchExpressions)")
-    for key, value in (_get(sel, "matchLabels", {})).items():
+    for key, value in _get(sel, "matchLabels", {}).items():
         if not _label_key(key):
             raise SpecError(f"{path}.matchLabels", f"{key!r} is not a label key")
         if not isinstance(value, str) or not _LABEL_VALUE.match(value):
