@@ -24,6 +24,8 @@ from operator_support import (
     EXTERNAL_STORE,
     GROUPS_NAMESPACE,
     GROUPS_STORE,
+    OPERATOR_NAMESPACE,
+    OPERATOR_POD_LABELS,
     ROOT,
     SECURED_NAMESPACE,
     SECURED_STORE,
@@ -104,6 +106,8 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
     cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--all-namespaces", "--bind-address", "127.0.0.1",
            "--allowed-broker-images", "registry.test/rocketstore:*",
+           "--operator-pod-selector", ",".join(f"{k}={v}" for k, v in OPERATOR_POD_LABELS.items()),
+           "--operator-namespace", OPERATOR_NAMESPACE,
            "--liveness-port", str(live), "--metrics-port", str(metrics), "--interval", "1",
            "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
            f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port};"

@@ -10,7 +10,8 @@ from polling import wait_until
 from ports import controlplane, free_port
 
 __all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
-           "GROUPS_STORE", "ROOT", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port",
+           "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
+           "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port",
            "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,3 +28,7 @@ EXTERNAL_STORE = "lb"
 #: where the test serves the masters' /metrics (the HA series) itself
 GROUPS_NAMESPACE = "groups"
 GROUPS_STORE = "rsg"
+#: who the test operator (a process, not a pod) says it is: the pods every RocketStore's
+#: NetworkPolicy lets in (--operator-pod-selector, --operator-namespace)
+OPERATOR_NAMESPACE = "rso-system"
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "rocketstore-operator", "app.kubernetes.io/component": "operator"}

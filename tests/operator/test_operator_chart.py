@@ -87,7 +87,9 @@ def test_helm_lint(helm: Path) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("values", [[], ["--set", "watch.namespaces={team-a,team-b}"]])
+@pytest.mark.parametrize("values", [[], ["--set", "watch.namespaces={team-a,team-b}"],
+                                    ["--set", "networkPolicy.enabled=true", "--set-json",
+                                     'networkPolicy.from=[{"namespaceSelector": {"matchLabels": {"team": "obs"}}}]']])
 def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd: Any, values: list[str]) -> None:
     from kubernetes import client, utils
 
@@ -99,8 +101,10 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
                                                     "--kube-version", "1.34.10", *values))
             if d]
     kinds = sorted(d["kind"] for d in docs)
-    if values:
+    if "watch.namespaces={team-a,team-b}" in values:
         assert kinds.count("Role") == 2 and kinds.count("RoleBinding") == 2
+    elif values:
+        assert kinds.count("NetworkPolicy") == 1
     else:
         assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount", "Service"} <= set(kinds)
     # server-side dry-run: admission and schema validation of every object, nothing persisted
@@ -108,7 +112,8 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
     deploy = next(d for d in docs if d["kind"] == "Deployment")
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0] == "operator"
-    assert ("--namespace=team-a" in args) if values else ("--all-namespaces" in args)
+    assert ("--namespace=team-a" in args) if "watch.namespaces={team-a,team-b}" in values else (
+        "--all-namespaces" in args)
 
 
 @pytest.mark.integration
@@ -140,6 +145,9 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert allowed("patch", "statefulsets", "apps") and allowed("delete", "statefulsets", "apps")
     assert allowed("patch", "persistentvolumeclaims") and allowed("create", "events")
     assert allowed("delete", "services") and allowed("delete", "configmaps")  # external access pruned
+    # a RocketStore's NetworkPolicy, deleted once spec.networkPolicy is removed
+    assert allowed("patch", "networkpolicies", "networking.k8s.io")
+    assert allowed("delete", "networkpolicies", "networking.k8s.io")
     assert not allowed("delete", "persistentvolumeclaims")  # PVCs are never deleted by the operator
     assert not allowed("get", "secrets")
     assert not allowed("delete", "rocketstores", "rocketstore.io")
@@ -190,6 +198,11 @@ def helm_fails(helm: Path, *args: str) -> str:
     ("metrics.prometheusRule.syncMasterWithoutSlaveFor=now", "at '/metrics/prometheusRule/syncMasterWithoutSlaveFor'"),
     ("metrics.serviceMonitor.enabled=yes", "at '/metrics/serviceMonitor/enabled'"),
     ("allowedBrokerImages={a b}", "at '/allowedBrokerImages/0'"),
+    ("networkPolicy.enabled=yes", "at '/networkPolicy/enabled'"),
+    ("networkPolicy.from[0].ipBlock.cidr=10.0.0.0", "at '/networkPolicy/from/0/ipBlock/cidr'"),
+    ("networkPolicy.from[0].ipBlock.cidr=10.0.0.0/8,networkPolicy.from[0].podSelector.matchLabels.app=x",
+     "at '/networkPolicy/from/0/podSelector'"),
+    ("networkPolicy.from[0].ports[0]=80", "additional properties 'ports' not allowed"),
     ("operatr.interval=5", "additional properties 'operatr' not allowed"),
 ])
 def test_values_schema_rejects_bad_values(helm: Path, value: str, error: str) -> None:
@@ -229,6 +242,44 @@ def test_operator_pod_options_and_probes(helm: Path) -> None:
     allowing = next(d for d in render(helm, "--set", "allowedBrokerImages={reg.local/rs:*,reg.local/rs-debug:7}")
                     if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "--allowed-broker-images=reg.local/rs:*,reg.local/rs-debug:7" in allowing["args"]
+
+
+@pytest.mark.integration
+def test_operator_network_policy_is_opt_in_and_names_the_operator_pod(helm: Path) -> None:
+    """The operator pod's NetworkPolicy: off by default; on, its health and metrics ports open to
+    the peers in values and to the helm test pod only. The operator learns its own pods' labels
+    and namespace, which every RocketStore's NetworkPolicy lets in: the Deployment's template
+    carries those labels and the helm test pod does not."""
+    assert not [d for d in render(helm) if d["kind"] == "NetworkPolicy"]
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(helm, "--set", "networkPolicy.enabled=true", "--set", "operator.metricsPort=9090",
+                  "--set-json", f"networkPolicy.from={json.dumps([monitoring])}")
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    template_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    operator_labels = policy["spec"]["podSelector"]["matchLabels"]
+    assert operator_labels.items() <= template_labels.items()
+    assert operator_labels["app.kubernetes.io/component"] == "operator"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    peers, test = policy["spec"]["ingress"]
+    assert peers == {"from": [monitoring], "ports": [{"protocol": "TCP", "port": 8080},
+                                                     {"protocol": "TCP", "port": 9090}]}
+    test_pod = next(d for d in docs if d["kind"] == "Pod")
+    assert test["from"][0]["podSelector"]["matchLabels"].items() <= test_pod["metadata"]["labels"].items()
+    assert test["ports"] == [{"protocol": "TCP", "port": 8080}]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    selector_arg = next(a for a in args if a.startswith("--operator-pod-selector="))
+    flag_labels = dict(pair.split("=") for pair in selector_arg.partition("=")[2].split(","))
+    assert flag_labels == operator_labels
+    assert not flag_labels.items() <= test_pod["metadata"]["labels"].items()
+    assert "--operator-namespace=rso-system" in args
+    # the operator may manage the RocketStores' NetworkPolicies, cluster-wide or per watched namespace
+    for values in ((), ("--set", "watch.namespaces={a,b}")):
+        roles = [d for d in render(helm, *values) if d["kind"] in ("ClusterRole", "Role")]
+        granted = [r for d in roles for r in d["rules"] if "networkpolicies" in r["resources"]]
+        assert len(granted) == (2 if values else 1)
+        assert all(r["apiGroups"] == ["networking.k8s.io"] and {"create", "patch", "delete", "list"} <= set(r["verbs"])
+                   for r in granted)
 
 
 @pytest.mark.integration

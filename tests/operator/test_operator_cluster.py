@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from operator_support import STORAGE_CLASS, wait_until
+from operator_support import OPERATOR_NAMESPACE, OPERATOR_POD_LABELS, STORAGE_CLASS, wait_until
 
 from rocketstore.operator.model import format_quantity, parse_spec
 from rocketstore.operator.sizing import volume_size
@@ -90,6 +90,18 @@ def reconciled(kube: Any, ns: str, name: str) -> dict[str, Any] | None:
      "certKey, keyKey and trustCertKey must name different Secret keys"),
     ({"tls": {"secretName": "t", "trustCertKey": "tls.key"}},
      "certKey, keyKey and trustCertKey must name different Secret keys"),
+    ({"networkPolicy": {"from": [{}]}},
+     'spec.networkPolicy.from[0]: Invalid value: "object": a peer needs a podSelector, a namespaceSelector or an '
+     'ipBlock'),
+    ({"networkPolicy": {"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]}},
+     'spec.networkPolicy.from[0]: Invalid value: "object": ipBlock may not be combined with podSelector'),
+    ({"networkPolicy": {"metricsFrom": [{"ipBlock": {"cidr": "10.1.2.3"}}]}},
+     "spec.networkPolicy.metricsFrom[0].ipBlock.cidr in body should match"),
+    ({"networkPolicy": {"from": [{"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In"}]}}]}},
+     'spec.networkPolicy.from[0].namespaceSelector.matchExpressions[0]: Invalid value: "object": In and NotIn '
+     'need values'),
+    ({"networkPolicy": {"from": [{"podSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}]}},
+     'spec.networkPolicy.from[0].podSelector.matchExpressions[0].operator: Unsupported value: "Gt"'),
 ])
 def test_invalid_rocketstores_are_rejected_by_the_api_server(kube: Any, crd: Any, spec: dict[str, Any],
                                                              expected: str) -> None:
@@ -348,3 +360,73 @@ def test_operator_metrics_and_liveness(operator_process: Any) -> None:
     assert "rocketstore_operator_reconciles_total" in text
     assert "rocketstore_operator_tuning_actions_total" in text
     assert "rocketstore_operator_errors_total" in text
+
+
+def test_network_policy_selects_the_stores_pods_and_goes_with_the_field(kube: Any, operator_process: Any) -> None:
+    """spec.networkPolicy -> one NetworkPolicy the API server accepts (ports ranges included),
+    owned by the RocketStore, selecting every pod of the store, masters and slaves; the operator's
+    pods (as --operator-pod-selector names them) let in to remoting and HTTP; removing the field
+    deletes it, and neither step touches the brokers' pod template.
+
+    The test control plane has no network plugin, so nothing enforces the policy here: this checks
+    what the operator asks for; whether packets are dropped is the cluster's CNI's business."""
+    ns = make_ns(kube, "t-netpol")
+    apps, core, net = client.AppsV1Api(kube), client.CoreV1Api(kube), client.NetworkingV1Api(kube)
+    clients = {"namespaceSelector": {"matchLabels": {"team": "payments"}}}
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    outside = {"ipBlock": {"cidr": "203.0.113.0/24", "except": ["203.0.113.128/25"]}}
+    # brokers on node ports 32300 + i, their slaves on 32364 + i (a port range per StatefulSet)
+    obj = create(kube, ns, store("rs", brokers=2, replication={"replicasPerGroup": 2},
+                                 externalAccess={"basePort": 32300, "namesrvNodePort": 32290},
+                                 networkPolicy={"from": [clients, outside], "metricsFrom": [prometheus]}))
+    policy = wait_until("NetworkPolicy", lambda: _network_policy(net, ns, "rs"), 60)
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    assert [(r.kind, r.name, r.uid, r.controller) for r in policy.metadata.owner_references] == [
+        ("RocketStore", "rs", obj["metadata"]["uid"], True)]
+    assert policy.spec.policy_types == ["Ingress"]
+    # the policy's pods are the store's: every pod of its StatefulSets, masters and slaves
+    selected = wait_until("the store's 4 pods", lambda: (pods := {p.metadata.name for p in core.list_namespaced_pod(
+        ns, label_selector=_selector(policy.spec.pod_selector.match_labels)).items}) and len(pods) == 4 and pods, 90)
+    assert selected == {"rs-0", "rs-1", "rs-slave-1-0", "rs-slave-1-1"}
+    owned = {p.metadata.name for s in apps.list_namespaced_stateful_set(ns).items
+             for p in core.list_namespaced_pod(ns, label_selector=_selector(s.spec.selector.match_labels)).items}
+    assert owned == selected
+    # as the API server stored it, in its own spelling
+    ingress = kube.sanitize_for_serialization(policy)["spec"]["ingress"]
+
+    def ports(peers: list[dict[str, Any]]) -> list[tuple[int, int | None]] | None:
+        (rule,) = [r for r in ingress if r["from"] == peers]
+        return None if "ports" not in rule else [(p["port"], p.get("endPort")) for p in rule["ports"]]
+
+    remoting = [(32300, 32301), (32364, 32365)]
+    assert ports([clients, outside]) == [*remoting, (9876, None), (8081, None)]
+    assert ports([prometheus]) == [(10925, None)]
+    operator = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}},
+                "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}
+    assert ports([operator]) == [*remoting, (10925, None)]
+    # the store's own pods: every port (HA on listenPort + 1, registration with the peers' name servers)
+    assert ports([{"podSelector": {"matchLabels": policy.spec.pod_selector.match_labels}}]) is None
+    assert len(ingress) == 4
+    def templates() -> dict[str, Any]:
+        return {s.metadata.name: kube.sanitize_for_serialization(s.spec.template)
+                for s in apps.list_namespaced_stateful_set(ns).items}
+
+    before = templates()
+    # removing the field deletes the policy; the brokers' pods are left alone
+    client.CustomObjectsApi(kube).patch_namespaced_custom_object(G, V, ns, P, "rs", {"spec": {"networkPolicy": None}})
+    wait_until("NetworkPolicy deleted", lambda: _network_policy(net, ns, "rs") is None, 60)
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    assert templates() == before
+
+
+def _network_policy(net: Any, ns: str, name: str) -> Any:
+    try:
+        return net.read_namespaced_network_policy(name, ns)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())

@@ -25,6 +25,19 @@ app.kubernetes.io/name: {{ include "rso.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The operator's own pods (the Deployment's template adds the component to its selector):
+     every RocketStore's NetworkPolicy lets them in, and not the chart's helm test pod */}}
+{{- define "rso.operatorPod" -}}
+{{ include "rso.selector" . }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* The helm test pod, which the operator's NetworkPolicy lets ask /healthz */}}
+{{- define "rso.testPod" -}}
+{{ include "rso.selector" . }}
+app.kubernetes.io/component: test
+{{- end -}}
+
 {{- define "rso.serviceAccount" -}}
 {{- default (include "rso.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
@@ -60,6 +73,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [secrets]
   verbs: [get]
 {{- end }}
+# a RocketStore's NetworkPolicy (spec.networkPolicy); delete: once the field is removed
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, patch, delete]
 # delete: a broker group's budget once its group is gone, the store-wide one once groups have slaves
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

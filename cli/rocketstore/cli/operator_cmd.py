@@ -2,7 +2,8 @@
 
     rocketstore operator [--namespace NS ... | --all-namespaces] [--context NAME] [--liveness-port 8080]
                          [--metrics-port 8081] [--broker-address TEMPLATE] [--broker-image IMAGE]
-                         [--allowed-broker-images PATTERNS] [--interval S]
+                         [--allowed-broker-images PATTERNS] [--operator-pod-selector LABELS]
+                         [--operator-namespace NS] [--interval S]
 
 The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator). Its
 libraries (kopf, kubernetes) come with the ``operator`` extra, so broker-only and Spark installs do
@@ -46,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="comma-separated shell patterns of further images a RocketStore's spec.image may "
                              "name (default: $ROCKETSTORE_ALLOWED_BROKER_IMAGES; none: only the default "
                              "broker image runs)")
+    parser.add_argument("--operator-pod-selector", metavar="LABELS",
+                        help="labels of the operator's own pods (k=v,...), which every RocketStore's "
+                             "NetworkPolicy lets in (default: none: run outside a pod, the policies name no operator)")
+    parser.add_argument("--operator-namespace", metavar="NS",
+                        help="namespace of the operator's own pods (default: $POD_NAMESPACE)")
     parser.add_argument("--interval", type=float, default=30.0,
                         help="seconds between observations of pods and brokers (adaptive retention timer)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -71,6 +77,8 @@ def _run(args: argparse.Namespace) -> int:
         broker_address=args.broker_address,
         broker_image=args.broker_image,
         allowed_broker_images=args.allowed_broker_images,
+        operator_pod_selector=args.operator_pod_selector,
+        operator_namespace=args.operator_namespace,
         interval=args.interval,
         verbose=args.verbose,
         context=args.context,

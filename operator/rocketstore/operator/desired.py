@@ -20,6 +20,7 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
                          slave ``k`` (brokerId ``k``), PVC ``store-NAME-slave-<k>-<i>``
 ``NAME-<i>``             with slaves: PodDisruptionBudget of broker group ``i``, all members but one
                          available (replaces ``NAME``)
+``NAME``                 with ``spec.networkPolicy``: NetworkPolicy of the store's pods
 =======================  ==============================================================
 
 Every master reads the same broker.conf; its ``brokerName`` is its pod name (``NAME-<i>``),
@@ -103,6 +104,7 @@ __all__ = [
     "listen_port",
     "load_balancer_addresses",
     "namesrv_external_name",
+    "network_policy",
     "pdb",
     "pod_name",
     "pvc_name",
@@ -206,6 +208,9 @@ class Plan:
     #: with slaves: masters of this ordinal and above may take a new pod template
     #: (:func:`rocketstore.operator.rollout.master_partition`)
     master_partition: int = 0
+    #: the operator's own pods as a NetworkPolicyPeer (namespaceSelector + podSelector), which
+    #: every NetworkPolicy allows; None when the operator does not know them (not run in a pod)
+    operator_peer: Mapping[str, Any] | None = None
 
 
 def labels(name: str) -> dict[str, str]:
@@ -837,8 +842,11 @@ def all_objects(plan: Plan) -> list[dict[str, Any]]:
     ext = plan.spec.external_access
     addresses = [addresses_configmap(plan.owner, plan.replicas, plan.external_addresses)
                  ] if ext is not None and ext.waits_for_address else []
+    policy = network_policy(plan)
     return [
         service_account(plan),
+        # before the pods: they start with their ingress already limited
+        *([] if policy is None else [policy]),
         configmap(plan),
         *addresses,
         headless_service(plan),
@@ -849,3 +857,55 @@ def all_objects(plan: Plan) -> list[dict[str, Any]]:
         *(slave_statefulset(plan, k) for k in _slave_indexes(plan)),
         statefulset(plan),
     ]
+
+
+# -- NetworkPolicy ------------------------------------------------------------------------------------
+
+def _remoting_ports(plan: Plan) -> list[dict[str, Any]]:
+    """The remoting ports of every broker of the store: 10911, or with external access each
+    StatefulSet's range (masters ``basePort + i``, slave ``k`` ``basePort + 64 k + i``)."""
+    ext = plan.spec.external_access
+    if ext is None:
+        return [{"protocol": "TCP", "port": LISTEN_PORT}]
+    ports: list[dict[str, Any]] = []
+    for slave in range(plan.spec.replication.replicas_per_group):
+        first, last = ext.listen_port(0, slave), ext.listen_port(plan.replicas - 1, slave)
+        ports.append({"protocol": "TCP", "port": first, **({"endPort": last} if last > first else {})})
+    return ports
+
+
+def network_policy(plan: Plan) -> dict[str, Any] | None:
+    """With ``spec.networkPolicy``: the ingress the store's pods (masters and slaves) accept.
+
+    * from the store's own pods, every port: a slave's HA connection to its master (listenPort + 1),
+      registrations with the peers' embedded name servers, clusterPeers;
+    * from the operator (:attr:`Plan.operator_peer`), the ports it uses: remoting (retention
+      push, manual delete, observation) and HTTP (a master's /metrics for the groups' lag);
+    * from ``from`` peers: remoting (each broker's own port with external access), name server
+      and gRPC;
+    * from ``metricsFrom`` peers: the HTTP port. Nobody else by default: /metrics names the
+      topics and consumer groups, and where Prometheus runs is the user's to say.
+
+    Only ingress is limited, so the brokers' own connections out stay as they are. A list without
+    peers adds no rule (an empty ``from`` in a rule would mean everyone).
+    """
+    policy = plan.spec.network_policy
+    if policy is None:
+        return None
+    name = plan.owner.name
+    remoting = _remoting_ports(plan)
+    http = [{"protocol": "TCP", "port": plan.spec.metrics.port}]
+    clients = [*remoting, {"protocol": "TCP", "port": NAMESRV_PORT}, {"protocol": "TCP", "port": GRPC_PORT}]
+    ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": selector(name)}}]}]
+    if plan.operator_peer is not None:
+        ingress.append({"from": [dict(plan.operator_peer)], "ports": [*remoting, *http]})
+    if policy.from_peers:
+        ingress.append({"from": [dict(p) for p in policy.from_peers], "ports": clients})
+    if policy.metrics_from:
+        ingress.append({"from": [dict(p) for p in policy.metrics_from], "ports": http})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(plan.owner, name),
+        "spec": {"podSelector": {"matchLabels": selector(name)}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }

@@ -67,8 +67,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         memo.image_policy = ImagePolicy.from_options(memo.broker_image, None, os.environ)
     if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
         memo.kube = await asyncio.to_thread(Kube, discover())
-    logger.info("%s started; API server from the %s; brokers addressed as %s; broker images allowed: %s",
-                FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing, memo.image_policy)
+    # `kopf run` knows no --operator-pod-selector: the NetworkPolicies then name no operator pods
+    memo.operator_peer = getattr(memo, "operator_peer", None)
+    logger.info("%s started; API server from the %s; brokers addressed as %s; broker images allowed: %s; "
+                "NetworkPolicies let in %s", FIELD_MANAGER, memo.kube.credentials.source, memo.brokers.addressing,
+                memo.image_policy, memo.operator_peer or "no operator pods (--operator-pod-selector not given)")
 
 
 @kopf.on.login()
@@ -115,7 +118,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation, memo.image_policy)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers)
+        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers, memo.operator_peer)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)

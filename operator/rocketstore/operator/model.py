@@ -9,6 +9,7 @@ handlers turn into a ``Degraded`` condition with reason ``InvalidSpec`` and a pe
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ __all__ = [
     "ExternalAccess",
     "Maintenance",
     "Metrics",
+    "NetworkPolicy",
     "OperatorCredentials",
     "PodTemplate",
     "Replication",
@@ -32,6 +34,7 @@ __all__ = [
     "format_quantity",
     "parse_quantity",
     "parse_spec",
+    "valid_label",
 ]
 
 GIB: Final = 1024**3
@@ -230,6 +233,18 @@ class ExternalAccess:
         return self.load_balancer and self.host is None
 
 
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """Who may connect to the store's pods (a Kubernetes NetworkPolicy, enforced by the cluster's
+    network plugin): ``from_peers`` reach the client ports (remoting, name server, gRPC),
+    ``metrics_from`` the HTTP port (/metrics). Peers are Kubernetes NetworkPolicyPeer objects,
+    passed on as written. The store's own pods and the operator are always allowed
+    (:func:`rocketstore.operator.desired.network_policy`)."""
+
+    from_peers: tuple[Mapping[str, Any], ...] = ()
+    metrics_from: tuple[Mapping[str, Any], ...] = ()
+
+
 #: brokerRole of a group's master (RocketMQ's BrokerRole); a slave's is SLAVE
 REPLICATION_MODES: Final = ("ASYNC_MASTER", "SYNC_MASTER")
 
@@ -278,6 +293,8 @@ class Spec:
     pod_template: PodTemplate = field(default_factory=PodTemplate)
     external_access: ExternalAccess | None = None
     replication: Replication = field(default_factory=Replication)
+    #: None: no NetworkPolicy (every pod of the cluster may connect, as without the field)
+    network_policy: NetworkPolicy | None = None
 
 
 # pod template keys the operator sets itself; podTemplate may not override them (the selector
@@ -505,6 +522,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
         external_access=external_access,
         replication=replication,
+        network_policy=_parse_network_policy(spec),
     )
 
 
@@ -540,6 +558,99 @@ def _parse_pod_template(d: Mapping[str, Any]) -> PodTemplate:
         if name in RESERVED_ENV:
             raise SpecError(f"podTemplate.env[{i}].name", f"{name} is set by the operator")
     return PodTemplate(labels=labels, annotations=annotations, env=env)
+
+
+# Kubernetes' label syntax (a qualified name as key, an optional DNS subdomain prefix; a value of
+# at most 63 characters): a NetworkPolicy the API server would reject is a SpecError naming the
+# field, not a failed apply
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+_PEER_KEYS: Final = frozenset({"podSelector", "namespaceSelector", "ipBlock"})
+
+
+def _parse_network_policy(spec: Mapping[str, Any]) -> NetworkPolicy | None:
+    d = spec.get("networkPolicy")
+    if d is None:
+        return None
+    return NetworkPolicy(from_peers=_peers(d, "from", "networkPolicy.from"),
+                         metrics_from=_peers(d, "metricsFrom", "networkPolicy.metricsFrom"))
+
+
+def _peers(d: Mapping[str, Any], key: str, path: str) -> tuple[Mapping[str, Any], ...]:
+    """A list of NetworkPolicyPeer, checked as the API server checks a NetworkPolicy's."""
+    peers = _get(d, key, [])
+    if not isinstance(peers, list):
+        raise SpecError(path, "expected a list of peers (podSelector, namespaceSelector or ipBlock)")
+    for i, peer in enumerate(peers):
+        at = f"{path}[{i}]"
+        if not isinstance(peer, Mapping) or not peer.keys() & _PEER_KEYS:
+            raise SpecError(at, "a peer needs a podSelector, a namespaceSelector or an ipBlock")
+        unknown = sorted(peer.keys() - _PEER_KEYS)
+        if unknown:
+            raise SpecError(f"{at}.{unknown[0]}", "is not a NetworkPolicyPeer field")
+        if "ipBlock" in peer:
+            if peer.keys() != {"ipBlock"}:
+                raise SpecError(f"{at}.ipBlock", "may not be combined with podSelector or namespaceSelector")
+            _ip_block(peer["ipBlock"], f"{at}.ipBlock")
+        for selector in ("podSelector", "namespaceSelector"):
+            if selector in peer:
+                _label_selector(peer[selector], f"{at}.{selector}")
+    return tuple(peers)
+
+
+def _ip_block(block: Any, path: str) -> None:
+    cidr = _cidr(block.get("cidr") if isinstance(block, Mapping) else None, f"{path}.cidr")
+    excepts = _get(block, "except", [])
+    if not isinstance(excepts, list):
+        raise SpecError(f"{path}.except", "expected a list of CIDRs")
+    for j, text in enumerate(excepts):
+        inner = _cidr(text, f"{path}.except[{j}]")
+        # a longer prefix whose network address lies in cidr: the API server's "strict subset"
+        if inner.prefixlen <= cidr.prefixlen or inner.network_address not in cidr:
+            raise SpecError(f"{path}.except[{j}]", f"{text} is not a strict subset of cidr {block['cidr']}")
+
+
+def _cidr(text: Any, path: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        if not isinstance(text, str) or "/" not in text:
+            raise ValueError(text)
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise SpecError(path, f"{text!r} is not a CIDR such as 10.0.0.0/8 or fd00::/8") from None
+
+
+def _label_key(key: Any) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, slash, name = key.rpartition("/")
+    return bool(_LABEL_NAME.match(name)) and (not slash or (len(prefix) <= 253 and bool(_SECRET_NAME.match(prefix))))
+
+
+def valid_label(key: str, value: str) -> bool:
+    """Whether ``key=value`` is a Kubernetes label."""
+    return _label_key(key) and bool(_LABEL_VALUE.match(value))
+
+
+def _label_selector(sel: Any, path: str) -> None:
+    if not isinstance(sel, Mapping):
+        raise SpecError(path, "expected a label selector (matchLabels, matchExpressions)")
+    for key, value in _get(sel, "matchLabels", {}).items():
+        if not _label_key(key):
+            raise SpecError(f"{path}.matchLabels", f"{key!r} is not a label key")
+        if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+            raise SpecError(f"{path}.matchLabels.{key}", f"{value!r} is not a label value")
+    for i, expr in enumerate(_get(sel, "matchExpressions", [])):
+        at = f"{path}.matchExpressions[{i}]"
+        if not isinstance(expr, Mapping) or not _label_key(expr.get("key")):
+            raise SpecError(f"{at}.key", f"{expr!r} names no label key")
+        op = _choice(expr, "operator", "", f"{at}.operator", _SELECTOR_OPERATORS)
+        values = _get(expr, "values", [])
+        if (op in ("In", "NotIn")) != bool(values):
+            raise SpecError(f"{at}.values", "In and NotIn need values; Exists and DoesNotExist take none")
+        for value in values:
+            if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+                raise SpecError(f"{at}.values", f"{value!r} is not a label value")
 
 
 def _replace_floor(r: Retention) -> Retention:

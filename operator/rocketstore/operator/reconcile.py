@@ -2,7 +2,8 @@
 
 ``apply_objects``  desired objects -> server-side apply; storage growth; refused changes;
                    objects no longer wanted (external Services of removed brokers, the
-                   StatefulSet of removed slaves, PodDisruptionBudgets) deleted; with slaves,
+                   StatefulSet of removed slaves, PodDisruptionBudgets, the NetworkPolicy once
+                   spec.networkPolicy is removed) deleted; with slaves,
                    the masters' rolling update partition (slaves first)
 ``observe``        pods and brokers -> retention push, manual deletes, adaptive retention; the
                    ACL / TLS Secrets the spec references; external addresses (nodes, load
@@ -102,10 +103,11 @@ async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, na
 
 
 async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str,
-                        brokers: Brokers | None = None) -> Outcome:
+                        brokers: Brokers | None = None, operator_peer: Mapping[str, Any] | None = None) -> Outcome:
     """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down.
 
-    ``default_image`` is the broker image when the spec names none (the operator's --broker-image).
+    ``default_image`` is the broker image when the spec names none (the operator's --broker-image);
+    ``operator_peer`` the operator's pods, which a NetworkPolicy lets in (see :class:`Plan`).
     With slaves, the masters' StatefulSet goes last, with the partition decided after the slaves'
     StatefulSets took the new template (``brokers`` reads the masters' lag; without it no slave
     counts as in sync, so only masters that are not ready may restart until the next observation).
@@ -144,7 +146,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     ext = spec.external_access
     addresses = load_balancer_addresses(owner, replicas, services) if ext is not None and ext.load_balancer else {}
     plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image,
-                external_addresses=addresses)
+                external_addresses=addresses, operator_peer=operator_peer)
     desired = all_objects(plan)
     for obj in desired[:-1]:
         await _api_step("apply", f"applying {obj['kind']} {obj['metadata']['name']}", kube.apply(obj))
@@ -165,9 +167,11 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     configmaps = await kube.list("v1", "ConfigMap", owner.namespace, selector(owner.name))
     budgets = await kube.list("policy/v1", "PodDisruptionBudget", owner.namespace, selector(owner.name))
     statefulsets = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
+    policies = await kube.list("networking.k8s.io/v1", "NetworkPolicy", owner.namespace, selector(owner.name))
     for api_version, kind, existing in (("v1", "Service", services), ("v1", "ConfigMap", configmaps),
                                         ("policy/v1", "PodDisruptionBudget", budgets),
-                                        ("apps/v1", "StatefulSet", statefulsets)):
+                                        ("apps/v1", "StatefulSet", statefulsets),
+                                        ("networking.k8s.io/v1", "NetworkPolicy", policies)):
         for name in stale_names(owner, desired, kind, existing):
             await _api_step("delete", f"deleting {kind} {name}", kube.delete(api_version, kind, owner.namespace, name))
             out.events.append(Event("Normal", "Deleted", f"{kind} {name}: no longer part of the spec"))
