@@ -126,7 +126,9 @@ class ConsumeQueue:
                 continue
             if wipe and kept < written:
                 mapped.wipe(kept, written)
-            return
+            break
+        if mfq.flushed_where > mfq.max_offset:  # else the flusher would skip the entries that follow
+            mfq.set_flushed_where(mfq.max_offset)
 
     def _cut_last_file(self, mapped: MappedFile, phy_offset: int) -> int | None:
         """Set ``mapped``'s positions after its last entry below ``phy_offset`` and return that

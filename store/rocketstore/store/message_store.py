@@ -1,7 +1,8 @@
 """DefaultMessageStore: composes the store's parts and orders their lifecycle.
 
-    load()      open CommitLog segments, consume queues, index files, checkpoint;
-                recover (normal, or abnormal when ``abort`` was left behind)
+    load()      open CommitLog segments, consume queues, index files, checkpoint, epoch file;
+                recover (normal, or abnormal when ``abort`` was left behind), then finish a
+                truncation a crash interrupted (see store.truncation)
     start()     take the lock, create ``abort``, dispatch until caught up, start services
     shutdown()  stop services, flush, and remove ``abort`` only if dispatch had caught up
 
