@@ -286,8 +286,10 @@ class ReplicaGroup(RuleBasedStateMachine):
     def expand_sync_state_set(self, data: st.DataObject) -> None:
         i = data.draw(st.integers(min_value=0, max_value=len(self.replicas) - 1))
         r, leader = self.replicas[i], self.leader
-        last = leader.entries[-1]
-        if r.alive and r.following and len(r.log) == len(leader.log) and len(r.log) >= last.start_offset:
+        # AutoSwitchHAService.maybeExpandInSyncStateSet: caught up to the confirm offset and
+        # into the current epoch (not necessarily to the master's end)
+        confirm = min(len(self.replicas[j].log) for j in self.sss)
+        if r.alive and r.following and len(r.log) >= confirm and len(r.log) >= leader.entries[-1].start_offset:
             self.sss.add(i)
 
     @rule(data=st.data())

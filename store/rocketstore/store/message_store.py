@@ -265,9 +265,9 @@ class DefaultMessageStore:
         """The steps of :meth:`truncate_files`, each idempotent (recovery repeats them all)."""
         log.info("truncating the store to %d (CommitLog ends at %d)", offset, self.commit_log.max_offset)
         running = not self.shutdown_flag
-        reput_from = self.reput_service.reput_from_offset
         if running:
             self.reput_service.shutdown()
+        reput_from = self.reput_service.reput_from_offset
         with self._cq_lock:
             for i, cq in enumerate(self._all_consume_queues()):
                 cq.truncate_dirty_logic_files(offset, wipe=True)
