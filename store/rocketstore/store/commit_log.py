@@ -499,6 +499,54 @@ class CommitLog:
                             ended_by.reason, wiped)
             return mapped.file_from_offset + end_pos
 
+    # -- truncation ------------------------------------------------------------------------
+    def is_offset_aligned(self, offset: int) -> bool:
+        """Whether ``offset`` is a place the log may be cut: its end, or the start of a record
+        (or of the blank that ends a segment) whose CRC checks (isOffsetAligned)."""
+        if offset == self.max_offset:
+            return True
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mapped is None or not mapped.hold():
+            return False
+        try:
+            pos = offset - mapped.file_from_offset
+            if pos >= mapped.read_position:
+                return False
+            result = decode_record(mapped.buffer, pos, check_crc=True, read_body=False)
+        finally:
+            mapped.release()
+        if isinstance(result, StoredMessage):
+            return pos + result.total_size <= mapped.read_position
+        return isinstance(result, BlankRecord)
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Discard everything from ``offset`` on (truncateDirtyFiles): the records are zeroed,
+        later segments deleted (see :meth:`MappedFileQueue.truncate_dirty_files`). Holds the put
+        lock, so no put or replicated append lands meanwhile.
+
+        First the checkpoint is lowered below the store time of the first discarded record (and
+        so are the flush timestamps it is later stamped from): it must not vouch for records
+        that are gone, or crash recovery would trust segments written after the cut that were
+        never flushed. Done before the cut, while that record can still be read.
+        """
+        with self.put_lock:
+            mfq = self.mapped_file_queue
+            first_discarded = self.look_message_by_offset(offset) or \
+                self.look_message_by_offset(self.roll_next_file(offset))  # after a blank
+            if first_discarded is not None:
+                stamp = first_discarded.store_timestamp - 1
+                checkpoint = self.checkpoint
+                checkpoint.physic_msg_timestamp = min(checkpoint.physic_msg_timestamp, stamp)
+                checkpoint.logics_msg_timestamp = min(checkpoint.logics_msg_timestamp, stamp)
+                checkpoint.flush()
+                mfq.store_timestamp = min(mfq.store_timestamp, stamp)
+                for mapped in mfq:
+                    mapped.store_timestamp = min(mapped.store_timestamp, stamp)
+            mfq.truncate_dirty_files(offset, wipe=True)
+            self.allocator.discard_ahead()
+            if mfq.flushed_where > offset:
+                mfq.set_flushed_where(offset)
+
     # -- cleanup ---------------------------------------------------------------------------
     def delete_expired_file(
         self, expired_ms: int, delete_files_interval_ms: int, interval_forcibly_ms: int, clean_immediately: bool

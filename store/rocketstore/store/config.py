@@ -269,6 +269,10 @@ class StoreConfig:
     def lock_path(self) -> Path:
         return self.root_dir() / "lock"
 
+    def epoch_file_path(self) -> Path:
+        """RocketMQ 5's epoch file (controller mode), at getStorePathEpochFile()'s default place."""
+        return self.root_dir() / "epochFileCheckpoint"
+
     def timer_path(self) -> Path:
         """The timer table (store.timer_message_store): RocketStore's own, beside RocketMQ's files."""
         return self.root_dir() / "timer" / "timers.db"

@@ -30,8 +30,10 @@ __all__ = [
     "DelayOffsetManager",
     "SubscriptionGroupManager",
     "TopicConfigManager",
+    "fsync_dir",
     "read_config_file",
     "write_config_file",
+    "write_synced",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,14 +60,16 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and fsync it (the directory entry is the caller's business)."""
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory, so that creations, renames and unlinks in it are durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -91,18 +95,18 @@ def write_config_file(path: Path, text: str, parsable: Callable[[bytes], bool] =
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path, ".tmp")
-    _write_synced(tmp, text.encode("utf-8"))
+    write_synced(tmp, text.encode("utf-8"))
     try:
         previous: bytes | None = path.read_bytes()
     except FileNotFoundError:
         previous = None
     if previous is not None:
         if parsable(previous):
-            _write_synced(_sibling(path, ".bak"), previous)
+            write_synced(_sibling(path, ".bak"), previous)
         else:
             log.warning("%s does not parse; keeping the existing backup", path)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _decode_file(path: Path, decode: Callable[[str], None]) -> None:

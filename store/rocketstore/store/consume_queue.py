@@ -107,27 +107,44 @@ class ConsumeQueue:
         self.mapped_file_queue.set_flushed_where(process_offset)
         self.mapped_file_queue.truncate_dirty_files(process_offset)
 
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """Drop entries pointing at or past ``phy_offset`` (the CommitLog was cut back)."""
+    def truncate_dirty_logic_files(self, phy_offset: int, *, wipe: bool = False) -> None:
+        """Drop entries pointing at or past ``phy_offset`` (the CommitLog was cut back).
+
+        Files whose first entry points there go, newest first; the last one left is cut after
+        its last entry below ``phy_offset``. With ``wipe`` (a truncation, not recovery) the
+        dropped entries of that file are zeroed and synced: recovery reads a file up to its
+        first zero entry, and entries merely left behind the write position would come back
+        after a restart, pointing at whatever the CommitLog holds there by then.
+        """
         self.max_physic_offset = phy_offset
         mfq = self.mapped_file_queue
         while (mapped := mfq.last) is not None:
-            buf = mapped.buffer
-            mapped.set_positions(0)
-            for pos in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
-                offset, size, _ = CQ_ENTRY.unpack_from(buf, pos)
-                if pos == 0:
-                    if offset >= phy_offset:
-                        mfq.delete_last_mapped_file()
-                        break
-                elif not (offset >= 0 and size > 0) or offset >= phy_offset:
-                    return
-                mapped.set_positions(pos + CQ_STORE_UNIT_SIZE)
-                self.max_physic_offset = offset + size
-                if pos + CQ_STORE_UNIT_SIZE == self.file_size:
-                    return
-            else:
-                return
+            written = mapped.wrote_position
+            kept = self._cut_last_file(mapped, phy_offset)
+            if kept is None:
+                mfq.delete_last_mapped_file()
+                continue
+            if wipe and kept < written:
+                mapped.wipe(kept, written)
+            break
+        if mfq.flushed_where > mfq.max_offset:  # else the flusher would skip the entries that follow
+            mfq.set_flushed_where(mfq.max_offset)
+
+    def _cut_last_file(self, mapped: MappedFile, phy_offset: int) -> int | None:
+        """Set ``mapped``'s positions after its last entry below ``phy_offset`` and return that
+        position; None when its first entry is not below (the whole file goes)."""
+        buf = mapped.buffer
+        mapped.set_positions(0)
+        for pos in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
+            offset, size, _ = CQ_ENTRY.unpack_from(buf, pos)
+            if pos == 0:
+                if offset >= phy_offset:
+                    return None
+            elif not (offset >= 0 and size > 0) or offset >= phy_offset:
+                return pos
+            mapped.set_positions(pos + CQ_STORE_UNIT_SIZE)
+            self.max_physic_offset = offset + size
+        return self.file_size
 
     def last_offset(self) -> int:
         """The CommitLog offset just past the last entry (-1 if none)."""

@@ -360,6 +360,17 @@ class IndexFile:
             self._index_count,
         )
 
+    def cap_phy_offsets(self, offset: int) -> bool:
+        """Lower the header's CommitLog offsets to ``offset`` (the log was cut back there);
+        True when they changed."""
+        with self._lock:
+            if self._end_phy_offset <= offset:
+                return False
+            self._set_end_phy_offset(offset)
+            if self._begin_phy_offset > offset:
+                self._set_begin_phy_offset(offset)
+            return True
+
     # -- writing ---------------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset`` at the head of its slot's chain; False when full."""
@@ -668,6 +679,20 @@ class IndexService:
             last = self._files[-1] if self._files else None
         if last is not None:
             self.flush_file(last)
+
+    def truncate(self, offset: int) -> None:
+        """The CommitLog was cut back to ``offset``: no file claims to cover records past it.
+
+        Dispatch skips records below the last file's endPhyOffset (they were indexed before a
+        crash), so without this the records written again from ``offset`` on would go unindexed
+        until the log passed its old end: RocketMQ leaves the headers as they are, and has that
+        gap. The keys of the discarded records stay in the files; a lookup reads the record a
+        hit points at and drops it unless its topic and key match.
+        """
+        with self._lock:
+            changed = [f for f in self._files if f.cap_phy_offsets(offset)]
+        for f in changed:
+            f.flush()
 
     # -- querying --------------------------------------------------------------------------
     def query_offset(

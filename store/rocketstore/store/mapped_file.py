@@ -147,6 +147,23 @@ class MappedFile:
         """Overwrite bytes already inside the written area (ConsumeQueue pre-blank fill)."""
         self._mm[position : position + len(data)] = data
 
+    def wipe(self, start: int, end: int) -> None:
+        """Zero bytes ``[start, end)`` and sync them: a truncation discarding records.
+
+        From the end backwards, so that a kill part-way leaves whole records followed by zeros:
+        recovery then reads a shorter log that ends in zeros. Zeroing forwards would leave zeros
+        followed by old records, which recovery stops before but which an append that does not
+        reach past them would make reachable again (an old record right after the new end).
+        """
+        chunk = 1 << 20
+        zeros = bytes(min(chunk, max(end - start, 0)))
+        stop = end
+        while stop > start:
+            begin = max(start, stop - chunk)
+            self._mm[begin:stop] = zeros[: stop - begin]
+            stop = begin
+        os.fdatasync(self._fd)
+
     # -- flushing --------------------------------------------------------------------------
     def is_able_to_flush(self, least_pages: int) -> bool:
         """RocketMQ's rule: a full segment always; else enough whole new pages (or any byte)."""

@@ -78,18 +78,23 @@ class AllocateMappedFileService:
                 self._ready[path] = made
                 self._lock.notify_all()
 
-    def shutdown(self) -> None:
-        """Stop; segments created ahead but never taken are deleted, as RocketMQ's shutdown does."""
-        with self._lock:
-            self._stopped = True
-            self._lock.notify_all()
-        self._thread.join(timeout=5)
+    def discard_ahead(self) -> None:
+        """Delete the segments created ahead and not taken yet (the log was cut back: they lie
+        past its new end, and would otherwise sit on disk until the log reaches them)."""
         with self._lock:  # a late take() must not get a segment being deleted
             leftovers = list(self._ready.values())
             self._ready.clear()
         for made in leftovers:
             if isinstance(made, MappedFile):
                 made.destroy(0)
+
+    def shutdown(self) -> None:
+        """Stop; segments created ahead but never taken are deleted, as RocketMQ's shutdown does."""
+        with self._lock:
+            self._stopped = True
+            self._lock.notify_all()
+        self._thread.join(timeout=5)
+        self.discard_ahead()
 
 
 class MappedFileQueue:
@@ -245,24 +250,46 @@ class MappedFileQueue:
         return result
 
     # -- truncation and deletion -------------------------------------------------------------
-    def truncate_dirty_files(self, offset: int) -> None:
-        """Cut the log back to ``offset``: later segments are deleted, the one holding it trimmed."""
-        removed = []
-        for mapped in list(self.mapped_files):
-            tail = mapped.file_from_offset + self.file_size
-            if tail > offset:
-                if offset >= mapped.file_from_offset:
-                    mapped.set_positions(offset % self.file_size)
-                else:
-                    mapped.destroy(1000)
-                    removed.append(mapped)
-        self._remove(removed)
+    def truncate_dirty_files(self, offset: int, *, wipe: bool = False) -> None:
+        """Cut the log back to ``offset``: later segments are deleted, the one holding it trimmed.
+
+        Recovery trims a log whose bytes past ``offset`` are already zeros or a torn record. A
+        truncation of valid records (``wipe``) also zeroes and syncs the trimmed segment's bytes
+        from ``offset`` to its written end, before anything is deleted: recovery reads a segment
+        up to its first invalid record, so records merely left behind the write position would
+        come back after a restart, and once that segment is cut a restart cannot read past it
+        into the later segments either. Those go newest first, each one gone from disk before
+        the next (a reader holding one delays it by at most a second), so an interrupted cut
+        leaves contiguous segments.
+        """
+        holding = self.find_mapped_file_by_offset(offset)
+        if holding is not None and offset - holding.file_from_offset < holding.wrote_position:
+            if wipe:
+                holding.wipe(offset - holding.file_from_offset, holding.wrote_position)
+            holding.set_positions(offset - holding.file_from_offset)
+        for mapped in reversed(list(self.mapped_files)):
+            if mapped.file_from_offset <= offset:
+                break
+            self._destroy(mapped)
+
+    def _destroy(self, mapped: MappedFile) -> None:
+        """Delete ``mapped``'s file and forget it. Readers get a second (destroy forces after it);
+        a mapping still exported after that is left to its holder, but the file is unlinked all
+        the same: a later segment of that name must start empty, not on top of old records."""
+        deadline = time.monotonic() + 2.0
+        while not mapped.destroy(1000):
+            if time.monotonic() >= deadline:
+                log.warning("segment %s still mapped; unlinking it anyway", mapped.path)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(mapped.path)
+                break
+            time.sleep(0.01)
+        self._remove([mapped])
 
     def delete_last_mapped_file(self) -> None:
         last = self.last
         if last is not None:
-            last.destroy(1000)
-            self._remove([last])
+            self._destroy(last)
 
     def reset_offset(self, offset: int) -> bool:
         """Drop segments past ``offset`` (refused when that would discard over two segments)."""

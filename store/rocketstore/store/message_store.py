@@ -1,7 +1,8 @@
 """DefaultMessageStore: composes the store's parts and orders their lifecycle.
 
-    load()      open CommitLog segments, consume queues, index files, checkpoint;
-                recover (normal, or abnormal when ``abort`` was left behind)
+    load()      open CommitLog segments, consume queues, index files, checkpoint, epoch file;
+                recover (normal, or abnormal when ``abort`` was left behind), then finish a
+                truncation a crash interrupted (see store.truncation)
     start()     take the lock, create ``abort``, dispatch until caught up, start services
     shutdown()  stop services, flush, and remove ``abort`` only if dispatch had caught up
 
@@ -37,6 +38,7 @@ from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_scan import ScanResult
+from rocketstore.store.epoch_file import EpochFileCache
 from rocketstore.store.ha_service import HAService, TransferWaiter
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
@@ -51,6 +53,7 @@ from rocketstore.store.stats import StoreStatsService
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
 from rocketstore.store.store_lock import StoreLock
 from rocketstore.store.timer_message_store import TimerIllegal, TimerMessageStore, TimerNotEnabled, timer
+from rocketstore.store.truncation import TruncateIntent, crash_point
 
 log = logging.getLogger(__name__)
 
@@ -147,11 +150,8 @@ class DefaultMessageStore:
         self.stats = StoreStatsService()
         self.schedule_message_service = ScheduleMessageService(self, parse_delay_levels(config.message_delay_level))
         self.timer_message_store = TimerMessageStore(self, config.timer_path())
-        self.reput_service = ReputMessageService(
-            self.commit_log, [self._build_consume_queues, self._build_index], on_message_arriving,
-            index_enabled=config.message_index_enable,
-            delay_levels_ms=self.schedule_message_service.levels_ms,
-        )
+        self._on_message_arriving = on_message_arriving
+        self.reput_service = self._new_reput_service()
         self.ha_service = HAService(config, self.commit_log)
         self.commit_log.on_appended = self._on_appended
         self.clean_commit_log_service = CleanCommitLogService(config, self.commit_log, self.running_flags, self.stats)
@@ -159,12 +159,22 @@ class DefaultMessageStore:
             config, self.commit_log, self._all_consume_queues, self.index_service)
         self._lock = StoreLock(str(config.lock_path()))
         self.abort_path = str(config.abort_path())
+        #: controller mode's epoch history; only a truncation changes it here
+        self.epoch_cache = EpochFileCache(config.epoch_file_path())
+        self._truncate_intent = TruncateIntent(root)
         self.last_exit_ok = True
         self.shutdown_flag = True
         self._scheduler_stop = threading.Event()
         self._schedule_started = False
         self._threads: list[threading.Thread] = []
         self.total_physical_memory = _DEFAULT_PHYSICAL_MEMORY
+
+    def _new_reput_service(self) -> ReputMessageService:
+        return ReputMessageService(
+            self.commit_log, [self._build_consume_queues, self._build_index], self._on_message_arriving,
+            index_enabled=self.config.message_index_enable,
+            delay_levels_ms=self.schedule_message_service.levels_ms,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -180,6 +190,7 @@ class DefaultMessageStore:
             self.commit_log.load()
             self._load_consume_queues()
             self.index_service.load(self.last_exit_ok)
+            self.epoch_cache.load()
             self._recover()
         except BaseException:
             self._lock.release()
@@ -201,12 +212,23 @@ class DefaultMessageStore:
         for cq in self._all_consume_queues():
             cq.recover()
             max_phy_of_cq = max(max_phy_of_cq, cq.max_physic_offset)
+        redispatch_from = -1
         if self.last_exit_ok:
             end, truncate = self.commit_log.recover_normally(max_phy_of_cq)
         else:
             end, truncate, redispatch_from = self.commit_log.recover_abnormally(
                 max_phy_of_cq, self._recover_min_timestamp()
             )
+        interrupted = self._truncate_intent.pending()
+        if interrupted is not None:
+            log.warning("a truncation to %d was interrupted; finishing it", interrupted)
+            self._truncate(interrupted)
+            self._truncate_intent.clear()
+            end = min(end, self.commit_log.max_offset)
+        # epochs starting past the log's end (a RocketMQ broker killed between cutting its log
+        # and its epoch file) describe records this store does not have
+        self.epoch_cache.truncate_suffix_by_offset(self.commit_log.max_offset + 1)
+        if redispatch_from >= 0:
             self.reput_service.dispatch_from(redispatch_from)
         if not self.commit_log.mapped_file_queue.mapped_files:
             self.destroy_logics()
@@ -215,6 +237,53 @@ class DefaultMessageStore:
             for cq in self._all_consume_queues():
                 cq.truncate_dirty_logic_files(end)
         self.recover_topic_queue_table()
+
+    def truncate_files(self, offset: int) -> bool:
+        """Cut the store back to CommitLog offset ``offset`` (RocketMQ's truncateFiles followed by
+        the epoch file's truncateSuffixByOffset): a former master rejoining as a slave discards
+        the records the new master does not have. Crash-safe, see :mod:`rocketstore.store.truncation`.
+
+        False, changing nothing, when ``offset`` is not a record boundary or lies before the
+        CommitLog's first record; an offset at or past its end only trims the epoch file. The
+        store may be loaded or running; a running one keeps running (dispatch restarts from the
+        cut), and whoever replicates into it must have stopped doing so.
+        """
+        if offset >= self.commit_log.max_offset:
+            self.epoch_cache.truncate_suffix_by_offset(offset)
+            return True
+        if offset < self.commit_log.min_offset or not self.commit_log.is_offset_aligned(offset):
+            log.error("cannot truncate to %d: not a record boundary in [%d, %d)", offset,
+                      self.commit_log.min_offset, self.commit_log.max_offset)
+            return False
+        self._truncate_intent.record(offset)
+        crash_point("intent-recorded")
+        self._truncate(offset)
+        self._truncate_intent.clear()
+        return True
+
+    def _truncate(self, offset: int) -> None:
+        """The steps of :meth:`truncate_files`, each idempotent (recovery repeats them all)."""
+        log.info("truncating the store to %d (CommitLog ends at %d)", offset, self.commit_log.max_offset)
+        running = not self.shutdown_flag
+        if running:
+            self.reput_service.shutdown()
+        reput_from = self.reput_service.reput_from_offset
+        with self._cq_lock:
+            for i, cq in enumerate(self._all_consume_queues()):
+                cq.truncate_dirty_logic_files(offset, wipe=True)
+                if i == 0:
+                    crash_point("first-consume-queue-cut")
+        crash_point("consume-queues-cut")
+        self.commit_log.truncate_dirty_files(offset)
+        crash_point("commit-log-cut")
+        self.index_service.truncate(offset)
+        self.recover_topic_queue_table()
+        self.epoch_cache.truncate_suffix_by_offset(offset)
+        crash_point("epoch-file-cut")
+        if running:
+            self.reput_service = self._new_reput_service()
+            self.reput_service.reput_from_offset = min(reput_from, offset)
+            self.reput_service.start()
 
     def _recover_min_timestamp(self) -> int:
         if self.config.message_index_enable and self.config.message_index_safe:
