@@ -5,7 +5,8 @@ them: any pod's name server lists every group's live members.
 Group ``gb``'s master is killed with SIGKILL: the name server of group ``ga`` (which until then
 listed ``gb`` with master and slave) lists ``gb`` with its slave alone as soon as the master's
 registering connection closes, so a consumer routed there reads ``gb``'s messages from its slave
-(with clusterPeers alone it kept routing to the dead master, and never named the slave).
+(with clusterPeers alone it kept routing to the dead master, and never named the slave), and
+producers, 4.x through the name server and 5.x through the gRPC route, choose ``gb`` no more.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 from broker_process import Broker
 from java_rocketmq import ClientDriver
@@ -23,6 +25,8 @@ from polling import wait_until
 from ports import free_port
 from tool_support import require_executable
 
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client import BrokerAdmin, Producer, PullConsumer, RemotingClient, SendStatus
 from rocketstore.client.consumer import PullStatus
 from rocketstore.client.producer import SendResult
@@ -91,6 +95,18 @@ def members(namesrv: str) -> dict[str, dict[int, str]]:
     return {b.broker_name: dict(b.broker_addrs) for b in route.broker_datas}
 
 
+def grpc_members(endpoint: str) -> dict[str, set[tuple[int, str]]]:
+    """brokerName -> (brokerId, host) of TOPIC's gRPC QueryRoute at ``endpoint`` (RocketMQ 5 clients)."""
+    with grpc.insecure_channel(endpoint) as channel:
+        route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=10)
+    assert route.status.code == pb.OK, route.status
+    listed: dict[str, set[tuple[int, str]]] = {}
+    for q in route.message_queues:
+        listed.setdefault(q.broker.name, set()).add((q.broker.id, q.broker.endpoints.addresses[0].host))
+    return listed
+
+
 def topics_of(addr: str) -> set[str]:
     with RemotingClient() as client:
         body = client.call(addr, RequestCode.GET_ALL_TOPIC_CONFIG).body
@@ -126,6 +142,8 @@ def test_a_group_whose_master_is_killed_is_routed_to_its_slave_by_every_name_ser
     s = store
     sent = send_to_both_groups(s)
     assert members(s.ga[0].namesrv) == both_groups_whole(s)
+    assert grpc_members(s.ga[0].grpc_endpoint) == {"ga": {(0, "127.0.0.1")},
+                                                   "gb": {(0, "127.0.0.1"), (1, "127.0.0.1")}}
 
     s.gb[0].stop(signal.SIGKILL)
     killed = time.monotonic()
@@ -135,10 +153,13 @@ def test_a_group_whose_master_is_killed_is_routed_to_its_slave_by_every_name_ser
         seen: list[dict[str, dict[int, str]]] = []
         try:
             wait_until(f"{broker.namesrv} listing gb's slave alone",
-                       lambda b=broker: seen.append(members(b.namesrv)) or seen[-1] == want, MASTER_GONE_S)
+                       lambda b=broker, seen=seen: seen.append(members(b.namesrv)) or seen[-1] == want,
+                       MASTER_GONE_S)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; it listed {seen[-1]}") from None
     assert time.monotonic() - killed < MASTER_GONE_S
+    # the gRPC route of ga's master too: gb's slave alone, so 5.x clients send to gb no more
+    assert grpc_members(s.ga[0].grpc_endpoint) == {"ga": {(0, "127.0.0.1")}, "gb": {(1, "127.0.0.1")}}
 
     # a consumer routed by ga's master's name server reads gb's messages (sent before the kill)
     # from gb's slave: the route's only member of gb
