@@ -315,6 +315,7 @@ def test_namesrv_peers_updated_live_are_registered_with_at_once(broker_factory: 
     registered = b.controller.register_broker_service.peer_outer_api
     assert registered is not None
     wait_until("answers of a's name server and its own", lambda: registered.registrations >= 2, timeout=5)
+    assert "rocketstore_broker_peer_registrations_total" in b.metrics()
     assert b.call_soon(lambda: dict(b.controller.namesrv.routes.broker_live_table)) == {}  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="namesrvPeers"):
         BrokerConfig.from_properties({"namesrvPeers": "10.0.0.1:9876;nohost:"})
