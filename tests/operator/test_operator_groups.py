@@ -235,6 +235,9 @@ def test_slave_start_command_names_its_group_and_its_masters_name_server(tmp_pat
     out = run_start_command(container, tmp_path, configmap(p)["data"], POD_NAME="rs-slave-2-1", POD_NAMESPACE="ns")
     assert "brokerId=2" in out and "brokerRole=SLAVE" in out
     assert out[-2:] == ["brokerName=rs-1", "namesrvAddr=rs-1.rs-headless.ns.svc:9876"]
+    # spelled as in namesrvPeers, so the slave registers with its master's name server once
+    peers = next(line for line in out if line.startswith("namesrvPeers=")).removeprefix("namesrvPeers=")
+    assert "rs-1.rs-headless.ns.svc:9876" in peers.split(";")
     master = statefulset(p)["spec"]["template"]["spec"]["containers"][0]
     out = run_start_command(master, tmp_path, configmap(p)["data"], POD_NAME="rs-1", POD_NAMESPACE="ns")
     assert "brokerRole=SYNC_MASTER" in out and out[-1] == "brokerName=rs-1"
