@@ -275,8 +275,10 @@ def test_registration_under_a_peer_name_routes_topics_the_peer_alone_has(broker_
                                          ha_server_addr="", broker_id=0)
     assert ns.call(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body).code == ResponseCode.SUCCESS
     shared = _route(ns, "TBW102")
-    assert shared is not None  # broker-p once, as the peer configuration gives it
-    assert [(q.broker_name, q.write_queue_nums) for q in shared.queue_datas] == [("broker-a", 8), ("broker-p", 8)]
+    # broker-p once, in clusterPeers order, with the queues it registered: its own topic table
+    # supersedes the assumption that a peer is configured like this broker
+    assert shared is not None
+    assert [(q.broker_name, q.write_queue_nums) for q in shared.queue_datas] == [("broker-a", 8), ("broker-p", 4)]
     peer_only = _route(ns, "PeerOnly")
     assert peer_only is not None
     assert [(q.broker_name, q.write_queue_nums) for q in peer_only.queue_datas] == [("broker-p", 2)]
@@ -291,6 +293,34 @@ def test_malformed_namesrv_addr_is_refused_naming_the_key(broker_factory: Factor
     resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG, body=b"namesrvAddr=not-an-address\n")
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "namesrvAddr" in (resp.remark or "")
+
+
+def test_namesrv_peers_updated_live_are_registered_with_at_once(broker_factory: Factory) -> None:
+    """namesrvPeers, pushed live (the operator's scale-up), reaches the new peers' name servers at
+    once, not at the next period; a list naming this broker's own name server (one list for every
+    pod) leaves no registration of itself there."""
+    a = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1", broker_name="broker-a")
+    b = broker_factory(namesrv_listen_port=free_port(), broker_cluster_name="C1", broker_name="broker-b")
+    assert a.controller.namesrv is not None and b.controller.namesrv is not None
+    ns = RawClient("127.0.0.1", a.controller.namesrv.port)
+    a.clients.append(ns)
+    assert _route(ns, "broker-b") is None
+    peers = f"127.0.0.1:{a.controller.namesrv.port};127.0.0.1:{b.controller.namesrv.port}"
+    begin = time.monotonic()
+    resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG, body=f"namesrvPeers={peers}\n".encode())
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    route = _wait_route(ns, "broker-b", present=True)
+    assert time.monotonic() - begin < 5  # the period is 30 s, the first periodic registration after 10 s
+    assert route is not None and [d.broker_addrs for d in route.broker_datas] == [{0: b.controller.broker_addr}]
+    registered = b.controller.register_broker_service.peer_outer_api
+    assert registered is not None
+    wait_until("answers of a's name server and its own", lambda: registered.registrations >= 2, timeout=5)
+    assert "rocketstore_broker_peer_registrations_total" in b.metrics()
+    assert b.call_soon(lambda: dict(b.controller.namesrv.routes.broker_live_table)) == {}  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="namesrvPeers"):
+        BrokerConfig.from_properties({"namesrvPeers": "10.0.0.1:9876;nohost:"})
+    resp = b.client().call(RequestCode.UPDATE_BROKER_CONFIG, body=b"namesrvPeers=not-an-address\n")
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "namesrvPeers" in (resp.remark or "")
 
 
 def test_a_dead_name_server_does_not_keep_the_others_from_hearing(broker_factory: Factory) -> None:

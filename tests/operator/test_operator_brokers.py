@@ -247,7 +247,7 @@ EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 #: broker.conf keys that address the pod (its ports, DNS peers, volume) or size its store: the test's
 #: loopback broker takes its own values for these; every other generated key is used as generated
 POD_KEYS = {"listenPort", "namesrvListenPort", "httpListenPort", "storePathRootDir", "clusterPeers",
-            "mappedFileSizeCommitLog"}
+            "namesrvPeers", "mappedFileSizeCommitLog"}
 
 
 def acl_file(topic_perm: str) -> str:

@@ -155,7 +155,27 @@ def test_adding_a_slave_under_async_master_does_not_touch_the_masters_pods() -> 
     single, grouped = statefulset(plan({"brokers": 2})), statefulset(plan(GROUPS, partition=2))
     assert grouped["spec"]["template"] == single["spec"]["template"]
     assert grouped["spec"]["selector"] == single["spec"]["selector"]
-    assert configmap(plan(GROUPS))["data"]["broker.conf"] == configmap(plan({"brokers": 2}))["data"]["broker.conf"]
+    # only namesrvPeers (live, outside the hash) names the new slaves' name servers
+    grouped_conf, single_conf = broker_conf(plan(GROUPS)), broker_conf(plan({"brokers": 2}))
+    assert grouped_conf.pop("namesrvPeers") != single_conf.pop("namesrvPeers")
+    assert grouped_conf == single_conf
+
+
+def test_every_broker_registers_with_the_name_server_of_every_pod_of_the_store() -> None:
+    """namesrvPeers: masters' and slaves' name servers at their stable DNS names, the same list
+    for every role; it is pushed live, so scaling changes no pod template."""
+    p = plan(SYNC)
+    want = ";".join(f"{pod}.rs-headless.ns.svc:9876" for pod in (
+        "rs-0", "rs-1", "rs-slave-1-0", "rs-slave-1-1", "rs-slave-2-0", "rs-slave-2-1"))
+    assert broker_conf(p)["namesrvPeers"] == broker_conf(p, 1)["namesrvPeers"] == want
+    assert broker_conf(plan({"brokers": 1}))["namesrvPeers"] == "rs-0.rs-headless.ns.svc:9876"
+    # parsed by the broker's own loader as a name-server list
+    bcfg, _ = load_config({**broker_conf(p, 2), "brokerName": "rs-1"})
+    assert bcfg.namesrv_peers == want
+    assert (statefulset(plan({**SYNC, "brokers": 3}))["spec"]["template"]
+            == statefulset(plan(SYNC))["spec"]["template"])
+    with pytest.raises(SpecError, match="namesrvPeers"):
+        parse_spec({"brokerConfig": {"namesrvPeers": "elsewhere:9876"}})
 
 
 def test_sync_master_is_the_masters_role_and_slaves_have_theirs() -> None:
@@ -215,6 +235,9 @@ def test_slave_start_command_names_its_group_and_its_masters_name_server(tmp_pat
     out = run_start_command(container, tmp_path, configmap(p)["data"], POD_NAME="rs-slave-2-1", POD_NAMESPACE="ns")
     assert "brokerId=2" in out and "brokerRole=SLAVE" in out
     assert out[-2:] == ["brokerName=rs-1", "namesrvAddr=rs-1.rs-headless.ns.svc:9876"]
+    # spelled as in namesrvPeers, so the slave registers with its master's name server once
+    peers = next(line for line in out if line.startswith("namesrvPeers=")).removeprefix("namesrvPeers=")
+    assert "rs-1.rs-headless.ns.svc:9876" in peers.split(";")
     master = statefulset(p)["spec"]["template"]["spec"]["containers"][0]
     out = run_start_command(master, tmp_path, configmap(p)["data"], POD_NAME="rs-1", POD_NAMESPACE="ns")
     assert "brokerRole=SYNC_MASTER" in out and out[-1] == "brokerName=rs-1"
@@ -455,7 +478,13 @@ def test_ready_slaves_get_the_retention_and_peers_pushed() -> None:
     want = spec.retention.broker_properties()
     out = Outcome()
     pods = {"rs-slave-1-0": pod("rs-slave-1-0"), "rs-slave-1-1": pod("rs-slave-1-1", ready=False)}
-    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, "rs-0@a:1", out))
+    peers = {"clusterPeers": "rs-0@a:1", "namesrvPeers": "a:9876;b:9876"}
+    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, peers, out))
+    # a broker that does not report namesrvPeers (an older image) would refuse the whole update with it
     assert running["rs-slave-1-0:10911"] == {**want, "clusterPeers": "rs-0@a:1"}
     assert "rs-slave-1-1:10911" not in running  # not ready: nothing to push to yet
     assert [e.reason for e in out.events] == ["BrokerConfigApplied"]
+    # one that does gets it
+    running["rs-slave-1-0:10911"]["namesrvPeers"] = ""
+    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, peers, out))
+    assert running["rs-slave-1-0:10911"] == {**want, **peers}

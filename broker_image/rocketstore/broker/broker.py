@@ -41,7 +41,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -84,6 +84,7 @@ from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress
+from rocketstore.remoting.body import BrokerData
 from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
 from rocketstore.store.config import BrokerRole, StoreConfig
 from rocketstore.store.config_manager import ConfigManager, ConsumerOffsetManager
@@ -502,6 +503,9 @@ class BrokerController:
     def broker_addr(self) -> str:
         """host:port clients connect to, as published in routes."""
         return f"{self.store_host.host}:{self.remoting.port}"
+
+    def registered_groups(self) -> Mapping[str, BrokerData]:
+        return self.namesrv.routes.broker_addr_table if self.namesrv is not None else {}
 
 
 def _local_ip() -> str:

@@ -39,6 +39,15 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        them: this is how a cluster scales out. Each peer is assumed to carry the
                        same topic configuration as this broker (the operator configures them
                        alike); a client that meets a topic a peer lacks gets that peer's answer.
+                       Once a peer's group has registered here (``namesrvPeers``), its live
+                       members replace its entry (see ``rocketstore.broker.peer_routes``)
+``namesrvPeers``       ``host:port;host:port`` of the embedded name servers of the other brokers
+                       of this store, masters and slaves (the list may name this broker's own: a
+                       name server keeps no registration of its own broker). This broker
+                       registers with each of them as with ``namesrvAddr`` (the same period; the
+                       answers are not used), so every embedded name server knows which members
+                       of every group are alive. Read at each registration: a live update
+                       (scale-up) takes effect without a restart, and at once
 ``maxDispatchLagBytes`` how far (bytes of CommitLog) dispatch may trail the last append before a
                        send waits for it, up to ``waitTimeMillsInSendQueue``, before being
                        stored (default 1 MiB; 0 turns it off). Dispatch (ConsumeQueue and
@@ -263,6 +272,7 @@ class BrokerConfig:
     namesrv_listen_port: int = 9876
     http_listen_port: int = 10925
     cluster_peers: str = ""
+    namesrv_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024
     grpc_listen_port: int = 8081
     grpc_native_front: bool = True
@@ -297,7 +307,8 @@ class BrokerConfig:
             setattr(config, name, value)
         config.cluster_peer_list()  # a malformed clusterPeers fails at start-up, naming the key
         _check_grpc_settings(config)
-        _check_namesrv_addr(config.namesrv_addr)  # so does a malformed namesrvAddr
+        _check_namesrv_addr(config.namesrv_addr)  # so do a malformed namesrvAddr and namesrvPeers
+        _check_namesrv_addr(config.namesrv_peers, "namesrvPeers")
         return config, unknown
 
     def parse_update(self, props: Mapping[str, str]) -> dict[str, object]:
@@ -316,8 +327,9 @@ class BrokerConfig:
             value = values.get(name)
             if isinstance(value, int) and value <= 0:
                 raise ConfigError(BROKER_KEY_BY_FIELD[name], str(value), "must be positive")
-        namesrv_addr = values.get("namesrv_addr")
-        _check_namesrv_addr(namesrv_addr if isinstance(namesrv_addr, str) else None)
+        for name in ("namesrv_addr", "namesrv_peers"):
+            value = values.get(name)
+            _check_namesrv_addr(value if isinstance(value, str) else None, BROKER_KEY_BY_FIELD[name])
         return values
 
     def apply(self, values: Mapping[str, object]) -> dict[str, str]:
@@ -385,13 +397,14 @@ def _convert_known(props: Mapping[str, str]) -> tuple[dict[str, object], dict[st
     return convert_known(props, BROKER_FIELD_BY_KEY, _CONVERTERS)
 
 
-def _check_namesrv_addr(text: str | None) -> None:
-    """namesrvAddr is blank (no registration) or ``host:port;host:port``; ConfigError otherwise."""
+def _check_namesrv_addr(text: str | None, key: str = "namesrvAddr") -> None:
+    """namesrvAddr (or namesrvPeers, ``key``) is blank (no registration) or ``host:port;host:port``;
+    ConfigError otherwise."""
     if text and text.strip():
         try:
             split_namesrv_addr(text)
         except ValueError as exc:
-            raise ConfigError("namesrvAddr", text, str(exc)) from None
+            raise ConfigError(key, text, str(exc)) from None
 
 
 def _parse_peers(text: str) -> list[ClusterPeer]:

@@ -27,6 +27,7 @@ from rocketstore.broker.subscription_group_manager import SubscriptionGroupManag
 from rocketstore.broker.topic_config_manager import TopicConfigManager
 from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common.message import HostAddress
+from rocketstore.remoting.body import BrokerData
 from rocketstore.store.broker_stats_manager import BrokerStatsManager
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.config_manager import ConsumerOffsetManager
@@ -74,6 +75,11 @@ class BrokerContext(Protocol):
     @property
     def master_addr(self) -> str | None:
         """A slave's master (remoting address) as the name server last named it; None on a master."""
+
+    def registered_groups(self) -> Mapping[str, BrokerData]:
+        """brokerName -> live members of the brokers registered with the embedded name server ({}
+        without one): the peers' live picture the gRPC route lists too."""
+        ...
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...
 

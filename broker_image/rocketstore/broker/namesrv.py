@@ -7,8 +7,9 @@ register, each RocketStore broker answers those questions itself on a second rem
 
 * ``GET_ROUTEINFO_BY_TOPIC`` (105): TopicRouteData for a topic this broker knows (``%RETRY%``
   and ``%DLQ%`` topics included once they exist); a queueData and a brokerData for this broker
-  and for every broker of ``clusterPeers``. A peer is assumed to carry the same topic config
-  as this broker (the operator configures the brokers of a cluster alike). An unknown topic is
+  and for every broker of ``clusterPeers`` (as registered here, see below). A peer that has not
+  registered its topic table here is assumed to carry the same topic config as this broker (the
+  operator configures the brokers of a cluster alike). An unknown topic is
   TOPIC_NOT_EXIST with the remark RocketMQ's name server sends; nothing is auto-created here
   (a producer then sends with defaultTopic TBW102, whose route exists while
   autoCreateTopicEnable is on, and the broker creates the topic on the first send).
@@ -56,9 +57,13 @@ started with ``namesrvAddr`` pointing at this port, or another RocketStore broke
   registration (scanned every 10 s, as NamesrvController schedules scanNotActiveBroker).
 
 Every answer above then covers both: this broker and its peers from its own tables, and the
-registered brokers from theirs (where a registered broker has the brokerName of this broker or of
-a peer already in the answer, ours is the one given), so one client sees a mixed cluster
-through this port.
+registered brokers from theirs, so one client sees a mixed cluster through this port. Where a
+registered broker has this broker's brokerName, it is listed as a member of this broker's group;
+where it has a peer's, the peer's group is listed with its registered (live) members instead of
+its ``clusterPeers`` entry: the brokers of a store register with each other's name servers
+(``namesrvPeers``), so a group whose master is down is listed with its slaves alone
+(:mod:`rocketstore.broker.peer_routes`). A registration of this broker itself (a ``namesrvPeers``
+list naming every pod) is answered and not kept.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from collections.abc import Callable, Iterable
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rocketstore.broker.peer_routes import live_groups, merge_topic_route
 from rocketstore.broker.route_info_manager import RouteInfoManager
 from rocketstore.broker.server import Connection, Handler, RemotingServer
 from rocketstore.common.clock import now_ms
@@ -221,7 +227,8 @@ class NameServer:
     # -- the data ----------------------------------------------------------------------------------
     def own_broker_datas(self) -> list[BrokerData]:
         """This broker first, with the rest of its group (slaves registered here under its brokerName),
-        then the peers in ``clusterPeers`` order."""
+        then the peers in ``clusterPeers`` order, each as registered here once it has (its live
+        members), as configured before (:func:`rocketstore.broker.peer_routes.live_groups`)."""
         cfg = self.broker.broker_config
         group = self.routes.broker_addr_table.get(cfg.broker_name)
         addrs = {**(group.broker_addrs if group is not None else {}), cfg.broker_id: self.broker.broker_addr}
@@ -231,13 +238,9 @@ class NameServer:
             # stream is connected): producers then find the master whichever name server answered,
             # and with the master down consumers are routed to this slave alone
             addrs.setdefault(MASTER_ID, master)
-        datas = [BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
-                            broker_addrs=dict(sorted(addrs.items())))]
-        for peer in cfg.cluster_peer_list():
-            if peer.broker_name != cfg.broker_name:
-                datas.append(BrokerData(cluster=cfg.broker_cluster_name, broker_name=peer.broker_name,
-                                        broker_addrs={MASTER_ID: peer.addr}))
-        return datas
+        own = BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
+                         broker_addrs=dict(sorted(addrs.items())))
+        return live_groups(own, cfg.cluster_peer_list(), self.routes.broker_addr_table)
 
     def broker_datas(self) -> list[BrokerData]:
         """Our own brokers, then the registered ones (by name) whose names are not ours."""
@@ -254,23 +257,16 @@ class NameServer:
 
     def route(self, topic: str) -> TopicRouteData | None:
         config = self.broker.topic_config_manager.get(topic)
-        route = TopicRouteData()
         own = self.own_broker_datas()
-        if config is not None:
-            route.broker_datas = own
-            route.queue_datas = [
-                QueueData(broker_name=b.broker_name, read_queue_nums=config.read_queue_nums,
-                          write_queue_nums=config.write_queue_nums, perm=self._perm(config, i == 0),
-                          topic_sys_flag=config.topic_sys_flag)
-                for i, b in enumerate(own)
-            ]
+        assumed = {} if config is None else {
+            b.broker_name: QueueData(broker_name=b.broker_name, read_queue_nums=config.read_queue_nums,
+                                     write_queue_nums=config.write_queue_nums, perm=self._perm(config, i == 0),
+                                     topic_sys_flag=config.topic_sys_flag)
+            for i, b in enumerate(own)}
         registered = self.routes.pickup_topic_route(topic)
-        if registered is not None:
-            queues, brokers, filter_servers = registered
-            ours = {b.broker_name for b in route.broker_datas}
-            route.queue_datas += [q for q in queues if q.broker_name not in ours]
-            route.broker_datas += [b for b in brokers if b.broker_name not in ours]
-            route.filter_server_table = filter_servers
+        queues, brokers, filter_servers = registered if registered is not None else ([], [], {})
+        route = TopicRouteData(filter_server_table=filter_servers)
+        route.queue_datas, route.broker_datas = merge_topic_route(own, assumed, queues, brokers)
         if not route.queue_datas:
             return None
         if self.config.order_message_enable:
@@ -422,10 +418,16 @@ class NameServer:
             body = RegisterBrokerBody.decode(request.body, header.compressed)
         else:
             body = RegisterBrokerBody(TopicConfigSerializeWrapper(data_version=DataVersion(0, 0)))
+        cfg = self.broker.broker_config
+        if (header.broker_name, header.broker_id, header.broker_addr) == (
+                cfg.broker_name, cfg.broker_id, self.broker.broker_addr):
+            # this very broker, through a namesrvPeers list that names every pod of the store: its
+            # routes here come from its own tables (a registered copy of its topic table would
+            # keep a deleted topic routed), so nothing is kept
+            return request.response(ResponseCode.SUCCESS, ext_fields=RegisterBrokerResponseHeader().to_ext_fields())
         response = self.routes.register_broker(
             header.cluster_name, header.broker_addr, header.broker_name, header.broker_id, header.ha_server_addr,
             body.topic_config_serialize_wrapper, body.filter_server_list, conn, now_ms())
-        cfg = self.broker.broker_config
         if header.broker_name == cfg.broker_name and header.broker_id != MASTER_ID and cfg.broker_id == MASTER_ID:
             # a slave of this very broker: this broker never registers with its own name server,
             # so the answer naming the master's addresses comes from here

@@ -9,10 +9,19 @@
   ``namesrvAddr`` again every two minutes, so a live update of it takes effect. Without it but
   with ``fetchNamesrvAddrByAddressServer``, the address server is asked every two minutes and
   registration starts with the first list it gives.
+* ``namesrvPeers`` (the embedded name servers of the store's other pods): registered with by a
+  task of its own, at start (not awaited: a peer may not be up yet), then on the same schedule,
+  one way after topic-table changes, and at once after a live update of ``namesrvPeers`` or
+  ``brokerPermission``. The list is read at each registration, so scale-up needs no restart. Those
+  name servers' answers are not used (a slave learns its master from ``namesrvAddr`` only: a peer
+  that has not heard of the master would answer none), and an address of ``namesrvAddr`` is not
+  registered with twice. What they do with it is peer_routes.py's business.
 * a live update of ``brokerPermission`` re-registers at once, with a new topic-table version, so
   routes carry the new permission (:meth:`RegisterBrokerService.config_updated`).
 * :meth:`RegisterBrokerService.stop_registering` ends the tasks; :meth:`RegisterBrokerService.unregister`
-  (after the listeners close) sends UNREGISTER_BROKER.
+  (after the listeners close) sends UNREGISTER_BROKER to ``namesrvAddr`` and closes the connections
+  to the peers, which makes each of them forget this broker at once (unregistering one by one
+  would wait 3 s for each peer that is down).
 
 What is sent is broker_outer_api.py's business; the table is the topic config manager's
 (:meth:`rocketstore.broker.topic_config_manager.TopicConfigManager.build_serialize_wrapper`).
@@ -69,8 +78,13 @@ class RegisterBrokerService:
         self._add_counter = add_counter
         #: the name servers of namesrvAddr this broker registers with (None until registration starts)
         self.broker_outer_api: BrokerOuterAPI | None = None
+        #: the name servers of namesrvPeers (None until namesrvPeers names one not in namesrvAddr)
+        self.peer_outer_api: BrokerOuterAPI | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._topics_changed = asyncio.Event()
+        #: set when the peers must hear soon: True for a one-way registration (topic table changed)
+        self._peers_due = asyncio.Event()
+        self._peers_oneway = True
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -80,6 +94,7 @@ class RegisterBrokerService:
             await self._start_registration(self.broker_config.namesrv_addr)
         elif self.broker_config.fetch_namesrv_addr_by_address_server:
             self._spawn(self._address_server_loop(), "fetch-namesrv-addr")
+        self._spawn(self._peer_register_loop(), "register-broker-peers")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
         assert self._loop is not None
@@ -97,7 +112,10 @@ class RegisterBrokerService:
                 await task
 
     async def unregister(self) -> None:
-        """UNREGISTER_BROKER to every name server registered with, then close the connections."""
+        """UNREGISTER_BROKER to every name server of namesrvAddr, then close the connections (the
+        peers' too: a closed registering connection is an unregistration there)."""
+        if self.peer_outer_api is not None:
+            self.peer_outer_api.close()
         if self.broker_outer_api is not None:
             await self.broker_outer_api.unregister_broker_all(self._identity())
             self.broker_outer_api.close()
@@ -105,15 +123,22 @@ class RegisterBrokerService:
     def topics_changed(self, manager: ConfigManager) -> None:
         """A ConfigPersistService change listener (on the loop): a changed topic table is
         registered one way soon."""
-        if manager is self.topic_config_manager and self.broker_outer_api is not None:
-            self._topics_changed.set()
+        if manager is self.topic_config_manager:
+            if self.broker_outer_api is not None:
+                self._topics_changed.set()
+            self._peers_due.set()
 
     def config_updated(self, props: Mapping[str, str]) -> None:
         """A Configuration update listener: RocketMQ re-registers at once after a brokerPermission
-        update, with a new data version, so routes carry the new permission."""
-        if "brokerPermission" in props and self.broker_outer_api is not None:
+        update, with a new data version, so routes carry the new permission. The peers hear of a
+        new permission, and new peers of this broker (namesrvPeers), at once too."""
+        if "brokerPermission" in props:
             self.topic_config_manager.next_version()
-            self._spawn(self._register_guarded(check_order_config=False, oneway=False, force=True))
+            if self.broker_outer_api is not None:
+                self._spawn(self._register_guarded(check_order_config=False, oneway=False, force=True))
+        if "brokerPermission" in props or "namesrvPeers" in props:
+            self._peers_oneway = False
+            self._peers_due.set()
 
     async def _start_registration(self, namesrv_addr: str, *, guarded: bool = False) -> None:
         """First registration (forced, awaited: clients may find the broker once start returns;
@@ -181,6 +206,50 @@ class RegisterBrokerService:
                 self._topics_changed.clear()
                 await self._register_guarded(check_order_config=False, oneway=True, force=True)
 
+    def _peer_addrs(self) -> list[str]:
+        """namesrvPeers, less the name servers of namesrvAddr (registered with already)."""
+        cfg = self.broker_config
+        if not cfg.namesrv_peers or not cfg.namesrv_peers.strip():
+            return []
+        ours = set(self.broker_outer_api.addrs) if self.broker_outer_api is not None else set()
+        return [addr for addr in split_namesrv_addr(cfg.namesrv_peers) if addr not in ours]
+
+    async def _peer_register_loop(self) -> None:
+        """Registrations with namesrvPeers: one at once, then periodic ones (the period of
+        namesrvAddr's, so a peer's name server never lets this broker expire), and one soon
+        after each topic-table change (one way) or live update (answered)."""
+        oneway = False
+        while True:
+            try:
+                await self._register_peers(oneway=oneway, force=oneway or self.broker_config.force_register)
+            except Exception:
+                log.exception("registering with the peers' name servers failed; trying again at the next period")
+            period = min(max(self.broker_config.register_name_server_period, REGISTER_PERIOD_MIN_MS),
+                         REGISTER_PERIOD_MAX_MS)
+            try:
+                await asyncio.wait_for(self._peers_due.wait(), period / 1000)
+            except TimeoutError:
+                oneway = False
+            else:
+                self._peers_due.clear()
+                oneway, self._peers_oneway = self._peers_oneway, True
+
+    async def _register_peers(self, *, oneway: bool, force: bool) -> None:
+        addrs = self._peer_addrs()
+        if not addrs:
+            return
+        api = self.peer_outer_api
+        if api is None:
+            api = self.peer_outer_api = BrokerOuterAPI(";".join(addrs))
+            self._add_counter("rocketstore_broker_peer_registrations", "REGISTER_BROKER requests sent to "
+                              "namesrvPeers that succeeded", lambda: api.registrations)
+            self._add_counter("rocketstore_broker_peer_registration_failures", "REGISTER_BROKER requests to "
+                              "namesrvPeers that failed or were not answered in time",
+                              lambda: api.registration_failures)
+        else:
+            api.update_name_server_address_list(";".join(addrs))
+        await self._send(api, oneway=oneway, force=force)
+
     async def _register_guarded(self, *, check_order_config: bool, oneway: bool, force: bool) -> None:
         try:
             await self.register_broker_all(check_order_config=check_order_config, oneway=oneway, force=force)
@@ -192,17 +261,22 @@ class RegisterBrokerService:
         namesrvAddr; with ``check_order_config`` the first answer's order-topic table is applied."""
         api = self.broker_outer_api
         assert api is not None
-        cfg = self.broker_config
-        wrapper = self.topic_config_manager.build_serialize_wrapper()
-        timeout_s = max(cfg.register_broker_timeout_mills, 1) / 1000
-        if not force and not await api.need_register(self._identity(), wrapper.data_version, timeout_s):
-            return
-        results = await api.register_broker_all(self._identity(), self._ha_server_addr(), wrapper, oneway=oneway,
-                                                timeout_s=timeout_s, compressed=cfg.compressed_register)
+        results = await self._send(api, oneway=oneway, force=force)
         if results:
             self._on_registered(results[0])
         if check_order_config and results and results[0].kv_table is not None:
             self.topic_config_manager.update_order_topic_config(set(results[0].kv_table))
+
+    async def _send(self, api: BrokerOuterAPI, *, oneway: bool, force: bool) -> list[RegisterBrokerResult]:
+        """This broker's topic table to every name server of ``api`` (unless, not ``force``d, they
+        all hold its DataVersion already); the answers that came."""
+        cfg = self.broker_config
+        wrapper = self.topic_config_manager.build_serialize_wrapper()
+        timeout_s = max(cfg.register_broker_timeout_mills, 1) / 1000
+        if not force and not await api.need_register(self._identity(), wrapper.data_version, timeout_s):
+            return []
+        return await api.register_broker_all(self._identity(), self._ha_server_addr(), wrapper, oneway=oneway,
+                                             timeout_s=timeout_s, compressed=cfg.compressed_register)
 
     def _identity(self) -> BrokerIdentity:
         cfg = self.broker_config

@@ -81,6 +81,7 @@ __all__ = [
     "HTTP_PORT_NAME",
     "LISTEN_PORT",
     "NAMESRV_PORT",
+    "PEER_KEYS",
     "STORE_DIR",
     "TLS_DIR",
     "Owner",
@@ -104,6 +105,7 @@ __all__ = [
     "listen_port",
     "load_balancer_addresses",
     "namesrv_external_name",
+    "namesrv_peers",
     "network_policy",
     "pdb",
     "pod_name",
@@ -117,6 +119,8 @@ __all__ = [
     "statefulset",
 ]
 
+#: broker.conf keys naming the store's other brokers, pushed live (scale-up restarts nobody)
+PEER_KEYS: Final = frozenset({"clusterPeers", "namesrvPeers"})
 LISTEN_PORT: Final = 10911
 NAMESRV_PORT: Final = 9876
 #: RocketMQ 5.x clients' gRPC port (the proxy's default; every broker is its own proxy)
@@ -302,6 +306,16 @@ def cluster_peers(owner: Owner, replicas: int, spec: Spec, hosts: Mapping[int, s
     return ",".join(peers)
 
 
+def namesrv_peers(owner: Owner, replicas: int, spec: Spec) -> str:
+    """``namesrvPeers``: the embedded name server of every pod of the store, masters and slaves,
+    at its stable DNS name (each broker registers with all of them, so every name server lists
+    each group's live members: a group whose master is down, with its slaves). The list is the
+    same for every pod (one broker.conf per role): a name server keeps no registration of its
+    own broker."""
+    return ";".join(f"{pod_dns(owner.name, owner.namespace, i, k)}:{NAMESRV_PORT}"
+                    for k in range(spec.replication.replicas_per_group) for i in range(replicas))
+
+
 def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
     """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions): the
     masters' (``slave`` 0) or that of every group's slave ``slave``.
@@ -327,6 +341,7 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
         "flushDiskType": spec.flush_disk_type,
         **spec.retention.broker_properties(),
         "clusterPeers": peers,
+        "namesrvPeers": namesrv_peers(owner, plan.replicas, spec),
         # a slave serves pulls (consumers read on while their master is down, or far behind);
         # without it a 4.9.7 slave answers every pull PULL_RETRY_IMMEDIATELY. brokerConfig may say otherwise
         **({"slaveReadEnable": "true"} if slave else {}),
@@ -386,10 +401,10 @@ def _slave_indexes(plan: Plan) -> range:
 def config_hash(conf: Mapping[str, str]) -> str:
     """Hash of the keys that need a restart.
 
-    Retention keys and ``clusterPeers`` are pushed to running brokers (UPDATE_BROKER_CONFIG), so
-    changing them, or scaling up, never rolls the pods.
+    Retention keys, ``clusterPeers`` and ``namesrvPeers`` are pushed to running brokers
+    (UPDATE_BROKER_CONFIG), so changing them, or scaling up, never rolls the pods.
     """
-    text = "".join(f"{k}={v}\n" for k, v in conf.items() if k not in LIVE_KEYS and k != "clusterPeers")
+    text = "".join(f"{k}={v}\n" for k, v in conf.items() if k not in LIVE_KEYS and k not in PEER_KEYS)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

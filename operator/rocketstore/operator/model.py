@@ -310,7 +310,7 @@ RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_D
 RESERVED_BROKER_KEYS: Final = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenPort", "storePathRootDir",
     "storePathCommitLog", "mappedFileSizeCommitLog", "flushDiskType", "namesrvListenPort",
-    "httpListenPort", "clusterPeers", "listenHost", *LIVE_KEYS,
+    "httpListenPort", "clusterPeers", "namesrvPeers", "listenHost", *LIVE_KEYS,
 })
 
 

@@ -37,6 +37,7 @@ from rocketstore.operator.desired import (
     cluster_peers,
     listen_port,
     load_balancer_addresses,
+    namesrv_peers,
     pod_name,
     pvc_name,
     selector,
@@ -361,7 +362,8 @@ async def observe(
     # with external access, routes carry the address of each broker's node (status.hostIP) or
     # load balancer (its Service's status), as far as known
     external = await _observe_external_access(kube, owner, spec, replicas, pods, out)
-    peers = cluster_peers(owner, replicas, spec, {} if external is None else external.hosts)
+    peers = {"clusterPeers": cluster_peers(owner, replicas, spec, {} if external is None else external.hosts),
+             "namesrvPeers": namesrv_peers(owner, replicas, spec)}
 
     # 2. per broker: converge retention, run the manual delete once per token
     observed: list[BrokerObservation] = []
@@ -396,9 +398,9 @@ async def observe(
 
 
 async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
-                           pods: Mapping[str, Mapping[str, Any]], want: Mapping[str, str], peers: str,
-                           out: Outcome) -> None:
-    """Push the retention keys and clusterPeers to every ready slave where they differ."""
+                           pods: Mapping[str, Mapping[str, Any]], want: Mapping[str, str],
+                           peers: Mapping[str, str], out: Outcome) -> None:
+    """Push the retention keys and the peer keys to every ready slave where they differ."""
     for k in range(1, spec.replication.replicas_per_group):
         for i in range(replicas):
             name = slave_pod_name(owner.name, k, i)
@@ -491,17 +493,19 @@ async def _publish_addresses(kube: Kube, owner: Owner, replicas: int, hosts: Map
 
 
 async def _converge_retention(
-    brokers: Brokers, access: BrokerAccess, addr: str, name: str, want: Mapping[str, str], peers: str,
-    out: Outcome, spec: Spec,
+    brokers: Brokers, access: BrokerAccess, addr: str, name: str, want: Mapping[str, str],
+    peers: Mapping[str, str], out: Outcome, spec: Spec,
 ) -> tuple[dict[str, str], dict[str, str] | None]:
-    """Push the retention keys (and clusterPeers, so scale-up needs no restart) where they differ.
+    """Push the retention keys (and the peer keys, clusterPeers and namesrvPeers, so scale-up
+    needs no restart) where they differ. namesrvPeers goes only to a broker that reports it: one
+    of an older image refuses an unknown key, and the whole update with it.
 
     Returns the broker's configuration as read before the push ({} when it could not be read) and
     the retention keys it runs with now (None when they could not be read or pushed).
     """
-    live = {**want, "clusterPeers": peers}
     try:
         running = await brokers.config(addr, access)
+        live = {**want, **{k: v for k, v in peers.items() if k != "namesrvPeers" or k in running}}
         current = {k: running.get(k, "") for k in live}
         stale = {k: v for k, v in live.items() if not same_setting(current[k], v)}
         if stale:

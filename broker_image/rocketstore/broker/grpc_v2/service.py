@@ -66,6 +66,7 @@ from rocketstore.broker.grpc_v2.transaction import (
     transaction_properties,
 )
 from rocketstore.broker.mq_version import BROKER_VERSION
+from rocketstore.broker.peer_routes import live_groups
 from rocketstore.broker.processor.end_transaction import check_prepare_message
 from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome
 from rocketstore.broker.server import Connection
@@ -76,6 +77,7 @@ from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC, validate_topic
+from rocketstore.remoting.body import BrokerData
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import (
@@ -292,9 +294,12 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         return config
 
     def _queues(self, config: TopicConfig) -> list[pb.MessageQueue]:
-        """This broker's group, then each ``clusterPeers`` broker (the name-server role lists them
-        alike): a peer carries the same topic config and listens on the same grpcListenPort at the
-        host of its remoting address, as the operator's brokers do.
+        """This broker's group, then each ``clusterPeers`` group as the name-server role lists it
+        (:func:`rocketstore.broker.peer_routes.live_groups`: its members registered with this
+        broker's name server, else its configured master): a peer carries the same topic config
+        and listens on the same grpcListenPort at the host of its remoting address, as the
+        operator's brokers do. A peer group whose master is down is listed with its slaves alone,
+        so clients send to it no more (nor are assigned its queues) until its master is back.
 
         A SLAVE names its group's master first (brokerId 0, at the host of the master's remoting
         address as the name server last gave it, on this grpcListenPort), then itself under its
@@ -312,10 +317,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
             brokers.insert(0, (pb.Broker(name=cfg.broker_name, id=MASTER_ID, endpoints=endpoints_of(master_host,
                                                                                                  own_port)),
                                PERM_READ | PERM_WRITE))
-        for peer in cfg.cluster_peer_list():
-            if peer.broker_name != cfg.broker_name:
-                host = peer.addr.rpartition(":")[0].strip("[]")
-                brokers.append((pb.Broker(name=peer.broker_name, id=MASTER_ID, endpoints=endpoints_of(host, own_port)),
+        own = BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name, broker_addrs={})
+        for group in live_groups(own, cfg.cluster_peer_list(), self.broker.registered_groups())[1:]:
+            for broker_id, addr in group.broker_addrs.items():
+                host = addr.rpartition(":")[0].strip("[]")
+                brokers.append((pb.Broker(name=group.broker_name, id=broker_id, endpoints=endpoints_of(host, own_port)),
                                 PERM_READ | PERM_WRITE))
         return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
                                 permission=queue_permission(queue_id, config, perm),  # type: ignore[arg-type]
