@@ -10,7 +10,8 @@
   routes; the proxy owns 127.0.0.1:port, forwards every byte both ways and decodes the frames it
   forwards, so a test can assert what a real client put on the wire and how the broker answered.
   Its name server (``namesrv``) is reached directly on 127.0.0.2. At teardown the broker must stop
-  cleanly (exit 0) with no traceback in its log.
+  cleanly (exit 0) with no traceback in its log. A test module's ``ROCKETSTORE_BROKER_CONF``
+  (broker.conf lines) adds to its configuration.
 * ``grpc_broker``, ``grpc_topic`` and ``grpc_acl_broker``: the gRPC v2 brokers the 5.x client tests
   (python5/, node5/) share.
 * ``unique_name``: topic and group names unique to a test.
@@ -78,9 +79,12 @@ def anchor_client(rocketmq_anchor: RocketMQAnchor, tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="module")
-def rocketstore_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketStoreBroker]:
-    """Our broker behind the recording proxy, for one test module (see the module docstring)."""
-    broker = RocketStoreBroker(tmp_path_factory.mktemp("rocketstore-broker"))
+def rocketstore_broker(tmp_path_factory: pytest.TempPathFactory,
+                       request: pytest.FixtureRequest) -> Iterator[RocketStoreBroker]:
+    """Our broker behind the recording proxy, for one test module (see the module docstring); a
+    module's ``ROCKETSTORE_BROKER_CONF`` (broker.conf lines) is added to its configuration."""
+    broker = RocketStoreBroker(tmp_path_factory.mktemp("rocketstore-broker"),
+                               conf=getattr(request.module, "ROCKETSTORE_BROKER_CONF", ""))
     begin = time.monotonic()
     broker.start()
     print(f"\nour broker up in {time.monotonic() - begin:.1f} s: namesrv {broker.namesrv}, broker {broker.addr}",

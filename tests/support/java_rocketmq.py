@@ -26,6 +26,7 @@ Tools: ``java`` (17) and ``mvn`` on PATH, else ``ToolMissing``. A cold ~/.m2 dow
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -142,7 +143,19 @@ def maven_build(pom: Path, outputs: Sequence[Path], inputs: Sequence[Path], *, m
     mtimes, so the outputs' own mtimes cannot tell). Output directories are emptied before a
     rebuild so that a version change leaves no stale jars on the classpath. Returns the seconds
     mvn took, or None when it was not run. Raises BuildError on failure.
+
+    Two pytest processes may want the same build at once (``tests/run`` runs ``tests/compat`` beside
+    the other tiers, and both use the 4.x client driver): a lock file beside the stamp lets one
+    build while the other waits, then finds the stamp current.
     """
+    (pom.parent / "target").mkdir(exist_ok=True)
+    with (pom.parent / "target" / ".build-lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _maven_build_locked(pom, outputs, inputs, mvn=mvn, timeout=timeout)
+
+
+def _maven_build_locked(pom: Path, outputs: Sequence[Path], inputs: Sequence[Path], *, mvn: str | None,
+                        timeout: float) -> float | None:
     stamp = pom.parent / "target" / ".build-stamp"
 
     def outputs_exist() -> bool:

@@ -151,12 +151,13 @@ class RocketStoreBroker(Broker):
     """broker_process's broker on 127.0.0.2, behind a :class:`RecordingProxy` on 127.0.0.1
     with the same port, which is also the address it publishes in routes."""
 
-    def __init__(self, workdir: Path, name: str = "e2e-broker") -> None:
+    def __init__(self, workdir: Path, name: str = "e2e-broker", conf: str = "") -> None:
+        """``conf``: broker.conf lines added to the ones every such broker has."""
         self.name = name
         self.port = free_port(PUBLIC_HOST, hosts=(BROKER_HOST,))  # the proxy's and the broker's
         # small segments: the tests' data spans several CommitLog files
         super().__init__(workdir, f"brokerClusterName=E2ECluster\nbrokerName={name}\n"
-                         f"mappedFileSizeCommitLog={1024 * 1024}\nmappedFileSizeConsumeQueue={20 * 1000}\n",
+                         f"mappedFileSizeCommitLog={1024 * 1024}\nmappedFileSizeConsumeQueue={20 * 1000}\n{conf}",
                          listen_host=BROKER_HOST, publish_host=PUBLIC_HOST, listen_port=self.port)
         self.proxy = RecordingProxy((PUBLIC_HOST, self.port), (BROKER_HOST, self.port))
 
