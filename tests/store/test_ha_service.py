@@ -29,6 +29,7 @@ from store_support import SEGMENT, small_config, start_store
 
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
+from rocketstore.store.ha_client import READ_BUFFER_SIZE, READ_CHUNK
 from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
@@ -479,6 +480,34 @@ def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessa
                 conn.sendall(encode_header(0, 0))  # a master heartbeat keeps the connection up
             assert got[:3 * REPORT_SIZE] == encode_report(0) * 3
             assert time.monotonic() - began >= 0.35
+
+
+def test_a_slave_reports_a_burst_once_it_is_appended(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """A raw socket plays the master and sends about 1 MiB of frames, then nothing. While more bytes
+    wait the slave reports only every READ_BUFFER_SIZE (4 MiB); once nothing waits it must report its
+    new end at once, not at the next heartbeat (20 s here: a SYNC_MASTER send would wait that long)."""
+    segment = 4 * READ_CHUNK
+    source = open_master(stores, tmp_path / "source", commit_log_size=segment)
+    put(source, 33, body_size=30_000, queues=1)
+    end = source.max_phy_offset
+    assert READ_CHUNK * 3 // 4 < end < READ_BUFFER_SIZE
+    log = read_log(source, 0, end)
+    cuts = [*range(0, end, 32 * 1024), end]
+    stream = b"".join(encode_header(a, b - a) + log[a:b] for a, b in itertools.pairwise(cuts))
+    with closing(socket.create_server(("127.0.0.1", 0))) as server:
+        server.settimeout(10)
+        slave = open_slave(stores, tmp_path / "slave", server.getsockname()[1], commit_log_size=segment,
+                           ha_send_heartbeat_interval=20_000)
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(10)
+            assert conn.recv(REPORT_SIZE) == encode_report(0)
+            conn.sendall(stream)
+            reports: list[bytes] = []
+            while encode_report(end) not in reports:
+                reports.append(conn.recv(REPORT_SIZE, socket.MSG_WAITALL))  # TimeoutError after 10 s
+    assert slave.max_phy_offset == end
+    assert read_log(slave, 0, end) == log
 
 
 def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:

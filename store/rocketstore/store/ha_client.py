@@ -1,7 +1,7 @@
 """HAClient: the slave's side of replication (RocketMQ's HAService.HAClient).
 
 While a master address is set, the client connects to it, reports its CommitLog's max offset
-(at once, after appending data, and every ``haSendHeartbeatInterval``), and appends the bytes
+(at once, after appending what arrived, and every ``haSendHeartbeatInterval``), and appends the bytes
 of each frame the master sends unchanged at the frame's offset; dispatch then builds the
 slave's ConsumeQueue and IndexFile from them as from any append. A connection over which the
 master has sent nothing (not even a heartbeat) for ``haHousekeepingInterval`` is dropped and
@@ -25,12 +25,19 @@ from typing import Final
 from rocketstore.common.clock import now_ms
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
+from rocketstore.store.ha_connection import wait_readable
 from rocketstore.store.ha_protocol import HEADER_SIZE, continuity_error, encode_report, next_frame
 
 log = logging.getLogger(__name__)
 
 READ_BUFFER_SIZE: Final = 4 * 1024 * 1024
-"""Bytes read per recv at most (RocketMQ's HAClient reads into 4 MiB too)."""
+"""The read buffer (RocketMQ's HAClient reads into 4 MiB too): room for a partial frame plus reads."""
+
+READ_CHUNK: Final = 1024 * 1024
+"""Bytes one recv takes at most. The frames of a read are written to the CommitLog right after it;
+a read this small is still in the CPU cache then, so the write copies from the cache rather than
+from memory (loopback, 32 KiB frames, one core: 0.85-1.05 ms of the slave's CPU per MiB against
+1.3-1.6 with whole 4 MiB reads)."""
 
 CONNECT_TIMEOUT_S: Final = 3.0
 RECONNECT_PAUSE_S: Final = 1.0
@@ -185,7 +192,7 @@ class HAClient:
                     buf[: end - start] = bytes(view[start:end])  # less than one frame
                     start, end = 0, end - start
                 try:
-                    read = sock.recv_into(view[end:])
+                    read = sock.recv_into(view[end:end + READ_CHUNK])
                 except TimeoutError:
                     continue
                 if read == 0:
@@ -207,7 +214,10 @@ class HAClient:
                     view = memoryview(buf)
                     start, end = 0, end - start
                 current = self.commit_log.max_offset
-                if current > reported:
+                # Report once what has arrived is appended; during a burst (more bytes already
+                # waiting) every READ_BUFFER_SIZE, as when one read took up to that much: a
+                # report per READ_CHUNK woke the master's reader four times as often.
+                if current > reported and (current - reported >= READ_BUFFER_SIZE or not wait_readable(sock, 0)):
                     sock.sendall(encode_report(current))
                     reported = current
                     last_write_ms = now_ms()
