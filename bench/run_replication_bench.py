@@ -26,9 +26,10 @@ the master has it):
 
 Then the catch-up scenario (ours only, with its anchor): a master store holding ``--backlog-mib``
 of CommitLog in one 1 GiB segment is built offline, a master broker starts on it, then an empty
-slave starts; the rate is the bytes the slave appended over the time from its first appended byte
-to the master's end. The anchor is a raw copy of the same bytes on the same disk (1 MiB reads and
-writes, no fsync: the slave does not fsync per frame either). Goal: ratio >= 0.5.
+slave starts, master on CPU 0 and slave on CPU 1 as on two machines; the rate is the bytes the
+slave appended over the time from its first appended byte to the master's end. The anchor is a
+raw copy of the same bytes on the same disk (1 MiB reads and writes, no fsync: the slave does not
+fsync per frame either). Goal: ratio >= 0.5.
 
 Every figure is the median over the rounds with the [min-max] spread beside it. ``--quick``: one
 round of 5 s runs and a 256 MiB backlog (about 3 minutes). Default: 3 rounds of 15 s, 1 GiB (about
@@ -76,19 +77,22 @@ LAG_SAMPLE_S = 0.2
 
 
 class OurPair:
-    """Our master and slave, ``rocketstore broker`` processes pinned to ``pin``."""
+    """Our master and slave, ``rocketstore broker`` processes pinned to ``pin`` (the slave to
+    ``slave_pin`` when given)."""
 
-    def __init__(self, workdir: Path, mode: str, segment: int, pin: str | None) -> None:
+    def __init__(self, workdir: Path, mode: str, segment: int, pin: str | None,
+                 slave_pin: str | None = None) -> None:
         self.master = rbb.OurBroker(workdir / "master", "ASYNC_FLUSH", segment, pin,
                                     config={"brokerName": GROUP, "brokerRole": mode, "grpcListenPort": "0"})
         self.slave: rbb.OurBroker | None = None
         self.workdir, self.segment, self.pin = workdir, segment, pin
+        self.slave_pin = pin if slave_pin is None else slave_pin
 
     def start_master(self) -> None:
         self.master.start()
 
     def start_slave(self) -> None:
-        self.slave = rbb.OurBroker(self.workdir / "slave", "ASYNC_FLUSH", self.segment, self.pin, config={
+        self.slave = rbb.OurBroker(self.workdir / "slave", "ASYNC_FLUSH", self.segment, self.slave_pin, config={
             "brokerName": GROUP, "brokerRole": "SLAVE", "brokerId": "1", "namesrvListenPort": "0",
             "namesrvAddr": self.master.namesrv_addr, "slaveReadEnable": "true", "grpcListenPort": "0"}).start()
 
@@ -326,11 +330,14 @@ def raw_copy_mb_s(src: Path, nbytes: int, scratch: Path) -> float:
 
 
 def run_catch_up(args: argparse.Namespace, scratch: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    """Ours: an empty slave catches up with a master holding the backlog; anchor: a raw copy."""
+    """Ours: an empty slave catches up with a master holding the backlog; anchor: a raw copy.
+
+    Master and slave run on a core each, as they do on two machines (no client runs meanwhile);
+    the raw copy is one process and so uses one core."""
     workdir = scratch / "catch-up"
     segment = 1024 * MiB
     log(f"catch-up: building a {args.backlog_mib} MiB backlog offline")
-    pair = OurPair(workdir, "ASYNC_MASTER", segment, rbb.BROKER_CPU)
+    pair = OurPair(workdir, "ASYNC_MASTER", segment, rbb.BROKER_CPU, slave_pin=rbb.CLIENT_CPU)
     target = build_backlog(workdir / "master" / "store", args.backlog_mib * MiB, segment)
     segment_file = workdir / "master" / "store" / "commitlog" / f"{0:020d}"
     anchor = raw_copy_mb_s(segment_file, target, scratch)
@@ -408,7 +415,8 @@ def setup_text(result: dict[str, Any]) -> str:
     a = result["args"]
     return (f"{a['rounds']} round(s) per mode, contenders alternating; {a['seconds']} s closed-loop produce of "
             f"1 KiB bodies from {a['threads']} threads of the Java 4.9.8 client after a {a['warmup']} s warm-up; "
-            f"master and slave brokers pinned to CPU 0, the client to CPU 1; Apache heap {a['heap']}; "
+            f"master and slave brokers pinned to CPU 0, the client to CPU 1 (catch-up: master on CPU 0, "
+            f"slave on CPU 1); Apache heap {a['heap']}; "
             f"CommitLog segments {a['segment'] // MiB} MiB; ASYNC_FLUSH on both brokers. Figures: median "
             f"[min-max] over the rounds. {os.cpu_count()} CPUs.")
 
