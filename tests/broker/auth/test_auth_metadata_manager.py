@@ -50,7 +50,7 @@ def test_acl_needs_its_user_merges_and_goes_with_it(tmp_path: Path) -> None:
     """Ports AuthorizationMetadataManagerTest.createAcl/updateAcl/deleteAcl: an ACL for an unknown
     user is refused, a second one merges by resource, deleting the user deletes the ACL."""
     manager = AuthMetadataManager(tmp_path)
-    with pytest.raises(AuthError, match="The subject of User:test is not exist."):
+    with pytest.raises(AuthError, match=r"The subject of User:test is not exist\."):
         manager.create_acl(acl_from_info(acl_info("User:test", "Topic:a"), None))
     manager.create_user(User("test", "test"))
     manager.create_acl(acl_from_info(acl_info("User:test", "Topic:a", "Topic:b"), None))
@@ -64,7 +64,7 @@ def test_acl_needs_its_user_merges_and_goes_with_it(tmp_path: Path) -> None:
     assert manager.list_acls(None, "Topic:zzz") == []
     manager.delete_user("test")
     assert manager.get_acl("User:test") is None
-    with pytest.raises(AuthError, match="The subject is not exist."):
+    with pytest.raises(AuthError, match=r"The subject is not exist\."):
         manager.delete_acl("User:test", None, None)
 
 

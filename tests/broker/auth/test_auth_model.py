@@ -188,3 +188,27 @@ def test_acl_delete_entry_removes_empty_policy() -> None:
     after = acl.without(PolicyType.CUSTOM, topic_a)
     assert [e.resource.key for e in after.policies[0].entries] == ["Topic:b"]
     assert after.without(PolicyType.CUSTOM, Resource.of_topic("b")).policies == ()
+
+
+def test_remoting_requests_map_to_resources_and_actions() -> None:
+    """Ports DefaultAuthorizationContextBuilderTest.buildRemoting: a send needs the topic's Pub (a
+    send to a retry topic the group's Sub), a pull the topic's and the group's Sub (no topic for a
+    retry topic), an admin verb this broker's cluster, an unannotated code nothing."""
+    from rocketstore.broker.auth.authorization_context_builder import build
+    from rocketstore.remoting.codes import RequestCode
+    from rocketstore.remoting.command import RemotingCommand
+
+    def needs(code: int, ext: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        contexts = build(RemotingCommand(code=code, ext_fields={"AccessKey": "u", **ext}), "10.0.0.1", "c1")
+        assert all(c.username == "u" and c.source_ip == "10.0.0.1" and c.rpc_code == str(code) for c in contexts)
+        return [(c.resource.key, tuple(a.value for a in c.actions)) for c in contexts]
+
+    assert needs(RequestCode.SEND_MESSAGE_V2, {"a": "g1", "b": "t1"}) == [("Topic:t1", ("Pub",))]
+    assert needs(RequestCode.SEND_MESSAGE_V2, {"a": "g1", "b": "%RETRY%g1"}) == [("Group:g1", ("Sub",))]
+    assert needs(RequestCode.PULL_MESSAGE, {"topic": "t1", "consumerGroup": "g1"}) == [
+        ("Topic:t1", ("Sub",)), ("Group:g1", ("Sub",))]
+    assert needs(RequestCode.PULL_MESSAGE, {"topic": "%RETRY%g1", "consumerGroup": "g1"}) == [("Group:g1", ("Sub",))]
+    assert needs(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "t1"}) == [("Topic:t1", ("Pub", "Sub", "Get"))]
+    assert needs(RequestCode.AUTH_CREATE_USER, {"username": "x"}) == [("Cluster:c1", ("Update",))]
+    assert needs(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "t2"}) == [("Topic:t2", ("Create",))]
+    assert needs(RequestCode.GET_BROKER_CLUSTER_INFO, {}) == []

@@ -122,8 +122,9 @@ class AuthMetadataManager:
             old = self._users.get(user.username)
             if old is None:
                 raise AuthError("The user is not exist")
-            updated = replace(old, password=user.password if user.password and user.password.strip() else old.password,
-                              user_type=user.user_type or old.user_type, user_status=user.user_status or old.user_status)
+            password = user.password if user.password and user.password.strip() else old.password
+            updated = replace(old, password=password, user_type=user.user_type or old.user_type,
+                              user_status=user.user_status or old.user_status)
             self._write_users({**self._users, user.username: updated})
 
     def delete_user(self, username: str) -> None:
