@@ -53,9 +53,9 @@ class AuthPipeline:
     def reason(self, request: RemotingCommand, remote_addr: str) -> str | None:
         ext = request.ext_fields
         if self.config.authentication_enabled:
-            context = AuthenticationContext(str(request.code), ext.get(ACCESS_KEY), ext.get(SIGNATURE),
-                                            request_content(ext, request.body) if ACCESS_KEY in ext else b"")
-            refused = authenticate(context, self.manager.get_user, self.authentication_whitelist)
+            presented = AuthenticationContext(str(request.code), ext.get(ACCESS_KEY), ext.get(SIGNATURE),
+                                              request_content(ext, request.body) if ACCESS_KEY in ext else b"")
+            refused = authenticate(presented, self.manager.get_user, self.authentication_whitelist)
             if refused is not None:
                 return refused
         if self.config.authorization_enabled:
