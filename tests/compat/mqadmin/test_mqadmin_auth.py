@@ -1,12 +1,12 @@
-"""RocketMQ 5.3's authentication and authorization against our broker, driven by Apache's own tools:
-rocketmq-tools 5.3.3's mqadmin manages users and ACLs (createUser, listUser, createAcl, listAcl,
-deleteUser), and the RocketMQ 4.9.8 Java client signing with ``AclClientRPCHook`` is allowed on a
-topic its ACL grants Pub on and refused (NO_PERMISSION, Apache 5.3.3's remark) on one it does not.
+"""RocketMQ 5.3's authentication and authorization against our broker, driven by Apache's own tools
+(tests/support/auth5_scenario.py): rocketmq-tools 5.3.3's mqadmin manages users and ACLs
+(createUser, listUser, createAcl, listAcl, deleteUser), and the RocketMQ 4.9.8 Java client signing
+with ``AclClientRPCHook`` is allowed on a topic its ACL grants Pub on and refused (NO_PERMISSION,
+Apache 5.3.3's remarks) otherwise. tests/compat/apache_broker/test_auth_against_rocketmq.py runs
+the same scenario against Apache RocketMQ 5.3.3's broker and compares.
 
-The broker is ``rocketstore broker -c broker.conf`` with Apache's keys (authenticationEnabled,
-authorizationEnabled, the default provider classes, initAuthenticationUser) and grpcListenPort=0
-(the gRPC port does not check auth yet, so the broker refuses to open it with auth on). mqadmin
-signs with the first (Super) user, from its ``conf/tools.yml``.
+The broker is ``rocketstore broker -c broker.conf`` with Apache's keys and grpcListenPort=0 (the
+gRPC port does not check auth yet, so the broker refuses to open it with auth on).
 """
 
 from __future__ import annotations
@@ -15,27 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from auth5_scenario import ALICE_SECRET, AUTH_KEYS, run_scenario
 from broker_process import Broker
-from java_rocketmq import BuildError, ClientDriver, ToolMissing, find_tools
-from mqadmin5 import build_mqadmin5, run_mqadmin5, tools_home
+from java_rocketmq import BuildError, ToolMissing, find_tools
+from mqadmin5 import build_mqadmin5
 from tool_support import require_tool
 
 pytestmark = pytest.mark.integration
 
-ROOT, ROOT_SECRET = "rocketmq2", "root-secret-1"
-AUTH_CONF = f"""authenticationEnabled=true
-authorizationEnabled=true
-authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
-authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
-authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
-authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
-initAuthenticationUser={{"username":"{ROOT}","password":"{ROOT_SECRET}"}}
-grpcListenPort=0
-"""
 
-
-@pytest.fixture(scope="module")
-def auth_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None) -> Iterator[Broker]:
+def require_mqadmin5() -> None:
     try:
         find_tools()
     except ToolMissing as e:
@@ -44,50 +33,41 @@ def auth_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: Non
         build_mqadmin5()
     except BuildError as e:
         pytest.fail(str(e), pytrace=False)
-    broker = Broker(tmp_path_factory.mktemp("auth-broker"), AUTH_CONF)
+
+
+@pytest.fixture(scope="module")
+def auth_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None) -> Iterator[Broker]:
+    require_mqadmin5()
+    conf = "".join(f"{key}={value}\n" for key, value in AUTH_KEYS.items()) + "grpcListenPort=0\n"
+    broker = Broker(tmp_path_factory.mktemp("auth-broker"), conf)
     with broker.running():
         yield broker
     log = broker.log_text()
     assert "Traceback" not in log, log[-6000:]
 
 
-def mqadmin(broker: Broker, home: Path, verb: str, *args: str) -> list[str]:
-    result = run_mqadmin5(home, verb, "-b", broker.addr, *args)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0 and "Exception" not in output, f"mqadmin {verb} failed:\n{output}"
-    return result.lines()
-
-
 def test_mqadmin_manages_users_and_acls_and_the_java_client_obeys(auth_broker: Broker, tmp_path: Path) -> None:
-    root = tools_home(tmp_path / "root-home", ROOT, ROOT_SECRET)
-    assert mqadmin(auth_broker, root, "createUser", "-u", "alice", "-p", "alice-secret-1") == [
-        f"create user to {auth_broker.addr} success."]
-    users = {line.split()[0]: line.split() for line in mqadmin(auth_broker, root, "listUser")[1:]}
-    assert users["alice"][1:] == ["alice-secret-1", "Normal", "enable"]
-    assert users[ROOT][2] == "Super"
-    mqadmin(auth_broker, root, "createAcl", "-s", "User:alice", "-r", "Topic:AuthOrders", "-a", "Pub",
-            "-d", "Allow")
-    acls = [line.split() for line in mqadmin(auth_broker, root, "listAcl")[1:]]
-    # no -i: no source IPs, printed "null" as Apache's broker's answer prints
-    assert acls == [["User:alice", "Custom", "Topic:AuthOrders", "[Pub]", "null", "Allow"]]
-
-    driver = ClientDriver(auth_broker.namesrv, tmp_path, poll_namesrv_ms=1000, heartbeat_ms=1000)
-    sent = driver.run("acl-produce", "-t", "AuthOrders", "-c", 2, "--ak", "alice", "--sk", "alice-secret-1")
-    assert sent.summary["sent"] == 2
-    denied = driver.run("acl-produce", "-t", "AuthPayments", "-c", 1, "--ak", "alice", "--sk", "alice-secret-1",
-                        check=False)
-    refused = denied.of("refused")
-    assert refused and refused[0]["code"] == 16, denied.lines
-    assert refused[0]["remark"] == ("User:alice has no permission to access Topic:AuthPayments from 127.0.0.1, "
-                                    "no matched policies."), refused[0]
-    wrong = driver.run("acl-produce", "-t", "AuthOrders", "-c", 1, "--ak", "alice", "--sk", "not-her-secret",
-                       check=False)
-    assert wrong.of("refused")[0]["remark"] == "check signature failed.", wrong.lines
-    # a Normal user cannot administer users; deleting alice refuses her client
-    alice = tools_home(tmp_path / "alice-home", "alice", "alice-secret-1")
-    refused_admin = run_mqadmin5(alice, "listUser", "-b", auth_broker.addr)
-    assert "no permission to access Cluster:" in refused_admin.stdout + refused_admin.stderr
-    assert mqadmin(auth_broker, root, "deleteUser", "-u", "alice") == [f"delete user to {auth_broker.addr} success."]
-    gone = driver.run("acl-produce", "-t", "AuthOrders", "-c", 1, "--ak", "alice", "--sk", "alice-secret-1",
-                      check=False)
-    assert gone.of("refused")[0]["remark"] == "User:alice is not found.", gone.lines
+    outcomes = run_scenario(auth_broker.addr, auth_broker.namesrv, tmp_path)
+    denied = "User:alice has no permission to access Topic:{} from 127.0.0.1, {}"
+    assert outcomes == {
+        "createUser": [["create", "user", "to", "ADDR", "success."]],
+        "listUser": [["#UserName", "#Password", "#UserType", "#UserStatus"],
+                     ["alice", ALICE_SECRET, "Normal", "enable"]],
+        "createAcl": [["create", "acl", "to", "ADDR", "success."]],
+        # no -i: no source IPs, printed "null" as the answer of Apache's broker prints
+        "listAcl": [["#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision"],
+                    ["User:alice", "Custom", "Topic:AuthOrders", "[Pub]", "null", "Allow"]],
+        "send with Pub": ("sent", 1),
+        "send without Pub": ("refused", 16, denied.format("AuthPayments", "no matched policies.")),
+        "wrong secret": ("refused", 16, "check signature failed."),
+        "createAcl deny": [["create", "acl", "to", "ADDR", "success."]],
+        "send after Deny": ("refused", 16, denied.format("AuthOrders", "the decision is deny.")),
+        "listUser as a Normal user": outcomes["listUser as a Normal user"],
+        "deleteUser": [["delete", "user", "to", "ADDR", "success."]],
+        "send after deleteUser": ("refused", 16, "User:alice is not found."),
+    }, outcomes
+    refused_admin = str(outcomes["listUser as a Normal user"])
+    assert refused_admin.startswith("Caused by: org.apache.rocketmq.client.exception.MQBrokerException: CODE: 16  "
+                                    "DESC: User:alice "
+                                    "has no permission to access Cluster:AuthCluster from 127.0.0.1, no matched "
+                                    "policies."), refused_admin
