@@ -66,7 +66,7 @@ def test_a_security_key_counts_as_set_unless_blank_false_or_implemented() -> Non
     assert refused_settings(implemented) == []
     asked = {"authorizationEnabled": "yes", "useTLS": "True", "tls.enable": "1",
              "authenticationProvider": "com.example.CustomAuthenticationProvider",
-             "migrateAuthFromV1Enabled": "true", "sendMessageThreadPoolNums": "64"}
+             "migrateAuthFromV1Enabled": "on", "sendMessageThreadPoolNums": "64"}
     found = refused_settings(asked)
     assert {s.key for s in found} == set(asked) - {"sendMessageThreadPoolNums"}  # a WARN key is not refused
     assert all(s.response is Response.REFUSE for s in found)
@@ -141,11 +141,11 @@ def test_sync_master_without_a_slave_answers_slave_not_available(
     assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
-#: A RocketMQ 5.3 broker.conf locking its broker down with a provider of its own, and the v1 migration.
+#: A RocketMQ 5.3 broker.conf locking its broker down with a provider and a strategy of its own.
 _AUTH_CONF = ("authenticationEnabled=true\nauthorizationEnabled=true\n"
               "authenticationProvider=com.example.CustomAuthenticationProvider\n"
               'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n'
-              "migrateAuthFromV1Enabled=true\n")
+              "authorizationStrategy=com.example.CustomStrategy\n")
 
 
 @pytest.mark.integration
@@ -161,7 +161,7 @@ def test_broker_conf_with_an_unimplemented_auth_provider_does_not_start(tmp_path
     assert "ready" not in process.lines
     error = [line for line in log.splitlines() if "authenticationProvider" in line]
     assert len(error) == 1 and "error" in error[0] and "refused" in error[0] and "provider" in error[0], log
-    assert "migrateAuthFromV1Enabled" in error[0]  # the other refused keys are named in the same line
+    assert "authorizationStrategy" in error[0]  # the other refused keys are named in the same line
 
 
 @pytest.mark.integration

@@ -48,9 +48,12 @@ from typing import Final
 from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
+from rocketstore.broker.acl.plain_permission_manager import acl_files, default_acl_file, read_yaml
+from rocketstore.broker.acl.remote_address_strategy import AclConfigError
 from rocketstore.broker.auth.acl import AuthError
 from rocketstore.broker.auth.auth_config import AuthConfig
 from rocketstore.broker.auth.auth_metadata_manager import AuthMetadataManager
+from rocketstore.broker.auth.auth_migrator import migrate
 from rocketstore.broker.auth.auth_pipeline import AuthPipeline
 from rocketstore.broker.broker_config import BrokerConfig, apply_broker_startup_rules
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
@@ -380,11 +383,22 @@ class BrokerController:
             self.add_counter(f"rocketstore_{name}", doc, read)
 
     async def _start_auth(self) -> None:
-        """Load the users and ACLs (an unreadable file stops the start); with either switch on,
-        create the configured first users and check every request (AuthPipeline)."""
+        """Load the users and ACLs (an unreadable file stops the start), migrate the plain ACL's
+        accounts when asked; with either switch on, create the configured first users and check
+        every request (AuthPipeline)."""
         manager = self.auth_metadata_manager
         await asyncio.to_thread(manager.load)
         config = self.auth_config
+        if config.migrate_auth_from_v1_enabled:  # as Apache's BrokerController, whether or not auth is on
+            home = Path(self.broker_config.rocketmq_home or self.store_config.store_path_root_dir)
+            files = acl_files(home, default_acl_file(home, self.broker_config.acl_plain_file))
+            try:
+                documents = [(str(path), await asyncio.to_thread(read_yaml, path)) for path in files]
+            except AclConfigError as exc:
+                raise ConfigError("migrateAuthFromV1Enabled", "true", str(exc)) from exc
+            migrated = await asyncio.to_thread(migrate, manager, documents)
+            log.info("migrateAuthFromV1Enabled: %d plain ACL accounts made users (%s)", migrated,
+                     ", ".join(str(path) for path in files) or "no ACL file")
         if not config.enabled:
             return
         try:

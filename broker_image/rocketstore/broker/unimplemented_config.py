@@ -19,10 +19,10 @@ Keys missing here are implemented (or, for the transaction keys, owned by that f
 
 REFUSE keys. RocketMQ 5.3's ``AuthConfig`` (auth module), which BrokerStartup fills from broker.conf
 next to BrokerConfig, is implemented (broker/auth/, read by auth/auth_config.py), except for values
-RocketStore cannot honour: a switch (``authenticationEnabled`` / ``authorizationEnabled``) that is
-neither ``true`` nor ``false``; a provider, metadata-provider or strategy class other than Apache's
-own (a custom class would decide who may do what in a way RocketStore does not); and
-``migrateAuthFromV1Enabled`` (the plain_acl.yml migration). Its whitelists, first user and inner
+RocketStore cannot honour: a switch (``authenticationEnabled`` / ``authorizationEnabled`` /
+``migrateAuthFromV1Enabled``) that is neither ``true`` nor ``false``; and a provider,
+metadata-provider or strategy class other than Apache's own (a custom class would decide who may
+do what in a way RocketStore does not). Its whitelists, first user and inner
 credentials are implemented and not listed; its cache sizes and expiries are ignored (RocketStore
 has no such caches). Also refused:
 NettyClientConfig's ``useTLS`` (and ``tls.enable``, the system property it defaults from, which an
@@ -97,8 +97,6 @@ _SWITCH: Final = ("write true or false: RocketMQ reads any other text as false, 
                   "open where whoever wrote it meant it locked")
 _PROVIDER: Final = ("only Apache RocketMQ's own provider and strategy classes are implemented (auth/auth_config.py); "
                     "another class would decide who may do what in a way RocketStore does not")
-_AUTH_MIGRATE: Final = ("the migration of plain_acl.yml to RocketMQ 5 users and ACLs is not implemented: "
-                        "create them with mqadmin (aclEnable=true enforces plain_acl.yml itself)")
 _CLIENT_TLS: Final = ("no TLS on the broker's own connections: it would register with the name servers in "
                       "plain text")
 
@@ -108,7 +106,7 @@ _REFUSED: Final[Mapping[str, str]] = {
     "authenticationEnabled": _SWITCH,
     "authorizationEnabled": _SWITCH,
     **dict.fromkeys(APACHE_CLASSES, _PROVIDER),
-    "migrateAuthFromV1Enabled": _AUTH_MIGRATE,
+    "migrateAuthFromV1Enabled": _SWITCH,
     # -- NettyClientConfig, and the system property it defaults from --
     "useTLS": _CLIENT_TLS,
     "tls.enable": _CLIENT_TLS,
@@ -220,6 +218,7 @@ _UNSET_TEXTS: Final = frozenset({"", "false"})
 _IMPLEMENTED_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "authenticationEnabled": frozenset({"true"}),
     "authorizationEnabled": frozenset({"true"}),
+    "migrateAuthFromV1Enabled": frozenset({"true"}),
     **APACHE_CLASSES,
 }
 

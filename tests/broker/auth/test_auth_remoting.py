@@ -99,8 +99,8 @@ def test_users_survive_a_restart(broker_factory: Callable[..., BrokerHandle], tm
 
 
 def test_auth_keys_start_or_refuse() -> None:
-    """Apache's switches and default classes start; a custom provider, a switch Java would read as
-    false and the v1 migration still refuse, naming the key."""
+    """Apache's switches and default classes start; a custom provider, or a switch Java would read
+    as false, still refuses, naming the key."""
     apache = {
         "authenticationEnabled": "true", "authorizationEnabled": "TRUE",
         "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
@@ -117,7 +117,7 @@ def test_auth_keys_start_or_refuse() -> None:
     assert config.authentication_enabled and config.authorization_enabled
     assert config.authentication_whitelist == "10,11"
     for key, value in (("authenticationProvider", "com.example.MyProvider"), ("authorizationEnabled", "yes"),
-                       ("migrateAuthFromV1Enabled", "true")):
+                       ("migrateAuthFromV1Enabled", "1")):
         with pytest.raises(ConfigError, match=key):
             load_config({**apache, key: value})
 

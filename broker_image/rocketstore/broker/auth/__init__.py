@@ -9,5 +9,6 @@ authorization_provider.py         the pure authorization decision (DefaultAuthor
 authorization_context_builder.py  what a remoting request touches (DefaultAuthorizationContextBuilder)
 auth_metadata_manager.py          users and ACLs: edits, persistence (JSON files), the first users
 auth_config.py                    AuthConfig: the broker.conf keys
+auth_migrator.py                  plain_acl.yml accounts made users and ACLs (migrateAuthFromV1Enabled)
 auth_pipeline.py                  the hook the remoting server runs before each request's handler
 """

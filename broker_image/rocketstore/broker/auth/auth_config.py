@@ -5,10 +5,10 @@ the broker's Configuration, so ``getBrokerConfig`` never shows it (it holds the 
 password) and ``updateBrokerConfig`` cannot change it; the same here: it is read once at start
 (:meth:`AuthConfig.from_properties`), and a live update naming one of its keys is refused.
 
-Keys implemented: the two switches, the two whitelists, ``initAuthenticationUser`` and
-``innerClientAuthenticationCredentials``. The provider, metadata-provider and strategy keys are
-accepted blank or naming Apache's own classes (the ones RocketStore implements); any other value
-still refuses the start (unimplemented_config.py), as does ``migrateAuthFromV1Enabled``.
+Keys implemented: the two switches, the two whitelists, ``initAuthenticationUser``,
+``innerClientAuthenticationCredentials`` and ``migrateAuthFromV1Enabled`` (auth_migrator.py). The
+provider, metadata-provider and strategy keys are accepted blank or naming Apache's own classes
+(the ones RocketStore implements); any other value still refuses the start (unimplemented_config.py).
 Apache's cache sizes and expiries are tuning of its caches, which RocketStore does not have
 (every request is checked against the current metadata); they are ignored without a warning.
 """
@@ -41,7 +41,8 @@ APACHE_CLASSES: Final[Mapping[str, frozenset[str]]] = {
 
 #: Every AuthConfig key this broker reads or knowingly ignores (none is a BrokerConfig key).
 AUTH_CONFIG_KEYS: Final = frozenset({
-    "authenticationEnabled", "authorizationEnabled", "authenticationWhitelist", "authorizationWhitelist",
+    "authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled", "authenticationWhitelist",
+    "authorizationWhitelist",
     "initAuthenticationUser", "innerClientAuthenticationCredentials", *APACHE_CLASSES,
     "userCacheMaxNum", "userCacheExpiredSecond", "userCacheRefreshSecond", "aclCacheMaxNum",
     "aclCacheExpiredSecond", "aclCacheRefreshSecond", "statefulAuthenticationCacheMaxNum",
@@ -58,6 +59,7 @@ class AuthConfig:
     authorization_whitelist: str | None = None
     init_authentication_user: str | None = None
     inner_client_authentication_credentials: str | None = None
+    migrate_auth_from_v1_enabled: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -81,4 +83,5 @@ class AuthConfig:
             authorization_whitelist=text("authorizationWhitelist"),
             init_authentication_user=text("initAuthenticationUser"),
             inner_client_authentication_credentials=text("innerClientAuthenticationCredentials"),
+            migrate_auth_from_v1_enabled=switch("migrateAuthFromV1Enabled"),
         )
