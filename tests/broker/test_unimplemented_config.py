@@ -5,9 +5,9 @@ nothing; a SLAVE without a brokerId does not start, as BrokerStartup refuses it;
 without a slave answers what RocketMQ answers then (SLAVE_NOT_AVAILABLE), not a plain success.
 
 No silent insecurity: a security key set to what the broker does not implement (a RocketMQ 5.3
-auth provider other than Apache's, the v1 ACL migration, TLS on its own connections) stops the
-start with one line naming it, and is refused by a live update; so is a live change of an auth,
-TLS or ACL key read at start only.
+auth provider other than Apache's, an auth switch neither true nor false, TLS on its own
+connections) stops the start with one line naming it, and is refused by a live update; so is a
+live change of an auth, TLS or ACL key read at start only.
 """
 
 from __future__ import annotations
