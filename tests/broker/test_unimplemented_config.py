@@ -4,9 +4,10 @@ The replication keys (brokerRole, ha*, slaveTimeout, brokerIP2) are implemented 
 nothing; a SLAVE without a brokerId does not start, as BrokerStartup refuses it; SYNC_MASTER
 without a slave answers what RocketMQ answers then (SLAVE_NOT_AVAILABLE), not a plain success.
 
-No silent insecurity: a security key the broker does not implement (RocketMQ 5.3's authentication
-and authorization, TLS on its own connections) stops the start with one line naming it, and is
-refused by a live update; so is a live change of a TLS or ACL key read at start only.
+No silent insecurity: a security key set to what the broker does not implement (a RocketMQ 5.3
+auth provider other than Apache's, an auth switch neither true nor false, TLS on its own
+connections) stops the start with one line naming it, and is refused by a live update; so is a
+live change of an auth, TLS or ACL key read at start only.
 """
 
 from __future__ import annotations
@@ -54,18 +55,22 @@ def test_every_warned_key_is_a_key_the_broker_accepts_and_no_refused_one_is() ->
     assert refused and not refused & accepted, refused & accepted
 
 
-def test_a_security_key_counts_as_set_unless_blank_or_false() -> None:
+def test_a_security_key_counts_as_set_unless_blank_false_or_implemented() -> None:
     unset = {"authenticationEnabled": "false", "authorizationEnabled": "FALSE", "authenticationProvider": "",
              "useTLS": " false "}
     assert refused_settings(unset) == []
-    asked = {"authenticationEnabled": "true", "authorizationEnabled": "yes", "useTLS": "True",
-             "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
-             "initAuthenticationUser": '{"username":"rocketmq","password":"12345678"}', "tls.enable": "1",
-             "migrateAuthFromV1Enabled": "true", "sendMessageThreadPoolNums": "64"}
+    implemented = {"authenticationEnabled": "true", "authorizationEnabled": "True",
+                   "authenticationProvider":
+                       "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+                   "initAuthenticationUser": '{"username":"rocketmq","password":"12345678"}'}
+    assert refused_settings(implemented) == []
+    asked = {"authorizationEnabled": "yes", "useTLS": "True", "tls.enable": "1",
+             "authenticationProvider": "com.example.CustomAuthenticationProvider",
+             "migrateAuthFromV1Enabled": "on", "sendMessageThreadPoolNums": "64"}
     found = refused_settings(asked)
     assert {s.key for s in found} == set(asked) - {"sendMessageThreadPoolNums"}  # a WARN key is not refused
     assert all(s.response is Response.REFUSE for s in found)
-    assert "authentication" in next(s for s in found if s.key == "authenticationEnabled").instead
+    assert "true or false" in next(s for s in found if s.key == "authorizationEnabled").instead
 
 
 #: RocketMQ's replication keys, as a slave's broker.conf sets them: all implemented now.
@@ -136,14 +141,15 @@ def test_sync_master_without_a_slave_answers_slave_not_available(
     assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
-#: What a RocketMQ 5.3 broker.conf locking its broker down looks like.
+#: A RocketMQ 5.3 broker.conf locking its broker down with a provider and a strategy of its own.
 _AUTH_CONF = ("authenticationEnabled=true\nauthorizationEnabled=true\n"
-              "authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider\n"
-              'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n')
+              "authenticationProvider=com.example.CustomAuthenticationProvider\n"
+              'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n'
+              "authorizationStrategy=com.example.CustomStrategy\n")
 
 
 @pytest.mark.integration
-def test_broker_conf_with_unimplemented_authentication_does_not_start(tmp_path: Path) -> None:
+def test_broker_conf_with_an_unimplemented_auth_provider_does_not_start(tmp_path: Path) -> None:
     conf = Broker(tmp_path, _AUTH_CONF).conf
     process = BrokerProcess(["-c", str(conf)], tmp_path / "broker.log", {"HOME": str(tmp_path / "home")})
     deadline = time.monotonic() + 60
@@ -153,9 +159,9 @@ def test_broker_conf_with_unimplemented_authentication_does_not_start(tmp_path: 
     log = process.log_text()
     assert code == 2, f"exit {code}; stdout={process.lines}\n{log[-4000:]}"
     assert "ready" not in process.lines
-    error = [line for line in log.splitlines() if "authenticationEnabled" in line]
-    assert len(error) == 1 and "error" in error[0] and "refused" in error[0] and "authentication" in error[0], log
-    assert "authorizationEnabled" in error[0]  # the other refused keys are named in the same line
+    error = [line for line in log.splitlines() if "authenticationProvider" in line]
+    assert len(error) == 1 and "error" in error[0] and "refused" in error[0] and "provider" in error[0], log
+    assert "authorizationStrategy" in error[0]  # the other refused keys are named in the same line
 
 
 @pytest.mark.integration

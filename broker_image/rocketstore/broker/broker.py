@@ -48,6 +48,13 @@ from typing import Final
 from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
+from rocketstore.broker.acl.plain_permission_manager import acl_files, default_acl_file, read_yaml
+from rocketstore.broker.acl.remote_address_strategy import AclConfigError
+from rocketstore.broker.auth.acl import AuthError
+from rocketstore.broker.auth.auth_config import AuthConfig
+from rocketstore.broker.auth.auth_metadata_manager import AuthMetadataManager
+from rocketstore.broker.auth.auth_migrator import migrate
+from rocketstore.broker.auth.auth_pipeline import AuthPipeline
 from rocketstore.broker.broker_config import BrokerConfig, apply_broker_startup_rules
 from rocketstore.broker.broker_context import MessageArrivingListener, RequestProcessor
 from rocketstore.broker.broker_outer_api import RegisterBrokerResult
@@ -62,6 +69,7 @@ from rocketstore.broker.http_server import HttpServer
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.acl_config import AclConfigProcessor
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
+from rocketstore.broker.processor.auth_admin import AuthAdminProcessor
 from rocketstore.broker.processor.client import ClientManageProcessor
 from rocketstore.broker.processor.consumer_offset import ConsumerOffsetProcessor
 from rocketstore.broker.processor.end_transaction import EndTransactionProcessor
@@ -86,7 +94,7 @@ from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress
 from rocketstore.remoting.body import BrokerData
 from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
-from rocketstore.store.config import BrokerRole, StoreConfig
+from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import ConfigManager, ConsumerOffsetManager
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.stats import SAMPLING_INTERVAL_S
@@ -141,10 +149,21 @@ class BrokerController:
     Methods processors may use: :meth:`add_gauge`, :meth:`add_counter`, :meth:`add_metrics`.
     """
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig,
+                 auth_config: AuthConfig | None = None) -> None:
         apply_broker_startup_rules(broker_config, store_config)  # ConfigError for a slave without a brokerId
         self.broker_config = broker_config
         self.store_config = store_config
+        #: RocketMQ 5.3's authentication and authorization (auth/), read at start only
+        self.auth_config = auth_config or AuthConfig()
+        if self.auth_config.enabled and broker_config.acl_enable:
+            raise ConfigError("aclEnable", "true", "refused: the plain ACL (1.0) and RocketMQ 5 authentication/"
+                              "authorization (authenticationEnabled, authorizationEnabled) are exclusive; "
+                              "RocketMQ 5.3 has only the latter")
+        if self.auth_config.enabled and broker_config.grpc_listen_port > 0:
+            raise ConfigError("grpcListenPort", str(broker_config.grpc_listen_port),
+                              "refused: RocketMQ 5 authentication/authorization is not implemented on the gRPC "
+                              "port yet, which would serve everyone: set grpcListenPort=0 (remoting only)")
         self.configuration = Configuration(broker_config, store_config)
         self.loop: asyncio.AbstractEventLoop | None = None
         # -- config tables: the managers report their changes to the persist service
@@ -162,6 +181,10 @@ class BrokerController:
                                        tls=broker_tls_settings(broker_config), limits=broker_config)
         #: the ACL check of every request, when aclEnable is set (acl/plain_access_validator.py)
         self.access_validator: PlainAccessValidator | None = None
+        #: users and ACLs (auth/auth_metadata_manager.py), served to mqadmin whether or not auth is on
+        self.auth_metadata_manager = AuthMetadataManager(config_dir)
+        #: the authentication/authorization check of every request, when either switch is on
+        self.auth_pipeline: AuthPipeline | None = None
         self.message_arriving_listeners: list[MessageArrivingListener] = []
         # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)
         self._arrived: dict[tuple[str, int], tuple[int, int]] = {}
@@ -231,6 +254,7 @@ class BrokerController:
             await asyncio.to_thread(self.store.start)
             self.register_processors()
             await self._start_acl()
+            await self._start_auth()
             await self.remoting.start()
             self.store_host = HostAddress(self.store_host.host, self.remoting.port)
             if self.grpc is not None:
@@ -321,6 +345,7 @@ class BrokerController:
             LockBatchProcessor(),
             ReplyMessageProcessor(self),
             AclConfigProcessor(self, lambda: self.access_validator),
+            AuthAdminProcessor(self.auth_metadata_manager),
         ]
         for processor in processors:
             for code, handler in processor.handlers().items():
@@ -355,6 +380,43 @@ class BrokerController:
             ("acl_reloads", "ACL file reloads after a change", lambda: manager.reloads),
             ("acl_reload_failures", "ACL file changes that did not parse (the old ACL stayed)",
              lambda: manager.reload_failures),
+        ):
+            self.add_counter(f"rocketstore_{name}", doc, read)
+
+    async def _start_auth(self) -> None:
+        """Load the users and ACLs (an unreadable file stops the start), migrate the plain ACL's
+        accounts when asked; with either switch on, create the configured first users and check
+        every request (AuthPipeline)."""
+        manager = self.auth_metadata_manager
+        await asyncio.to_thread(manager.load)
+        config = self.auth_config
+        if config.migrate_auth_from_v1_enabled:  # as Apache's BrokerController, whether or not auth is on
+            home = Path(self.broker_config.rocketmq_home or self.store_config.store_path_root_dir)
+            files = acl_files(home, default_acl_file(home, self.broker_config.acl_plain_file))
+            try:
+                documents = [(str(path), await asyncio.to_thread(read_yaml, path)) for path in files]
+            except AclConfigError as exc:
+                raise ConfigError("migrateAuthFromV1Enabled", "true", str(exc)) from exc
+            migrated = await asyncio.to_thread(migrate, manager, documents)
+            log.info("migrateAuthFromV1Enabled: %d plain ACL accounts made users (%s)", migrated,
+                     ", ".join(str(path) for path in files) or "no ACL file")
+        if not config.enabled:
+            return
+        try:
+            await asyncio.to_thread(manager.init_users, config.init_authentication_user,
+                                    config.inner_client_authentication_credentials)
+        except AuthError as exc:
+            raise ConfigError("initAuthenticationUser", "***", str(exc)) from exc
+        pipeline = AuthPipeline(config, manager, self.broker_config.broker_cluster_name)
+        self.auth_pipeline = pipeline
+        self.remoting.before_request = pipeline.check
+        log.info("RocketMQ 5 auth on (authentication %s, authorization %s): %d users, %d ACLs",
+                 config.authentication_enabled, config.authorization_enabled,
+                 len(manager.list_users(None)), len(manager.list_acls(None, None)))
+        for name, doc, read in (
+            ("auth_allowed_requests", "Requests authentication and authorization let through",
+             lambda: pipeline.allowed),
+            ("auth_denied_requests", "Requests authentication or authorization refused", lambda: pipeline.denied),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
 

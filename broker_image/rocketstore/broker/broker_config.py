@@ -112,6 +112,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Final
 
+from rocketstore.broker.auth.auth_config import AUTH_CONFIG_KEYS
 from rocketstore.broker.unimplemented_config import refusal, refused_settings
 from rocketstore.client.remoting_client import split_namesrv_addr
 from rocketstore.common.mix_all import MASTER_ID
@@ -475,6 +476,7 @@ def _broker_half(rest: Mapping[str, str]) -> BrokerConfig:
     if refused:
         raise refusal(refused)
     broker_config, unknown = BrokerConfig.from_properties(rest)
+    unknown = {key: value for key, value in unknown.items() if key not in AUTH_CONFIG_KEYS}  # auth/auth_config.py's
     if unknown:
         log.warning("ignoring broker.conf keys RocketStore does not use: %s", ", ".join(sorted(unknown)))
     return broker_config

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from rocketstore.broker.auth.auth_config import AUTH_CONFIG_KEYS
 from rocketstore.broker.broker_config import BrokerConfig, split_properties
 from rocketstore.broker.unimplemented_config import (
     refusal,
@@ -62,6 +63,10 @@ class Configuration:
         refused = refused_settings(props)  # security keys (RocketMQ 5 auth...), which are no config keys here
         if refused:
             raise refusal(refused)
+        auth_key = next((key for key in props if key in AUTH_CONFIG_KEYS), None)
+        if auth_key is not None:  # the value may be a password: not repeated in the remark
+            raise ConfigError(auth_key, "***", "refused: RocketMQ 5 AuthConfig is read at start only (as in "
+                              "RocketMQ, it is not part of the broker's configuration): change broker.conf and restart")
         store_part, broker_part, unknown = split_properties(props)
         if unknown:
             key, raw = next(iter(unknown.items()))

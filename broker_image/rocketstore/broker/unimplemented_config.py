@@ -18,29 +18,25 @@ broker does instead and how it answers a broker.conf (or a live update) that set
 Keys missing here are implemented (or, for the transaction keys, owned by that feature).
 
 REFUSE keys. RocketMQ 5.3's ``AuthConfig`` (auth module), which BrokerStartup fills from broker.conf
-(``properties2Object``) next to BrokerConfig, NettyServerConfig, NettyClientConfig and
-MessageStoreConfig; RocketStore implements none of it (its access control is 4.9's plain ACL,
-``aclEnable``). Its keys that decide who may do what are refused: the switches
-``authenticationEnabled`` / ``authorizationEnabled``, the provider, metadata-provider and strategy
-class names, the two whitelists, the user created at start (``initAuthenticationUser``), the
-credentials the broker signs its own requests with (``innerClientAuthenticationCredentials``) and
-``migrateAuthFromV1Enabled``. Not refused: its cache sizes and expiries (``userCache*``,
-``aclCache*``, ``stateful*Cache*``: tuning of the refused features, logged as unknown keys and
-ignored) and ``configName`` / ``clusterName`` / ``authConfigPath``, which BrokerStartup overwrites
-from brokerName, brokerClusterName and storePathRootDir whatever broker.conf says. Also refused:
+next to BrokerConfig, is implemented (broker/auth/, read by auth/auth_config.py), except for values
+RocketStore cannot honour: a switch (``authenticationEnabled`` / ``authorizationEnabled`` /
+``migrateAuthFromV1Enabled``) that is neither ``true`` nor ``false``; and a provider,
+metadata-provider or strategy class other than Apache's own (a custom class would decide who may
+do what in a way RocketStore does not). Its whitelists, first user and inner
+credentials are implemented and not listed; its cache sizes and expiries are ignored (RocketStore
+has no such caches). Also refused:
 NettyClientConfig's ``useTLS`` (and ``tls.enable``, the system property it defaults from, which an
 operator moving ``-D`` options into broker.conf would write, as RocketStore takes ``tls.server.*``
 from there): TLS on the broker's own connections, which register it with the name servers in
 plain text here.
 
 What counts as set: RocketMQ's defaults are off (false) and unset (null). A switch is refused
-unless its value is blank or ``false`` (any case); RocketMQ's Boolean.parseBoolean reads ``yes`` or
-``1`` as false too, but whoever wrote them meant on, and refusing costs one edited line where
-accepting leaves the broker open. A class name, whitelist, user or credential is refused when not
-blank, even with its switch off: the line is there because someone means to configure auth, and
-its switch may be a line further down or flipped later. ``authenticationEnabled=false`` (the
-default, written out) starts. None of the REFUSE keys is a BrokerConfig field, so they are checked
-on the text itself: broker.conf's at load (:func:`refused_settings`, from
+unless its value is blank, ``false`` or ``true`` (any case); RocketMQ's Boolean.parseBoolean reads
+``yes`` or ``1`` as false too, but whoever wrote them meant on, and refusing costs one edited line
+where accepting leaves the broker open. A class name is refused when neither blank nor one of
+Apache's, even with its switch off: the line is there because someone means to configure auth, and
+its switch may be a line further down or flipped later. None of the REFUSE keys is a BrokerConfig
+field, so they are checked on the text itself: broker.conf's at load (:func:`refused_settings`, from
 :func:`rocketstore.broker.broker_config.load_config`) and an update's body.
 
 The TLS and ACL keys BrokerConfig accepts (``aclEnable``, ``rocketmq.acl.plain.file``,
@@ -67,6 +63,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from rocketstore.broker.auth.auth_config import APACHE_CLASSES
 from rocketstore.store.config import ConfigError
 
 
@@ -96,31 +93,20 @@ _POOLS: Final = ("no request thread pools or queues: requests run on one event l
 _COMMERCIAL: Final = "no commercial statistics are kept"
 _BLOOM: Final = "no consume-queue bloom-filter bit maps are computed"
 _SYNC_DELIVER: Final = "delayed messages are delivered one put at a time (no asynchronous delivery)"
-_AUTHN: Final = ("RocketMQ 5 authentication (AuthConfig) is not implemented: every client would be served "
-                 "without checking who it is")
-_AUTHZ: Final = ("RocketMQ 5 authorization (AuthConfig) is not implemented: every client would be allowed "
-                 "everything")
-_AUTH_MIGRATE: Final = ("RocketMQ 5 users and ACLs are not implemented: plain_acl.yml is not migrated to them "
-                        "(aclEnable=true enforces plain_acl.yml itself)")
+_SWITCH: Final = ("write true or false: RocketMQ reads any other text as false, which would leave the broker "
+                  "open where whoever wrote it meant it locked")
+_PROVIDER: Final = ("only Apache RocketMQ's own provider and strategy classes are implemented (auth/auth_config.py); "
+                    "another class would decide who may do what in a way RocketStore does not")
 _CLIENT_TLS: Final = ("no TLS on the broker's own connections: it would register with the name servers in "
                       "plain text")
 
 #: Security keys (see the module docstring): the broker refuses to start with one set.
 _REFUSED: Final[Mapping[str, str]] = {
     # -- RocketMQ 5.3 AuthConfig --
-    "authenticationEnabled": _AUTHN,
-    "authenticationProvider": _AUTHN,
-    "authenticationMetadataProvider": _AUTHN,
-    "authenticationStrategy": _AUTHN,
-    "authenticationWhitelist": _AUTHN,
-    "initAuthenticationUser": _AUTHN,
-    "innerClientAuthenticationCredentials": _AUTHN + " (nor does the broker sign its own requests)",
-    "authorizationEnabled": _AUTHZ,
-    "authorizationProvider": _AUTHZ,
-    "authorizationMetadataProvider": _AUTHZ,
-    "authorizationStrategy": _AUTHZ,
-    "authorizationWhitelist": _AUTHZ,
-    "migrateAuthFromV1Enabled": _AUTH_MIGRATE,
+    "authenticationEnabled": _SWITCH,
+    "authorizationEnabled": _SWITCH,
+    **dict.fromkeys(APACHE_CLASSES, _PROVIDER),
+    "migrateAuthFromV1Enabled": _SWITCH,
     # -- NettyClientConfig, and the system property it defaults from --
     "useTLS": _CLIENT_TLS,
     "tls.enable": _CLIENT_TLS,
@@ -227,6 +213,14 @@ START_ONLY_KEYS: Final[Mapping[str, str]] = MappingProxyType({
 
 #: Text values of REFUSE keys that mean "not set": blank, or false (a switch written at its default).
 _UNSET_TEXTS: Final = frozenset({"", "false"})
+#: REFUSE keys' values that are implemented: a switch's true (any case, compared lower-cased), and
+#: Apache's own provider and strategy classes (compared as written).
+_IMPLEMENTED_VALUES: Final[Mapping[str, frozenset[str]]] = {
+    "authenticationEnabled": frozenset({"true"}),
+    "authorizationEnabled": frozenset({"true"}),
+    "migrateAuthFromV1Enabled": frozenset({"true"}),
+    **APACHE_CLASSES,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +255,10 @@ def refused_settings(props: Mapping[str, str]) -> list[UnimplementedSetting]:
     found: list[UnimplementedSetting] = []
     for key, entry in UNIMPLEMENTED.items():
         value = props.get(key)
-        if entry.response is Response.REFUSE and value is not None and value.strip().lower() not in _UNSET_TEXTS:
+        if entry.response is not Response.REFUSE or value is None or value.strip().lower() in _UNSET_TEXTS:
+            continue
+        implemented = _IMPLEMENTED_VALUES.get(key, frozenset())
+        if value.strip() not in implemented and value.strip().lower() not in implemented:
             found.append(UnimplementedSetting(key, value, entry.instead, Response.REFUSE))
     return found
 

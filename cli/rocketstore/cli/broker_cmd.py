@@ -31,7 +31,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from rocketstore.store.config import ConfigError, StoreConfig
+from rocketstore.store.config import ConfigError, StoreConfig, load_broker_conf
 from rocketstore.store.config_manager import ConfigFileError
 from rocketstore.store.store_lock import StoreLockedError
 
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         broker_config, store_config = build_configs(args)
+        from rocketstore.broker.auth.auth_config import AuthConfig
+
+        auth_config = AuthConfig.from_properties(load_broker_conf(args.config)[1]) if args.config else AuthConfig()
     except (ConfigError, OSError, ValueError) as exc:
         print(f"rocketstore broker: error: {exc}", file=sys.stderr)
         return 2
@@ -107,8 +110,13 @@ def run(args: argparse.Namespace) -> int:
 
     loop_factory, loop_choice = event_loop_factory()
     log.info("event loop: %s", loop_choice)
+    try:
+        broker = BrokerController(broker_config, store_config, auth_config)
+    except ConfigError as exc:  # a combination the auth config refuses (aclEnable, the gRPC port)
+        print(f"rocketstore broker: error: {exc}", file=sys.stderr)
+        return 2
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(_serve(BrokerController(broker_config, store_config)))
+        return runner.run(_serve(broker))
 
 
 async def _serve(broker: BrokerController) -> int:
