@@ -154,12 +154,15 @@ def run_helm(helm_bin: Path, cluster: Target, *args: str, timeout: float = 300) 
     return proc.stdout
 
 
-def operator_logs(kube: Any) -> str:
+def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> str:
+    """The pods of ``namespace``: phase, container states and the last ``tail`` log lines each."""
     core = client.CoreV1Api(kube)
     out = []
-    for p in core.list_namespaced_pod(OPERATOR_NS).items:
+    for p in core.list_namespaced_pod(namespace).items:
+        states = [(c.name, c.ready, c.restart_count, c.state.to_dict()) for c in p.status.container_statuses or []]
+        out.append(f"-- {p.metadata.name}: {p.status.phase} {states}")
         try:
-            out.append(core.read_namespaced_pod_log(p.metadata.name, OPERATOR_NS, tail_lines=60))
+            out.append(core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail))
         except Exception as exc:  # the pod may not have started: say so instead of hiding the cause
             out.append(f"{p.metadata.name}: no log ({exc})")
     return "\n".join(out)
@@ -563,7 +566,8 @@ def test_a_replicated_group_keeps_every_acknowledged_message_through_a_master_lo
                    and all(ready(p) for p in ps.values()), 300, interval=1)
         wait_until("ReplicationInSync", in_sync, 180, interval=2)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nstatus: {ledger().get('status')}\noperator log:\n{operator_logs(kube)}") from exc
+        raise AssertionError(f"{exc}\nstatus: {ledger().get('status')}\noperator log:\n{operator_logs(kube)}"
+                             f"\nbrokers:\n{operator_logs(kube, LEDGER_NS, 40)}") from exc
     node_ip = ledger_pods()[master].status.host_ip
     master_addr, slave_addr = f"{node_ip}:{LEDGER_PORT}", f"{node_ip}:{LEDGER_PORT + 64}"
     namesrv = f"{node_ip}:{LEDGER_NAMESRV_NODE_PORT}"
