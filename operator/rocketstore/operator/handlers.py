@@ -1,8 +1,10 @@
 """Thin kopf handlers: parse, delegate to :mod:`reconcile`, write status and events.
 
 * create / update / resume -> :func:`reconcile.apply_objects` then :func:`reconcile.observe`
-* timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> :func:`reconcile.observe`:
-  pod readiness, broker disk usage, retention convergence, manual deletes, adaptive retention
+* timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> drift repair
+  (:func:`reconcile.apply_objects` with ``repair``: child objects deleted or edited by hand are
+  applied again, unchanged ones only read), then :func:`reconcile.observe`: pod readiness, broker
+  disk usage, retention convergence, manual deletes, adaptive retention
 
 An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``, or ``ImageNotAllowed`` for a
 spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``kopf.PermanentError``:
@@ -170,10 +172,23 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
+            applied, failure = await _repair(memo, owner, parsed)
+            seen = {**dict(status), **applied.status}
+            observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
+    _post(body, applied)
     _post(body, observed)
-    patch.status.update(observed.status)
-    problems = [*(status.get("problems") or []), *observed.problems]
+    patch.status.update({**applied.status, **observed.status})
+    problems = [*applied.status.get("problems", status.get("problems") or []), *failure, *observed.problems]
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
                                                   int(status.get("observedGeneration") or 0), drop=observed.dropped)
+
+
+async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec) -> tuple[Outcome, list[dict[str, str]]]:
+    """The timer's drift repair: the apply step applying only what drifted; its failure is a
+    problem of the store (Degraded), not an error that would skip the observation after it."""
+    try:
+        return await apply_objects(memo.kube, owner, spec, memo.broker_image, memo.brokers, memo.operator_peer,
+                                   repair=True), []
+    except (kopf.PermanentError, kopf.TemporaryError) as e:
+        return Outcome(), [{"reason": "DriftRepairFailed", "message": str(e)}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["BROKER_DISK_USAGE", "ERRORS", "RECONCILES", "RECONCILE_DURATION", "TUNING_ACTIONS"]
+__all__ = ["BROKER_DISK_USAGE", "DRIFT_REPAIRS", "ERRORS", "RECONCILES", "RECONCILE_DURATION", "TUNING_ACTIONS"]
 
 RECONCILES = Counter(
     "rocketstore_operator_reconciles", "Reconciliations of RocketStore objects", ["kind"]
@@ -28,4 +28,8 @@ TUNING_ACTIONS = Counter(
 BROKER_DISK_USAGE = Gauge(
     "rocketstore_operator_broker_disk_usage_ratio", "Last observed commitLogDiskRatio",
     ["namespace", "name", "broker"],
+)
+#: child objects the timer found deleted or edited by hand and applied again (by kind)
+DRIFT_REPAIRS = Counter(
+    "rocketstore_operator_drift_repairs", "Child objects restored after a change by hand", ["kind"]
 )

@@ -1,0 +1,102 @@
+"""The operator's life with a store on a REAL API server (see conftest.py; the test operator runs
+with --interval 1): child objects deleted or edited by hand are restored by the timer, and what
+others legitimately add is left alone."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+from operator_support import wait_until
+from test_operator_cluster import condition, create, get, make_ns, reconciled, store
+
+pytestmark = pytest.mark.integration
+
+
+def _events(kube: Any, ns: str, reason: str) -> list[str]:
+    return [e.message for e in client.CoreV1Api(kube).list_namespaced_event(ns).items
+            if e.reason == reason and e.involved_object.kind == "RocketStore"]
+
+
+def test_children_deleted_or_edited_by_hand_are_restored_by_the_timer(kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-drift")
+    create(kube, ns, store("rs", networkPolicy={}))
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    wait_until("observed", lambda: condition(get(kube, ns, "rs"), "Ready"), 30)
+    apps, core, net = client.AppsV1Api(kube), client.CoreV1Api(kube), client.NetworkingV1Api(kube)
+
+    # steady state: several timer periods read the children and write none of them
+    generation = apps.read_namespaced_stateful_set("rs", ns).metadata.generation
+    versions = (core.read_namespaced_service("rs", ns).metadata.resource_version,
+                core.read_namespaced_config_map("rs-config", ns).metadata.resource_version,
+                net.read_namespaced_network_policy("rs", ns).metadata.resource_version)
+    time.sleep(4)
+    assert _events(kube, ns, "DriftRepaired") == []
+    assert apps.read_namespaced_stateful_set("rs", ns).metadata.generation == generation
+    assert versions == (core.read_namespaced_service("rs", ns).metadata.resource_version,
+                        core.read_namespaced_config_map("rs-config", ns).metadata.resource_version,
+                        net.read_namespaced_network_policy("rs", ns).metadata.resource_version)
+
+    # deleted by hand: each comes back (a new object) within a few timer periods
+    old = {
+        "StatefulSet": apps.read_namespaced_stateful_set("rs", ns).metadata.uid,
+        "Service": core.read_namespaced_service("rs", ns).metadata.uid,
+        "ConfigMap": core.read_namespaced_config_map("rs-config", ns).metadata.uid,
+        "NetworkPolicy": net.read_namespaced_network_policy("rs", ns).metadata.uid,
+    }
+    apps.delete_namespaced_stateful_set("rs", ns)
+    core.delete_namespaced_service("rs", ns)
+    core.delete_namespaced_config_map("rs-config", ns)
+    net.delete_namespaced_network_policy("rs", ns)
+    readers = {
+        "StatefulSet": lambda: apps.read_namespaced_stateful_set("rs", ns),
+        "Service": lambda: core.read_namespaced_service("rs", ns),
+        "ConfigMap": lambda: core.read_namespaced_config_map("rs-config", ns),
+        "NetworkPolicy": lambda: net.read_namespaced_network_policy("rs", ns),
+    }
+    for kind, read in readers.items():
+        back = wait_until(f"{kind} recreated", lambda read=read, kind=kind: _recreated(read, old[kind]), 20)
+        assert back.metadata.owner_references[0].name == "rs", kind
+    assert apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 2
+    assert "brokerClusterName=rs\n" in core.read_namespaced_config_map("rs-config", ns).data["broker.conf"]
+
+    # edited by hand: our fields are restored; what another tool added stays
+    core.patch_namespaced_service("rs", ns, [{"op": "replace", "path": "/spec/ports/0/port", "value": 10999}])
+    core.patch_namespaced_config_map("rs-config", ns, {
+        "metadata": {"annotations": {"other.tool/checked": "yes"}},
+        "data": {"broker.conf": "brokerClusterName=someone-else\n"}})
+    apps.patch_namespaced_stateful_set("rs", ns, {"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 5}}}})
+    wait_until("Service port restored", lambda: {p.name: p.port for p in core.read_namespaced_service(
+        "rs", ns).spec.ports}.get("remoting") == 10911, 20)
+    assert 10999 not in {p.port for p in core.read_namespaced_service("rs", ns).spec.ports}
+    wait_until("ConfigMap data restored", lambda: "brokerClusterName=rs\n" in core.read_namespaced_config_map(
+        "rs-config", ns).data["broker.conf"], 20)
+    wait_until("pod template restored", lambda: apps.read_namespaced_stateful_set(
+        "rs", ns).spec.template.spec.termination_grace_period_seconds == 60, 20)
+    cm = core.read_namespaced_config_map("rs-config", ns)
+    assert cm.metadata.annotations.get("other.tool/checked") == "yes"
+    repaired = wait_until("DriftRepaired events", lambda: (m := _events(kube, ns, "DriftRepaired")) and
+                          {"StatefulSet rs: recreated", "ConfigMap rs-config: restored data.broker.conf"} <= set(m)
+                          and m, 20)
+    # the renumbered port is another item of the ports list (keyed by port) with our port's name:
+    # apply cannot merge that back, so the Service is replaced
+    assert any(m.startswith("Service rs: recreated, the edit could not be merged back") for m in repaired), repaired
+    assert "StatefulSet rs: restored spec.template.spec.terminationGracePeriodSeconds" in repaired
+
+    # and quiet again: the other tool's annotation is not drift
+    time.sleep(3)
+    count = len(_events(kube, ns, "DriftRepaired"))
+    time.sleep(3)
+    assert len(_events(kube, ns, "DriftRepaired")) == count
+
+
+def _recreated(read: Any, old_uid: str) -> Any:
+    try:
+        obj = read()
+    except client.exceptions.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return obj if obj.metadata.uid != old_uid else None
