@@ -10,8 +10,8 @@ legitimately add is never drift:
   a ``kubectl rollout restart`` annotation on the pod template: keys the desired object lacks;
 * list items another manager added to a list keyed by ``name`` (an injected sidecar container,
   an extra env var): desired items are looked up by name, extra ones ignored;
-* :data:`OBSERVER_OWNED`, the fields the operator's observer moves between applies (the masters'
-  rolling update partition).
+* ``ignored`` paths: fields the operator's observer sets between applies (the masters' rolling
+  update partition, the load balancer addresses it publishes), which it keeps right itself.
 
 A field of ours that someone changed or removed, or a missing object, is drift. Server-side apply
 then restores our fields and leaves everyone else's alone.
@@ -19,29 +19,26 @@ then restores our fields and leaves everyone else's alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
-__all__ = ["OBSERVER_OWNED", "drifted_fields"]
-
-#: (kind, path) the observer sets after the apply step: never compared
-OBSERVER_OWNED: Final[frozenset[tuple[str, tuple[str, ...]]]] = frozenset({
-    ("StatefulSet", ("spec", "updateStrategy", "rollingUpdate", "partition")),
-})
+__all__ = ["drifted_fields"]
 
 
-def drifted_fields(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> list[str]:
+def drifted_fields(desired: Mapping[str, Any], current: Mapping[str, Any] | None,
+                   ignored: Collection[tuple[str, ...]] = ()) -> list[str]:
     """The dotted paths of ``desired``'s fields that ``current`` does not hold as desired
-    (``["(missing)"]`` when there is no current object); empty when nothing drifted."""
+    (``["(missing)"]`` when there is no current object), not looking at the ``ignored`` paths;
+    empty when nothing drifted."""
     if current is None:
         return ["(missing)"]
-    skip = {path for kind, path in OBSERVER_OWNED if kind == desired.get("kind")}
     out: list[str] = []
-    _compare(desired, current, (), skip, out)
+    _compare(desired, current, (), ignored, out)
     return out
 
 
-def _compare(want: Any, have: Any, path: tuple[str, ...], skip: set[tuple[str, ...]], out: list[str]) -> None:
+def _compare(want: Any, have: Any, path: tuple[str, ...], skip: Collection[tuple[str, ...]],
+             out: list[str]) -> None:
     if path in skip:
         return
     if isinstance(want, Mapping):

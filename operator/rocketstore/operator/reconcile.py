@@ -156,7 +156,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
                 external_addresses=addresses, operator_peer=operator_peer)
     desired = all_objects(plan)
     for obj in desired[:-1]:
-        await _apply(kube, obj, repair, out)
+        await _apply(kube, owner, obj, repair, out)
     masters = desired[-1]
     if spec.replication.slaves:
         pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
@@ -164,7 +164,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
         # the masters' template may be about to change: none counts as updated yet
         rollouts = [replace(r, master_updated=False) for r in await _group_rollouts(kube, owner, groups)]
         masters = statefulset(replace(plan, master_partition=master_partition(replicas, rollouts)))
-    await _apply(kube, masters, repair, out)
+    await _apply(kube, owner, masters, repair, out)
     if not spec.replication.slaves and _partition(sts):
         # the slaves are gone: the partition the observer set (an update, not part of the applied
         # object) would hold the masters' rolling updates for good
@@ -190,7 +190,18 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     return out
 
 
-async def _apply(kube: Kube, obj: Mapping[str, Any], repair: bool, out: Outcome) -> None:
+def _observer_owned(owner: Owner, obj: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The fields of a child the observer sets between applies and keeps right itself, which the
+    drift repair leaves to it: the masters' rolling update partition, the load balancer addresses
+    (:func:`_publish_addresses`)."""
+    if obj["kind"] == "StatefulSet":
+        return {("spec", "updateStrategy", "rollingUpdate", "partition")}
+    if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == addresses_name(owner.name):
+        return {("data",)}
+    return set()
+
+
+async def _apply(kube: Kube, owner: Owner, obj: Mapping[str, Any], repair: bool, out: Outcome) -> None:
     """Server-side apply one desired object; with ``repair`` only when it drifted."""
     api_version, kind, name = str(obj["apiVersion"]), str(obj["kind"]), str(obj["metadata"]["name"])
     namespace = obj["metadata"].get("namespace")
@@ -198,7 +209,7 @@ async def _apply(kube: Kube, obj: Mapping[str, Any], repair: bool, out: Outcome)
         await _api_step("apply", f"applying {kind} {name}", kube.apply(obj))
         return
     current = await kube.get(api_version, kind, namespace, name)
-    drifted = drifted_fields(obj, current)
+    drifted = drifted_fields(obj, current, _observer_owned(owner, obj))
     if not drifted:
         return
     metrics.DRIFT_REPAIRS.labels(kind=kind).inc()
