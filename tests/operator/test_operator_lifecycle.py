@@ -1,16 +1,19 @@
 """The operator's life with a store on a REAL API server (see conftest.py; the test operator runs
 with --interval 1): child objects deleted or edited by hand are restored by the timer, and what
-others legitimately add is left alone."""
+others legitimately add is left alone; the finalizer kopf adds, and deleting a RocketStore with
+and without a running operator."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
 import pytest
 from kubernetes import client
 from operator_support import wait_until
-from test_operator_cluster import condition, create, get, make_ns, reconciled, store
+from test_operator_cluster import G, P, V, condition, create, get, make_ns, reconciled, store
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +93,53 @@ def test_children_deleted_or_edited_by_hand_are_restored_by_the_timer(kube: Any,
     count = len(_events(kube, ns, "DriftRepaired"))
     time.sleep(3)
     assert len(_events(kube, ns, "DriftRepaired")) == count
+
+
+FINALIZER = "rocketstore.io/operator"
+
+
+def _gone(kube: Any, ns: str, name: str) -> bool:
+    try:
+        get(kube, ns, name)
+    except client.exceptions.ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False
+
+
+def test_a_rocketstore_deleted_while_the_operator_runs_goes_with_its_objects(kube: Any,
+                                                                            operator_process: Any) -> None:
+    ns = make_ns(kube, "t-finalizer-run")
+    create(kube, ns, store("rs"))
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    assert FINALIZER in get(kube, ns, "rs")["metadata"]["finalizers"]  # kopf's, for the timer
+    client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, ns, P, "rs")
+    wait_until("RocketStore gone", lambda: _gone(kube, ns, "rs"), 20)
+    wait_until("StatefulSet collected", lambda: not client.AppsV1Api(kube).list_namespaced_stateful_set(
+        ns).items, 30)
+
+
+def test_without_a_running_operator_a_deleted_rocketstore_waits_until_the_finalizer_is_removed(
+        kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-finalizer-stopped")
+    create(kube, ns, store("rs"))
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    pid = operator_process["proc"].pid
+    os.kill(pid, signal.SIGSTOP)  # the operator uninstalled, as far as the API server can tell
+    try:
+        client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, ns, P, "rs")
+        time.sleep(3)
+        stuck = get(kube, ns, "rs")
+        assert stuck["metadata"]["deletionTimestamp"] and FINALIZER in stuck["metadata"]["finalizers"]
+        # the chart README's release command
+        client.CustomObjectsApi(kube).patch_namespaced_custom_object(
+            G, V, ns, P, "rs", {"metadata": {"finalizers": None}})
+        wait_until("RocketStore gone", lambda: _gone(kube, ns, "rs"), 10)
+        wait_until("StatefulSet collected", lambda: not client.AppsV1Api(kube).list_namespaced_stateful_set(
+            ns).items, 30)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _recreated(read: Any, old_uid: str) -> Any:

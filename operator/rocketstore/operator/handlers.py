@@ -11,9 +11,14 @@ spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
 hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 
-There is no delete handler (and so no finalizer): owner references let the garbage collector
-remove the objects, and the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs
-unless ``storage.deleteClaim`` is true.
+There is no delete handler: owner references let the garbage collector remove the objects, and
+the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless
+``storage.deleteClaim`` is true. kopf still puts a finalizer, ``rocketstore.io/operator``
+(``settings.persistence.finalizer``), on every RocketStore: timers need one (``kopf.timer``
+registers with ``requires_finalizer=True``), so that deletion waits until the timer is stopped.
+While the operator runs, a deleted RocketStore loses the finalizer at once and goes. Without a
+running operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until
+the finalizer is removed by hand; docs/operator.md ("Uninstalling") and the chart README say how.
 
 kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
 ``login_via_client``: that one loads the library's process-wide default configuration, always from
