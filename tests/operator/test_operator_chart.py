@@ -237,7 +237,12 @@ def test_operator_pod_options_and_probes(helm: Path) -> None:
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
     plain = next(d for d in render(helm) if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert not any(a.startswith(("--broker-image", "--allowed-broker-images")) for a in plain["args"])
+    # brokers default to the operator's own image, so a registry set for one holds both
+    assert "--broker-image=rocketstore/rocketstore:0.1.0" in plain["args"]
+    assert not any(a.startswith("--allowed-broker-images") for a in plain["args"])
+    moved = next(d for d in render(helm, "--set", "image.repository=registry.local/rs", "--set-string", "image.tag=9")
+                 if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert moved["image"] == "registry.local/rs:9" and "--broker-image=registry.local/rs:9" in moved["args"]
     assert "env" not in plain
     allowing = next(d for d in render(helm, "--set", "allowedBrokerImages={reg.local/rs:*,reg.local/rs-debug:7}")
                     if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]

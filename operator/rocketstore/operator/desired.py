@@ -792,6 +792,8 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
         pod_spec["initContainers"] = [_wait_for_address(container)]
         # mounted whole (no subPath): kubelet updates it in place as the operator adds addresses
         pod_spec["volumes"].append({"name": "addresses", "configMap": {"name": addresses_name(owner.name)}})
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
     if sched.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
     if sched.node_selector:
