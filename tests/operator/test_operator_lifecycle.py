@@ -95,6 +95,31 @@ def test_children_deleted_or_edited_by_hand_are_restored_by_the_timer(kube: Any,
     assert len(_events(kube, ns, "DriftRepaired")) == count
 
 
+def test_kubectl_scale_moves_spec_brokers_through_the_scale_subresource(kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-scale")
+    create(kube, ns, store("rs"))
+    wait_until("reconciled", lambda: reconciled(kube, ns, "rs"), 60)
+    custom, apps = client.CustomObjectsApi(kube), client.AppsV1Api(kube)
+    scale = custom.get_namespaced_custom_object_scale(G, V, ns, P, "rs")
+    assert scale["spec"]["replicas"] == 2 and scale["status"]["replicas"] == 2
+    assert scale["status"]["selector"] == "app.kubernetes.io/name=rocketstore,app.kubernetes.io/instance=rs"
+    assert len(client.CoreV1Api(kube).list_namespaced_pod(ns, label_selector=scale["status"]["selector"]).items) == 2
+    custom.patch_namespaced_custom_object_scale(G, V, ns, P, "rs", {"spec": {"replicas": 3}})  # kubectl scale
+    assert get(kube, ns, "rs")["spec"]["brokers"] == 3
+    wait_until("StatefulSet scaled", lambda: apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 3, 20)
+    wait_until("scale status", lambda: custom.get_namespaced_custom_object_scale(
+        G, V, ns, P, "rs")["status"]["replicas"] == 3, 20)
+    # the CRD's schema holds for the scale subresource too
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        custom.patch_namespaced_custom_object_scale(G, V, ns, P, "rs", {"spec": {"replicas": 0}})
+    assert refused.value.status == 422
+    # scaling down is still refused without spec.scaling.allowScaleDown
+    custom.patch_namespaced_custom_object_scale(G, V, ns, P, "rs", {"spec": {"replicas": 2}})
+    obj = wait_until("ScaleDownRefused", lambda: (o := get(kube, ns, "rs")) and "ScaleDownRefused" in (
+        condition(o, "Degraded") or {}).get("reason", "") and o, 20)
+    assert apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 3, obj
+
+
 FINALIZER = "rocketstore.io/operator"
 
 

@@ -226,6 +226,11 @@ def selector(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "rocketstore", "app.kubernetes.io/instance": name}
 
 
+def selector_text(name: str) -> str:
+    """:func:`selector` as a label selector string (the scale subresource's ``status.selector``)."""
+    return ",".join(f"{k}={v}" for k, v in selector(name).items())
+
+
 def headless_name(name: str) -> str:
     return f"{name}-headless"
 

@@ -41,6 +41,7 @@ from rocketstore.operator.desired import (
     pod_name,
     pvc_name,
     selector,
+    selector_text,
     slave_pod_name,
     slave_statefulset_name,
     stale_names,
@@ -185,6 +186,8 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     out.status.update({
         "volumeSize": format_quantity(volume),
         "replicas": replicas,
+        # the scale subresource's labelSelectorPath: every pod of the store, as a selector string
+        "selector": selector_text(owner.name),
         "problems": problems,
     })
     return out
