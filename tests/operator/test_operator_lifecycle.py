@@ -6,8 +6,10 @@ and without a running operator."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -118,6 +120,32 @@ def test_kubectl_scale_moves_spec_brokers_through_the_scale_subresource(kube: An
     obj = wait_until("ScaleDownRefused", lambda: (o := get(kube, ns, "rs")) and "ScaleDownRefused" in (
         condition(o, "Degraded") or {}).get("reason", "") and o, 20)
     assert apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 3, obj
+
+
+def _states(operator_process: Any, ns: str, name: str) -> dict[str, float]:
+    """``rocketstore_resource_state`` of one RocketStore on the operator's /metrics, by condition."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator_process['metrics']}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    found = {}
+    for labels, value in re.findall(r"^rocketstore_resource_state\{([^}]*)\} (\S+)$", text, re.MULTILINE):
+        pairs = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if (pairs["kind"], pairs["namespace"], pairs["name"]) == ("RocketStore", ns, name):
+            found[pairs["condition"]] = float(value)
+    return found
+
+
+def test_resource_state_gauge_follows_the_conditions(kube: Any, operator_process: Any) -> None:
+    ns = make_ns(kube, "t-state")
+    create(kube, ns, store("rs"))
+    obj = wait_until("Ready", lambda: (o := get(kube, ns, "rs")) and (
+        condition(o, "Ready") or {}).get("status") == "True" and o, 60)
+    # kwok pods have no broker behind them: Degraded (BrokerUnreachable) while Ready
+    states = wait_until("states of every condition", lambda: (s := _states(operator_process, ns, "rs")) and {
+        c["type"]: 1.0 if c["status"] == "True" else 0.0 for c in get(kube, ns, "rs")["status"]["conditions"]
+    } == s and s, 20)
+    assert states["Ready"] == 1.0 and states["Degraded"] == 1.0, (states, obj["status"]["conditions"])
+    client.CustomObjectsApi(kube).delete_namespaced_custom_object(G, V, ns, P, "rs")
+    wait_until("series gone with the RocketStore", lambda: _states(operator_process, ns, "rs") == {}, 20)
 
 
 FINALIZER = "rocketstore.io/operator"

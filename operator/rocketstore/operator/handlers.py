@@ -113,6 +113,7 @@ def _parse(body: kopf.Body, spec: Mapping[str, Any], status: Mapping[str, Any], 
     metrics.ERRORS.labels(step="spec").inc()
     patch.status["conditions"] = merge_conditions(
         status.get("conditions"), [Condition("Degraded", True, reason, refusal)], generation)
+    metrics.record_conditions(str(body.metadata.namespace), str(body.metadata.name), patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Warning", reason=reason, message=refusal)
     raise kopf.PermanentError(refusal)
@@ -136,6 +137,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     patch.status.update(new_status)
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation,
                                                   drop=observed.dropped)
+    metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Normal", reason="Reconciled", message=(
         f"{cause}: {parsed.brokers} brokers, volume {applied.status['volumeSize']}, generation {generation}"))
@@ -187,6 +189,14 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
                                                   int(status.get("observedGeneration") or 0), drop=observed.dropped)
+    metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
+
+
+# optional: it asks for no finalizer of its own (the timer's is there anyway, see the module
+# docstring); a RocketStore deleted while no operator runs has no series in the next one anyway
+@kopf.on.delete(GROUP, VERSION, PLURAL, id="forget-metrics", optional=True)
+async def on_delete(meta: kopf.Meta, **_: Any) -> None:
+    metrics.forget_resource(str(meta["namespace"]), str(meta["name"]))
 
 
 async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec) -> tuple[Outcome, list[dict[str, str]]]:
