@@ -237,7 +237,12 @@ def test_operator_pod_options_and_probes(helm: Path) -> None:
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
     plain = next(d for d in render(helm) if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert not any(a.startswith(("--broker-image", "--allowed-broker-images")) for a in plain["args"])
+    # brokers default to the operator's own image, so a registry set for one holds both
+    assert "--broker-image=rocketstore/rocketstore:0.1.0" in plain["args"]
+    assert not any(a.startswith("--allowed-broker-images") for a in plain["args"])
+    moved = next(d for d in render(helm, "--set", "image.repository=registry.local/rs", "--set-string", "image.tag=9")
+                 if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert moved["image"] == "registry.local/rs:9" and "--broker-image=registry.local/rs:9" in moved["args"]
     assert "env" not in plain
     allowing = next(d for d in render(helm, "--set", "allowedBrokerImages={reg.local/rs:*,reg.local/rs-debug:7}")
                     if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
@@ -391,12 +396,40 @@ def test_alert_rules_pass_promtool(helm: Path, tmp_path: Path) -> None:
     assert {"RocketStoreDiskPressure", "RocketStoreDispatchLag", "RocketStoreConsumerLag",
             "RocketStoreBrokerNotReady", "RocketStoreReconcileErrors", "RocketStoreSyncMasterWithoutSlave",
             "RocketStoreReplicationLag", "RocketStoreReplicationLagSeconds", "RocketStoreSlaveDisconnected",
-            "RocketStoreSlaveRefusedLog"} <= alerts
+            "RocketStoreSlaveRefusedLog", "RocketStoreDegraded", "RocketStoreBrokerPodsNotReady"} <= alerts
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rules))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"SUCCESS: {len(alerts)} rules found" in out.stdout
+    # the store alerts on series: a store's master and slave StatefulSets short of ready pods fire,
+    # another application's StatefulSet does not; Degraded from the operator's resource state
+    tests = tmp_path / "tests.yaml"
+    series = {"kube_statefulset_replicas": {"orders": 3, "orders-slave-1": 3, "other-app": 3},
+              "kube_statefulset_status_replicas_ready": {"orders": 2, "orders-slave-1": 1, "other-app": 0}}
+    state = {"Degraded": 1, "Ready": 0}
+    tests.write_text(yaml.safe_dump({"rule_files": [path.name], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            *({"series": f'{metric}{{namespace="ns",statefulset="{sts}"}}', "values": f"{n}x30"}
+              for metric, by_sts in series.items() for sts, n in by_sts.items()),
+            *({"series": f'rocketstore_resource_state{{kind="RocketStore",name="orders",namespace="ns",'
+                         f'condition="{c}"}}', "values": f"{v}x30"} for c, v in state.items())],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": "RocketStoreBrokerPodsNotReady", "exp_alerts": [
+                {"exp_labels": {"severity": "warning", "namespace": "ns", "statefulset": sts, "rocketstore": "orders"},
+                 "exp_annotations": {"summary": f"{n} broker pods of StatefulSet ns/{sts} are not ready "
+                                                "(kubectl describe pods: Pending, unschedulable, image pull)"}}
+                for sts, n in (("orders", 1), ("orders-slave-1", 2))]},
+            {"eval_time": "20m", "alertname": "RocketStoreDegraded", "exp_alerts": [
+                {"exp_labels": {"severity": "warning", "kind": "RocketStore", "name": "orders", "namespace": "ns",
+                                "condition": "Degraded"},
+                 "exp_annotations": {"summary": "RocketStore ns/orders is Degraded (kubectl describe rocketstore: "
+                                                "the Degraded condition)"}}]},
+        ]}]}))
+    out = subprocess.run([promtool, "test", "rules", str(tests)], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
     broken = {"groups": [{"name": "x", "rules": [{"alert": "X", "expr": "rate(rocketstore_ready[5m]"}]}]}
     path.write_text(yaml.safe_dump(broken))
     assert subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, timeout=60).returncode != 0

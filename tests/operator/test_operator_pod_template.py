@@ -102,7 +102,16 @@ def test_pod_template_override_is_merged_under_the_operators_keys() -> None:
 
 def test_no_override_means_no_extra_fields() -> None:
     pod = pod_spec_of({})["spec"]
-    assert not {"priorityClassName", "topologySpreadConstraints", "tolerations", "nodeSelector"} & pod.keys()
+    assert not {"priorityClassName", "topologySpreadConstraints", "tolerations", "nodeSelector",
+                "imagePullSecrets"} & pod.keys()
+
+
+def test_image_pull_secrets_reach_the_pods() -> None:
+    pod = pod_spec_of({"imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}]})["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}]
+    with pytest.raises(SpecError) as e:
+        parse_spec({"imagePullSecrets": [{"name": "Not_A_Secret"}]})
+    assert e.value.field == "imagePullSecrets[0].name"
 
 
 def test_pod_template_changes_roll_the_pods() -> None:
@@ -178,7 +187,7 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
     client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, ns, P, _store(
         "psa", podTemplate={"metadata": {"labels": {"team": "payments"}, "annotations": {"example.com/o": "ops"}},
                             "env": [{"name": "TZ", "value": "UTC"}]},
-        scheduling={**KWOK, "topologySpreadConstraints": [ZONE_SPREAD]}))
+        scheduling={**KWOK, "topologySpreadConstraints": [ZONE_SPREAD]}, imagePullSecrets=[{"name": "regcred"}]))
 
     def running() -> list[Any]:
         pods = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=psa").items
@@ -203,6 +212,7 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
         assert pod.metadata.labels["team"] == "payments"
         assert pod.spec.security_context.seccomp_profile.type == "RuntimeDefault"
         assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
+        assert [r.name for r in pod.spec.image_pull_secrets] == ["regcred"]
     # no spec.image: nothing stored, the StatefulSet runs the operator's default
     stored = client.CustomObjectsApi(kube).get_namespaced_custom_object(G, V, ns, P, "psa")
     assert "image" not in stored["spec"]
@@ -219,6 +229,7 @@ def test_restricted_namespace_admits_and_runs_the_brokers(kube: Any, crd: Any, o
      "spec.podTemplate.metadata.labels.team in body should match"),
     ({"podTemplate": {"env": [{"name": "RUN_DIR", "value": "/"}]}}, "are set by the operator"),
     ({"podTemplate": {"env": [{"value": "x"}]}}, "spec.podTemplate.env[0].name: Required value"),
+    ({"imagePullSecrets": [{}]}, "spec.imagePullSecrets[0].name: Required value"),
     ({"podTemplate": {"env": [{"name": "1BAD", "value": "x"}]}}, "spec.podTemplate.env[0].name in body should match"),
     ({"scheduling": {"priorityClassName": "Not_A_Name"}}, "spec.scheduling.priorityClassName in body should match"),
     ({"scheduling": {"topologySpreadConstraints": [{**ZONE_SPREAD, "whenUnsatisfiable": "Sometimes"}]}},

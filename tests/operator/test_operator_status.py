@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocketstore.operator.brokers import BrokerRuntime
-from rocketstore.operator.conditions import Condition
+from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner
 from rocketstore.operator.model import Spec, parse_spec
 from rocketstore.operator.retention import Decision, decide
@@ -224,3 +224,24 @@ def test_degraded_says_the_first_problem_then_unreachable_ready_brokers() -> Non
     assert degraded([], entries) == Condition("Degraded", True, "BrokerUnreachable",
                                               "admin API not answering: rs-0")
     assert degraded([], entries[1:]) == Condition("Degraded", False, "AsExpected")
+
+
+def test_resource_state_follows_the_conditions() -> None:
+    from prometheus_client import REGISTRY
+
+    from rocketstore.operator import metrics
+
+    def state(condition: str) -> float | None:
+        return REGISTRY.get_sample_value("rocketstore_resource_state", {
+            "kind": "RocketStore", "name": "rs", "namespace": "ns-state", "condition": condition})
+
+    metrics.record_conditions("ns-state", "rs", merge_conditions(None, [
+        Condition("Ready", True, "AllBrokersReady"), Condition("Degraded", False, "AsExpected"),
+        Condition("ExternalAccessReady", False, "LoadBalancerPending")], 1))
+    assert (state("Ready"), state("Degraded"), state("ExternalAccessReady")) == (1.0, 0.0, 0.0)
+    metrics.record_conditions("ns-state", "rs", merge_conditions(None, [
+        Condition("Ready", False, "BrokersNotReady"), Condition("Degraded", True, "BrokerUnreachable")], 2))
+    # a condition no longer reported (external access switched off) leaves no series behind
+    assert (state("Ready"), state("Degraded"), state("ExternalAccessReady")) == (0.0, 1.0, None)
+    metrics.forget_resource("ns-state", "rs")
+    assert (state("Ready"), state("Degraded")) == (None, None)

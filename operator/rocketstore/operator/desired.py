@@ -230,6 +230,11 @@ def selector(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "rocketstore", "app.kubernetes.io/instance": name}
 
 
+def selector_text(name: str) -> str:
+    """:func:`selector` as a label selector string (the scale subresource's ``status.selector``)."""
+    return ",".join(f"{k}={v}" for k, v in selector(name).items())
+
+
 def headless_name(name: str) -> str:
     return f"{name}-headless"
 
@@ -807,6 +812,8 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
         pod_spec["initContainers"] = [_wait_for_address(container)]
         # mounted whole (no subPath): kubelet updates it in place as the operator adds addresses
         pod_spec["volumes"].append({"name": "addresses", "configMap": {"name": addresses_name(owner.name)}})
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
     if sched.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
     if sched.node_selector:

@@ -1,17 +1,24 @@
 """Thin kopf handlers: parse, delegate to :mod:`reconcile`, write status and events.
 
 * create / update / resume -> :func:`reconcile.apply_objects` then :func:`reconcile.observe`
-* timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> :func:`reconcile.observe`:
-  pod readiness, broker disk usage, retention convergence, manual deletes, adaptive retention
+* timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> drift repair
+  (:func:`reconcile.apply_objects` with ``repair``: child objects deleted or edited by hand are
+  applied again, unchanged ones only read), then :func:`reconcile.observe`: pod readiness, broker
+  disk usage, retention convergence, manual deletes, adaptive retention
 
 An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``, or ``ImageNotAllowed`` for a
 spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``kopf.PermanentError``:
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
 hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 
-There is no delete handler (and so no finalizer): owner references let the garbage collector
-remove the objects, and the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs
-unless ``storage.deleteClaim`` is true.
+There is no delete handler: owner references let the garbage collector remove the objects, and
+the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless
+``storage.deleteClaim`` is true. kopf still puts a finalizer, ``rocketstore.io/operator``
+(``settings.persistence.finalizer``), on every RocketStore: timers need one (``kopf.timer``
+registers with ``requires_finalizer=True``), so that deletion waits until the timer is stopped.
+While the operator runs, a deleted RocketStore loses the finalizer at once and goes. Without a
+running operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until
+the finalizer is removed by hand; docs/operator.md ("Uninstalling") and the chart README say how.
 
 kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
 ``login_via_client``: that one loads the library's process-wide default configuration, always from
@@ -106,6 +113,7 @@ def _parse(body: kopf.Body, spec: Mapping[str, Any], status: Mapping[str, Any], 
     metrics.ERRORS.labels(step="spec").inc()
     patch.status["conditions"] = merge_conditions(
         status.get("conditions"), [Condition("Degraded", True, reason, refusal)], generation)
+    metrics.record_conditions(str(body.metadata.namespace), str(body.metadata.name), patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Warning", reason=reason, message=refusal)
     raise kopf.PermanentError(refusal)
@@ -129,6 +137,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     patch.status.update(new_status)
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation,
                                                   drop=observed.dropped)
+    metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Normal", reason="Reconciled", message=(
         f"{cause}: {parsed.brokers} brokers, volume {applied.status['volumeSize']}, generation {generation}"))
@@ -170,10 +179,31 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            observed = await observe(memo.kube, memo.brokers, owner, parsed, status, int(meta.get("generation", 0)))
+            applied, failure = await _repair(memo, owner, parsed)
+            seen = {**dict(status), **applied.status}
+            observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
+    _post(body, applied)
     _post(body, observed)
-    patch.status.update(observed.status)
-    problems = [*(status.get("problems") or []), *observed.problems]
+    patch.status.update({**applied.status, **observed.status})
+    problems = [*applied.status.get("problems", status.get("problems") or []), *failure, *observed.problems]
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
                                                   int(status.get("observedGeneration") or 0), drop=observed.dropped)
+    metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
+
+
+# optional: it asks for no finalizer of its own (the timer's is there anyway, see the module
+# docstring); a RocketStore deleted while no operator runs has no series in the next one anyway
+@kopf.on.delete(GROUP, VERSION, PLURAL, id="forget-metrics", optional=True)
+async def on_delete(meta: kopf.Meta, **_: Any) -> None:
+    metrics.forget_resource(str(meta["namespace"]), str(meta["name"]))
+
+
+async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec) -> tuple[Outcome, list[dict[str, str]]]:
+    """The timer's drift repair: the apply step applying only what drifted; its failure is a
+    problem of the store (Degraded), not an error that would skip the observation after it."""
+    try:
+        return await apply_objects(memo.kube, owner, spec, memo.broker_image, memo.brokers, memo.operator_peer,
+                                   repair=True), []
+    except (kopf.PermanentError, kopf.TemporaryError) as e:
+        return Outcome(), [{"reason": "DriftRepairFailed", "message": str(e)}]

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["BROKER_DISK_USAGE", "ERRORS", "RECONCILES", "RECONCILE_DURATION", "TUNING_ACTIONS"]
+from rocketstore.operator.conditions import TYPES
+
+__all__ = ["BROKER_DISK_USAGE", "DRIFT_REPAIRS", "ERRORS", "RECONCILES", "RECONCILE_DURATION", "RESOURCE_STATE",
+           "TUNING_ACTIONS", "forget_resource", "record_conditions"]
 
 RECONCILES = Counter(
     "rocketstore_operator_reconciles", "Reconciliations of RocketStore objects", ["kind"]
@@ -29,3 +36,30 @@ BROKER_DISK_USAGE = Gauge(
     "rocketstore_operator_broker_disk_usage_ratio", "Last observed commitLogDiskRatio",
     ["namespace", "name", "broker"],
 )
+#: child objects the timer found deleted or edited by hand and applied again (by kind)
+DRIFT_REPAIRS = Counter(
+    "rocketstore_operator_drift_repairs", "Child objects restored after a change by hand", ["kind"]
+)
+#: each condition of each RocketStore, 1 while it is True (Strimzi's strimzi_resource_state): what
+#: the Degraded alert reads, and the list of the stores this operator knows
+RESOURCE_STATE = Gauge(
+    "rocketstore_resource_state", "1 while the condition of the resource is True, else 0",
+    ["kind", "name", "namespace", "condition"],
+)
+
+
+def record_conditions(namespace: str, name: str, conditions: Iterable[Mapping[str, Any]],
+                      kind: str = "RocketStore") -> None:
+    """Set :data:`RESOURCE_STATE` from a status's conditions; types no longer there are removed."""
+    seen = set()
+    for c in conditions:
+        seen.add(str(c["type"]))
+        RESOURCE_STATE.labels(kind, name, namespace, str(c["type"])).set(1 if c.get("status") == "True" else 0)
+    forget_resource(namespace, name, kind, keep=seen)
+
+
+def forget_resource(namespace: str, name: str, kind: str = "RocketStore", keep: Iterable[str] = ()) -> None:
+    """Remove a resource's :data:`RESOURCE_STATE` series (all, or those not in ``keep``)."""
+    for condition in set(TYPES) - set(keep):
+        with contextlib.suppress(KeyError):  # never set
+            RESOURCE_STATE.remove(kind, name, namespace, condition)

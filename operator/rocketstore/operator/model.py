@@ -278,6 +278,8 @@ class Spec:
     #: moves the brokers that do not pin an image
     image: str | None = None
     image_pull_policy: str = "IfNotPresent"
+    #: Secrets in the store's namespace the kubelet pulls the broker image with
+    image_pull_secrets: tuple[str, ...] = ()
     resources: Mapping[str, Any] = field(default_factory=dict)
     storage: Storage = field(default_factory=Storage)
     commit_log: CommitLog = field(default_factory=CommitLog)
@@ -361,6 +363,19 @@ def _secret_key(d: Mapping[str, Any], key: str, default: str, path: str) -> str:
     if not isinstance(value, str) or len(value) > 253 or not _SECRET_KEY.match(value):
         raise SpecError(path, f"{value!r} is not a Secret key (letters, digits, '-', '_', '.'; not '.' or '..*')")
     return value
+
+
+def _image_pull_secrets(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """spec.imagePullSecrets, as a pod spec takes them: ``[{name: SECRET}, ...]``."""
+    refs = _get(spec, "imagePullSecrets", [])
+    if not isinstance(refs, list):
+        raise SpecError("imagePullSecrets", "must be a list of {name: SECRET}")
+    names = []
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, Mapping):
+            raise SpecError(f"imagePullSecrets[{i}]", "must be {name: SECRET}")
+        names.append(_secret_name({"secretName": ref.get("name")}, f"imagePullSecrets[{i}].name"))
+    return tuple(names)
 
 
 def _secret_name(d: Mapping[str, Any], path: str) -> str:
@@ -498,6 +513,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         image=None if spec.get("image") is None else str(spec["image"]),
         image_pull_policy=_choice(spec, "imagePullPolicy", "IfNotPresent", "imagePullPolicy",
                                   ("Always", "IfNotPresent", "Never")),
+        image_pull_secrets=_image_pull_secrets(spec),
         resources=dict(_get(spec, "resources", {})),
         storage=storage,
         commit_log=CommitLog(segment_size=segment_size),

@@ -1,6 +1,7 @@
 """Reconciliation steps: the async code between the pure builders and the kopf handlers.
 
-``apply_objects``  desired objects -> server-side apply; storage growth; refused changes;
+``apply_objects``  desired objects -> server-side apply (with ``repair``, on the timer: only the
+                   objects that drifted, :mod:`rocketstore.operator.drift`); storage growth; refused changes;
                    objects no longer wanted (external Services of removed brokers, the
                    StatefulSet of removed slaves, PodDisruptionBudgets, the NetworkPolicy once
                    spec.networkPolicy is removed) deleted; with slaves,
@@ -41,11 +42,13 @@ from rocketstore.operator.desired import (
     pod_name,
     pvc_name,
     selector,
+    selector_text,
     slave_pod_name,
     slave_statefulset_name,
     stale_names,
     statefulset,
 )
+from rocketstore.operator.drift import drifted_fields
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
@@ -104,8 +107,13 @@ async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, na
 
 
 async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str,
-                        brokers: Brokers | None = None, operator_peer: Mapping[str, Any] | None = None) -> Outcome:
+                        brokers: Brokers | None = None, operator_peer: Mapping[str, Any] | None = None,
+                        *, repair: bool = False) -> Outcome:
     """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down.
+
+    ``repair`` (the timer's drift repair) reads each desired object first and applies only those
+    missing or whose fields of ours differ (:func:`rocketstore.operator.drift.drifted_fields`), with
+    a ``DriftRepaired`` event each: a store nobody touched costs reads, never a write.
 
     ``default_image`` is the broker image when the spec names none (the operator's --broker-image);
     ``operator_peer`` the operator's pods, which a NetworkPolicy lets in (see :class:`Plan`).
@@ -150,7 +158,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
                 external_addresses=addresses, operator_peer=operator_peer)
     desired = all_objects(plan)
     for obj in desired[:-1]:
-        await _api_step("apply", f"applying {obj['kind']} {obj['metadata']['name']}", kube.apply(obj))
+        await _apply(kube, owner, obj, repair, out)
     masters = desired[-1]
     if spec.replication.slaves:
         pods = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", owner.namespace, selector(owner.name))}
@@ -158,7 +166,7 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
         # the masters' template may be about to change: none counts as updated yet
         rollouts = [replace(r, master_updated=False) for r in await _group_rollouts(kube, owner, groups)]
         masters = statefulset(replace(plan, master_partition=master_partition(replicas, rollouts)))
-    await _api_step("apply", f"applying StatefulSet {owner.name}", kube.apply(masters))
+    await _apply(kube, owner, masters, repair, out)
     if not spec.replication.slaves and _partition(sts):
         # the slaves are gone: the partition the observer set (an update, not part of the applied
         # object) would hold the masters' rolling updates for good
@@ -179,9 +187,49 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     out.status.update({
         "volumeSize": format_quantity(volume),
         "replicas": replicas,
+        # the scale subresource's labelSelectorPath: every pod of the store, as a selector string
+        "selector": selector_text(owner.name),
         "problems": problems,
     })
     return out
+
+
+def _observer_owned(owner: Owner, obj: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The fields of a child the observer sets between applies and keeps right itself, which the
+    drift repair leaves to it: the masters' rolling update partition, the load balancer addresses
+    (:func:`_publish_addresses`)."""
+    if obj["kind"] == "StatefulSet":
+        return {("spec", "updateStrategy", "rollingUpdate", "partition")}
+    if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == addresses_name(owner.name):
+        return {("data",)}
+    return set()
+
+
+async def _apply(kube: Kube, owner: Owner, obj: Mapping[str, Any], repair: bool, out: Outcome) -> None:
+    """Server-side apply one desired object; with ``repair`` only when it drifted."""
+    api_version, kind, name = str(obj["apiVersion"]), str(obj["kind"]), str(obj["metadata"]["name"])
+    namespace = obj["metadata"].get("namespace")
+    if not repair:
+        await _api_step("apply", f"applying {kind} {name}", kube.apply(obj))
+        return
+    current = await kube.get(api_version, kind, namespace, name)
+    drifted = drifted_fields(obj, current, _observer_owned(owner, obj))
+    if not drifted:
+        return
+    metrics.DRIFT_REPAIRS.labels(kind=kind).inc()
+    what = "recreated" if current is None else "restored " + ", ".join(drifted[:10])
+    try:
+        await kube.apply(obj)
+    except ApiError as e:
+        if e.status != 422 or current is None or kind == "StatefulSet":
+            raise _api_failure("apply", f"applying {kind} {name}", e) from e
+        # an edit apply cannot merge back: a Service port renumbered by hand is another item of the
+        # ports list (keyed by port), whose name then clashes with ours. The object is replaced (a
+        # StatefulSet never: its pods would go with it)
+        await _api_step("delete", f"deleting {kind} {name}", kube.delete(api_version, kind, namespace, name))
+        await _api_step("apply", f"applying {kind} {name}", kube.apply(obj))
+        what = f"recreated, the edit could not be merged back ({e})"[:300]
+    out.events.append(Event("Warning", "DriftRepaired", f"{kind} {name}: {what}"))
 
 
 async def _api_step(step: str, what: str, call: Awaitable[Any]) -> None:
@@ -190,10 +238,14 @@ async def _api_step(step: str, what: str, call: Awaitable[Any]) -> None:
     try:
         await call
     except ApiError as e:
-        metrics.ERRORS.labels(step=step).inc()
-        if e.retriable:
-            raise kopf.TemporaryError(f"{what}: {e}", delay=5) from e
-        raise kopf.PermanentError(f"{what}: {e}") from e
+        raise _api_failure(step, what, e) from e
+
+
+def _api_failure(step: str, what: str, e: ApiError) -> kopf.TemporaryError | kopf.PermanentError:
+    metrics.ERRORS.labels(step=step).inc()
+    if e.retriable:
+        return kopf.TemporaryError(f"{what}: {e}", delay=5)
+    return kopf.PermanentError(f"{what}: {e}")
 
 
 async def _slave_statefulset_names(kube: Kube, owner: Owner) -> list[str]:
