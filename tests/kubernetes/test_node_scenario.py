@@ -162,7 +162,7 @@ def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> st
         states = [(c.name, c.ready, c.restart_count, c.state.to_dict()) for c in p.status.container_statuses or []]
         out.append(f"-- {p.metadata.name}: {p.status.phase} {states}")
         try:
-            out.append(core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail))
+            out.append(core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail) or "(empty log)")
         except Exception as exc:  # the pod may not have started: say so instead of hiding the cause
             out.append(f"{p.metadata.name}: no log ({exc})")
     return "\n".join(out)
