@@ -201,6 +201,9 @@ def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
     if taken:
         pytest.fail(f"namespaces {taken} exist already: the scenario creates and deletes them itself", pytrace=False)
     core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
+    # every store's volumes, made here so that any test runs alone (-k): 3 brokers of the first
+    # store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one
+    cluster.add_volumes(7)
     try:
         # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
         run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
@@ -226,8 +229,6 @@ def store(installed: Target, kube: Any) -> dict[str, Any]:
     core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS, "labels": RESTRICTED}})
     wait_until("default SA", lambda: core.read_namespaced_service_account("default", NS), 60)
-    # 3 brokers of this store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one
-    installed.add_volumes(7)
     body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": NAME},
             "spec": {"brokers": 2, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
                      "externalAccess": {"type": "NodePort", "basePort": BASE_PORT,
