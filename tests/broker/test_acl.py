@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from inprocess_broker import BrokerHandle
+from signed_requests import send_fields
+from signed_requests import signed as signed_request
 
 from rocketstore.broker.acl.remote_address_strategy import AclConfigError
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, load_tls_settings, read_properties
-from rocketstore.remoting.acl_signer import cal_signature, request_content
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 
@@ -40,14 +41,7 @@ def home_with(tmp_path: Path, text: str | None) -> Path:
 
 
 def signed(code: int, ext: dict[str, str], body: bytes = b"", secret: str = SK) -> RemotingCommand:
-    fields = {**ext, "AccessKey": AK}
-    fields["Signature"] = cal_signature(request_content(fields, body), secret)
-    return RemotingCommand(code=code, ext_fields=fields, body=body)
-
-
-def send_fields(topic: str) -> dict[str, str]:
-    return {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": "",
-            "j": "0", "k": "false", "m": "false"}
+    return signed_request(code, ext, body, AK, secret)
 
 
 @pytest.mark.integration

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from inprocess_broker import BrokerHandle
+from signed_requests import send_fields
+from signed_requests import signed as signed_request
 
 from rocketstore.broker.auth.auth_config import AuthConfig
 from rocketstore.broker.broker_config import load_config
-from rocketstore.remoting.acl_signer import cal_signature, request_content
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.store.config import ConfigError
@@ -27,14 +28,7 @@ AUTH = AuthConfig(authentication_enabled=True, authorization_enabled=True,
 
 def signed(code: int, ext: dict[str, str], body: bytes = b"", user: str = ROOT,
            secret: str = ROOT_SECRET) -> RemotingCommand:
-    fields = {**ext, "AccessKey": user}
-    fields["Signature"] = cal_signature(request_content(fields, body), secret)
-    return RemotingCommand(code=code, ext_fields=fields, body=body)
-
-
-def send_fields(topic: str) -> dict[str, str]:
-    return {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": "",
-            "j": "0", "k": "false", "m": "false"}
+    return signed_request(code, ext, body, user, secret)
 
 
 @pytest.mark.integration

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocketstore.broker.auth.resource import Action, Resource
+from rocketstore.broker.auth.user import member_by_name
 
 
 class AuthError(ValueError):
@@ -34,17 +35,6 @@ class Decision(enum.Enum):
 class PolicyType(enum.Enum):
     CUSTOM = "Custom"
     DEFAULT = "Default"
-
-
-def _by_name(kind: type[Decision] | type[PolicyType], name: Any) -> Any:
-    if not isinstance(name, str):
-        return None
-    return next((member for member in kind if member.value.lower() == name.strip().lower()), None)
-
-
-def policy_type_by_name(name: Any) -> PolicyType | None:
-    result: PolicyType | None = _by_name(PolicyType, name)
-    return result
 
 
 def is_valid_ip_or_cidr(text: str) -> bool:
@@ -174,7 +164,7 @@ def acl_from_info(info: Mapping[str, Any], subject: str | None) -> Acl:
         if not entry_infos:
             continue
         entries = tuple(_entry_from_info(entry) for entry in entry_infos)
-        policies.append(Policy(policy_type_by_name(policy_info.get("policyType")) or PolicyType.CUSTOM, entries))
+        policies.append(Policy(member_by_name(PolicyType, policy_info.get("policyType")) or PolicyType.CUSTOM, entries))
     subject_key = info.get("subject") or subject
     if not subject_key or not isinstance(subject_key, str):
         raise AuthError("The subject type is null.")
@@ -200,7 +190,7 @@ def _entry_from_info(info: Any) -> PolicyEntry:
             raise AuthError("The source ip is empty.")
         if not is_valid_ip_or_cidr(ip):
             raise AuthError("The source ip is invalid.")
-    decision: Decision | None = _by_name(Decision, info.get("decision"))
+    decision = member_by_name(Decision, info.get("decision"))
     if decision is None:
         raise AuthError("The decision is null or illegal.")
     return PolicyEntry(resource, actions, decision, source_ips)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 SUBJECT_USER = "User"
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class UserType(enum.Enum):
@@ -26,10 +28,12 @@ class UserStatus(enum.Enum):
     DISABLE = "disable"
 
 
-def _by_name(kind: type[UserType] | type[UserStatus], name: Any) -> Any:
+def member_by_name(kind: type[E], name: Any) -> E | None:
+    """The member of one of auth's enums whose JSON name is ``name`` (case and surrounding blanks
+    ignored, as Apache's ``getByName`` lookups do), or None for anything else."""
     if not isinstance(name, str):
         return None
-    return next((member for member in kind if member.value.lower() == name.strip().lower()), None)
+    return next((member for member in kind if str(member.value).lower() == name.strip().lower()), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +65,8 @@ class User:
         return cls(
             username=str(username) if username is not None else "",
             password=str(password) if password is not None else None,
-            user_type=_by_name(UserType, info.get("userType")),
-            user_status=_by_name(UserStatus, info.get("userStatus")),
+            user_type=member_by_name(UserType, info.get("userType")),
+            user_status=member_by_name(UserStatus, info.get("userStatus")),
         )
 
     def to_info(self) -> dict[str, Any]:

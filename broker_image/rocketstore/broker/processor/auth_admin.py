@@ -28,10 +28,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from rocketstore.broker.auth.acl import AuthError, acl_from_info, policy_type_by_name
+from rocketstore.broker.auth.acl import AuthError, PolicyType, acl_from_info
 from rocketstore.broker.auth.auth_metadata_manager import AuthMetadataManager
 from rocketstore.broker.auth.resource import Resource
-from rocketstore.broker.auth.user import User, UserType
+from rocketstore.broker.auth.user import User, UserType, member_by_name
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.remoting.acl_signer import ACCESS_KEY
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -152,7 +152,8 @@ class AuthAdminProcessor:
         resource = Resource.parse(ext.get("resource"))
 
         def work() -> None:
-            self.manager.delete_acl(ext.get("subject") or "", policy_type_by_name(ext.get("policyType")), resource)
+            policy_type = member_by_name(PolicyType, ext.get("policyType"))
+            self.manager.delete_acl(ext.get("subject") or "", policy_type, resource)
 
         _, failed = await self._run(request, work)
         return failed or request.response(ResponseCode.SUCCESS)
