@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from java_rocketmq import BackgroundRun, BuildError, DriverResult, ToolMissing, find_tools
+from java_driver_support import require_maven_build
+from java_rocketmq import BackgroundRun, DriverResult
 from mqadmin import MQAdminResult, build_mqadmin, run_mqadmin
 from polling import wait_until
 from recording_broker import RocketStoreBroker, java_driver
-from tool_support import require_tool
 
 from rocketstore.client.remoting_client import RemotingClient
 from rocketstore.remoting.body import HeartbeatData, ProducerData
@@ -27,14 +27,7 @@ from rocketstore.remoting.codes import RequestCode
 
 @pytest.fixture(scope="module")
 def mqadmin_built() -> None:
-    try:
-        find_tools()
-    except ToolMissing as e:
-        require_tool(e.tool, False, "mqadmin tests run Apache's rocketmq-tools on Java 17, fetched with Maven")
-    try:
-        build_mqadmin()
-    except BuildError as e:
-        pytest.fail(str(e), pytrace=False)
+    require_maven_build(build_mqadmin, "mqadmin tests run Apache's rocketmq-tools on Java 17, fetched with Maven")
 
 
 def mqadmin(broker: RocketStoreBroker, verb: str, *args: str) -> MQAdminResult:

@@ -17,22 +17,15 @@ from pathlib import Path
 import pytest
 from auth5_scenario import ALICE_SECRET, AUTH_KEYS, run_scenario
 from broker_process import Broker
-from java_rocketmq import BuildError, ToolMissing, find_tools
+from java_driver_support import require_maven_build
 from mqadmin5 import build_mqadmin5
-from tool_support import require_tool
 
 pytestmark = pytest.mark.integration
 
 
 def require_mqadmin5() -> None:
-    try:
-        find_tools()
-    except ToolMissing as e:
-        require_tool(e.tool, False, "the auth tests run Apache's rocketmq-tools 5.3.3 on Java 17, fetched with Maven")
-    try:
-        build_mqadmin5()
-    except BuildError as e:
-        pytest.fail(str(e), pytrace=False)
+    require_maven_build(build_mqadmin5,
+                        "the auth tests run Apache's rocketmq-tools 5.3.3 on Java 17, fetched with Maven")
 
 
 @pytest.fixture(scope="module")
