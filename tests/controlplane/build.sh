@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a real Kubernetes control plane (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler) plus kwok/kwokctl from Go modules,
+# kube-controller-manager, kube-scheduler) plus kwok from Go modules,
 # for the operator's tests, and what a real node adds to it (node.py): kubelet and
 # kube-proxy from the same Kubernetes module, CoreDNS from its own. No container
 # registry is needed.
@@ -33,7 +33,7 @@ BIN="${ROOT}/bin"
 # Standalone kwok has no built-in lifecycle; it needs Stage objects. They are
 # assembled from the kwok module's own default stages (see below).
 STAGES="${ROOT}/kwok-stages.yaml"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kwok kwokctl coredns)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kwok coredns)
 
 TOOL=controlplane
 # shellcheck source=gobuild.sh
@@ -111,10 +111,11 @@ if need etcd; then
 	install_bins etcd
 fi
 
-# --- kwok / kwokctl (go install at a fixed version, checksum-verified) -------
+# --- kwok (go install at a fixed version, checksum-verified); kwokctl, its cluster manager, is
+# not built: controlplane.py starts the processes itself ------------------------------------------
 kwok_pkgs=()
 kwok_bins=()
-for b in kwok kwokctl; do
+for b in kwok; do
 	if need "${b}"; then
 		kwok_pkgs+=("sigs.k8s.io/kwok/cmd/${b}@${KWOK_VERSION}")
 		kwok_bins+=("${b}")
@@ -136,7 +137,7 @@ if need coredns; then
 fi
 
 # --- kwok stages -------------------------------------------------------------
-# kwokctl injects "fast" node/pod stages for the clusters it creates; a bare
+# kwokctl (not built) injects "fast" node/pod stages for the clusters it creates; a bare
 # `kwok` process only gets what --config gives it. Assemble the same default
 # set from the kwok module source (already in the module cache after go install).
 if [[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -s "${STAGES}" ]]; then

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced (not run) by build.sh, helm.sh and promtool.sh: how they build Go binaries into a cache
+# Sourced (not run) by build.sh and helm.sh: how they build Go binaries into a cache
 # directory of their own, in one place. The caller sets TOOL (the prefix of its log lines) first.
 #
 # The cache directory, ROOT, is named after the versions built, so a version bump builds afresh
