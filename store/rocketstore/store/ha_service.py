@@ -10,18 +10,14 @@ Every store runs one, whatever its role (RocketMQ does too):
 * it owns the :class:`HAClient` (ha_client), which replicates from ``haMasterAddress`` while
   the store is a SLAVE.
 
-A role change without a restart (failover, future work) needs no new parts, because nothing
-here is chosen by role at construction: the listener and the connections run on every role,
-and the client runs on every role too, idle while it has no master address.
-
-* slave -> master: ``update_master_address(None)`` (the client stops appending), let dispatch
-  catch up, rebuild the next queue offsets from the consume queues
-  (``DefaultMessageStore.recover_topic_queue_table``), set ``brokerRole`` and let puts in;
-  slaves of the new master connect to its listener, which is already up.
-* master -> slave: refuse puts (``brokerRole=SLAVE``), :meth:`HAService.close_connections`, and
-  point the client at the new master. Its log must first be cut back to what the new master
-  has: that truncation is the missing piece, which is why a slave ahead of its master is
-  refused (see ha_protocol) rather than repaired.
+In controller mode (enableControllerMode, :meth:`HAService.use_controller_mode`) the connections
+and the client speak RocketMQ 5's AutoSwitch protocol instead (autoswitch_ha_connection,
+autoswitch_ha_client), and the service also keeps the master's SyncStateSet, its confirm offset
+and the waiters of allAckInSyncStateSet / inSyncReplicas (sync_state_set holds the decisions).
+Roles change without a restart (``DefaultMessageStore.change_to_master`` / ``change_to_slave``):
+nothing here is chosen by role at construction; the listener runs on every role, and the client
+too, idle while it has no master address. A 4.x slave ahead of its master is still refused
+(see ha_protocol); in controller mode the handshake truncates it instead.
 """
 
 from __future__ import annotations
@@ -68,7 +64,8 @@ class SlaveInfo:
     offset minus what the slave acknowledged. ``lag_seconds`` is the store time of the master's
     newest record minus that of the first record the slave has not acknowledged (0 when caught
     up, -1 when it cannot be told: no report yet or the records are gone). ``in_sync`` applies
-    RocketMQ's isSlaveOK rule to this slave alone: it trails by less than haSlaveFallbehindMax.
+    RocketMQ's isSlaveOK rule to this slave alone: it trails by less than haSlaveFallbehindMax (in
+    controller mode: it is a member of the SyncStateSet).
     """
 
     address: str
@@ -287,8 +284,11 @@ class HAService:
         for conn in connections:
             acked = conn.acked_offset
             lag_bytes = max(master_max - acked, 0) if acked >= 0 else master_max
-            infos.append(SlaveInfo(conn.address, acked, lag_bytes, conn.lag_seconds(master_max),
-                                   acked >= 0 and master_max - acked < fallbehind_max))
+            if isinstance(conn, AutoSwitchHAConnection):  # controller mode: a member of the SyncStateSet
+                in_sync = conn.slave_id in self._sync_state_set
+            else:
+                in_sync = acked >= 0 and master_max - acked < fallbehind_max
+            infos.append(SlaveInfo(conn.address, acked, lag_bytes, conn.lag_seconds(master_max), in_sync))
         return infos
 
     # -- master side: new data -------------------------------------------------------------
