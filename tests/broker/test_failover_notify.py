@@ -86,7 +86,7 @@ def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[
     notified = time.monotonic()
     notify(two, one, 1, 1, [1])
     wait_until("routes name replica 1 as the master", lambda: route_ids(namesrv).get(0) == one.addr, 5)
-    assert time.monotonic() - notified < 2.0
+    assert time.monotonic() - notified < 1.0
     send_all(one, [f"epoch-1-{i}" for i in range(5)])
     # a clean hand-over: replica 2 has everything before it is made master
     wait_until("replica 2 caught up", lambda: _log(two) == _log(one), 15)
@@ -95,7 +95,7 @@ def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[
     notified = time.monotonic()
     notify(one, two, 2, 2, [2])
     wait_until("routes name replica 2 as the master", lambda: route_ids(namesrv).get(0) == two.addr, 5)
-    assert time.monotonic() - notified < 2.0
+    assert time.monotonic() - notified < 1.0
     send_all(two, [f"epoch-2-{i}" for i in range(5)])
 
     notify(one, one, 1, 1, [1])  # a stale notification: replica 1 stays a slave

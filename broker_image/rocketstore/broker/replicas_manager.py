@@ -24,9 +24,10 @@ connection, and back in when it caught up; each proposal goes to
 pushed by Apache's controller) a proposal cannot be recorded yet (issue 25, step 4): it is logged
 and the set stays as last notified, which never loosens a wait.
 
-:meth:`may_acknowledge` is what the send path asks before an acknowledgement leaves: past the
-elector's ``write_deadline()`` this broker may no longer be master (docs/failover.md, the timing
-argument), and it answers as a broker that is not.
+:meth:`may_acknowledge` is what the send path asks before the put and again before an
+acknowledgement leaves, and what the store asks before every put (its ``write_fence``: transaction
+commits, send-backs, delayed deliveries): past the elector's ``write_deadline()`` this broker may
+no longer be master (docs/failover.md, the timing argument), and it answers as a broker that is not.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ class ReplicasManager:
         """Join the group (once the broker serves): the elector starts deciding."""
         self._loop = asyncio.get_running_loop()
         self.store.ha_service.on_sync_state_set_proposal = self._proposal_from_ha_thread
+        self.store.write_fence = self.may_acknowledge
         if self.elector is not None:
             await self.elector.start(self)
 

@@ -168,6 +168,9 @@ class DefaultMessageStore:
         self._schedule_started = False
         self._threads: list[threading.Thread] = []
         self.total_physical_memory = _DEFAULT_PHYSICAL_MEMORY
+        #: controller mode: whether this replica may take writes now (the broker's ReplicasManager:
+        #: master, within its elector's write deadline); None outside controller mode
+        self.write_fence: Callable[[], bool] | None = None
 
     def _new_reput_service(self) -> ReputMessageService:
         return ReputMessageService(
@@ -504,6 +507,9 @@ class DefaultMessageStore:
         if self.shutdown_flag:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        fence = self.write_fence
+        if fence is not None and not fence():  # every write path: sends, transactions, deliveries
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if not self.running_flags.is_writeable:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
