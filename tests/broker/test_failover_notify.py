@@ -2,7 +2,8 @@
 processes in controller mode, with no elector: the test plays Apache's controller.
 
 A group of two replicas registering with a name server of its own: the notification makes one
-master (brokerId 0 in routes within a second, sends acknowledged) and the other its slave; a
+master (brokerId 0 in the name server's routes within a second, and in its own gRPC QueryRoute;
+sends acknowledged) and the other its slave; a
 second notification, epoch 2, swaps them without a restart, and the old master's CommitLog then
 equals the new master's byte for byte. A stale notification (older epoch) changes nothing.
 """
@@ -14,12 +15,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from broker_process import Broker
 from inprocess_broker import RawClient
 from polling import wait_until
 from ports import free_port
 
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
+from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client import RemotingClient
 from rocketstore.client.remoting_client import NameServerClient
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -67,6 +71,14 @@ def route_ids(namesrv: str) -> dict[int, str]:
             .broker_addrs.items()}
 
 
+def grpc_ids(broker: Broker) -> set[int]:
+    """The brokerIds of failover-a in the gRPC QueryRoute of ``broker`` (RocketMQ 5 clients' route)."""
+    with grpc.insecure_channel(broker.grpc_endpoint) as channel:
+        route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    return {q.broker.id for q in route.message_queues if q.broker.name == "failover-a"}
+
+
 def send_all(master: Broker, texts: list[str]) -> None:
     """Sends straight to the master (the name server's own broker carries TBW102 as well, so a
     route-following producer would spread an auto-created topic over both)."""
@@ -87,6 +99,7 @@ def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[
     notify(two, one, 1, 1, [1])
     wait_until("routes name replica 1 as the master", lambda: route_ids(namesrv).get(0) == one.addr, 5)
     assert time.monotonic() - notified < 1.0
+    assert 0 in grpc_ids(one)
     send_all(one, [f"epoch-1-{i}" for i in range(5)])
     # a clean hand-over: replica 2 has everything before it is made master
     wait_until("replica 2 caught up", lambda: _log(two) == _log(one), 15)
@@ -96,6 +109,7 @@ def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[
     notify(one, two, 2, 2, [2])
     wait_until("routes name replica 2 as the master", lambda: route_ids(namesrv).get(0) == two.addr, 5)
     assert time.monotonic() - notified < 1.0
+    assert 0 in grpc_ids(two) and 2 not in grpc_ids(two)  # itself, as brokerId 0 now
     send_all(two, [f"epoch-2-{i}" for i in range(5)])
 
     notify(one, one, 1, 1, [1])  # a stale notification: replica 1 stays a slave
