@@ -246,15 +246,17 @@ class DefaultMessageStore:
         the epoch file's truncateSuffixByOffset): a former master rejoining as a slave discards
         the records the new master does not have. Crash-safe, see :mod:`rocketstore.store.truncation`.
 
-        False, changing nothing, when ``offset`` is not a record boundary or lies before the
-        CommitLog's first record; an offset at or past its end only trims the epoch file. The
-        store may be loaded or running; a running one keeps running (dispatch restarts from the
-        cut), and whoever replicates into it must have stopped doing so.
+        False, changing nothing, when ``offset`` is not a record boundary (nor the start of a torn
+        record ending the log, :meth:`_starts_torn_tail`) or lies before the CommitLog's first
+        record; an offset at or past its end only trims the epoch file. The store may be loaded or
+        running; a running one keeps running (dispatch restarts from the cut), and whoever
+        replicates into it must have stopped doing so.
         """
         if offset >= self.commit_log.max_offset:
             self.epoch_cache.truncate_suffix_by_offset(offset)
             return True
-        if offset < self.commit_log.min_offset or not self.commit_log.is_offset_aligned(offset):
+        if offset < self.commit_log.min_offset or not (self.commit_log.is_offset_aligned(offset)
+                                                       or self._starts_torn_tail(offset)):
             log.error("cannot truncate to %d: not a record boundary in [%d, %d)", offset,
                       self.commit_log.min_offset, self.commit_log.max_offset)
             return False
@@ -263,6 +265,19 @@ class DefaultMessageStore:
         self._truncate(offset)
         self._truncate_intent.clear()
         return True
+
+    def _starts_torn_tail(self, offset: int) -> bool:
+        """Whether ``offset`` starts the record a slave's log ends inside of (replicated frames are
+        cut anywhere): dispatch never got past it, and its size, if even readable, reaches past the
+        log's end. A controller-mode slave may have to cut there (the new master's history starts
+        a new epoch at that record), which :meth:`truncate_files` allows like a record boundary."""
+        if offset < self.reput_service.reput_from_offset:
+            return False
+        remaining = self.commit_log.max_offset - offset
+        if remaining < 4:
+            return True
+        head = self.commit_log.get_message(offset, 4)
+        return head is not None and int.from_bytes(head, "big", signed=True) > remaining
 
     def _truncate(self, offset: int) -> None:
         """The steps of :meth:`truncate_files`, each idempotent (recovery repeats them all)."""
