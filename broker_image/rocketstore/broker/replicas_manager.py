@@ -38,6 +38,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.master_elector import MasterElector, RoleAssignment
@@ -49,12 +50,21 @@ from rocketstore.store.message_store import DefaultMessageStore
 log = logging.getLogger(__name__)
 
 
+class RoleAction(Enum):
+    """What a replica does with an assignment."""
+
+    NONE = "none"
+    MASTER = "master"
+    SLAVE = "slave"
+    #: the same master and epoch with a newer SyncStateSet: only the set changes
+    SYNC_STATE_SET = "sync_state_set"
+
+
 @dataclass(frozen=True, slots=True)
 class RoleChange:
-    """What :func:`decide_role_change` says to do with an assignment."""
+    """What :func:`decide_role_change` says to do with an assignment, and why not when NONE."""
 
-    #: "master", "slave", "sync_state_set" (same master and epoch, a newer set), or "none"
-    action: str
+    action: RoleAction
     reason: str = ""
 
 
@@ -64,18 +74,18 @@ def decide_role_change(assignment: RoleAssignment, replica_id: int, current: Rol
     newer set of the same master and epoch, else become master or slave."""
     if current is not None:
         if assignment.master_epoch < current.master_epoch:
-            return RoleChange("none", f"master epoch {assignment.master_epoch} < {current.master_epoch}")
+            return RoleChange(RoleAction.NONE, f"master epoch {assignment.master_epoch} < {current.master_epoch}")
         if assignment.master_epoch == current.master_epoch:
             if assignment.master_replica_id != current.master_replica_id:
-                return RoleChange("none", f"epoch {assignment.master_epoch} already has master "
+                return RoleChange(RoleAction.NONE, f"epoch {assignment.master_epoch} already has master "
                                           f"{current.master_replica_id}")
             if (assignment.master_replica_id == replica_id
                     and assignment.sync_state_set_epoch > current.sync_state_set_epoch):
-                return RoleChange("sync_state_set")
+                return RoleChange(RoleAction.SYNC_STATE_SET)
             if assignment.master_replica_id != replica_id and assignment.master_ha_address != current.master_ha_address:
-                return RoleChange("slave")
-            return RoleChange("none", "already applied")
-    return RoleChange("master" if assignment.master_replica_id == replica_id else "slave")
+                return RoleChange(RoleAction.SLAVE)
+            return RoleChange(RoleAction.NONE, "already applied")
+    return RoleChange(RoleAction.MASTER if assignment.master_replica_id == replica_id else RoleAction.SLAVE)
 
 
 def ha_address_of(master_address: str) -> str:
@@ -156,14 +166,14 @@ class ReplicasManager:
     async def apply_role(self, assignment: RoleAssignment) -> None:
         async with self._lock:
             change = decide_role_change(assignment, self._replica_id, self.assignment)
-            if change.action == "none":
+            if change.action is RoleAction.NONE:
                 log.debug("role assignment %s: nothing to do (%s)", assignment, change.reason)
                 return
-            if change.action == "sync_state_set":
+            if change.action is RoleAction.SYNC_STATE_SET:
                 self._apply_sync_state_set(assignment.sync_state_set)
                 self.assignment = assignment
                 return
-            if change.action == "master":
+            if change.action is RoleAction.MASTER:
                 await self._to_master(assignment)
             else:
                 await self._to_slave(assignment)
