@@ -89,9 +89,10 @@ def decide_role_change(assignment: RoleAssignment, replica_id: int, current: Rol
 
 
 def ha_address_of(master_address: str) -> str:
-    """The HA listen address of a broker listening at ``master_address``: the same host, port + 1
-    (BrokerStartup, Apache's and ours, sets haListenPort to listenPort + 1). NOTIFY_BROKER_ROLE_CHANGED
-    does not carry it; the name server's registration answer corrects it when brokerIP2 differs."""
+    """The HA listen address of a broker listening at ``master_address``, as a first guess: the same
+    host, port + 1 (our BrokerStartup's rule, and Apache 4.x's; Apache 5's only when haListenPort is
+    not configured). NOTIFY_BROKER_ROLE_CHANGED does not carry it; the name server's registration
+    answer (its haServerAddr) corrects it when brokerIP2 or haListenPort differ."""
     host, sep, port = master_address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"master address {master_address!r} is not host:port")
