@@ -1,12 +1,12 @@
 """Controller-mode replication from an Apache RocketMQ 5.3.3 master to our slave (AutoSwitch protocol).
 
 Apache's name server runs its embedded controller (enableControllerInNamesrv, a one-node DLedger
-group, which serves the controller's requests on its DLedger port); Apache's broker, in controller mode, registers with it and is elected master of epoch 1.
-Our broker, in controller mode too, is told by NOTIFY_BROKER_ROLE_CHANGED (as Apache's controller
-would tell it, once our broker speaks the controller protocol: issue 25 step 4) to follow that
-master. It then speaks Apache's AutoSwitchHAConnection's protocol: its handshake, the epoch
-entries, the 36-byte transfer headers. Proof: our CommitLog holds Apache's bytes, and our epoch
-file Apache's epochs.
+group, which serves the controller's requests on its DLedger port); Apache's broker, in controller
+mode, registers with it and is elected master of epoch 1. Our broker, in controller mode too, is
+told by NOTIFY_BROKER_ROLE_CHANGED (as Apache's controller would tell it, once our broker speaks
+the controller protocol: issue 25 step 4) to follow that master. It then speaks Apache's
+AutoSwitchHAConnection's protocol: its handshake, the epoch entries, the 36-byte transfer headers.
+Proof: our CommitLog holds Apache's bytes, and our epoch file Apache's epochs.
 """
 
 from __future__ import annotations
