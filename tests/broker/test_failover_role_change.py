@@ -10,12 +10,15 @@ brokers over real sockets: two in-process brokers of one group, and a test-drive
   its CommitLog and epoch file then equal the new master's byte for byte;
 * a member that goes away is proposed out of the set, and sends no longer wait for it once the
   elector accepted; back and caught up, it is proposed in again;
-* a master past its write deadline refuses to acknowledge (and stores nothing).
+* a master past its write deadline refuses to acknowledge (and stores nothing); one whose deadline
+  passes while a stored send waits for its replicas answers it as a non-master too.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +37,9 @@ SEGMENT = 256 * 1024
 
 def replica(broker_factory: Callable[..., BrokerHandle], group: ElectorGroup, replica_id: int,
             **overrides: Any) -> BrokerHandle:
-    handle = broker_factory(enable_controller_mode=True, broker_id=replica_id, elector=group.elector(),
-                            ha_send_heartbeat_interval=200, slave_timeout=1500, check_sync_state_set_period=200,
-                            **overrides)
+    settings: dict[str, Any] = {"ha_send_heartbeat_interval": 200, "slave_timeout": 1500,
+                                "check_sync_state_set_period": 200, **overrides}
+    handle = broker_factory(enable_controller_mode=True, broker_id=replica_id, elector=group.elector(), **settings)
     group.addresses[replica_id] = (handle.controller.broker_addr, handle.controller.ha_server_addr)
     return handle
 
@@ -131,6 +134,25 @@ def test_a_master_past_its_write_deadline_refuses_to_acknowledge(
     assert reply.code == ResponseCode.SERVICE_NOT_AVAILABLE
     assert "not the master" in (reply.remark or "")
     assert a.store.max_phy_offset == end
+
+
+def test_a_deadline_passing_while_a_send_waits_for_its_replicas_refuses_the_acknowledgement(
+        broker_factory: Callable[..., BrokerHandle]) -> None:
+    group = ElectorGroup()
+    a = replica(broker_factory, group, 1, all_ack_in_sync_state_set=True, slave_timeout=5000)
+    b = replica(broker_factory, group, 2, all_ack_in_sync_state_set=True)
+    group.elect(1)
+    wait_until("b joins the SyncStateSet", lambda: a.store.ha_service.sync_state_set == {1, 2}, 15)
+    group.elect(2, tell=(2,))  # b no longer follows a; a, not told, still waits for b's acknowledgement
+    end = a.store.max_phy_offset
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(send, a, "stored, never acknowledged")
+        wait_until("the put is stored and waiting", lambda: a.store.max_phy_offset > end, 5)
+        group.expire(1)  # a's Lease runs out meanwhile
+        started = time.monotonic()
+        assert answer.result(10) == ResponseCode.SERVICE_NOT_AVAILABLE  # not FLUSH_SLAVE_TIMEOUT, not SUCCESS
+    assert time.monotonic() - started < 5.5
+    assert b.store.max_phy_offset == end
 
 
 def test_min_in_sync_replicas_refuses_a_send_before_storing_it(
