@@ -48,13 +48,18 @@ ROCKETMQ_KEYS = {
 # -- defaults and keys -------------------------------------------------------------------------
 
 
-def test_key_table_is_rocketmqs_setter_keys_plus_the_ratios_and_the_timer_keys() -> None:
+def test_key_table_is_rocketmqs_setter_keys_plus_the_ratios_the_timer_and_the_controller_keys() -> None:
     assert len(ROCKETMQ_KEYS) == 78
     assert set(KEY_BY_FIELD.values()) == ROCKETMQ_KEYS | {
         "diskSpaceCleanForciblyRatio",  # system properties in 4.9.8
         "diskSpaceWarningLevelRatio",
         "timerWheelEnable",  # RocketMQ 5's, for timed messages
         "timerMaxDelaySec",
+        "haMaxTimeSlaveNotCatchup",  # RocketMQ 5's controller mode (failover)
+        "allAckInSyncStateSet",
+        "inSyncReplicas",
+        "minInSyncReplicas",
+        "syncFromLastFile",
     }
     assert len(set(KEY_BY_FIELD.values())) == len(KEY_BY_FIELD)
     assert ALIASES == {"isEnableBatchPush": "enable_batch_push"}

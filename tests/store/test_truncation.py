@@ -150,6 +150,21 @@ def test_an_offset_inside_a_record_is_refused(open_store: OpenStore) -> None:
     assert_store_holds(store, puts, [], end)
 
 
+def test_a_torn_record_ending_the_log_is_cut_at_its_start(open_store: OpenStore) -> None:
+    """A slave's log may end inside a record (the master's frames are cut anywhere): a new master's
+    history can put the cut exactly there, at a record whose bytes are not all here."""
+    store = open_store()
+    puts = fill(store, 0, 10)
+    end = store.max_phy_offset
+    record = store.commit_log.get_message(puts[3].offset, puts[4].offset - puts[3].offset)
+    assert record is not None
+    assert store.commit_log.append_data(end, [record[: len(record) // 2]])  # half a record, as replicated
+    assert store.max_phy_offset == end + len(record) // 2
+    assert store.truncate_files(end)
+    assert_store_holds(store, puts, [], end)
+    assert not store.truncate_files(puts[5].offset + 1)  # inside a whole record: still refused
+
+
 def test_truncate_trims_the_epoch_file(open_store: OpenStore, root: Path) -> None:
     store = open_store()
     puts = fill(store, 0, 30)

@@ -33,6 +33,7 @@ from ports import free_port
 from rocketstore.broker.auth.auth_config import AuthConfig
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.master_elector import MasterElector
 from rocketstore.common.message import StoredMessage, decode_record, properties_to_string
 from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, RemotingCommand
@@ -221,7 +222,8 @@ class BrokerHandle:
             self.loop.close()
 
 
-def start_broker(root: Path, auth_config: AuthConfig | None = None, **overrides: Any) -> BrokerHandle:
+def start_broker(root: Path, auth_config: AuthConfig | None = None, elector: MasterElector | None = None,
+                 **overrides: Any) -> BrokerHandle:
     broker_values: dict[str, Any] = {
         "broker_ip1": "127.0.0.1", "listen_host": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
         "http_listen_port": free_port(), "broker_name": "broker-a", "grpc_listen_port": 0,
@@ -234,7 +236,7 @@ def start_broker(root: Path, auth_config: AuthConfig | None = None, **overrides:
             store_values[key] = value
         else:
             raise TypeError(f"unknown broker/store config field {key!r}")
-    controller = BrokerController(BrokerConfig(**broker_values), StoreConfig(**store_values), auth_config)
+    controller = BrokerController(BrokerConfig(**broker_values), StoreConfig(**store_values), auth_config, elector)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="broker-loop", daemon=True)
     thread.start()

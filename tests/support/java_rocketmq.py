@@ -526,7 +526,8 @@ class RocketMQAnchor:
     """Apache RocketMQ's own name server and broker, on 127.0.0.1 with free ports, under ``workdir``.
 
     ``version`` picks the release (``ANCHOR_VERSIONS``). ``broker_config`` adds or overrides
-    broker.conf keys (e.g. ``mappedFileSizeCommitLog``). Use as a context manager, or ``start()`` /
+    broker.conf keys (e.g. ``mappedFileSizeCommitLog``), ``namesrv_config`` adds namesrv.conf keys
+    (e.g. 5.x's ``enableControllerInNamesrv``). Use as a context manager, or ``start()`` /
     ``stop()``. After start: ``namesrv_addr``, ``broker_addr``, ``boot_seconds`` (namesrv, broker).
     Mixed clusters: ``with_broker=False`` starts the name server alone (another broker registers
     with it); ``external_namesrv`` starts the broker alone, registered with that name server.
@@ -536,6 +537,8 @@ class RocketMQAnchor:
     heap: str = DEFAULT_HEAP
     version: str = ANCHOR_VERSION
     broker_config: dict[str, str] = field(default_factory=dict)
+    #: namesrv.conf keys beyond listenPort (e.g. 5.x's enableControllerInNamesrv and the controller's)
+    namesrv_config: dict[str, str] = field(default_factory=dict)
     java: str | None = None
     cluster: str = "DefaultCluster"
     broker_name: str = "anchor-broker-a"
@@ -601,7 +604,8 @@ class RocketMQAnchor:
             self.broker_port = free_port(also=(-2, 1))
 
         namesrv_conf = self.workdir / "namesrv.conf"
-        namesrv_conf.write_text(f"listenPort={self.namesrv_port}\n")
+        namesrv_conf.write_text(f"listenPort={self.namesrv_port}\n"
+                                + "".join(f"{k}={v}\n" for k, v in self.namesrv_config.items()))
         conf = {
             "brokerClusterName": self.cluster,
             "brokerName": self.broker_name,

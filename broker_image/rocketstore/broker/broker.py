@@ -66,6 +66,7 @@ from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterMana
 from rocketstore.broker.grpc_v2.server import GrpcServer
 from rocketstore.broker.ha_metrics import ha_families
 from rocketstore.broker.http_server import HttpServer
+from rocketstore.broker.master_elector import MasterElector
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.processor.acl_config import AclConfigProcessor
 from rocketstore.broker.processor.admin import AdminBrokerProcessor
@@ -80,6 +81,7 @@ from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.register_broker_service import RegisterBrokerService
+from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
@@ -150,7 +152,7 @@ class BrokerController:
     """
 
     def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig,
-                 auth_config: AuthConfig | None = None) -> None:
+                 auth_config: AuthConfig | None = None, elector: MasterElector | None = None) -> None:
         apply_broker_startup_rules(broker_config, store_config)  # ConfigError for a slave without a brokerId
         self.broker_config = broker_config
         self.store_config = store_config
@@ -218,6 +220,17 @@ class BrokerController:
         #: the haServerAddr of the name server's registration answers
         self._ha_master_from_namesrv = (store_config.broker_role is BrokerRole.SLAVE
                                         and len(store_config.ha_master_address or "") < 6)
+        #: controller mode's role changes (replicas_manager.py); None without enableControllerMode.
+        #: ``elector`` is the group's source of truth (None: roles come by NOTIFY_BROKER_ROLE_CHANGED)
+        self.replicas_manager: ReplicasManager | None = None
+        if broker_config.enable_controller_mode:
+            self._ha_master_from_namesrv = False
+            self.store.use_controller_mode(broker_config.broker_id)
+            self.replicas_manager = ReplicasManager(broker_config, self.store, elector,
+                                                    register=self.register_broker_service.role_changed,
+                                                    on_role_changed=self._on_role_changed)
+        elif elector is not None:
+            raise ConfigError("enableControllerMode", "false", "a master elector needs enableControllerMode=true")
         self.config_persist_service.change_listeners.append(self.register_broker_service.topics_changed)
         self.configuration.update_listeners.append(self.register_broker_service.config_updated)
         #: the gRPC v2 endpoint of RocketMQ 5.x clients (grpcListenPort; None when it is 0)
@@ -235,6 +248,8 @@ class BrokerController:
         self.stopping = False
         self._stopped = False
         self._tasks: list[asyncio.Task[None]] = []
+        #: the tasks of the current role: the transaction check (master), SlaveSynchronize (slave)
+        self._role_tasks: list[asyncio.Task[None]] = []
         self.broker_stats = BrokerStats()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -271,17 +286,19 @@ class BrokerController:
         self._tasks.append(self.loop.create_task(self._housekeeping_loop(), name="client-housekeeping"))
         self._tasks.append(self.loop.create_task(self._stats_sampling_loop(), name="stats-sampling"))
         if self.store_config.broker_role is not BrokerRole.SLAVE:  # RocketMQ checks on the master only
-            self._tasks.append(self.loop.create_task(
+            self._role_tasks.append(self.loop.create_task(
                 run_check_service(self.broker_config, self.transactional_message_service,
                                   self._transaction_check_listener), name="transaction-check"))
         self._tasks.append(self.loop.create_task(self._broker_stats_manager_sampling_loop(),
                                                  name="broker-stats-manager-sampling"))
         if self.store_config.broker_role is BrokerRole.SLAVE:
-            self._tasks.append(self.loop.create_task(self.slave_synchronize.run(), name="slave-synchronize"))
+            self._role_tasks.append(self.loop.create_task(self.slave_synchronize.run(), name="slave-synchronize"))
         self.start_time_ms = now_ms()
         self.broker_config.start_accept_send_request_time_stamp = self.start_time_ms
         self.ready = True
         await self.register_broker_service.start()
+        if self.replicas_manager is not None:
+            await self.replicas_manager.start()
         log.info("broker %s of cluster %s serving on %s", self.broker_config.broker_name,
                  self.broker_config.broker_cluster_name, self.broker_addr)
 
@@ -307,17 +324,21 @@ class BrokerController:
         self.stopping = True
         self.ready = False
         self.transactional_message_service.stopped = True  # a check pass in its thread ends early
+        if self.replicas_manager is not None:  # a master hands its mastership over first
+            await self.replicas_manager.stop()
         for listener in self.shutdown_listeners:
             try:
                 listener()
             except Exception:
                 log.exception("shutdown listener failed")
-        for task in self._tasks:
+        tasks = self._tasks + self._role_tasks
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        self._role_tasks.clear()
         await self.register_broker_service.stop_registering()
         if self.namesrv is not None:
             await self.namesrv.stop(grace_s)
@@ -544,10 +565,30 @@ class BrokerController:
 
     # -- replication ---------------------------------------------------------------------------
     def _on_registered(self, result: RegisterBrokerResult) -> None:
-        """doRegisterBrokerAll's use of the answer: a slave learns where its master is."""
+        """doRegisterBrokerAll's use of the answer: a slave learns where its master is (in
+        controller mode from its role assignment; the answer only corrects the HA address)."""
+        if self.replicas_manager is not None:
+            self.replicas_manager.registered(result.master_addr, result.ha_server_addr)
+            return
         if self._ha_master_from_namesrv and result.ha_server_addr:
             self.store.update_ha_master_address(result.ha_server_addr)
         self.slave_synchronize.set_master_addr(result.master_addr)
+
+    def _on_role_changed(self, master: bool, master_addr: str | None) -> None:
+        """Controller mode (changeSpecialServiceStatus, handleSlaveSynchronize): a master checks
+        transactions; a slave copies the tables of ``master_addr`` (SlaveSynchronize keeps running
+        on every role of a controller-mode broker, idle while it knows no master)."""
+        assert self.loop is not None
+        self.slave_synchronize.set_master_addr(master_addr)
+        running = [task for task in self._role_tasks if task.get_name() == "transaction-check" and not task.done()]
+        if master and not running:
+            self._role_tasks.append(self.loop.create_task(
+                run_check_service(self.broker_config, self.transactional_message_service,
+                                  self._transaction_check_listener), name="transaction-check"))
+        elif not master:
+            for task in running:
+                task.cancel()
+                self._role_tasks.remove(task)
 
     @property
     def ha_server_addr(self) -> str:

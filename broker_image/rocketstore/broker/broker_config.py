@@ -265,6 +265,9 @@ class BrokerConfig:
     auto_delete_unused_stats: bool = False
     isolate_log_enable: bool = False
     config_black_list: str = "configBlackList;brokerConfigPath"
+    # RocketMQ 5's controller mode (failover: replicas_manager.py)
+    enable_controller_mode: bool = False
+    check_sync_state_set_period: int = 5 * 1000  # Java long
     # NettyServerConfig.listenPort, as BrokerStartup sets it, and its idle timeout.
     listen_port: int = 10911
     server_channel_max_idle_time_seconds: int = 120
@@ -428,6 +431,8 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
     * a master (ASYNC_MASTER, SYNC_MASTER) is brokerId 0 whatever broker.conf says, so that name
       servers list it as the group's master;
     * a SLAVE needs a brokerId above 0 (ConfigError otherwise: it would register as the master);
+    * with ``enableControllerMode`` brokerId is the replica id (> 0) and the broker starts as a
+      SLAVE following no one, whatever brokerRole says, until its source of truth gives it a role;
     * haListenPort is always listenPort + 1: BrokerStartup overwrites any configured value, so
       slaves of a RocketMQ master and of ours find the HA port at the same place. A listenPort
       of 0 (any free port, a RocketStore convenience for tests) gives haListenPort 0 too: the HA
@@ -435,7 +440,14 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
 
     Idempotent: the command line calls it once its own overrides (``--listen-port``) are in.
     """
-    if store_config.broker_role is BrokerRole.SLAVE:
+    if broker_config.enable_controller_mode:
+        # controller mode: brokerId is the replica's stable id, the role comes from the source of
+        # truth (replicas_manager.py); until then the replica takes no writes
+        if broker_config.broker_id <= 0:
+            raise ConfigError("brokerId", str(broker_config.broker_id),
+                              "enableControllerMode=true needs this replica's id in brokerId (> 0)")
+        store_config.broker_role = BrokerRole.SLAVE
+    elif store_config.broker_role is BrokerRole.SLAVE:
         if broker_config.broker_id <= 0:
             raise ConfigError("brokerId", str(broker_config.broker_id), "Slave's brokerId must be > 0")
     else:

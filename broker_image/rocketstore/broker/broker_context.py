@@ -21,6 +21,7 @@ from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
 from rocketstore.broker.config_persist_service import ConfigPersistService
 from rocketstore.broker.configuration import Configuration
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterManager
+from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.server import Handler, RemotingServer
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
@@ -48,6 +49,7 @@ class BrokerContext(Protocol):
     subscription_group_manager: SubscriptionGroupManager
     consumer_offset_manager: ConsumerOffsetManager
     slave_synchronize: SlaveSynchronize
+    replicas_manager: ReplicasManager | None
     config_persist_service: ConfigPersistService
     configuration: Configuration
     consumer_manager: ConsumerManager

@@ -140,6 +140,16 @@ class RegisterBrokerService:
             self._peers_oneway = False
             self._peers_due.set()
 
+    async def role_changed(self) -> None:
+        """Controller mode: this broker changed role (brokerId 0 as master, its replica id as slave).
+        A new data version, registered at once with every name server of namesrvAddr (awaited) and
+        of namesrvPeers, so routes name the new master within a second rather than a period."""
+        self.topic_config_manager.next_version()
+        self._peers_oneway = False
+        self._peers_due.set()
+        if self.broker_outer_api is not None:
+            await self.register_broker_all(check_order_config=False, oneway=False, force=True)
+
     async def _start_registration(self, namesrv_addr: str, *, guarded: bool = False) -> None:
         """First registration (forced, awaited: clients may find the broker once start returns;
         ``guarded``: a failure is logged, not raised), then the registration task."""

@@ -89,6 +89,8 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     # RocketMQ 5.x (mqadmin haStatus): a broker's replication state as HARuntimeInfo
     GET_BROKER_HA_STATUS = 907
+    # RocketMQ 5.x controller mode: the controller tells a broker its new role (broker/replicas_manager.py)
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
     # RocketMQ 5.3 (ACL 2.0): mqadmin's user and ACL verbs (broker/processor/auth_admin.py)
     AUTH_CREATE_USER = 3001
     AUTH_UPDATE_USER = 3002

@@ -652,3 +652,15 @@ class GetBrokerAclConfigResponseHeader(Header):
     broker_name: str
     broker_addr: str
     cluster_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class NotifyBrokerRoleChangedRequestHeader(Header):
+    """RocketMQ 5's controller to a broker: the group's master and epochs (the body is the
+    SyncStateSet as JSON, ``{"syncStateSet":[ids],"syncStateSetEpoch":n}``)."""
+
+    LABEL: ClassVar[str] = "NOTIFY_BROKER_ROLE_CHANGED"
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+    sync_state_set_epoch: Int32 | None = None
+    master_broker_id: Int64 | None = None

@@ -145,6 +145,12 @@ class StoreConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     sync_flush_timeout: int = 1000 * 5
     slave_timeout: int = 3000
+    # RocketMQ 5's controller-mode keys (failover: broker.replicas_manager, store.sync_state_set)
+    ha_max_time_slave_not_catchup: int = 1000 * 15  # Java long
+    all_ack_in_sync_state_set: bool = False
+    in_sync_replicas: int = 1
+    min_in_sync_replicas: int = 1
+    sync_from_last_file: bool = False
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 1000 * 10  # Java long
     timer_wheel_enable: bool = True  # RocketMQ 5's key: timed messages (store.timer_message_store)
@@ -340,6 +346,11 @@ KEY_BY_FIELD: Final[Mapping[str, str]] = MappingProxyType(
         "flush_disk_type": "flushDiskType",
         "sync_flush_timeout": "syncFlushTimeout",
         "slave_timeout": "slaveTimeout",
+        "ha_max_time_slave_not_catchup": "haMaxTimeSlaveNotCatchup",
+        "all_ack_in_sync_state_set": "allAckInSyncStateSet",
+        "in_sync_replicas": "inSyncReplicas",
+        "min_in_sync_replicas": "minInSyncReplicas",
+        "sync_from_last_file": "syncFromLastFile",
         "message_delay_level": "messageDelayLevel",
         "flush_delay_offset_interval": "flushDelayOffsetInterval",
         "timer_wheel_enable": "timerWheelEnable",

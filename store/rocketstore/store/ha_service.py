@@ -10,18 +10,14 @@ Every store runs one, whatever its role (RocketMQ does too):
 * it owns the :class:`HAClient` (ha_client), which replicates from ``haMasterAddress`` while
   the store is a SLAVE.
 
-A role change without a restart (failover, future work) needs no new parts, because nothing
-here is chosen by role at construction: the listener and the connections run on every role,
-and the client runs on every role too, idle while it has no master address.
-
-* slave -> master: ``update_master_address(None)`` (the client stops appending), let dispatch
-  catch up, rebuild the next queue offsets from the consume queues
-  (``DefaultMessageStore.recover_topic_queue_table``), set ``brokerRole`` and let puts in;
-  slaves of the new master connect to its listener, which is already up.
-* master -> slave: refuse puts (``brokerRole=SLAVE``), :meth:`HAService.close_connections`, and
-  point the client at the new master. Its log must first be cut back to what the new master
-  has: that truncation is the missing piece, which is why a slave ahead of its master is
-  refused (see ha_protocol) rather than repaired.
+In controller mode (enableControllerMode, :meth:`HAService.use_controller_mode`) the connections
+and the client speak RocketMQ 5's AutoSwitch protocol instead (autoswitch_ha_connection,
+autoswitch_ha_client), and the service also keeps the master's SyncStateSet, its confirm offset
+and the waiters of allAckInSyncStateSet / inSyncReplicas (sync_state_set holds the decisions).
+Roles change without a restart (``DefaultMessageStore.change_to_master`` / ``change_to_slave``):
+nothing here is chosen by role at construction; the listener runs on every role, and the client
+too, idle while it has no master address. A 4.x slave ahead of its master is still refused
+(see ha_protocol); in controller mode the handshake truncates it instead.
 """
 
 from __future__ import annotations
@@ -36,8 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketstore.common.clock import now_ms
+from rocketstore.store import sync_state_set
+from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient, Truncate
+from rocketstore.store.autoswitch_ha_connection import AutoSwitchHAConnection
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
+from rocketstore.store.epoch_file import EpochFileCache
 from rocketstore.store.ha_client import HAClient, HAClientState
 from rocketstore.store.ha_connection import HAConnection
 
@@ -49,6 +49,12 @@ ACCEPT_POLL_S = 1.0
 TransferWaiter = Callable[[], None]
 """Called once, in an HA thread, when a slave has reported past the waiter's offset; must not block."""
 
+ALL_ACK_IN_SYNC_STATE_SET = -1
+"""The acknowledgement count that means every member of the SyncStateSet (MixAll's constant)."""
+
+SyncStateSetProposal = Callable[[frozenset[int]], None]
+"""Called (in an HA thread; must not block) with a SyncStateSet the master wants recorded."""
+
 
 @dataclass(frozen=True, slots=True)
 class SlaveInfo:
@@ -58,7 +64,8 @@ class SlaveInfo:
     offset minus what the slave acknowledged. ``lag_seconds`` is the store time of the master's
     newest record minus that of the first record the slave has not acknowledged (0 when caught
     up, -1 when it cannot be told: no report yet or the records are gone). ``in_sync`` applies
-    RocketMQ's isSlaveOK rule to this slave alone: it trails by less than haSlaveFallbehindMax.
+    RocketMQ's isSlaveOK rule to this slave alone: it trails by less than haSlaveFallbehindMax (in
+    controller mode: it is a member of the SyncStateSet).
     """
 
     address: str
@@ -89,7 +96,7 @@ class HAService:
         self._waiters: list[tuple[int, int, TransferWaiter]] = []  # heap by end offset
         self._waiter_seq = itertools.count()
         self._waiters_lock = threading.Lock()
-        self._connections: list[HAConnection] = []
+        self._connections: list[HAConnection | AutoSwitchHAConnection] = []
         self._connections_lock = threading.Lock()
         self._refused: dict[str, RefusedSlave] = {}
         # writers with nothing to send sleep on this; appends notify it only while one sleeps
@@ -99,7 +106,20 @@ class HAService:
         self._accept_thread: threading.Thread | None = None
         self._stopped = True
         self.listen_port = 0
-        self.client = HAClient(config, commit_log)
+        self.client: HAClient | AutoSwitchHAClient = HAClient(config, commit_log)
+        # -- controller mode (enableControllerMode): AutoSwitch protocol, epochs, SyncStateSet
+        self.controller_mode = False
+        self.epoch_cache: EpochFileCache | None = None
+        #: this replica's id (brokerControllerId): its handshake names it to a master
+        self.local_id = -1
+        self._sync_state_set: frozenset[int] = frozenset()
+        self._proposed: frozenset[int] | None = None  # sent to the source of truth, not yet accepted
+        #: the offset every member of the SyncStateSet has (RocketMQ's confirmOffset)
+        self.confirm_offset = 0
+        self._caught_up_ms: dict[int, int] = {}
+        self._group_waiters: list[tuple[int, int, TransferWaiter]] = []  # (end offset, acks needed, waiter)
+        #: where the master sends the SyncStateSets it wants (the broker's replicas manager)
+        self.on_sync_state_set_proposal: SyncStateSetProposal | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -145,6 +165,7 @@ class HAService:
             self._data_cond.notify_all()
         with self._waiters_lock:
             self._waiters.clear()
+            self._group_waiters.clear()
 
     def close_connections(self) -> None:
         """Drop every slave connection (RocketMQ's destroyConnections)."""
@@ -167,15 +188,27 @@ class HAService:
                 return
             address = f"{peer[0]}:{peer[1]}"
             log.info("HA service: new slave connection from %s", address)
-            conn = HAConnection(self, sock, address)
+            conn: HAConnection | AutoSwitchHAConnection
+            if self.controller_mode:
+                conn = AutoSwitchHAConnection(self, sock, address)
+            else:
+                conn = HAConnection(self, sock, address)
             with self._connections_lock:
                 self._connections.append(conn)
             conn.start()
 
-    def remove_connection(self, conn: HAConnection) -> None:
-        """Called by a connection once it ends (closed, silent too long, or refused)."""
+    def remove_connection(self, conn: HAConnection | AutoSwitchHAConnection) -> None:
+        """Called by a connection once it ends (closed, silent too long, or refused). In controller
+        mode a member of the SyncStateSet that lost its connection is proposed out of it at once
+        (AutoSwitchHAService.removeConnection)."""
         with self._connections_lock, contextlib.suppress(ValueError):
             self._connections.remove(conn)
+        if isinstance(conn, AutoSwitchHAConnection) and not self._stopped:
+            with self._waiters_lock:
+                self._caught_up_ms.pop(conn.slave_id, None)
+                members = self._sync_state_set
+            if conn.slave_id in members and not self._has_connection(conn.slave_id):
+                self._propose(members - {conn.slave_id})
 
     # -- master side: slaves ---------------------------------------------------------------
     @property
@@ -251,8 +284,11 @@ class HAService:
         for conn in connections:
             acked = conn.acked_offset
             lag_bytes = max(master_max - acked, 0) if acked >= 0 else master_max
-            infos.append(SlaveInfo(conn.address, acked, lag_bytes, conn.lag_seconds(master_max),
-                                   acked >= 0 and master_max - acked < fallbehind_max))
+            if isinstance(conn, AutoSwitchHAConnection):  # controller mode: a member of the SyncStateSet
+                in_sync = conn.slave_id in self._sync_state_set
+            else:
+                in_sync = acked >= 0 and master_max - acked < fallbehind_max
+            infos.append(SlaveInfo(conn.address, acked, lag_bytes, conn.lag_seconds(master_max), in_sync))
         return infos
 
     # -- master side: new data -------------------------------------------------------------
@@ -276,6 +312,149 @@ class HAService:
                     self._data_cond.wait(timeout_s)
             finally:
                 self._waiting_writers -= 1
+
+    # -- controller mode ---------------------------------------------------------------------
+    def use_controller_mode(self, epoch_cache: EpochFileCache, local_id: int, truncate: Truncate) -> None:
+        """Speak RocketMQ 5's AutoSwitch HA protocol (enableControllerMode), before :meth:`start`:
+        slaves hand-shake with their replica id and exchange epochs, the master keeps the
+        SyncStateSet. ``local_id`` is this replica's id; ``truncate`` the store's truncate_files."""
+        self.controller_mode = True
+        self.epoch_cache = epoch_cache
+        self.local_id = local_id
+        self.client = AutoSwitchHAClient(self.config, self.commit_log, epoch_cache, local_id, truncate)
+
+    @property
+    def sync_state_set(self) -> frozenset[int]:
+        """The SyncStateSet as last accepted by the source of truth."""
+        return self._sync_state_set
+
+    def wait_set(self) -> frozenset[int]:
+        """The members an acknowledgement waits for: the accepted set and, while a change is
+        being recorded, the proposed one too (AutoSwitchHAService.getSyncStateSet)."""
+        with self._waiters_lock:
+            proposed = self._proposed
+            return self._sync_state_set | proposed if proposed is not None else self._sync_state_set
+
+    def in_sync_replicas_nums(self) -> int:
+        """inSyncReplicasNums: the larger of the accepted and the proposed set."""
+        with self._waiters_lock:
+            proposed = self._proposed
+            return max(len(self._sync_state_set), len(proposed) if proposed is not None else 0)
+
+    def set_sync_state_set(self, members: frozenset[int]) -> None:
+        """Apply a SyncStateSet the source of truth accepted (setSyncStateSet)."""
+        with self._waiters_lock:
+            self._sync_state_set = frozenset(members)
+            self._proposed = None
+        self._update_confirm_offset()
+        self._release_group_waiters()
+
+    def reset_sync_state_set(self) -> None:
+        """A replica that stops being master forgets its slaves' progress and its set."""
+        with self._waiters_lock:
+            self._sync_state_set = frozenset()
+            self._proposed = None
+            self._caught_up_ms.clear()
+
+    def _propose(self, members: frozenset[int]) -> None:
+        with self._waiters_lock:
+            if members == self._sync_state_set or members == self._proposed:
+                return
+            self._proposed = members
+        log.info("SyncStateSet %s: proposing %s", sorted(self._sync_state_set), sorted(members))
+        listener = self.on_sync_state_set_proposal
+        if listener is not None:
+            listener(members)
+
+    def maybe_shrink_sync_state_set(self) -> None:
+        """Propose the set without the members that fell more than haMaxTimeSlaveNotCatchup behind
+        (the replicas manager calls it every checkSyncStateSetPeriod)."""
+        with self._waiters_lock:
+            members, caught_up = self._sync_state_set, dict(self._caught_up_ms)
+        if not members:
+            return
+        kept = sync_state_set.shrunk(members, self.local_id, caught_up, now_ms(),
+                                     self.config.ha_max_time_slave_not_catchup)
+        if kept != members:
+            self._propose(kept)
+
+    def _has_connection(self, slave_id: int) -> bool:
+        with self._connections_lock:
+            return any(isinstance(c, AutoSwitchHAConnection) and c.slave_id == slave_id for c in self._connections)
+
+    def acked_by_slave(self) -> dict[int, int]:
+        """Each connected slave's acknowledged offset by replica id (the best one per id)."""
+        acked: dict[int, int] = {}
+        with self._connections_lock:
+            for conn in self._connections:
+                if isinstance(conn, AutoSwitchHAConnection) and conn.slave_id >= 0:
+                    acked[conn.slave_id] = max(acked.get(conn.slave_id, -1), conn.acked_offset)
+        return acked
+
+    def update_caught_up(self, slave_id: int, at_ms: int) -> None:
+        with self._waiters_lock:
+            self._caught_up_ms[slave_id] = max(self._caught_up_ms.get(slave_id, 0), at_ms)
+
+    def on_slave_report(self, slave_id: int, offset: int, caught_up_ms: int | None) -> None:
+        """An AutoSwitch slave reported ``offset``: it may rejoin the set, the confirm offset may
+        move, waiters it satisfies go (AutoSwitchHAConnection's reader)."""
+        if caught_up_ms is not None:
+            self.update_caught_up(slave_id, caught_up_ms)
+            members = self._sync_state_set
+            epoch = self.epoch_cache.last_entry() if self.epoch_cache is not None else None
+            if members and slave_id not in members and sync_state_set.may_join(
+                    offset, self.confirm_offset, epoch.start_offset if epoch is not None else 0):
+                self._propose(members | {slave_id})
+        if slave_id in self._sync_state_set:
+            self._update_confirm_offset()
+        self.notify_transfer_some(offset)
+        self._release_group_waiters()
+
+    def _update_confirm_offset(self) -> None:
+        confirmed = sync_state_set.confirm_offset(self._sync_state_set, self.local_id, self.acked_by_slave(),
+                                                  self.commit_log.max_offset)
+        if confirmed is not None:
+            self.confirm_offset = confirmed
+
+    def request_group_transfer(self, end_offset: int, need_acks: int, on_transferred: TransferWaiter) -> bool:
+        """Controller mode's SYNC_MASTER wait: have ``on_transferred()`` called once ``need_acks``
+        copies (master included; :data:`ALL_ACK_IN_SYNC_STATE_SET`: every member of the
+        SyncStateSet) hold the log up to ``end_offset``. False, registering nothing, when they
+        already do. Like :meth:`request_transfer`, the caller owns the deadline."""
+        if self._group_satisfied(end_offset, need_acks, self.acked_by_slave(), self.wait_set()):
+            return False
+        with self._waiters_lock:
+            if self._stopped:
+                return False
+            self._group_waiters.append((end_offset, need_acks, on_transferred))
+        self._release_group_waiters()  # a report may have come between the check and the append
+        return True
+
+    def _group_satisfied(self, end_offset: int, need_acks: int, acked: dict[int, int],
+                         members: frozenset[int]) -> bool:
+        if need_acks == ALL_ACK_IN_SYNC_STATE_SET:
+            return sync_state_set.all_acked(members, self.local_id, acked, end_offset)
+        return sync_state_set.acks_reached(acked, end_offset, need_acks)
+
+    def _release_group_waiters(self) -> None:
+        if not self._group_waiters:
+            return
+        acked = self.acked_by_slave()
+        members = self.wait_set()
+        due: list[TransferWaiter] = []
+        with self._waiters_lock:
+            kept = []
+            for waiter in self._group_waiters:
+                if self._group_satisfied(waiter[0], waiter[1], acked, members):
+                    due.append(waiter[2])
+                else:
+                    kept.append(waiter)
+            self._group_waiters = kept
+        for callback in due:
+            try:
+                callback()
+            except Exception:
+                log.exception("transfer waiter %r failed", callback)
 
     # -- slave side ------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:

@@ -39,7 +39,7 @@ from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, un
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.epoch_file import EpochFileCache
-from rocketstore.store.ha_service import HAService, TransferWaiter
+from rocketstore.store.ha_service import ALL_ACK_IN_SYNC_STATE_SET, HAService, TransferWaiter
 from rocketstore.store.index_file import IndexService
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.schedule_message_service import (
@@ -168,6 +168,9 @@ class DefaultMessageStore:
         self._schedule_started = False
         self._threads: list[threading.Thread] = []
         self.total_physical_memory = _DEFAULT_PHYSICAL_MEMORY
+        #: controller mode: whether this replica may take writes now (the broker's ReplicasManager:
+        #: master, within its elector's write deadline); None outside controller mode
+        self.write_fence: Callable[[], bool] | None = None
 
     def _new_reput_service(self) -> ReputMessageService:
         return ReputMessageService(
@@ -243,15 +246,17 @@ class DefaultMessageStore:
         the epoch file's truncateSuffixByOffset): a former master rejoining as a slave discards
         the records the new master does not have. Crash-safe, see :mod:`rocketstore.store.truncation`.
 
-        False, changing nothing, when ``offset`` is not a record boundary or lies before the
-        CommitLog's first record; an offset at or past its end only trims the epoch file. The
-        store may be loaded or running; a running one keeps running (dispatch restarts from the
-        cut), and whoever replicates into it must have stopped doing so.
+        False, changing nothing, when ``offset`` is not a record boundary (nor the start of a torn
+        record ending the log, :meth:`_starts_torn_tail`) or lies before the CommitLog's first
+        record; an offset at or past its end only trims the epoch file. The store may be loaded or
+        running; a running one keeps running (dispatch restarts from the cut), and whoever
+        replicates into it must have stopped doing so.
         """
         if offset >= self.commit_log.max_offset:
             self.epoch_cache.truncate_suffix_by_offset(offset)
             return True
-        if offset < self.commit_log.min_offset or not self.commit_log.is_offset_aligned(offset):
+        if offset < self.commit_log.min_offset or not (self.commit_log.is_offset_aligned(offset)
+                                                       or self._starts_torn_tail(offset)):
             log.error("cannot truncate to %d: not a record boundary in [%d, %d)", offset,
                       self.commit_log.min_offset, self.commit_log.max_offset)
             return False
@@ -260,6 +265,19 @@ class DefaultMessageStore:
         self._truncate(offset)
         self._truncate_intent.clear()
         return True
+
+    def _starts_torn_tail(self, offset: int) -> bool:
+        """Whether ``offset`` starts the record a slave's log ends inside of (replicated frames are
+        cut anywhere): dispatch never got past it, and its size, if even readable, reaches past the
+        log's end. A controller-mode slave may have to cut there (the new master's history starts
+        a new epoch at that record), which :meth:`truncate_files` allows like a record boundary."""
+        if offset < self.reput_service.reput_from_offset:
+            return False
+        remaining = self.commit_log.max_offset - offset
+        if remaining < 4:
+            return True
+        head = self.commit_log.get_message(offset, 4)
+        return head is not None and int.from_bytes(head, "big", signed=True) > remaining
 
     def _truncate(self, offset: int) -> None:
         """The steps of :meth:`truncate_files`, each idempotent (recovery repeats them all)."""
@@ -321,14 +339,26 @@ class DefaultMessageStore:
             self._start_thread("FlushConsumeQueueService", self._flush_consume_queue_loop)
             self._start_thread("StoreScheduledService", self._scheduled_loop)
             if self.config.broker_role is not BrokerRole.SLAVE:  # a slave's copy is delivered by its master
-                self.schedule_message_service.load()
-                self.schedule_message_service.start()
-                self.timer_message_store.load()
-                self.timer_message_store.start()
-                self._schedule_started = True
+                self._start_special_services()
         except BaseException:
             self._lock.release()
             raise
+
+    def _start_special_services(self) -> None:
+        """The services only a master runs: delayed and timer messages are delivered by it alone."""
+        if self._schedule_started:
+            return
+        self.schedule_message_service.load()
+        self.schedule_message_service.start()
+        self.timer_message_store.load()
+        self.timer_message_store.start()
+        self._schedule_started = True
+
+    def _stop_special_services(self) -> None:
+        if self._schedule_started:  # they deliver through put_message: stop them while puts still work
+            self.timer_message_store.shutdown()
+            self.schedule_message_service.shutdown()
+            self._schedule_started = False
 
     def _start_thread(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -340,10 +370,7 @@ class DefaultMessageStore:
         if self.shutdown_flag and not self._threads:
             self._lock.release()  # loaded but never started: still holds the directory lock
             return
-        if self._schedule_started:  # they deliver through put_message: stop them while puts still work
-            self.timer_message_store.shutdown()
-            self.schedule_message_service.shutdown()
-            self._schedule_started = False
+        self._stop_special_services()
         self.shutdown_flag = True
         self.ha_service.shutdown()  # no more appends from a master, nothing more streamed to slaves
         self._scheduler_stop.set()
@@ -496,6 +523,9 @@ class DefaultMessageStore:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.config.broker_role is BrokerRole.SLAVE:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        fence = self.write_fence
+        if fence is not None and not fence():  # every write path: sends, transactions, deliveries
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if not self.running_flags.is_writeable:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.commit_log.lock_held_ms() > self.config.os_page_cache_busy_time_out_mills:
@@ -532,6 +562,8 @@ class DefaultMessageStore:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
         wait_store_ok = msg.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        if not self._enough_in_sync_replicas(wait_store_ok):
+            return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         result = self.commit_log.put_message(msg, wait_flush=False)
         result = self._handle_disk_flush_and_ha(result, wait_flush=wait_flush and wait_store_ok,
                                                 wait_store_ok=wait_store_ok, wait_replica=wait_flush)
@@ -552,6 +584,8 @@ class DefaultMessageStore:
                         batch.properties.get(PROPERTY_DELAY_TIME_LEVEL))
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         begin = time.monotonic()
+        if not self._enough_in_sync_replicas(batch.properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"):
+            return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         result = self.commit_log.put_messages(batch, wait_flush=False)
         result = self._handle_disk_flush_and_ha(
             result, wait_flush=wait_flush, wait_replica=wait_flush,
@@ -581,18 +615,18 @@ class DefaultMessageStore:
         replica_status = PutMessageStatus.PUT_OK
         deadline = 0.0
         if self.config.broker_role is BrokerRole.SYNC_MASTER and wait_store_ok:
-            if not self.ha_service.is_slave_ok(end):
+            if not self.is_slave_ok(end):
                 replica_status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             elif wait_replica:
                 deadline = time.monotonic() + self.config.slave_timeout / 1000
                 transferred = threading.Event()
-                if not self.ha_service.request_transfer(end, transferred.set):
+                if not self.request_transfer(end, transferred.set):
                     transferred.set()
         status = PutMessageStatus.PUT_OK
         if wait_flush and not self.commit_log.wait_flushed(end):
             status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         if transferred is not None and not transferred.wait(max(deadline - time.monotonic(), 0.0)) \
-                and self.ha_service.push2slave_max_offset < end:
+                and (self.ha_service.controller_mode or self.ha_service.push2slave_max_offset < end):
             log.warning("no slave reported offset %d within slaveTimeout %d ms", end, self.config.slave_timeout)
             replica_status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         if replica_status is not PutMessageStatus.PUT_OK:
@@ -614,8 +648,19 @@ class DefaultMessageStore:
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """SYNC_MASTER's test right after a put ending at ``master_put_where``: a slave is connected
-        and trails by less than haSlaveFallbehindMax (RocketMQ's HAService.isSlaveOK)."""
-        return self.ha_service.is_slave_ok(master_put_where)
+        and trails by less than haSlaveFallbehindMax (RocketMQ's HAService.isSlaveOK). Controller
+        mode has no such test (RocketMQ 5's CommitLog checks minInSyncReplicas before the append
+        instead, :meth:`_enough_in_sync_replicas`): always True there."""
+        return self.ha_service.controller_mode or self.ha_service.is_slave_ok(master_put_where)
+
+    def _enough_in_sync_replicas(self, wait_store_ok: bool) -> bool:
+        """Controller mode, SYNC_MASTER, a put that waits: at least minInSyncReplicas replicas
+        (the master included) in the SyncStateSet, else IN_SYNC_REPLICAS_NOT_ENOUGH and nothing
+        stored (RocketMQ 5's CommitLog.asyncPutMessage)."""
+        if not (self.ha_service.controller_mode and wait_store_ok
+                and self.config.broker_role is BrokerRole.SYNC_MASTER and not self.config.duplication_enable):
+            return True
+        return self.ha_service.in_sync_replicas_nums() >= self.config.min_in_sync_replicas
 
     def request_transfer(self, end_offset: int, on_transferred: TransferWaiter) -> bool:
         """SYNC_MASTER: have ``on_transferred()`` called (in an HA thread; it must not block) once a
@@ -624,7 +669,70 @@ class DefaultMessageStore:
         (slaveTimeout) and answers FLUSH_SLAVE_TIMEOUT itself; check :meth:`is_slave_ok` first."""
         if self.config.broker_role is not BrokerRole.SYNC_MASTER:
             return False
+        if self.ha_service.controller_mode:
+            # RocketMQ 5: allAckInSyncStateSet waits for every member, else inSyncReplicas copies
+            # (the master's own included: 1 waits for none)
+            need = (ALL_ACK_IN_SYNC_STATE_SET if self.config.all_ack_in_sync_state_set
+                    else self.config.in_sync_replicas)
+            if 0 <= need <= 1:
+                return False
+            return self.ha_service.request_group_transfer(end_offset, need, on_transferred)
         return self.ha_service.request_transfer(end_offset, on_transferred)
+
+    # -- controller mode: role changes (AutoSwitchHAService) -------------------------------
+    def use_controller_mode(self, local_id: int) -> None:
+        """Replicate with RocketMQ 5's AutoSwitch protocol as replica ``local_id`` (before start)."""
+        self.ha_service.use_controller_mode(self.epoch_cache, local_id, self.truncate_files)
+
+    def change_to_master(self, master_epoch: int) -> bool:
+        """Become the group's master in ``master_epoch`` (AutoSwitchHAService.changeToMaster): stop
+        following, start the epoch at this log's end, let dispatch catch up and rebuild the next
+        queue offsets, then take puts as a SYNC_MASTER. False, changing nothing, for an epoch older
+        than this store's last one. Blocking (it waits for dispatch)."""
+        if master_epoch < self.epoch_cache.last_epoch:
+            log.warning("master epoch %d < last epoch %d: not becoming master", master_epoch,
+                        self.epoch_cache.last_epoch)
+            return False
+        self.ha_service.update_master_address(None)
+        self.ha_service.close_connections()
+        self._truncate_torn_tail()
+        # the same epoch again (this replica was its master before a restart): its start stays,
+        # or the slaves that have it would no longer match it (RocketMQ re-appends it)
+        if self.epoch_cache.last_epoch != master_epoch and \
+                not self.epoch_cache.append_entry(master_epoch, self.commit_log.max_offset):
+            return False
+        self.recover_topic_queue_table()
+        self.ha_service.confirm_offset = self.commit_log.max_offset
+        self.config.broker_role = BrokerRole.SYNC_MASTER
+        self._start_special_services()
+        log.info("master of epoch %d from offset %d", master_epoch, self.commit_log.max_offset)
+        return True
+
+    def _truncate_torn_tail(self) -> None:
+        """Let dispatch catch up, then cut a record the master's stream left half-copied
+        (truncateInvalidMsg): frames are cut anywhere, so a former slave's log may end inside a
+        record, and puts must not start there. Dispatch stops before such a record; a position
+        that does not move while bytes remain undispatched is where the whole records end. Only
+        the CommitLog holds the torn bytes (nothing was dispatched from them); a crash before the
+        cut is finished leaves a torn tail recovery cuts the same way."""
+        stuck_at = -1
+        while not self.reput_service.wait_caught_up(0.2):
+            position = self.reput_service.reput_from_offset
+            if position == stuck_at:
+                log.warning("the CommitLog ends inside a record at %d: cutting it back to %d",
+                            self.commit_log.max_offset, position)
+                self.commit_log.truncate_dirty_files(position)
+                return
+            stuck_at = position
+
+    def change_to_slave(self, master_ha_address: str | None) -> None:
+        """Stop taking puts and follow the master at ``master_ha_address`` (changeToSlave): its
+        handshake decides how much of this log stays (see autoswitch_ha_client)."""
+        self.config.broker_role = BrokerRole.SLAVE
+        self._stop_special_services()
+        self.ha_service.close_connections()
+        self.ha_service.reset_sync_state_set()
+        self.ha_service.update_master_address(master_ha_address)
 
     def update_ha_master_address(self, address: str | None) -> None:
         """Where a SLAVE replicates from (host:haPort; the broker learns it from the name server's

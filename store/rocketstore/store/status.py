@@ -25,6 +25,8 @@ class PutMessageStatus(enum.Enum):
     #: RocketMQ 5's timer statuses (store.timer_message_store)
     WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
     WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    #: RocketMQ 5's controller mode: fewer replicas in sync than minInSyncReplicas (nothing stored)
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
 
     @property
     def ok(self) -> bool:

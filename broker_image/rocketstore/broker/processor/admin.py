@@ -49,6 +49,7 @@ from rocketstore.broker import broker2client
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.client_manager import ClientChannelInfo
 from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
+from rocketstore.broker.replicas_manager import role_assignment
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.common.clock import now_ms
 from rocketstore.common.fastjson import parse_fastjson
@@ -94,6 +95,7 @@ from rocketstore.remoting.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    NotifyBrokerRoleChangedRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
     QueryCorrectionOffsetHeader,
     QueryTopicConsumeByWhoRequestHeader,
@@ -178,6 +180,7 @@ class AdminBrokerProcessor:
             RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.GET_BROKER_HA_STATUS: self.get_broker_ha_status,
+            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self.notify_broker_role_changed,
         }
 
     # -- configuration -------------------------------------------------------------------------
@@ -264,6 +267,24 @@ class AdminBrokerProcessor:
                                                             diff=slave.lag_bytes, in_sync=slave.in_sync)
                                     for slave in slaves])
         return request.response(ResponseCode.SUCCESS, body=info.encode())
+
+    async def notify_broker_role_changed(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ 5's controller names the group's master (NOTIFY_BROKER_ROLE_CHANGED): applied as
+        a role assignment by the replicas manager, without a restart. Outside controller mode it
+        is answered SUCCESS and ignored, as Apache's broker without a ReplicasManager does."""
+        manager = self.broker.replicas_manager
+        if manager is None:
+            return request.response(ResponseCode.SUCCESS)
+        header = NotifyBrokerRoleChangedRequestHeader.from_ext_fields(request.ext_fields)
+        body = parse_fastjson(request.body.decode("utf-8")) if request.body else {}
+        if not isinstance(body, dict):
+            return request.response(ResponseCode.SYSTEM_ERROR, "the body is not a SyncStateSet")
+        try:
+            assignment = role_assignment(header, body)
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        await manager.apply_role(assignment)
+        return request.response(ResponseCode.SUCCESS)
 
     def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         log.warning("DELETE_EXPIRED_COMMITLOG from %s", conn.peer)

@@ -44,7 +44,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
@@ -98,6 +98,12 @@ def _complete(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+NOT_MASTER: Final = (ResponseCode.SERVICE_NOT_AVAILABLE,
+                     "service not available now: this broker is not the master of its group (controller mode: no "
+                     "role yet, a slave, or a master past its write deadline)")
+"""The answer of a controller-mode broker that may not acknowledge writes: as a slave's put."""
+
+
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     if request.code == RequestCode.SEND_MESSAGE:
         return SendMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -123,6 +129,8 @@ def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tupl
         return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
     if status is PutMessageStatus.SLAVE_NOT_AVAILABLE:
         return ResponseCode.SLAVE_NOT_AVAILABLE, None
+    if status is PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
+        return ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"
     if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
         return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
     if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
@@ -421,10 +429,18 @@ class SendMessageProcessor:
         stored = await wait_until_stored(self.broker, result, flush=flush, replica=replica)
         return self._outcome(stored, topic, queue_id, batch=batch)
 
+    def _may_acknowledge(self) -> bool:
+        """Controller mode: whether this broker is still master within its write deadline
+        (ReplicasManager.may_acknowledge); always outside controller mode."""
+        manager = self.broker.replicas_manager
+        return manager is None or manager.may_acknowledge()
+
     def _put(self, header: SendMessageRequestHeader, body: bytes, born_host: HostAddress, peer: str,
              version: int, properties: dict[str, str] | None) -> Sending:
         """The checks and the put: the outcome, or a coroutine when the put waits for its flush."""
         store = self.broker.store
+        if not self._may_acknowledge():
+            return SendOutcome(*NOT_MASTER)
         checked = self._check(peer, header)
         if isinstance(checked, SendOutcome):
             return checked
@@ -489,6 +505,8 @@ class SendMessageProcessor:
         return self._outcome(result, topic, queue_id, batch=False)
 
     def _outcome(self, result: PutMessageResult, topic: str, queue_id: int, *, batch: bool) -> SendOutcome:
+        if result.ok and not self._may_acknowledge():
+            return SendOutcome(*NOT_MASTER)
         code, remark = put_status_response(self.broker, result.status)
         append = result.append
         if result.ok and append is not None:
