@@ -276,6 +276,9 @@ def test_refusals_are_the_methods_response_with_status_unauthorized(auth_broker:
               if a.WhichOneof("content") == "message"]
     assert bodies == [b"allowed"]
     assert denied_count(auth_broker) - denied_before == 6  # counted with the remoting port's
+    # and in the per-method call counts, by the status answered
+    assert 'rocketstore_grpc_requests_total{code="UNAUTHORIZED",method="ReceiveMessage"} 1.0' in \
+        auth_broker.metrics()
 
 
 @pytest.mark.integration

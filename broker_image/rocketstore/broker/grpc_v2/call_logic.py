@@ -134,11 +134,11 @@ def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, resp
             except Refused as refused:
                 outcome = code_name(refused.status.code)
                 yield response_class(status=refused.status)
-                return
-            async for response in impl(request, context):
-                if not outcome and type(response) is not bytes and response.HasField("status"):
-                    outcome = _outcome(response)
-                yield response
+            else:
+                async for response in impl(request, context):
+                    if not outcome and type(response) is not bytes and response.HasField("status"):
+                        outcome = _outcome(response)
+                    yield response
         except BaseException as exc:
             metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
             raise
