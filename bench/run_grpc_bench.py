@@ -76,10 +76,6 @@ CLIENT5_JAR = CLIENT5_DIR / "target" / "client5-driver.jar"
 CLIENT5_LIB = CLIENT5_DIR / "target" / "lib"
 BENCH_MAIN = "io.rocketstore.clients5.Client5Bench"
 CLIENT5_VERSION = "5.0.7"  # tests/support/drivers/java5/pom.xml
-PROXY_DIR = ROOT / "tests" / "support" / "drivers" / "apache_broker" / "5.3.3-proxy"
-PROXY_LIB = PROXY_DIR / "target" / "lib"
-PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
-PROXY_READY = "rocketmq-proxy startup successfully"
 APACHE_VERSION = "5.3.3"
 CLUSTER = "DefaultCluster"
 
@@ -103,56 +99,9 @@ PROFILES: dict[str, dict[str, int]] = {
 # -- servers -------------------------------------------------------------------------------------
 
 
-class ProxyAnchor(PinnedAnchor):
-    """Apache RocketMQ 5.3.3's name server and ``ProxyStartup -pm local`` (broker in the proxy's JVM).
-
-    The name server comes from RocketMQAnchor (``with_broker=False``); the proxy JVM gets the same
-    JVM flags, its broker the same broker.conf keys as the anchor's broker would, and a gRPC port.
-    """
-
-    grpc_port: int = 0
-
-    @property
-    def grpc_endpoint(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
-
-    def start(self, timeout: float = java_rocketmq.BOOT_TIMEOUT_S) -> ProxyAnchor:
-        self.with_broker = False
-        super().start(timeout)
-        try:
-            self._start_proxy(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def _start_proxy(self, timeout: float) -> None:
-        java = self.java or java_rocketmq.find_tools()[0]
-        home, rocketmq_home = self.workdir / "home", self.workdir / "rocketmq-home"
-        self.broker_port = free_port(also=(-2, 1))  # plus listenPort - 2 (VIP channel) and + 1 (HA)
-        self.grpc_port = free_port()
-        conf = {
-            "brokerClusterName": self.cluster, "brokerName": self.broker_name, "brokerId": "0",
-            "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH", "namesrvAddr": self.namesrv_addr,
-            "brokerIP1": "127.0.0.1", "listenPort": str(self.broker_port), "storePathRootDir": str(self.store_dir),
-            "storePathCommitLog": str(self.store_dir / "commitlog"), "autoCreateTopicEnable": "true",
-            "autoCreateSubscriptionGroup": "true", **self.broker_config,
-        }
-        broker_conf = self.workdir / "broker.conf"
-        broker_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        proxy_conf = self.workdir / "rmq-proxy.json"
-        proxy_conf.write_text(json.dumps({
-            "rocketMQClusterName": self.cluster, "namesrvAddr": self.namesrv_addr, "proxyMode": "local",
-            "grpcServerPort": self.grpc_port, "remotingListenPort": free_port()}))
-        logback = rocketmq_home / "conf" / "logback_proxy.xml"
-        logback.write_text(java_rocketmq._LOGBACK.format(log=home / "proxy.log"))
-        cmd = [*pin_prefix(self.pin), java, f"-Xms{self.heap}", f"-Xmx{self.heap}", *java_rocketmq.G1_FLAGS,
-               *java_rocketmq.JDK17_FLAGS, f"-Duser.home={home}", f"-Drocketmq.home.dir={rocketmq_home}",
-               "-Dtls.server.mode=disabled", f"-Drmq.logback.configurationFile={logback}",
-               "-cp", str(PROXY_LIB / "*"), PROXY_MAIN, "-pm", "local", "-bc", str(broker_conf),
-               "-pc", str(proxy_conf), "-n", self.namesrv_addr]
-        # _launch (not super's: PinnedAnchor's would add taskset a second time) waits for the line
-        java_rocketmq.RocketMQAnchor._launch(self, "proxy", cmd, PROXY_READY, timeout)
+class ProxyAnchor(PinnedAnchor, java_rocketmq.ProxyAnchor):
+    """Apache RocketMQ 5.3.3's name server and ``ProxyStartup -pm local`` (java_rocketmq.ProxyAnchor),
+    its JVMs pinned as PinnedAnchor pins them."""
 
     def create_topics(self, topics: Sequence[str]) -> None:
         """mqadmin updateTopic (8 read and write queues) and updateSubGroup, with the proxy's own tools."""
@@ -179,7 +128,8 @@ class ProxyAnchor(PinnedAnchor):
         (home / "conf" / "logback_tools.xml").write_text(mqadmin.LOGBACK_QUIET)
         cmd = [java, "-Xmx256m", f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
                f"-Drmq.logback.configurationFile={home / 'conf' / 'logback_tools.xml'}",
-               "-cp", str(PROXY_LIB / "*"), mqadmin.MQADMIN_MAIN, verb, "-n", self.namesrv_addr, *args]
+               "-cp", str(java_rocketmq.PROXY_ANCHOR_LIB / "*"), mqadmin.MQADMIN_MAIN, verb, "-n", self.namesrv_addr,
+               *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=mqadmin.RUN_TIMEOUT_S, cwd=home,
                               env={**os.environ, "ROCKETMQ_HOME": str(home)}, check=False)
         if proc.returncode != 0 or "success" not in proc.stdout.lower():
@@ -234,11 +184,6 @@ def build_client() -> float | None:
     """Build the 5.x client driver jar (Client5Driver and Client5Bench) unless it is up to date."""
     return java_rocketmq.maven_build(CLIENT5_DIR / "pom.xml", [CLIENT5_JAR, CLIENT5_LIB],
                                      [CLIENT5_DIR / "pom.xml", CLIENT5_DIR / "src"])
-
-
-def build_proxy() -> float | None:
-    """Copy rocketmq-proxy 5.3.3's classpath (with namesrv and tools) unless it is up to date."""
-    return java_rocketmq.maven_build(PROXY_DIR / "pom.xml", [PROXY_LIB], [PROXY_DIR / "pom.xml"])
 
 
 def run_client(contender: Contender, workdir: Path, durations: dict[str, int], args: argparse.Namespace,
@@ -487,7 +432,7 @@ def main() -> None:
     build_client()
     if APACHE in contenders and not args.profile:
         java_rocketmq.build_anchor(APACHE_VERSION)  # the name server's classpath
-        build_proxy()
+        java_rocketmq.build_proxy_anchor()
     scratch = Path(tempfile.mkdtemp(prefix="grpcbench-", dir=args.dir))
     t_start = time.monotonic()
     cpu_start = cpu_times()

@@ -5,7 +5,6 @@ client's view is in tests/compat/python5/test_python_5x_client.py."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import shutil
 import threading
 import time
@@ -18,6 +17,7 @@ import pytest
 from broker_process import Broker
 from polling import wait_until
 from prometheus_client.parser import text_string_to_metric_families
+from signed_requests import grpc_signed
 
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
@@ -310,14 +310,6 @@ def test_a_stale_receipt_handle_cannot_ack_a_redelivered_message(stub: pb_grpc.M
     assert stub.AckMessage(pb.AckMessageRequest(group=group, topic=topic, entries=[current])).status.code == pb.OK
 
 
-def signed(access_key: str, secret_key: str, at: datetime | None = None) -> list[tuple[str, str]]:
-    """A 5.x client's signature metadata, upper-case hex as the Java client writes it."""
-    date = (at or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    digest = hmac.new(secret_key.encode(), date.encode(), hashlib.sha1).hexdigest().upper()
-    return [("x-mq-date-time", date), ("authorization", f"MQv2-HMAC-SHA1 Credential={access_key}, "
-                                                        f"SignedHeaders=x-mq-date-time, Signature={digest}")]
-
-
 def test_with_acl_calls_are_checked_against_the_plain_acl(tmp_path_factory: pytest.TempPathFactory) -> None:
     """aclEnable: a signed call of an account with the permission is served; a wrong secret, a stale
     date or no signature is UNAUTHENTICATED; a send without PUB on the topic is PERMISSION_DENIED."""
@@ -346,28 +338,28 @@ def test_with_acl_calls_are_checked_against_the_plain_acl(tmp_path_factory: pyte
                     call(request, metadata=metadata, timeout=5)
                 return error.value
 
-            assert stub.QueryRoute(route, metadata=signed("GrpcWriter", "writer-secret"), timeout=5).status.code \
-                == pb.OK
-            sent = stub.SendMessage(send, metadata=signed("GrpcWriter", "writer-secret"), timeout=5)
+            writer = grpc_signed("GrpcWriter", "writer-secret")
+            assert stub.QueryRoute(route, metadata=writer, timeout=5).status.code == pb.OK
+            sent = stub.SendMessage(send, metadata=grpc_signed("GrpcWriter", "writer-secret"), timeout=5)
             assert [entry.status.code for entry in sent.entries] == [pb.OK]
 
-            wrong = refused(stub.QueryRoute, route, signed("GrpcWriter", "not-the-secret"))
+            wrong = refused(stub.QueryRoute, route, grpc_signed("GrpcWriter", "not-the-secret"))
             assert (wrong.code(), wrong.details()) == (grpc.StatusCode.UNAUTHENTICATED,
                                                        "Check signature failed for accessKey=GrpcWriter")
-            unknown = refused(stub.QueryRoute, route, signed("Stranger1", "whatever-secret"))
+            unknown = refused(stub.QueryRoute, route, grpc_signed("Stranger1", "whatever-secret"))
             assert (unknown.code(), unknown.details()) == (grpc.StatusCode.UNAUTHENTICATED,
                                                            "No acl config for Stranger1")
-            stale = refused(stub.QueryRoute, route, signed("GrpcWriter", "writer-secret",
+            stale = refused(stub.QueryRoute, route, grpc_signed("GrpcWriter", "writer-secret",
                                                            datetime.now(UTC) - timedelta(days=1)))
             assert stale.code() == grpc.StatusCode.UNAUTHENTICATED and "too old" in (stale.details() or "")
             unsigned = refused(stub.QueryRoute, route, [])
             assert (unsigned.code(), unsigned.details()) == (grpc.StatusCode.UNAUTHENTICATED,
                                                              "No accessKey is configured")
-            denied = refused(stub.SendMessage, send, signed("GrpcReader", "reader-secret"))
+            denied = refused(stub.SendMessage, send, grpc_signed("GrpcReader", "reader-secret"))
             assert (denied.code(), denied.details()) == (grpc.StatusCode.PERMISSION_DENIED,
                                                          "No default permission for topic:AclTopic")
             # an admin account without resource lists owns every topic
-            assert stub.SendMessage(send, metadata=signed("GrpcAdmin1", "admin-secret"), timeout=5) \
+            assert stub.SendMessage(send, metadata=grpc_signed("GrpcAdmin1", "admin-secret"), timeout=5) \
                 .entries[0].status.code == pb.OK
         assert "rocketstore_acl_denied_requests_total 5" in b.metrics()
     finally:

@@ -20,6 +20,8 @@ A helper library, not a test module (pyproject's pytest ``pythonpath`` puts test
   published to Maven Central (see drivers/apache_broker/4.9.7/pom.xml); ``version="5.3.3"`` runs the 5.x
   broker on its own, without the proxy, which serves 4.x remoting clients as 4.9.7 does. Started
   when both print "boot success", stopped with SIGTERM.
+* ``ProxyAnchor``: Apache RocketMQ 5.3.3's name server and ``ProxyStartup -pm local`` (the broker in
+  the proxy's JVM, a gRPC port for 5.x clients), classpath from ``build_proxy_anchor()``.
 
 Tools: ``java`` (17) and ``mvn`` on PATH, else ``ToolMissing``. A cold ~/.m2 downloads ~45 MB.
 """
@@ -55,6 +57,11 @@ ANCHOR_DIR = DRIVERS_DIR / "apache_broker"  # one directory per release: VERSION
 ANCHOR_VERSION = "4.9.7"
 ANCHOR_VERSIONS = ("4.9.7", "5.3.3")
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+#: rocketmq-namesrv, -proxy and -tools 5.3.3: the name server, the proxy with its broker, mqadmin
+PROXY_ANCHOR_POM = ANCHOR_DIR / "5.3.3-proxy" / "pom.xml"
+PROXY_ANCHOR_LIB = PROXY_ANCHOR_POM.parent / "target" / "lib"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
+PROXY_READY = "rocketmq-proxy startup successfully"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 
 # What RocketMQ's MappedFile/UtilAll buffer cleaning needs on JDK 17 (see
@@ -206,6 +213,11 @@ def anchor_pom(version: str) -> Path:
 def anchor_lib(version: str) -> Path:
     """The classpath directory ``build_anchor(version)`` fills."""
     return anchor_pom(version).parent / "target" / "lib"
+
+
+def build_proxy_anchor() -> float | None:
+    """Copies the classpath of Apache RocketMQ 5.3.3's name server, proxy and mqadmin to ``PROXY_ANCHOR_LIB``."""
+    return _build_once(PROXY_ANCHOR_POM, [PROXY_ANCHOR_LIB], [PROXY_ANCHOR_POM])
 
 
 def build_anchor(version: str = ANCHOR_VERSION) -> float | None:
@@ -694,3 +706,59 @@ def plain_acl_anchor(workdir: Path, acl_file: str) -> RocketMQAnchor:
     (anchor.rocketmq_home / "conf").mkdir(parents=True, exist_ok=True)
     (anchor.rocketmq_home / "conf" / "plain_acl.yml").write_text(acl_file)
     return anchor
+
+
+@dataclass
+class ProxyAnchor(RocketMQAnchor):
+    """Apache RocketMQ 5.3.3's name server and ``ProxyStartup -pm local`` (the broker in the proxy's JVM).
+
+    The name server comes from RocketMQAnchor (``with_broker=False``); the proxy JVM gets the same
+    JVM flags, its broker the same broker.conf keys as the anchor's broker would (plus
+    ``broker_config``), and a gRPC port (``grpc_endpoint``). ``proxy_config`` adds keys to
+    rmq-proxy.json (the proxy's own AuthConfig is read from there, not from broker.conf).
+    """
+
+    version: str = "5.3.3"  # the name server's
+    proxy_config: dict[str, Any] = field(default_factory=dict)
+    grpc_port: int = 0
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self, timeout: float = BOOT_TIMEOUT_S) -> ProxyAnchor:
+        build_proxy_anchor()
+        self.with_broker = False
+        super().start(timeout)
+        try:
+            self._start_proxy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_proxy(self, timeout: float) -> None:
+        java = self.java or find_tools()[0]
+        home, rocketmq_home = self.workdir / "home", self.rocketmq_home
+        self.broker_port = free_port(also=(-2, 1))  # plus listenPort - 2 (VIP channel) and + 1 (HA)
+        self.grpc_port = free_port()
+        conf = {
+            "brokerClusterName": self.cluster, "brokerName": self.broker_name, "brokerId": "0",
+            "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH", "namesrvAddr": self.namesrv_addr,
+            "brokerIP1": "127.0.0.1", "listenPort": str(self.broker_port), "storePathRootDir": str(self.store_dir),
+            "storePathCommitLog": str(self.store_dir / "commitlog"), "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true", **self.broker_config,
+        }
+        broker_conf = self.workdir / "broker.conf"
+        broker_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        proxy_conf = self.workdir / "rmq-proxy.json"
+        proxy_conf.write_text(json.dumps({
+            "rocketMQClusterName": self.cluster, "namesrvAddr": self.namesrv_addr, "proxyMode": "local",
+            "grpcServerPort": self.grpc_port, "remotingListenPort": free_port(), **self.proxy_config}))
+        logback = rocketmq_home / "conf" / "logback_proxy.xml"
+        logback.write_text(_LOGBACK.format(log=home / "proxy.log"))
+        cmd = [java, f"-Xms{self.heap}", f"-Xmx{self.heap}", *G1_FLAGS, *JDK17_FLAGS, f"-Duser.home={home}",
+               f"-Drocketmq.home.dir={rocketmq_home}", "-Dtls.server.mode=disabled",
+               f"-Drmq.logback.configurationFile={logback}", "-cp", str(PROXY_ANCHOR_LIB / "*"), PROXY_MAIN,
+               "-pm", "local", "-bc", str(broker_conf), "-pc", str(proxy_conf), "-n", self.namesrv_addr]
+        self._launch("proxy", cmd, PROXY_READY, timeout)

@@ -162,10 +162,6 @@ class BrokerController:
             raise ConfigError("aclEnable", "true", "refused: the plain ACL (1.0) and RocketMQ 5 authentication/"
                               "authorization (authenticationEnabled, authorizationEnabled) are exclusive; "
                               "RocketMQ 5.3 has only the latter")
-        if self.auth_config.enabled and broker_config.grpc_listen_port > 0:
-            raise ConfigError("grpcListenPort", str(broker_config.grpc_listen_port),
-                              "refused: RocketMQ 5 authentication/authorization is not implemented on the gRPC "
-                              "port yet, which would serve everyone: set grpcListenPort=0 (remoting only)")
         self.configuration = Configuration(broker_config, store_config)
         self.loop: asyncio.AbstractEventLoop | None = None
         # -- config tables: the managers report their changes to the persist service
@@ -185,7 +181,7 @@ class BrokerController:
         self.access_validator: PlainAccessValidator | None = None
         #: users and ACLs (auth/auth_metadata_manager.py), served to mqadmin whether or not auth is on
         self.auth_metadata_manager = AuthMetadataManager(config_dir)
-        #: the authentication/authorization check of every request, when either switch is on
+        #: the authentication/authorization check of every request (remoting and gRPC), when either switch is on
         self.auth_pipeline: AuthPipeline | None = None
         self.message_arriving_listeners: list[MessageArrivingListener] = []
         # dispatch-thread arrivals not yet handed to the loop: (topic, queue id) -> (max offset, count)

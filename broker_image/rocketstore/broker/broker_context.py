@@ -15,6 +15,7 @@ from typing import Protocol
 from prometheus_client.core import Metric
 
 from rocketstore.broker.acl.plain_access_validator import PlainAccessValidator
+from rocketstore.broker.auth.auth_pipeline import AuthPipeline
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.broker_stats import BrokerStats
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
@@ -59,6 +60,7 @@ class BrokerContext(Protocol):
     broker_stats_manager: BrokerStatsManager
     remoting: RemotingServer
     access_validator: PlainAccessValidator | None
+    auth_pipeline: AuthPipeline | None
     message_arriving_listeners: list[MessageArrivingListener]
     shutdown_listeners: list[Callable[[], None]]
     start_time_ms: int

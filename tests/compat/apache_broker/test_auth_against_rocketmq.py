@@ -41,7 +41,7 @@ def anchor_outcomes(java_client_built: None, tmp_path_factory: pytest.TempPathFa
 def our_outcomes(java_client_built: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     build_mqadmin5()
     workdir: Path = tmp_path_factory.mktemp("auth-ours")
-    conf = "".join(f"{key}={value}\n" for key, value in AUTH_KEYS.items()) + "grpcListenPort=0\n"
+    conf = "".join(f"{key}={value}\n" for key, value in AUTH_KEYS.items())
     broker = Broker(workdir, conf)
     broker.start()
     try:

@@ -3,26 +3,20 @@ v2) against a broker process: producer (normal with tag, keys and properties; FI
 group; delay with a delivery timestamp; transactional: commit, rollback, and the broker's check of
 an unresolved transaction answered by the producer's checker), simple consumer and push consumer.
 
-``java5/`` is a Maven project (Client5Driver.java) built once by java_rocketmq.maven_build; each
-run is a ``java`` subprocess printing JSON lines. java and mvn are required: under CI (env ``CI``
+``java5/`` is a Maven project (Client5Driver.java) built once and run by tests/support/java5_driver.py;
+each run is a ``java`` subprocess printing JSON lines. java and mvn are required: under CI (env ``CI``
 set) a missing one fails these tests, otherwise they are skipped with the reason.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import java_rocketmq
 import pytest
 from broker_process import Broker, plain_acl_broker
-from java_rocketmq import BuildError, ToolMissing
-from tool_support import DRIVERS_DIR, require_tool
+from java5_driver import client_log, drive, of, require_java5_driver
 
 from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
 from rocketstore.client.admin import BrokerAdmin, MQAdmin
@@ -30,11 +24,6 @@ from rocketstore.common.message import java_string_hash
 
 pytestmark = pytest.mark.integration
 
-DRIVER_DIR = DRIVERS_DIR / "java5"
-DRIVER_POM = DRIVER_DIR / "pom.xml"
-DRIVER_JAR = DRIVER_DIR / "target" / "client5-driver.jar"
-DRIVER_LIB = DRIVER_DIR / "target" / "lib"
-DRIVER_MAIN = "io.rocketstore.clients5.Client5Driver"
 QUEUES = 4
 #: the module's broker checks half messages older than a second every three seconds (RocketMQ: 6 s /
 #: 60 s), so a test sees its unresolved transaction checked within seconds, and a loaded machine has
@@ -47,18 +36,7 @@ FAST_AUTO_RENEW = "defaultInvisibleTimeMills=3000\nrenewSliceTimeMillis=3000\nre
 
 @pytest.fixture(scope="module")
 def java() -> str:
-    try:
-        java_path, _ = java_rocketmq.find_tools()
-    except ToolMissing as e:
-        require_tool(e.tool, False, "the RocketMQ 5.x Java client driver is built with Maven and runs on Java 17")
-        raise
-    try:
-        took = java_rocketmq.maven_build(DRIVER_POM, [DRIVER_JAR, DRIVER_LIB], [DRIVER_POM, DRIVER_DIR / "src"])
-    except BuildError as e:
-        pytest.fail(str(e), pytrace=False)
-    print(f"\nRocketMQ 5.x Java client driver: {'up to date' if took is None else f'built in {took:.1f} s'}",
-          file=sys.stderr)
-    return java_path
+    return require_java5_driver()
 
 
 @pytest.fixture(scope="module")
@@ -80,46 +58,23 @@ def topic(broker: Broker, request: pytest.FixtureRequest) -> str:
     return name
 
 
-def drive(java: str, broker: Broker, tmp_path: Path, *args: str | int, timeout: float = 60,
-          credentials: tuple[str, str] | None = None, check: bool = True) -> list[dict[str, Any]]:
-    """The driver's JSON lines; ``credentials`` (access key, secret key) sign its calls; unless
-    ``check`` is off it must have succeeded."""
-    env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under $HOME/logs
-    if credentials is not None:
-        env["CLIENT5_ACCESS_KEY"], env["CLIENT5_SECRET_KEY"] = credentials
-    # the client logs under ${user.home}/logs/rocketmq, which Java takes from the password file, not HOME
-    proc = subprocess.run([java, f"-Duser.home={tmp_path}", "-cp", f"{DRIVER_JAR}{os.pathsep}{DRIVER_LIB}/*",
-                           DRIVER_MAIN, str(args[0]),
-                           broker.grpc_endpoint, *map(str, args[1:])], capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)
-    lines = [json.loads(raw) for raw in proc.stdout.splitlines() if raw.startswith("{")]
-    errors = [line for line in lines if line["kind"] == "error"]
-    if check:
-        assert proc.returncode == 0 and not errors, (errors, proc.stderr[-3000:])
-    return lines
-
-
-def of(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [line for line in lines if line["kind"] == kind]
-
-
 def test_producer_and_simple_consumer(java: str, broker: Broker, topic: str, tmp_path: Path) -> None:
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 5, "plain"), "sent")
-    received = of(drive(java, broker, tmp_path, "consume", topic, "J5Plain", 5, 30), "received")
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 5, "plain"), "sent")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Plain", 5, 30), "received")
     assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
     for r in received:
         index = r["properties"]["index"]
         assert (r["body"], r["tag"], r["keys"], r["attempt"]) == (f"plain-{index}", "TagJ", [f"plain-key-{index}"], 1)
         assert r["properties"] == {"index": index}
-    assert of(drive(java, broker, tmp_path, "consume", topic, "J5Plain", 1, 3), "received") == []
+    assert of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Plain", 1, 3), "received") == []
 
 
 def test_fifo_messages_of_a_group_share_one_queue_in_order(java: str, broker: Broker, topic: str,
                                                            tmp_path: Path) -> None:
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 6, "fifo", "fifo", "order-7"), "sent")
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 6, "fifo", "fifo", "order-7"), "sent")
     assert len(sent) == 6
     queue = java_string_hash("order-7") % QUEUES
-    received = of(drive(java, broker, tmp_path, "consume", topic, "J5Fifo", 6, 30), "received")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Fifo", 6, 30), "received")
     # all in one queue, so one consumer reads them in the order sent (pop does not yet hold a group's
     # next message back until the previous one is acked: that is FIFO consumption, not done)
     assert [r["body"] for r in received] == [f"fifo-{i}" for i in range(6)]
@@ -131,8 +86,8 @@ def test_fifo_messages_of_a_group_share_one_queue_in_order(java: str, broker: Br
 
 def test_a_delayed_message_arrives_at_its_delivery_time(java: str, broker: Broker, topic: str,
                                                         tmp_path: Path) -> None:
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 1, "late", "delay", 3000), "sent")
-    received = of(drive(java, broker, tmp_path, "consume", topic, "J5Delay", 1, 20), "received")
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 1, "late", "delay", 3000), "sent")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Delay", 1, 20), "received")
     assert [r["body"] for r in received] == ["late-0"]
     assert received[0]["at_ms"] >= sent[0]["at_ms"] + 3000 - 100  # not before it was due
 
@@ -148,10 +103,10 @@ def metric(broker: Broker, name: str) -> float:
 def test_transactions_commit_delivers_rollback_never(java: str, broker: Broker, topic: str, tmp_path: Path) -> None:
     before = {name: metric(broker, f"rocketstore_transaction_{name}_total")
               for name in ("half_messages", "commits", "rollbacks")}
-    sent = of(drive(java, broker, tmp_path, "transact", topic, 0, "commit", "rollback", "commit"), "sent")
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "transact", topic, 0, "commit", "rollback", "commit"), "sent")
     assert [s["ending"] for s in sent] == ["commit", "rollback", "commit"]
     # a consumer asks for one more than can come: the rolled-back message must not arrive
-    received = of(drive(java, broker, tmp_path, "consume", topic, "J5Txn", 3, 8), "received")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Txn", 3, 8), "received")
     committed = {s["message_id"] for s in sent if s["ending"] == "commit"}
     assert sorted(r["message_id"] for r in received) == sorted(committed)
     assert sorted(r["body"] for r in received) == ["txn-0-commit", "txn-2-commit"]
@@ -167,7 +122,8 @@ def test_an_unresolved_transaction_is_checked_and_the_checkers_answer_applied(
     """Two transactions left open: the broker's check pass finds them and asks the producer over its
     Telemetry stream (RecoverOrphanedTransactionCommand); the checker commits one, rolls back the other."""
     checks_before = metric(broker, "rocketstore_transaction_checks_total")
-    lines = drive(java, broker, tmp_path, "transact", topic, 30, "open-commit", "open-rollback", timeout=90)
+    lines = drive(java, broker.grpc_endpoint, tmp_path, "transact", topic, 30, "open-commit", "open-rollback",
+                  timeout=90)
     sent = {s["ending"]: s for s in of(lines, "sent")}
     checked = of(lines, "checked")
     assert of(lines, "done")[0]["unchecked"] == [], lines
@@ -177,26 +133,26 @@ def test_an_unresolved_transaction_is_checked_and_the_checkers_answer_applied(
     assert {(c["body"], c["tag"], tuple(c["keys"]), c["properties"]["index"]) for c in checked} == {
         ("txn-0-open-commit", "TagT", ("txn-key-0",), "0"), ("txn-1-open-rollback", "TagT", ("txn-key-1",), "1")}
     assert metric(broker, "rocketstore_transaction_checks_total") >= checks_before + 2
-    received = of(drive(java, broker, tmp_path, "consume", topic, "J5TxnCheck", 2, 8), "received")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5TxnCheck", 2, 8), "received")
     assert [r["body"] for r in received] == ["txn-0-open-commit"]
 
 
 def test_push_consumer_consumes_every_message(java: str, broker: Broker, topic: str, tmp_path: Path) -> None:
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 8, "push"), "sent")
-    lines = drive(java, broker, tmp_path, "push", topic, "J5Push", 8, 30)
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 8, "push"), "sent")
+    lines = drive(java, broker.grpc_endpoint, tmp_path, "push", topic, "J5Push", 8, 30)
     received = of(lines, "received")
     assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
     assert {r["attempt"] for r in received} == {1}
     # all were acked: the group gets nothing more
-    assert of(drive(java, broker, tmp_path, "consume", topic, "J5Push", 1, 3), "received") == []
+    assert of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5Push", 1, 3), "received") == []
 
 
 def test_push_consumer_failure_is_delivered_again_with_a_higher_attempt(java: str, broker: Broker, topic: str,
                                                                         tmp_path: Path) -> None:
     """The listener answers FAILURE to each first delivery: the client sets the message's invisible
     time to its retry policy's first backoff (ChangeInvisibleDuration), and it comes back as attempt 2."""
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 2, "again"), "sent")
-    received = of(drive(java, broker, tmp_path, "push", topic, "J5PushRetry", 4, 60, "true", timeout=90),
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 2, "again"), "sent")
+    received = of(drive(java, broker.grpc_endpoint, tmp_path, "push", topic, "J5PushRetry", 4, 60, "true", timeout=90),
                   "received")
     by_id: dict[str, list[dict[str, Any]]] = {}
     for r in received:
@@ -205,7 +161,7 @@ def test_push_consumer_failure_is_delivered_again_with_a_higher_attempt(java: st
     for deliveries in by_id.values():
         assert [(d["attempt"], d["result"]) for d in deliveries] == [(1, "FAILURE"), (2, "SUCCESS")]
         assert deliveries[1]["at_ms"] - deliveries[0]["at_ms"] >= 9_000  # the first backoff: 10 s
-    assert of(drive(java, broker, tmp_path, "consume", topic, "J5PushRetry", 1, 3), "received") == []
+    assert of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5PushRetry", 1, 3), "received") == []
 
 
 def test_push_consumer_busy_past_the_invisible_time_gets_each_message_once(java: str, broker: Broker, topic: str,
@@ -213,11 +169,11 @@ def test_push_consumer_busy_past_the_invisible_time_gets_each_message_once(java:
     """The listener takes 8 s per message, the message is invisible 3 s: the broker renews it while
     the client consumes (auto renew), so it is not delivered again, and the client's ack with the
     handle it received (renewed since) consumes it."""
-    sent = of(drive(java, broker, tmp_path, "produce", topic, 1, "busy"), "sent")
-    lines = drive(java, broker, tmp_path, "push", topic, "J5PushBusy", 2, 14, "false", 8000, timeout=90)
+    sent = of(drive(java, broker.grpc_endpoint, tmp_path, "produce", topic, 1, "busy"), "sent")
+    lines = drive(java, broker.grpc_endpoint, tmp_path, "push", topic, "J5PushBusy", 2, 14, "false", 8000, timeout=90)
     received = of(lines, "received")
     assert [(r["message_id"], r["attempt"]) for r in received] == [(sent[0]["message_id"], 1)]
-    assert of(drive(java, broker, tmp_path, "consume", topic, "J5PushBusy", 1, 5), "received") == []
+    assert of(drive(java, broker.grpc_endpoint, tmp_path, "consume", topic, "J5PushBusy", 1, 5), "received") == []
 
 
 def test_with_acl_signed_calls_are_checked(java: str, tmp_path_factory: pytest.TempPathFactory,
@@ -235,18 +191,20 @@ def test_with_acl_signed_calls_are_checked(java: str, tmp_path_factory: pytest.T
         with BrokerAdmin(b.addr, rpc_hook=AclClientRPCHook(SessionCredentials("J5Admin1", "admin-secret"))) as admin:
             admin.create_topic("J5AclTopic", QUEUES, QUEUES)
         writer = ("J5Writer", "writer-secret")
-        sent = of(drive(java, b, tmp_path, "produce", "J5AclTopic", 3, "acl", credentials=writer), "sent")
-        received = of(drive(java, b, tmp_path, "consume", "J5AclTopic", "J5AclGroup", 3, 30, credentials=writer),
+        endpoint = b.grpc_endpoint
+        sent = of(drive(java, endpoint, tmp_path, "produce", "J5AclTopic", 3, "acl", credentials=writer), "sent")
+        received = of(drive(java, endpoint, tmp_path, "consume", "J5AclTopic", "J5AclGroup", 3, 30, credentials=writer),
                       "received")
         assert sorted(r["message_id"] for r in received) == sorted(s["message_id"] for s in sent)
         for wrong, reason in ((("J5Writer", "not-the-secret"), "Check signature failed for accessKey=J5Writer"),
                               (("J5Reader", "reader-secret"), "No default permission for topic:J5AclTopic")):
-            lines = drive(java, b, tmp_path, "produce", "J5AclTopic", 1, "refused", credentials=wrong, check=False)
+            lines = drive(java, endpoint, tmp_path, "produce", "J5AclTopic", 1, "refused", credentials=wrong,
+                          check=False)
             assert not of(lines, "sent") and of(lines, "error"), lines
             # the client tells its caller only that it failed to start; its log has the status
-            log = (tmp_path / "logs" / "rocketmq" / "rocketmq-client.log").read_text(errors="replace")
+            log = client_log(tmp_path).read_text(errors="replace")
             assert reason in log, log[-3000:]
-            (tmp_path / "logs" / "rocketmq" / "rocketmq-client.log").unlink()
+            client_log(tmp_path).unlink()
     finally:
         b.stop()
 

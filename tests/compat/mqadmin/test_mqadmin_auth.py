@@ -5,8 +5,8 @@ with ``AclClientRPCHook`` is allowed on a topic its ACL grants Pub on and refuse
 Apache 5.3.3's remarks) otherwise. tests/compat/apache_broker/test_auth_against_rocketmq.py runs
 the same scenario against Apache RocketMQ 5.3.3's broker and compares.
 
-The broker is ``rocketstore broker -c broker.conf`` with Apache's keys and grpcListenPort=0 (the
-gRPC port does not check auth yet, so the broker refuses to open it with auth on).
+The broker is ``rocketstore broker -c broker.conf`` with Apache's keys. The gRPC port's half (the
+5.x Java client) is compared with Apache in tests/compat/apache_broker/test_grpc_auth_against_rocketmq.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def require_mqadmin5() -> None:
 @pytest.fixture(scope="module")
 def auth_broker(tmp_path_factory: pytest.TempPathFactory, java_client_built: None) -> Iterator[Broker]:
     require_mqadmin5()
-    conf = "".join(f"{key}={value}\n" for key, value in AUTH_KEYS.items()) + "grpcListenPort=0\n"
+    conf = "".join(f"{key}={value}\n" for key, value in AUTH_KEYS.items())
     broker = Broker(tmp_path_factory.mktemp("auth-broker"), conf)
     with broker.running():
         yield broker

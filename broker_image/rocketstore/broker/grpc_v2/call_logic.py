@@ -1,7 +1,10 @@
 """The per-call logic both transports of the gRPC port run (grpcio's, server.py, and the native
 front end's, native_front.py): the request parsed inside the call, so an undecodable one is
-INVALID_ARGUMENT naming its type (grpc's own deserializer would fail it UNKNOWN), the ACL check,
-and the call counted in /metrics. A call's context is grpc.aio's ServicerContext or
+INVALID_ARGUMENT naming its type (grpc's own deserializer would fail it UNKNOWN), the access check
+(the plain ACL's, access_check.py, or RocketMQ 5.3's auth, auth_check.py), and the call counted in
+/metrics. A check refuses a request by aborting the call (the plain ACL: a gRPC status) or by
+raising :class:`Refused` (5.3's auth: the method's response carrying a v2 status, as Apache's proxy
+answers; a stream ends after it). A call's context is grpc.aio's ServicerContext or
 native_front.CallContext: both offer ``abort``, ``code``, ``peer``, ``invocation_metadata``,
 ``time_remaining``.
 
@@ -28,8 +31,16 @@ from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
 
 SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
-#: awaited with each parsed request before its method runs; aborts the call to refuse it
+#: awaited with each parsed request before its method runs; aborts the call or raises Refused to refuse it
 Check = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+class Refused(Exception):
+    """Raised by a check: the call is answered with its method's response carrying ``status``."""
+
+    def __init__(self, status: pb.Status) -> None:
+        super().__init__(status.message)
+        self.status = status
 
 
 async def _accepted(request_class: Any, raw: bytes, context: grpc.aio.ServicerContext, check: Check | None) -> Any:
@@ -71,12 +82,16 @@ def _failure(context: grpc.aio.ServicerContext, exc: BaseException) -> str:
 Answer = Any
 
 
-def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
+def _unary(name: str, impl: Callable[..., Any], request_class: Any, response_class: Any, check: Check | None,
            metrics: CallMetrics) -> Callable[..., Answer]:
     inline = not inspect.iscoroutinefunction(impl)
 
     async def accepted_then_answered(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        answer = impl(await _accepted(request_class, raw, context, check), context)
+        try:
+            request = await _accepted(request_class, raw, context, check)
+        except Refused as refused:
+            return response_class(status=refused.status)
+        answer = impl(request, context)
         return await answer if asyncio.iscoroutine(answer) else answer
 
     async def recorded(answer: Coroutine[Any, Any, Any], context: grpc.aio.ServicerContext, started: float) -> Any:
@@ -108,16 +123,22 @@ def _unary(name: str, impl: Callable[..., Any], request_class: Any, check: Check
     return call
 
 
-def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                   metrics: CallMetrics) -> Callable[..., Any]:
+def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, response_class: Any,
+                   check: Check | None, metrics: CallMetrics) -> Callable[..., Any]:
     async def call(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         started = time.perf_counter()
         outcome = ""
         try:
-            async for response in impl(await _accepted(request_class, raw, context, check), context):
-                if not outcome and type(response) is not bytes and response.HasField("status"):
-                    outcome = _outcome(response)
-                yield response
+            try:
+                request = await _accepted(request_class, raw, context, check)
+            except Refused as refused:
+                outcome = code_name(refused.status.code)
+                yield response_class(status=refused.status)
+            else:
+                async for response in impl(request, context):
+                    if not outcome and type(response) is not bytes and response.HasField("status"):
+                        outcome = _outcome(response)
+                    yield response
         except BaseException as exc:
             metrics.record(name, outcome or _failure(context, exc), time.perf_counter() - started)
             raise
@@ -125,8 +146,8 @@ def _server_stream(name: str, impl: Callable[..., Any], request_class: Any, chec
     return call
 
 
-def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check: Check | None,
-                 metrics: CallMetrics) -> Callable[..., Any]:
+def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, response_class: Any,
+                 check: Check | None, metrics: CallMetrics) -> Callable[..., Any]:
     async def call(raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async def requests() -> AsyncIterator[Any]:
             async for raw in raw_iterator:
@@ -135,6 +156,10 @@ def _bidi_stream(name: str, impl: Callable[..., Any], request_class: Any, check:
         try:
             async for response in impl(requests(), context):
                 yield response
+        except Refused as refused:  # out of requests(), through the method, which ends the stream
+            metrics.record(name, code_name(refused.status.code), None)
+            yield response_class(status=refused.status)
+            return
         except BaseException as exc:
             metrics.record(name, _failure(context, exc), None)
             raise
@@ -173,14 +198,15 @@ def methods(service: pb_grpc.MessagingServiceServicer, metrics: CallMetrics,
             continue  # not implemented: answered UNIMPLEMENTED
         bound = getattr(service, method.name)
         request_class = getattr(pb, method.input_type.name)
-        serialize = getattr(pb, method.output_type.name).SerializeToString
+        response_class = getattr(pb, method.output_type.name)
+        serialize = response_class.SerializeToString
         if method.server_streaming and not method.client_streaming:
             serialize = _passing_bytes(serialize)
         if method.client_streaming:
-            behaviour = _bidi_stream(method.name, bound, request_class, check, metrics)
+            behaviour = _bidi_stream(method.name, bound, request_class, response_class, check, metrics)
         elif method.server_streaming:
-            behaviour = _server_stream(method.name, bound, request_class, check, metrics)
+            behaviour = _server_stream(method.name, bound, request_class, response_class, check, metrics)
         else:
-            behaviour = _unary(method.name, bound, request_class, check, metrics)
+            behaviour = _unary(method.name, bound, request_class, response_class, check, metrics)
         found.append(Method(method.name, method.client_streaming, method.server_streaming, behaviour, serialize))
     return found

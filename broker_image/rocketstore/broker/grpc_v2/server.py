@@ -23,7 +23,9 @@ Either server gets the port's limits (transport_limits.py): the largest request 
 
 With ``aclEnable=true`` every parsed request (each command of a Telemetry stream too) goes
 through the plain ACL before its method sees it (:class:`~rocketstore.broker.grpc_v2.access_check.AccessCheck`:
-``MQv2-HMAC-SHA1`` signatures, the accounts and permissions of the remoting port).
+``MQv2-HMAC-SHA1`` signatures, the accounts and permissions of the remoting port); with RocketMQ 5.3's
+``authenticationEnabled`` / ``authorizationEnabled``, through the users and ACLs of the remoting port
+(:class:`~rocketstore.broker.grpc_v2.auth_check.AuthCheck`: the same decision, Apache's proxy's answers).
 
 The pop log is opened (replayed, compacted, held against the store) in a worker thread before
 the port opens, fsynced every :data:`POP_LOG_SYNC_INTERVAL_S` and closed after the server stopped.
@@ -47,6 +49,7 @@ import grpc
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
+from rocketstore.broker.grpc_v2.auth_check import AuthCheck
 from rocketstore.broker.grpc_v2.auto_renew import RENEW_PERIOD_S, AutoRenew, RenewTimes
 from rocketstore.broker.grpc_v2.call_logic import SERVICE_NAME, Answer, Check, methods
 from rocketstore.broker.grpc_v2.call_metrics import CallMetrics
@@ -93,8 +96,7 @@ class GrpcServer:
         self.pop.attach()
         service = self._service = MessagingService(self.broker, self.pop, self.renew,
                                                    lambda: endpoints_of(self.broker.store_host.host, self.port))
-        validator = self.broker.access_validator  # set at start when aclEnable is
-        check = None if validator is None else AccessCheck(validator)
+        check = access_check(self.broker)
         tls = broker_tls_settings(self.broker.broker_config)
         limits = transport_limits(self.broker.broker_config, self.broker.store_config)
         front_class = native_front_class(self.broker.broker_config.grpc_native_front, tls.enabled)
@@ -201,6 +203,17 @@ class GrpcServer:
                 await asyncio.to_thread(self.pop.log.sync)
             except OSError:
                 log.exception("fsync of the pop log failed; retrying at the next interval")
+
+
+def access_check(broker: BrokerContext) -> Check | None:
+    """The check of every request: RocketMQ 5.3's auth when either switch is on, else the plain ACL
+    when ``aclEnable`` is (the broker refuses to start with both), else none. Both are set at start,
+    before the port opens."""
+    if broker.auth_pipeline is not None:
+        return AuthCheck(broker.auth_pipeline)
+    if broker.access_validator is not None:
+        return AccessCheck(broker.access_validator)
+    return None
 
 
 def _front_stat(front: NativeFront, field: str) -> float:
