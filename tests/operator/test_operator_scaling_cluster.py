@@ -124,7 +124,8 @@ def test_scale_down_waits_for_the_consumers_and_scale_up_copies_topics(kube: Any
             admin.update_consumer_offset("billing", MessageQueue("Orders", f"{SCALING_STORE}-1", q), offset)
     # drained, and past the 60 s in which a producer may still have used its older route
     wait_until("scaled down once drained", lambda: _replicas(kube) == 1, 150)
-    wait_until("DrainDrained and ScaledDown events", lambda: {"DrainDrained", "ScaledDown"} <= _reasons(kube), 30)
+    wait_until("DrainStarted, Drained and ScaledDown events",
+               lambda: {"DrainStarted", "Drained", "ScaledDown"} <= _reasons(kube), 30)
     assert "DrainDeadlineExceeded" not in _reasons(kube)
 
     # scale up: rss-1 is back (its process kept running) and lacks a topic rss-0 was given meanwhile

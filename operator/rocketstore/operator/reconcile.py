@@ -547,8 +547,9 @@ async def _drain(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spe
     out.status["drain"] = drain
     out.conditions.append(drain_condition(drain))
     if drain["phase"] != (previous or {}).get("phase"):
-        out.events.append(Event("Normal" if drain["phase"] != "DeadlineExceeded" else "Warning",
-                                f"Drain{drain['phase']}", drain_condition(drain).message))
+        reason = {"Draining": "DrainStarted", "Drained": "Drained"}.get(drain["phase"], "DrainDeadlineExceeded")
+        out.events.append(Event("Warning" if reason == "DrainDeadlineExceeded" else "Normal", reason,
+                                drain_condition(drain).message))
 
 
 async def _copy_topics(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,

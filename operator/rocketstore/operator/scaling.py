@@ -108,57 +108,48 @@ def _time(text: str) -> datetime.datetime:
 
 
 def _same_drain(previous: Mapping[str, Any] | None, leaving: Sequence[str], target: int) -> bool:
-    return bool(previous) and previous.get("targetBrokers") == target and \
-        sorted(previous.get("brokers") or []) == sorted(leaving)  # type: ignore[union-attr]
+    return previous is not None and previous.get("targetBrokers") == target and \
+        sorted(previous.get("brokers") or []) == sorted(leaving)
 
 
-def drain_step(previous: Mapping[str, Any] | None, leaving: Sequence[str], target: int, seen: Backlog | None,
+def drain_step(previous: Mapping[str, Any] | None, leaving: Sequence[str], target: int, seen: Backlog,
                unreachable: Sequence[str], now: datetime.datetime, timeout_s: int,
                grace_s: float = ROUTE_REFRESH_GRACE_S) -> dict[str, Any]:
     """The next ``status.drain`` of a scale-down to ``target`` groups that removes ``leaving``.
 
-    ``previous`` is the last one (it goes on when it drained the same brokers to the same target,
-    else this one starts now); ``seen`` the backlog read this pass (None: no leaving broker could be
-    read), ``unreachable`` the leaving brokers whose stats could not be read (their backlog is
-    unknown, so the drain waits for them, up to its deadline). A drain that ended stays ended: the
-    apply step acts on it at the next pass."""
-    same = _same_drain(previous, leaving, target)
-    started = _time(previous["startedAt"]) if same and previous is not None else now
+    ``previous`` is the last one: it goes on when it drained the same brokers to the same target,
+    else this one starts now. ``seen`` is the backlog read this pass, ``unreachable`` the leaving
+    brokers whose stats could not be read: their backlog is unknown, so the drain waits for them,
+    up to its deadline. A drain that ended stays as it ended: the apply step acts on it at the
+    next pass."""
+    kept = previous if _same_drain(previous, leaving, target) else None
+    if kept is not None and kept.get("phase") in (DRAINED, DEADLINE_EXCEEDED):
+        return dict(kept)
+    started = _time(kept["startedAt"]) if kept is not None else now
     deadline = started + datetime.timedelta(seconds=timeout_s)
-    elapsed = (now - started).total_seconds()
-    ended = previous.get("phase") in (DRAINED, DEADLINE_EXCEEDED) if same and previous is not None else False
-    known = seen is not None and not unreachable
-    if ended and previous is not None:
-        phase = str(previous["phase"])
-    elif known and seen is not None and seen.messages == 0 and elapsed >= grace_s:
+    if not unreachable and seen.messages == 0 and (now - started).total_seconds() >= grace_s:
         phase = DRAINED
     elif now >= deadline:
         phase = DEADLINE_EXCEEDED
     else:
         phase = DRAINING
-    current = seen or Backlog()
-    if ended and previous is not None:
-        messages, queues, groups = (previous.get("messagesPending"), previous.get("queuesPending"),
-                                    previous.get("groupsPending") or [])
-    else:
-        messages, queues, groups = current.messages, current.queues, list(current.groups[:NAMED_GROUPS])
     return {
         "targetBrokers": target,
         "brokers": list(leaving),
         "phase": phase,
         "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "deadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "messagesPending": messages,
-        "queuesPending": queues,
-        "groupsPending": groups,
-        "unreachable": [] if ended else list(unreachable),
+        "messagesPending": seen.messages,
+        "queuesPending": seen.queues,
+        "groupsPending": list(seen.groups[:NAMED_GROUPS]),
+        "unreachable": list(unreachable),
     }
 
 
 def drain_done(drain: Mapping[str, Any] | None, leaving: Sequence[str], target: int) -> bool:
     """Whether ``drain`` (``status.drain``) lets the StatefulSets shrink to ``target`` groups."""
-    return _same_drain(drain, leaving, target) and drain is not None and \
-        drain.get("phase") in (DRAINED, DEADLINE_EXCEEDED)
+    return drain is not None and _same_drain(drain, leaving, target) and drain.get("phase") in (DRAINED,
+                                                                                                 DEADLINE_EXCEEDED)
 
 
 def scale_down_replicas(name: str, running: int, wanted: int, drain: Mapping[str, Any] | None,
