@@ -28,8 +28,9 @@ register, each RocketStore broker answers those questions itself on a second rem
 * ``WIPE_WRITE_PERM_OF_BROKER`` (205) / ``ADD_WRITE_PERM_OF_BROKER`` (327), what ``mqadmin
   wipeWritePerm`` / ``addWritePerm`` send to every name server of ``-n``: the brokerName's queue
   data lose PERM_WRITE in every route this name server answers (this broker's own, a peer's as
-  registered or assumed, a registered broker's) until it is added back, and producers send to the
-  other brokers once they refresh the route (every 30 s by default). The answer counts the topics
+  registered or assumed, a registered broker's; the gRPC route of grpc_v2/service.py too) until it
+  is added back, and producers send to the other brokers once they refresh the route (every 30 s
+  by default). The answer counts the topics
   routed to that brokerName here (wipeTopicCount / addTopicCount); a brokerName this name server
   does not route to counts 0 and is not remembered, as RocketMQ's no-op. Unlike RocketMQ's, the
   wipe survives the broker's registrations (:class:`RouteInfoManager`); like it, not a restart of
