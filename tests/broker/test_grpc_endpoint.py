@@ -109,6 +109,28 @@ def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.T
     assert len(route.message_queues) == 2 * 8
 
 
+def test_route_drops_the_write_permission_the_name_server_wiped(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """WIPE_WRITE_PERM_OF_BROKER at the embedded name server (a drain) reaches 5.x clients too:
+    the wiped group's queues are read-only in QueryRoute until ADD_WRITE_PERM_OF_BROKER."""
+    broker = Broker(tmp_path_factory.mktemp("grpc-wiped"), "clusterPeers=broker-b@10.1.2.3:10911\n")
+    with broker.running() as b, grpc.insecure_channel(b.grpc_endpoint) as channel, \
+            MQAdmin(b.namesrv) as admin:
+        stub = pb_grpc.MessagingServiceStub(channel)
+
+        def permissions() -> dict[str, set[int]]:
+            route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+            out: dict[str, set[int]] = {}
+            for q in route.message_queues:
+                out.setdefault(q.broker.name, set()).add(q.permission)
+            return out
+
+        assert permissions() == {"broker-a": {pb.READ_WRITE}, "broker-b": {pb.READ_WRITE}}
+        assert admin.wipe_write_perm("broker-b")[b.namesrv] > 0
+        assert permissions() == {"broker-a": {pb.READ_WRITE}, "broker-b": {pb.READ}}
+        admin.add_write_perm("broker-b")
+        assert permissions() == {"broker-a": {pb.READ_WRITE}, "broker-b": {pb.READ_WRITE}}
+
+
 def test_unknown_topic_and_bad_requests_get_v2_codes(stub: pb_grpc.MessagingServiceStub) -> None:
     assert stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))).status.code \
         == pb.TOPIC_NOT_FOUND

@@ -27,6 +27,8 @@ from operator_support import (
     OPERATOR_NAMESPACE,
     OPERATOR_POD_LABELS,
     ROOT,
+    SCALING_NAMESPACE,
+    SCALING_STORE,
     SECURED_NAMESPACE,
     SECURED_STORE,
     STORAGE_CLASS,
@@ -98,8 +100,14 @@ def external_broker_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def scaling_broker_ports() -> list[int]:
+    """Remoting ports of the two broker processes the operator is pointed at for SCALING_STORE-0 and -1."""
+    return [free_port(), free_port()]
+
+
+@pytest.fixture(scope="session")
 def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, secured_broker_port: int,
-                     external_broker_port: int,
+                     external_broker_port: int, scaling_broker_ports: list[int],
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     live, metrics = free_port(), free_port()
     logfile = tmp_path_factory.mktemp("operator") / "operator.log"
@@ -112,6 +120,8 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
            "--broker-address", f"{BROKER_NAMESPACE}/{BROKER_STORE}-0=127.0.0.1:{broker_port};"
            f"{SECURED_NAMESPACE}/{SECURED_STORE}-0=127.0.0.1:{secured_broker_port};"
            f"{EXTERNAL_NAMESPACE}/{EXTERNAL_STORE}-0=127.0.0.1:{external_broker_port};"
+           f"{SCALING_NAMESPACE}/{SCALING_STORE}-0=127.0.0.1:{scaling_broker_ports[0]};"
+           f"{SCALING_NAMESPACE}/{SCALING_STORE}-1=127.0.0.1:{scaling_broker_ports[1]};"
            # no broker listens there: the operator reads these masters' /metrics on the host of
            # its pinned address and the store's metrics port, where the test serves them
            f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-0=127.0.0.1:{free_port()};"

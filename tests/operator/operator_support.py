@@ -11,8 +11,8 @@ from ports import controlplane, free_port
 
 __all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
            "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
-           "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port",
-           "wait_until"]
+           "SCALING_NAMESPACE", "SCALING_STORE", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
+           "controlplane", "free_port", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -28,6 +28,9 @@ EXTERNAL_STORE = "lb"
 #: where the test serves the masters' /metrics (the HA series) itself
 GROUPS_NAMESPACE = "groups"
 GROUPS_STORE = "rsg"
+#: the RocketStore of test_operator_scaling_cluster.py: both its brokers are real processes
+SCALING_NAMESPACE = "scaling"
+SCALING_STORE = "rss"
 #: who the test operator (a process, not a pod) says it is: the pods every RocketStore's
 #: NetworkPolicy lets in (--operator-pod-selector, --operator-namespace)
 OPERATOR_NAMESPACE = "rso-system"

@@ -223,6 +223,8 @@ def test_spec_edits_are_patches_not_recreations(kube: Any, operator_process: Any
     assert cm.metadata.uid == cm_uid and "fileReservedTime=24\n" in cm.data["broker.conf"]
     assert "deleteWhen=03\n" in cm.data["broker.conf"] and "rs-2@rs-2.rs-headless.t-edit.svc" in cm.data["broker.conf"]
     wait_until("third pod", lambda: len(core.list_namespaced_pod(ns).items) == 3, 60)
+    # the new broker waits for the store's topics (no broker runs behind kwok's pods to copy them)
+    assert get(kube, ns, "rs")["status"].get("topicCopyPending") == ["rs-2"]
     still = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(ns).items}
     assert all(still[n] == u for n, u in pod_uids.items())
 
@@ -238,9 +240,23 @@ def test_spec_edits_are_patches_not_recreations(kube: Any, operator_process: Any
     obj = wait_until("ScaleDownRefused", lambda: (o := get(kube, ns, "rs")) and
                      (condition(o, "Degraded") or {}).get("reason") == "ScaleDownRefused" and o, 60)
     assert apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 3
-    patch_spec(kube, ns, "rs", {"brokers": 1, "scaling": {"allowScaleDown": True}})
-    wait_until("scaled down", lambda: apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 1)
+    # allowed, it drains first: no broker runs behind these (kwok) pods, so the leaving brokers'
+    # backlog is unknown and the drain waits until its deadline
+    patch_spec(kube, ns, "rs", {"brokers": 1, "scaling": {"allowScaleDown": True, "drainTimeoutSeconds": 5}})
+    obj = wait_until("Draining", lambda: (o := get(kube, ns, "rs")) and (
+        condition(o, "Draining") or {}).get("status") == "True" and o, 60)
+    drain = obj["status"]["drain"]
+    assert (drain["targetBrokers"], drain["brokers"], drain["phase"]) == (1, ["rs-1", "rs-2"], "Draining"), drain
+    assert drain["unreachable"] == ["rs-1", "rs-2"], drain
+    assert "backlog unknown on rs-1, rs-2" in condition(obj, "Draining")["message"]  # type: ignore[index]
+    assert apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 3
+    wait_until("scaled down at the drain's deadline",
+               lambda: apps.read_namespaced_stateful_set("rs", ns).spec.replicas == 1, 150)
     assert len(core.list_namespaced_persistent_volume_claim(ns).items) == 3  # PVCs of removed brokers kept
+    # the drain is over: its record and condition go
+    obj = wait_until("drain cleared", lambda: (o := get(kube, ns, "rs")) and not o["status"].get("drain") and
+                     condition(o, "Draining") is None and o, 90)
+    assert not obj["status"].get("topicCopyPending")  # rs-2 is gone: nothing to copy to
 
 
 def test_invalid_spec_becomes_a_condition_not_a_crash(kube: Any, operator_process: Any) -> None:

@@ -67,7 +67,7 @@ def test_schema_checks_node_ports_of_node_port_access_only(kube: Any, crd: Any) 
 def test_external_services_follow_the_brokers_and_only_ours_are_deleted(kube: Any, operator_process: Any) -> None:
     ns = make_ns(kube, "t-ext-prune")
     core = client.CoreV1Api(kube)
-    create(kube, ns, store("rs", brokers=3, scaling={"allowScaleDown": True},
+    create(kube, ns, store("rs", brokers=3, scaling={"allowScaleDown": True, "drainTimeoutSeconds": 0},
                            externalAccess={"type": "NodePort", "basePort": BASE_PORT,
                                            "namesrvNodePort": NAMESRV_NODE_PORT}))
     wanted = {"rs-0-external", "rs-1-external", "rs-2-external", "rs-namesrv-external"}

@@ -41,7 +41,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -605,6 +605,9 @@ class BrokerController:
 
     def registered_groups(self) -> Mapping[str, BrokerData]:
         return self.namesrv.routes.broker_addr_table if self.namesrv is not None else {}
+
+    def write_perm_wiped(self) -> Collection[str]:
+        return self.namesrv.routes.write_perm_wiped if self.namesrv is not None else frozenset()
 
 
 def _local_ip() -> str:

@@ -9,7 +9,7 @@ satisfies the protocol structurally; the attributes are documented on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
 
 from prometheus_client.core import Metric
@@ -83,6 +83,11 @@ class BrokerContext(Protocol):
     def registered_groups(self) -> Mapping[str, BrokerData]:
         """brokerName -> live members of the brokers registered with the embedded name server ({}
         without one): the peers' live picture the gRPC route lists too."""
+        ...
+
+    def write_perm_wiped(self) -> Collection[str]:
+        """The brokerNames whose write permission the embedded name server routes without
+        (WIPE_WRITE_PERM_OF_BROKER; empty without one): the gRPC route drops it too."""
         ...
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None: ...

@@ -25,6 +25,17 @@ register, each RocketStore broker answers those questions itself on a second rem
   a registered broker that still holds the topic brings it back with its next changed table. This
   broker's own routes are its topic table, so there is no separate route to drop: after
   DELETE_TOPIC_IN_BROKER (what ``mqadmin deleteTopic`` sends first) the topic has no route here.
+* ``WIPE_WRITE_PERM_OF_BROKER`` (205) / ``ADD_WRITE_PERM_OF_BROKER`` (327), what ``mqadmin
+  wipeWritePerm`` / ``addWritePerm`` send to every name server of ``-n``: the brokerName's queue
+  data lose PERM_WRITE in every route this name server answers (this broker's own, a peer's as
+  registered or assumed, a registered broker's; the gRPC route of grpc_v2/service.py too) until it
+  is added back, and producers send to the other brokers once they refresh the route (every 30 s
+  by default). The answer counts the topics
+  routed to that brokerName here (wipeTopicCount / addTopicCount); a brokerName this name server
+  does not route to counts 0 and is not remembered, as RocketMQ's no-op. Unlike RocketMQ's, the
+  wipe survives the broker's registrations (:class:`RouteInfoManager`); like it, not a restart of
+  this name server, so a drain re-sends it (the operator does, every pass). Adding back routes
+  each topic with its own permission again (RocketMQ's sets every one read-write).
 * ``GET_NAMESRV_CONFIG`` (319) / ``UPDATE_NAMESRV_CONFIG`` (318): the NamesrvConfig keys that
   mean something here, as properties text. ``orderMessageEnable`` puts the ``ORDER_TOPIC_CONFIG``
   KV item of a topic into its route (``orderTopicConf``), as RocketMQ's name server does;
@@ -91,6 +102,8 @@ from rocketstore.remoting.body import BrokerData, ClusterInfo, KVTable, QueueDat
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import MalformedRequestError, RemotingCommand
 from rocketstore.remoting.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -104,6 +117,8 @@ from rocketstore.remoting.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 from rocketstore.remoting.register_broker_body import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketstore.store.config_manager import read_config_file, write_config_file
@@ -192,6 +207,8 @@ class NameServer:
         self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
         self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
         self.server.register(RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config)
+        self.server.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self._wipe_write_perm)
+        self.server.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self._add_write_perm)
         self.server.register(RequestCode.GET_UNIT_TOPIC_LIST, self._unit_topics(
             lambda flag: bool(flag & FLAG_UNIT)))
         self.server.register(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, self._unit_topics(
@@ -267,6 +284,9 @@ class NameServer:
         queues, brokers, filter_servers = registered if registered is not None else ([], [], {})
         route = TopicRouteData(filter_server_table=filter_servers)
         route.queue_datas, route.broker_datas = merge_topic_route(own, assumed, queues, brokers)
+        wiped = self.routes.write_perm_wiped
+        route.queue_datas = [dataclasses.replace(q, perm=q.perm & ~PERM_WRITE) if q.broker_name in wiped else q
+                             for q in route.queue_datas]
         if not route.queue_datas:
             return None
         if self.config.order_message_enable:
@@ -347,6 +367,32 @@ class NameServer:
         log.info("DELETE_TOPIC_IN_NAMESRV from %s: %s (cluster %s)", conn.peer, header.topic, header.cluster_name)
         self.routes.delete_topic(header.topic, header.cluster_name)
         return request.response(ResponseCode.SUCCESS)
+
+    def routed_topic_count(self, broker_name: str) -> int:
+        """How many topics this name server routes to ``broker_name``: every topic of this broker's
+        table when it is one of the groups listed from it (itself, its ``clusterPeers``: their
+        queue data is assumed alike where not registered), plus those registered for it."""
+        listed = any(b.broker_name == broker_name for b in self.own_broker_datas())
+        topics = set(self.broker.topic_config_manager.table()) if listed else set()
+        topics |= {t for t, queues in self.routes.topic_queue_table.items() if broker_name in queues}
+        return len(topics)
+
+    async def _wipe_write_perm(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker_name = WipeWritePermOfBrokerRequestHeader.from_ext_fields(request.ext_fields).broker_name
+        count = self.routed_topic_count(broker_name)
+        if count:
+            self.routes.wipe_write_perm_of_broker(broker_name)
+        log.info("WIPE_WRITE_PERM_OF_BROKER from %s: %s, %d topics", conn.peer, broker_name, count)
+        return request.response(ResponseCode.SUCCESS, ext_fields=WipeWritePermOfBrokerResponseHeader(
+            wipe_topic_count=count).to_ext_fields())
+
+    async def _add_write_perm(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker_name = AddWritePermOfBrokerRequestHeader.from_ext_fields(request.ext_fields).broker_name
+        self.routes.add_write_perm_of_broker(broker_name)
+        count = self.routed_topic_count(broker_name)
+        log.info("ADD_WRITE_PERM_OF_BROKER from %s: %s, %d topics", conn.peer, broker_name, count)
+        return request.response(ResponseCode.SUCCESS, ext_fields=AddWritePermOfBrokerResponseHeader(
+            add_topic_count=count).to_ext_fields())
 
     def config_properties(self) -> dict[str, str]:
         """GET_NAMESRV_CONFIG's keys and values."""

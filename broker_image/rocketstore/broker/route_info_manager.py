@@ -13,6 +13,17 @@ RocketStore's) that register with this broker's name-server role:
 * ``broker_live_table``  address -> last registration time, DataVersion, connection;
 * ``filter_server_table`` address -> filter servers.
 
+``write_perm_wiped`` holds the brokerNames whose write permission an admin wiped
+(WIPE_WRITE_PERM_OF_BROKER, ``mqadmin wipeWritePerm``) and has not added back
+(ADD_WRITE_PERM_OF_BROKER); the name server routes their queue data without PERM_WRITE, so
+producers send to the other brokers. RocketMQ's name server clears the bit in the queue data it
+holds, so the broker's next registration with a changed topic table (or its first after a
+restart or an expiry) brings the write permission back, unless the broker's own
+``brokerPermission`` was lowered too; and adding it back sets every queue data read-write,
+whatever the topic's own permission. Here the wipe belongs to the brokerName, over whatever it
+registers, until added back, and adding back routes the permissions the broker registered. It
+lives in memory, as RocketMQ's does: a name server that restarts has forgotten it.
+
 A master's topic table is applied when its DataVersion differs from the one last registered or
 when the address is new, as RocketMQ does. A broker is forgotten when it unregisters
 (UNREGISTER_BROKER), when the connection it registered over closes, or when it has not
@@ -58,6 +69,7 @@ class RouteInfoManager:
     cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
     broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+    write_perm_wiped: set[str] = field(default_factory=set)
 
     # -- registration --------------------------------------------------------------------------
     def register_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int,
@@ -115,6 +127,16 @@ class RouteInfoManager:
         live = self.broker_live_table.get(broker_addr)
         if live is not None:
             live.last_update_timestamp = now_ms
+
+    # -- write permission --------------------------------------------------------------------
+    def wipe_write_perm_of_broker(self, broker_name: str) -> None:
+        """WIPE_WRITE_PERM_OF_BROKER: the broker's queue data are routed without PERM_WRITE until
+        :meth:`add_write_perm_of_broker` (the name server masks them when it answers a route)."""
+        self.write_perm_wiped.add(broker_name)
+
+    def add_write_perm_of_broker(self, broker_name: str) -> None:
+        """ADD_WRITE_PERM_OF_BROKER: the broker's queue data are routed as it registered them again."""
+        self.write_perm_wiped.discard(broker_name)
 
     # -- forgetting ----------------------------------------------------------------------------
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:

@@ -31,11 +31,12 @@ from rocketstore.client.remoting_client import (
     master_addr,
     route_source_for,
 )
-from rocketstore.common.fastjson import to_json
+from rocketstore.common.fastjson import parse_fastjson, to_json
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import KEY_SEPARATOR, StoredMessage, decode_message_id
 from rocketstore.common.mix_all import retry_topic
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rocketstore.remoting.body import (
     ClusterInfo,
@@ -56,6 +57,8 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import ProtocolError
 from rocketstore.remoting.header_codec import Header
 from rocketstore.remoting.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -71,7 +74,10 @@ from rocketstore.remoting.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
+from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
 
 __all__ = [
     "BrokerAdmin",
@@ -235,6 +241,17 @@ class BrokerAdmin:
                                           topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
                                           order=order)
         self._call(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    def topic_configs(self) -> dict[str, TopicConfig]:
+        """GET_ALL_TOPIC_CONFIG (21): the broker's topic table (a TopicConfigSerializeWrapper)."""
+        body = self._call(RequestCode.GET_ALL_TOPIC_CONFIG).body
+        return dict(TopicConfigSerializeWrapper.from_dict(parse_fastjson(body.decode())).topic_config_table)
+
+    def create_topic_config(self, config: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC with everything ``config`` says (a topic copied from another broker)."""
+        self.create_topic(config.topic_name, config.read_queue_nums, config.write_queue_nums, config.perm,
+                          order=config.order, topic_filter_type=config.topic_filter_type.name,
+                          topic_sys_flag=config.topic_sys_flag)
 
     def topic_stats(self, topic: str) -> list[TopicOffset]:
         """GET_TOPIC_STATS_INFO: min/max offset and last update of each queue on this broker."""
@@ -528,6 +545,27 @@ class MQAdmin:
         self._name_server("delete_topic").call(RequestCode.DELETE_TOPIC_IN_NAMESRV,
                                                DeleteTopicFromNamesrvRequestHeader(topic=topic))
         return addrs
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """wipeWritePerm: WIPE_WRITE_PERM_OF_BROKER (205) at every name server of this admin, as
+        mqadmin sends it to each of ``-n``; each name server's wipeTopicCount."""
+        out = {}
+        for addr in self._name_server("wipe_write_perm").addrs:
+            response = self.client.call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                        WipeWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                        timeout=self.timeout)
+            out[addr] = WipeWritePermOfBrokerResponseHeader.from_ext_fields(response.ext_fields).wipe_topic_count
+        return out
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """addWritePerm: ADD_WRITE_PERM_OF_BROKER (327) at every name server; each one's addTopicCount."""
+        out = {}
+        for addr in self._name_server("add_write_perm").addrs:
+            response = self.client.call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                        AddWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                        timeout=self.timeout)
+            out[addr] = AddWritePermOfBrokerResponseHeader.from_ext_fields(response.ext_fields).add_topic_count
+        return out
 
     # -- messages ------------------------------------------------------------------------------
     def _each_master(self, topic: str, fn: Callable[[BrokerAdmin], list[T]]) -> list[T]:

@@ -4,6 +4,11 @@
 * manual delete: ``DELETE_EXPIRED_COMMITLOG`` (329), once per ``maintenance.deleteExpiredRequest``;
 * observation: ``GET_BROKER_RUNTIME_INFO`` (28) for ``commitLogDiskRatio`` and the CommitLog offsets,
   ``GET_BROKER_CONFIG`` for the retention a broker really runs with;
+* scaling (:mod:`rocketstore.operator.scaling`): ``GET_BROKER_CONSUME_STATS`` (317) of a leaving
+  broker, what its consumer groups have left to consume; ``GET_ALL_TOPIC_CONFIG`` (21) and
+  ``UPDATE_AND_CREATE_TOPIC`` (17) to give a new broker the store's topics; and, on a pod's
+  embedded name server (its host, at the ``namesrvListenPort`` its GET_BROKER_CONFIG reports),
+  ``WIPE_WRITE_PERM_OF_BROKER`` (205) / ``ADD_WRITE_PERM_OF_BROKER`` (327);
 * replication (broker groups): a master's ``/metrics`` on its HTTP port, the
   ``rocketstore_ha_*`` series (:func:`parse_ha_metrics`). The same figures Prometheus alerts on, so
   the operator's view of "in sync" and the dashboard's never disagree; and the one place a
@@ -38,6 +43,8 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
+from rocketstore.client.admin import GroupConsumeStats
+from rocketstore.common.topic_config import TopicConfig
 from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name, slave_pod_name
 
 __all__ = [
@@ -68,6 +75,12 @@ class AdminClient(Protocol):
     def update_broker_config(self, props: Mapping[str, str]) -> None: ...
 
     def delete_expired_commit_log(self) -> bool: ...
+
+    def broker_consume_stats(self, order_only: bool = False) -> tuple[list[GroupConsumeStats], int]: ...
+
+    def topic_configs(self) -> dict[str, TopicConfig]: ...
+
+    def create_topic_config(self, config: TopicConfig) -> None: ...
 
     def close(self) -> None: ...
 
@@ -243,6 +256,20 @@ def _default_factory(addr: str, access: BrokerAccess) -> AdminClient:
     return BrokerAdmin(addr, timeout=5.0, ssl_context=access.ssl_context(), rpc_hook=access.rpc_hook())
 
 
+def _write_perm(namesrv_addr: str, access: BrokerAccess, broker_name: str, add: bool) -> int:
+    """WIPE_ / ADD_WRITE_PERM_OF_BROKER at one name server; its topic count."""
+    from rocketstore.client.admin import MQAdmin
+    from rocketstore.client.remoting_client import RemotingClient
+
+    client = RemotingClient(timeout=5.0, ssl_context=access.ssl_context(), rpc_hook=access.rpc_hook())
+    try:
+        admin = MQAdmin(namesrv_addr, client=client)
+        counts = admin.add_write_perm(broker_name) if add else admin.wipe_write_perm(broker_name)
+        return counts[namesrv_addr]
+    finally:
+        client.close()
+
+
 class Brokers:
     """Async facade over blocking admin clients, one short-lived client per call."""
 
@@ -303,6 +330,43 @@ class Brokers:
             return parse_ha_metrics(text)
         except Exception as exc:  # refused, timed out, not Prometheus text: no view of the group
             raise BrokerError(f"{http_addr}/metrics: {type(exc).__name__}: {exc}") from exc
+
+    async def namesrv_address(self, addr: str, access: BrokerAccess = PLAIN) -> str:
+        """The embedded name server of the broker at ``addr``: its host, the port it reports."""
+        conf = await self.config(addr, access)
+        port = _int_or_none(conf.get("namesrvListenPort"))
+        if port is None:
+            raise BrokerError(f"{addr}: no namesrvListenPort in its configuration")
+        return f"{addr.rsplit(':', 1)[0]}:{port}"
+
+    async def write_perm(self, namesrv_addr: str, broker_name: str, *, add: bool,
+                         access: BrokerAccess = PLAIN) -> int:
+        """Wipe (``add`` False) or add back the write permission of ``broker_name`` at one name
+        server; how many topics it routes to that broker."""
+        try:
+            return await asyncio.to_thread(_write_perm, namesrv_addr, access, broker_name, add)
+        except RemotingError as exc:
+            raise BrokerError(f"{namesrv_addr}: {exc}", denied=ACL_EXCEPTION in exc.remark) from exc
+        except Exception as exc:  # as in _run: anything means "not done"
+            raise BrokerError(f"{namesrv_addr}: {type(exc).__name__}: {exc}") from exc
+
+    async def consume_stats(self, addr: str, access: BrokerAccess = PLAIN) -> list[GroupConsumeStats]:
+        """Every consumer group's progress on the broker at ``addr``."""
+        stats = await self._run(addr, access, lambda c: c.broker_consume_stats()[0])
+        assert isinstance(stats, list)
+        return stats
+
+    async def topic_configs(self, addr: str, access: BrokerAccess = PLAIN) -> dict[str, TopicConfig]:
+        table = await self._run(addr, access, lambda c: c.topic_configs())
+        assert isinstance(table, dict)
+        return table
+
+    async def create_topics(self, addr: str, configs: list[TopicConfig], access: BrokerAccess = PLAIN) -> None:
+        def create(client: AdminClient) -> None:
+            for config in configs:
+                client.create_topic_config(config)
+
+        await self._run(addr, access, create)
 
     async def delete_expired(self, addr: str, access: BrokerAccess = PLAIN) -> bool:
         done = await self._run(addr, access, lambda c: c.delete_expired_commit_log())

@@ -126,7 +126,8 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation, memo.image_policy)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers, memo.operator_peer)
+        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers, memo.operator_peer,
+                                      status=status)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
         observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
@@ -179,7 +180,7 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            applied, failure = await _repair(memo, owner, parsed)
+            applied, failure = await _repair(memo, owner, parsed, status)
             seen = {**dict(status), **applied.status}
             observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
     _post(body, applied)
@@ -199,11 +200,12 @@ async def on_delete(meta: kopf.Meta, **_: Any) -> None:
     metrics.forget_resource(str(meta["namespace"]), str(meta["name"]))
 
 
-async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec) -> tuple[Outcome, list[dict[str, str]]]:
+async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec, status: Mapping[str, Any]
+                  ) -> tuple[Outcome, list[dict[str, str]]]:
     """The timer's drift repair: the apply step applying only what drifted; its failure is a
     problem of the store (Degraded), not an error that would skip the observation after it."""
     try:
         return await apply_objects(memo.kube, owner, spec, memo.broker_image, memo.brokers, memo.operator_peer,
-                                   repair=True), []
+                                   repair=True, status=status), []
     except (kopf.PermanentError, kopf.TemporaryError) as e:
         return Outcome(), [{"reason": "DriftRepairFailed", "message": str(e)}]

@@ -41,6 +41,9 @@ GIB: Final = 1024**3
 #: a master and up to three slaves per broker group
 MAX_REPLICAS_PER_GROUP: Final = 4
 MAX_BROKERS: Final = 64
+#: scaling.drainTimeoutSeconds: 30 minutes by default, at most a week
+DEFAULT_DRAIN_TIMEOUT_S: Final = 1800
+MAX_DRAIN_TIMEOUT_S: Final = 7 * 24 * 3600
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _FACTORS: Final = {
@@ -290,6 +293,9 @@ class Spec:
     scheduling: Scheduling = field(default_factory=Scheduling)
     metrics: Metrics = field(default_factory=Metrics)
     allow_scale_down: bool = False
+    #: scaling.drainTimeoutSeconds: how long a scale-down waits for its leaving brokers to drain
+    #: (rocketstore.operator.scaling); 0 scales down at once
+    drain_timeout_s: int = DEFAULT_DRAIN_TIMEOUT_S
     acl: Acl | None = None
     tls: Tls | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
@@ -533,6 +539,8 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
             port=_int(mt, "port", 10925, "metrics.port", 1024, 65535),
         ),
         allow_scale_down=bool(_get(_get(spec, "scaling", {}), "allowScaleDown", False)),
+        drain_timeout_s=_int(_get(spec, "scaling", {}), "drainTimeoutSeconds", DEFAULT_DRAIN_TIMEOUT_S,
+                             "scaling.drainTimeoutSeconds", 0, MAX_DRAIN_TIMEOUT_S),
         acl=acl,
         tls=tls,
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),

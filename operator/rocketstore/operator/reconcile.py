@@ -19,6 +19,7 @@ Both return plain dicts for ``status`` and a list of events; the handlers write 
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,6 +54,15 @@ from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
 from rocketstore.operator.rollout import GroupRollout, group_rollouts, held_masters, master_partition
+from rocketstore.operator.scaling import (
+    DRAIN_CONDITION,
+    backlog,
+    drain_condition,
+    drain_step,
+    leaving_brokers,
+    scale_down_replicas,
+    topics_to_copy,
+)
 from rocketstore.operator.secrets import SecretNotFound, read_secret
 from rocketstore.operator.sizing import segments_that_fit, volume_size
 from rocketstore.operator.status import (
@@ -108,8 +118,14 @@ async def _wait_gone(kube: Kube, api_version: str, kind: str, namespace: str, na
 
 async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str,
                         brokers: Brokers | None = None, operator_peer: Mapping[str, Any] | None = None,
-                        *, repair: bool = False) -> Outcome:
-    """Apply every desired object; expand PVCs when the volume grows; refuse shrink and scale down.
+                        *, repair: bool = False, status: Mapping[str, Any] | None = None) -> Outcome:
+    """Apply every desired object; expand PVCs when the volume grows; refuse shrink, and scale
+    down without ``scaling.allowScaleDown``.
+
+    A scale-down keeps the running groups until ``status.drain`` (``status``: the RocketStore's
+    last status) says the leaving brokers drained or their deadline passed
+    (:func:`rocketstore.operator.scaling.scale_down_replicas`); a scale-up lists the new brokers in
+    ``status.topicCopyPending``, for the observer to give them the store's topics.
 
     ``repair`` (the timer's drift repair) reads each desired object first and applies only those
     missing or whose fields of ours differ (:func:`rocketstore.operator.drift.drifted_fields`), with
@@ -137,7 +153,18 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
             replicas = current_replicas
             problems.append({"reason": "ScaleDownRefused", "message": (
                 f"spec.brokers {spec.brokers} < {current_replicas} running: set spec.scaling.allowScaleDown "
-                "after draining the brokers to remove (their PVCs are kept)")})
+                "to drain and remove the brokers (their PVCs are kept)")})
+        elif replicas < current_replicas:
+            replicas = scale_down_replicas(owner.name, current_replicas, replicas, (status or {}).get("drain"),
+                                           spec.drain_timeout_s)
+            if replicas < current_replicas:
+                out.events.append(Event("Normal", "ScaledDown", f"{current_replicas} -> {replicas} broker groups: "
+                                        + ", ".join(leaving_brokers(owner.name, current_replicas, replicas))
+                                        + " removed, their PVCs kept"))
+        elif replicas > current_replicas:
+            pending = {*((status or {}).get("topicCopyPending") or []),
+                       *(pod_name(owner.name, i) for i in range(current_replicas, replicas))}
+            out.status["topicCopyPending"] = sorted(pending)
         current_volume = _claim_size(sts)
         if current_volume is not None and want_volume < current_volume:
             volume = current_volume
@@ -446,7 +473,123 @@ async def observe(
     out.status.update(report.status)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
+
+    # 4. scaling: drain the brokers a scale-down removes, give the ones a scale-up added the topics
+    await _drain(brokers, access, owner, spec, replicas, pods, status, out)
+    await _copy_topics(brokers, access, owner, spec, replicas, pods, status, out)
     return out
+
+
+async def _namesrv_addresses(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
+                             pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> list[str]:
+    """The name servers of the store: one embedded in every ready pod, masters and slaves."""
+    addrs = []
+    for k in range(spec.replication.replicas_per_group):
+        for i in range(replicas):
+            name = slave_pod_name(owner.name, k, i) if k else pod_name(owner.name, i)
+            if not pod_ready(pods.get(name, {})):
+                continue
+            addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i, k), slave=k)
+            try:
+                addrs.append(await brokers.namesrv_address(addr, access))
+            except BrokerError as e:
+                out.events.append(Event("Warning", "NameServerUnreachable", f"{name}: {e}"))
+    return addrs
+
+
+async def _write_perm(brokers: Brokers, access: BrokerAccess, namesrvs: list[str], broker_names: list[str],
+                      add: bool, out: Outcome) -> None:
+    for broker_name in broker_names:
+        for namesrv in namesrvs:
+            try:
+                await brokers.write_perm(namesrv, broker_name, add=add, access=access)
+            except BrokerError as e:
+                metrics.ERRORS.labels(step="write_perm").inc()
+                out.events.append(Event("Warning", "WritePermNotChanged", (
+                    f"{'add' if add else 'wipe'} write permission of {broker_name} at {namesrv}: {e}")))
+
+
+async def _drain(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
+                 pods: Mapping[str, Mapping[str, Any]], status: Mapping[str, Any], out: Outcome) -> None:
+    """While a scale-down waits (``replicas``, the groups running, above ``spec.brokers``): wipe the
+    leaving brokers' write permission on every name server (again each pass: a name server that
+    restarted forgot it), read their backlog, and move ``status.drain`` on
+    (:mod:`rocketstore.operator.scaling`). Brokers that no longer leave get it back."""
+    previous = status.get("drain")
+    draining = spec.allow_scale_down and spec.drain_timeout_s > 0 and spec.brokers < replicas
+    leaving = leaving_brokers(owner.name, replicas, spec.brokers) if draining else []
+    running = {pod_name(owner.name, i) for i in range(replicas)}
+    restore = sorted(set((previous or {}).get("brokers") or []) - set(leaving) & running)
+    if not draining:
+        out.dropped.append(DRAIN_CONDITION)
+        if previous is not None:
+            out.status["drain"] = None
+    if not leaving and not restore:
+        return
+    namesrvs = await _namesrv_addresses(brokers, access, owner, spec, replicas, pods, out)
+    await _write_perm(brokers, access, namesrvs, restore, True, out)
+    if restore:
+        out.events.append(Event("Normal", "DrainCancelled", f"{', '.join(restore)} stay: write permission added back"))
+    if not draining:
+        return
+    await _write_perm(brokers, access, namesrvs, leaving, False, out)
+    stats = []
+    unreachable = []
+    for i in range(spec.brokers, replicas):
+        try:
+            stats += await brokers.consume_stats(brokers.address(owner.name, owner.namespace, i, listen_port(spec, i)),
+                                                 access)
+        except BrokerError as e:
+            unreachable.append(pod_name(owner.name, i))
+            out.events.append(Event("Warning", "DrainUnobserved", f"{pod_name(owner.name, i)}: {e}"))
+    drain = drain_step(previous, leaving, spec.brokers, backlog(stats), unreachable,
+                       datetime.datetime.now(datetime.UTC), spec.drain_timeout_s)
+    out.status["drain"] = drain
+    out.conditions.append(drain_condition(drain))
+    if drain["phase"] != (previous or {}).get("phase"):
+        reason = {"Draining": "DrainStarted", "Drained": "Drained"}.get(drain["phase"], "DrainDeadlineExceeded")
+        out.events.append(Event("Warning" if reason == "DrainDeadlineExceeded" else "Normal", reason,
+                                drain_condition(drain).message))
+
+
+async def _copy_topics(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
+                       pods: Mapping[str, Mapping[str, Any]], status: Mapping[str, Any], out: Outcome) -> None:
+    """Give each ready broker of ``status.topicCopyPending`` the topics a running broker has that
+    it lacks, and its write permission on every name server (a drain may have wiped its name)."""
+    pending = list(status.get("topicCopyPending") or [])
+    if not pending:
+        return
+    ordinals = {pod_name(owner.name, i): i for i in range(replicas)}
+    source = next((i for name, i in ordinals.items() if name not in pending and pod_ready(pods.get(name, {}))), None)
+    remaining = []
+    namesrvs: list[str] | None = None
+    for name in pending:
+        i = ordinals.get(name)
+        if i is None:
+            continue  # scaled down again before it was ready
+        if source is None or not pod_ready(pods.get(name, {})):
+            remaining.append(name)
+            continue
+        try:
+            have = await brokers.topic_configs(
+                brokers.address(owner.name, owner.namespace, source, listen_port(spec, source)), access)
+            addr = brokers.address(owner.name, owner.namespace, i, listen_port(spec, i))
+            copies = topics_to_copy(have, await brokers.topic_configs(addr, access), {owner.name, *ordinals})
+            await brokers.create_topics(addr, copies, access)
+        except BrokerError as e:
+            remaining.append(name)
+            metrics.ERRORS.labels(step="topic_copy").inc()
+            out.events.append(Event("Warning", "TopicCopyFailed", f"{name}: {e}"))
+            if e.denied:
+                out.problems.append(_denied(name, e, spec))
+            continue
+        if namesrvs is None:
+            namesrvs = await _namesrv_addresses(brokers, access, owner, spec, replicas, pods, out)
+        await _write_perm(brokers, access, namesrvs, [name], True, out)
+        names = f" ({', '.join(c.topic_name for c in copies[:20])})" if copies else ""
+        out.events.append(Event("Normal", "TopicsCopied",
+                                f"{name}: {len(copies)} topics from {pod_name(owner.name, source)}{names}"))
+    out.status["topicCopyPending"] = remaining or None
 
 
 async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,

@@ -23,6 +23,8 @@ from rocketstore.remoting.header_codec import Header, Int32, Int64
 from rocketstore.remoting.wire_fields import wire
 
 __all__ = [
+    "AddWritePermOfBrokerRequestHeader",
+    "AddWritePermOfBrokerResponseHeader",
     "CheckTransactionStateRequestHeader",
     "CloneGroupOffsetRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
@@ -84,6 +86,8 @@ __all__ = [
     "UpdateGlobalWhiteAddrsConfigRequestHeader",
     "ViewBrokerStatsDataRequestHeader",
     "ViewMessageRequestHeader",
+    "WipeWritePermOfBrokerRequestHeader",
+    "WipeWritePermOfBrokerResponseHeader",
 ]
 
 
@@ -592,6 +596,30 @@ class DeleteTopicFromNamesrvRequestHeader(Header):
     LABEL: ClassVar[str] = "DELETE_TOPIC_IN_NAMESRV"
     topic: str
     cluster_name: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class WipeWritePermOfBrokerRequestHeader(Header):
+    LABEL: ClassVar[str] = "WIPE_WRITE_PERM_OF_BROKER"
+    broker_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class WipeWritePermOfBrokerResponseHeader(Header):
+    LABEL: ClassVar[str] = "WIPE_WRITE_PERM_OF_BROKER response"
+    wipe_topic_count: Int32
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class AddWritePermOfBrokerRequestHeader(Header):
+    LABEL: ClassVar[str] = "ADD_WRITE_PERM_OF_BROKER"
+    broker_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class AddWritePermOfBrokerResponseHeader(Header):
+    LABEL: ClassVar[str] = "ADD_WRITE_PERM_OF_BROKER response"
+    add_topic_count: Int32
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)

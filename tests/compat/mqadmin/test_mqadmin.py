@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_process import Broker
 from java_driver_support import require_maven_build
 from java_rocketmq import BackgroundRun, DriverResult
 from mqadmin import MQAdminResult, build_mqadmin, run_mqadmin
@@ -317,3 +318,41 @@ def test_consumer_progress_shows_client_per_queue(rocketstore_broker: RocketStor
     # #Topic #Broker Name #QID #Broker Offset #Consumer Offset #Client IP #Diff #LastTime
     assert all(re.fullmatch(r"\d+\.\d+\.\d+\.\d+", row[5]) for row in rows), out
     assert re.search(r"^Consume TPS: \d+\.\d\d$", out, re.MULTILINE)
+
+
+def test_wipe_write_perm_moves_a_java_producer_to_the_other_broker(
+        rocketstore_broker: RocketStoreBroker, mqadmin_built: None, java_client_built: None,
+        unique_name: Callable[[str], str], tmp_path: Path) -> None:
+    """wipeWritePerm / addWritePerm (205 / 327) at our name server, with a second broker registered
+    there: a Java 4.9.7 producer's sends leave the wiped broker for the other one; the wipe holds
+    over the wiped broker's next registration with a changed topic table (where RocketMQ's name
+    server would make it writable again), and addWritePerm brings the sends back."""
+    topic = unique_name("TWipe")
+    (tmp_path / "peer").mkdir()
+    peer = Broker(tmp_path / "peer", "brokerClusterName=E2ECluster\nbrokerName=e2e-peer\n"
+                  f"namesrvAddr={rocketstore_broker.namesrv}\n")
+    with peer.running():
+        wait_until("the peer registered", lambda: "e2e-peer" in mqadmin(rocketstore_broker, "clusterList").stdout)
+        mqadmin(rocketstore_broker, "updateTopic", "-c", "E2ECluster", "-t", topic, "-r", "2", "-w", "2")
+        driver = java_driver(rocketstore_broker, tmp_path)
+
+        def sent_to() -> set[str]:
+            return {line["brokerName"] for line in driver.produce(topic, 12).of("sent")}
+
+        wait_until("sends to both brokers", lambda: sent_to() == {"e2e-broker", "e2e-peer"}, timeout=20)
+        out = mqadmin(rocketstore_broker, "wipeWritePerm", "-b", "e2e-peer").lines()
+        (line,) = [x for x in out if x.startswith("wipe write perm")]
+        match = re.fullmatch(rf"wipe write perm of broker\[e2e-peer\] in name server\[{rocketstore_broker.namesrv}\] "
+                             r"OK, (\d+)", line)
+        assert match and int(match.group(1)) > 0, out
+        assert sent_to() == {"e2e-broker"}
+        # a changed topic table registered by the wiped broker keeps it wiped here
+        new_topic = unique_name("TNew")
+        mqadmin(rocketstore_broker, "updateTopic", "-b", peer.addr, "-t", new_topic)
+        wait_until("the peer registered its new topic",
+                   lambda: new_topic in mqadmin(rocketstore_broker, "topicList").lines())
+        assert sent_to() == {"e2e-broker"}
+        out = mqadmin(rocketstore_broker, "addWritePerm", "-b", "e2e-peer").lines()
+        assert any(re.fullmatch(r"add write perm of broker\[e2e-peer\] in name server\[.*\] OK, \d+", x)
+                   for x in out), out
+        assert sent_to() == {"e2e-broker", "e2e-peer"}

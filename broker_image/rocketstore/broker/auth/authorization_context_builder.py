@@ -88,6 +88,7 @@ def _cluster(*actions: Action) -> _Annotated:
 
 
 _ANNOTATED: Final[Mapping[int, _Annotated]] = {
+    C.ADD_WRITE_PERM_OF_BROKER: _cluster(Action.UPDATE),
     C.AUTH_CREATE_USER: _cluster(Action.UPDATE), C.AUTH_UPDATE_USER: _cluster(Action.UPDATE),
     C.AUTH_DELETE_USER: _cluster(Action.UPDATE), C.AUTH_GET_USER: _cluster(Action.GET),
     C.AUTH_LIST_USER: _cluster(Action.GET), C.AUTH_CREATE_ACL: _cluster(Action.UPDATE),
@@ -128,6 +129,7 @@ _ANNOTATED: Final[Mapping[int, _Annotated]] = {
     C.UPDATE_AND_CREATE_TOPIC: _Annotated((Action.CREATE,), (("topic", _T, ""),)),
     C.VIEW_BROKER_STATS_DATA: _cluster(Action.GET),
     C.VIEW_MESSAGE_BY_ID: _Annotated(_GET, (("topic", _T, ""),)),
+    C.WIPE_WRITE_PERM_OF_BROKER: _cluster(Action.UPDATE),
 }
 
 

@@ -306,6 +306,9 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         brokerId, as RocketMQ 5's proxy lists every member of the name server's route: clients
         send to and are assigned the master's queues (brokerId 0) only. While no master is known
         (it is down) the slave lists itself alone.
+
+        A brokerName whose write permission the embedded name server wiped (a drain,
+        ``mqadmin wipeWritePerm``) has read-only queues here too.
         """
         cfg = self.broker.broker_config
         own_port = self.endpoint().addresses[0].port
@@ -323,8 +326,11 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                 host = addr.rpartition(":")[0].strip("[]")
                 brokers.append((pb.Broker(name=group.broker_name, id=broker_id, endpoints=endpoints_of(host, own_port)),
                                 PERM_READ | PERM_WRITE))
+        wiped = self.broker.write_perm_wiped()
         return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
-                                permission=queue_permission(queue_id, config, perm),  # type: ignore[arg-type]
+                                permission=queue_permission(
+                                    queue_id, config, perm & ~PERM_WRITE if broker.name in wiped else perm,
+                                ),  # type: ignore[arg-type]
                                 broker=broker, accept_message_types=ACCEPTED_TYPES)
                 for broker, perm in brokers
                 for queue_id in range(max(config.read_queue_nums, config.write_queue_nums))]
