@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["StatefulSetRollout", "StoreRollout", "UpgradeGate", "broker_image", "statefulset_rollout", "statefulset_settled",
-           "store_rollout"]
+__all__ = ["StatefulSetRollout", "StoreRollout", "UpgradeGate", "broker_image", "statefulset_rollout",
+           "statefulset_settled", "store_rollout"]
 
 
 @dataclass(frozen=True)
