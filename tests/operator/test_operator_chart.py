@@ -102,7 +102,8 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
             if d]
     kinds = sorted(d["kind"] for d in docs)
     if "watch.namespaces={team-a,team-b}" in values:
-        assert kinds.count("Role") == 2 and kinds.count("RoleBinding") == 2
+        # one per watched namespace, and the leader election's in the release's
+        assert kinds.count("Role") == 3 and kinds.count("RoleBinding") == 3
     elif values:
         assert kinds.count("NetworkPolicy") == 1
     else:
@@ -135,9 +136,11 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     sa = "system:serviceaccount:rso-system:rso-rocketstore-operator"
     authz = client.AuthorizationV1Api(kube)
 
-    def allowed(verb: str, resource: str, group: str = "", sub: str = "", ns: str = "anywhere") -> bool:
+    def allowed(verb: str, resource: str, group: str = "", sub: str = "", ns: str = "anywhere",
+                name: str = "") -> bool:
         review = {"spec": {"user": sa, "groups": ["system:serviceaccounts"], "resourceAttributes": {
-            "namespace": ns, "verb": verb, "group": group, "resource": resource, "subresource": sub}}}
+            "namespace": ns, "verb": verb, "group": group, "resource": resource, "subresource": sub,
+            "name": name}}}
         return bool(authz.create_subject_access_review(review).status.allowed)
 
     assert allowed("watch", "rocketstores", "rocketstore.io")
@@ -153,9 +156,11 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert not allowed("delete", "rocketstores", "rocketstore.io")
     assert not allowed("create", "clusterroles", "rbac.authorization.k8s.io")
     # leader election: its own Lease in its own namespace, nothing else
-    assert allowed("patch", "leases", "coordination.k8s.io", ns="rso-system")
+    lease = "rso-rocketstore-operator"
+    assert allowed("patch", "leases", "coordination.k8s.io", ns="rso-system", name=lease)
     assert allowed("create", "leases", "coordination.k8s.io", ns="rso-system")
-    assert not allowed("patch", "leases", "coordination.k8s.io", ns="kube-system")
+    assert not allowed("patch", "leases", "coordination.k8s.io", ns="rso-system", name="kube-scheduler")
+    assert not allowed("patch", "leases", "coordination.k8s.io", ns="kube-system", name=lease)
     run_helm(helm, "uninstall", "rso", "-n", "rso-system", "--wait", kubeconfig=control_plane.kubeconfig)
 
 

@@ -111,6 +111,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 #: what :mod:`upgrade` decides on. kopf runs no handler before the index is loaded, so a restarted
 #: operator knows which stores are mid-rollout before it lets another start
 BrokerStatefulSets = kopf.Index[str, StatefulSetRollout]
+#: the keyword kopf passes it to every handler as (the index function's name)
+INDEX = "broker_statefulsets"
 
 
 @kopf.index("apps", "v1", "statefulsets", labels={"app.kubernetes.io/managed-by": FIELD_MANAGER})
@@ -199,28 +201,28 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
 
 @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile-create")
 async def on_create(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, broker_statefulsets: BrokerStatefulSets, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="create").time():
-        await _reconcile("create", body, spec, status, patch, meta, memo, broker_statefulsets)
+        await _reconcile("create", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile-update", field="spec")
 async def on_update(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, broker_statefulsets: BrokerStatefulSets, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="update").time():
-        await _reconcile("update", body, spec, status, patch, meta, memo, broker_statefulsets)
+        await _reconcile("update", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile-resume")
 async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, broker_statefulsets: BrokerStatefulSets, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="resume").time():
-        await _reconcile("resume", body, spec, status, patch, meta, memo, broker_statefulsets)
+        await _reconcile("resume", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
 async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                   meta: kopf.Meta, memo: kopf.Memo, broker_statefulsets: BrokerStatefulSets, **_: Any) -> None:
+                   meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     if _paused(body, status, patch, int(meta.get("generation", 0))):
         return  # no drift repair, no observation: nothing of the store changes
     try:
@@ -231,7 +233,7 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
         return  # refused likewise: the brokers keep what was last applied, unobserved
     if shows_paused(status):  # the pause annotation was removed: what waited is applied now
         with metrics.RECONCILE_DURATION.labels(kind="unpause").time():
-            await _reconcile("unpause", body, spec, status, patch, meta, memo, broker_statefulsets)
+            await _reconcile("unpause", body, spec, status, patch, meta, memo, kwargs[INDEX])
         return
     if "replicas" not in status:
         return  # not applied yet
@@ -239,7 +241,7 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            image, starts = _broker_image(memo, owner, parsed, body, broker_statefulsets)
+            image, starts = _broker_image(memo, owner, parsed, body, kwargs[INDEX])
             applied, failure = await _repair(memo, owner, parsed, image, starts)
             seen = {**dict(status), **applied.status}
             observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))

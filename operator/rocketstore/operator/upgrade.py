@@ -50,7 +50,7 @@ class StoreRollout:
 def statefulset_settled(sts: Mapping[str, Any]) -> bool:
     """The controller has seen the latest spec and every replica runs its template and is ready."""
     spec, status = sts.get("spec") or {}, sts.get("status") or {}
-    replicas = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
+    replicas = int(spec.get("replicas", 1))  # the API server defaults it to 1
     generation = (sts.get("metadata") or {}).get("generation")
     return (status.get("observedGeneration") == generation
             and int(status.get("updatedReplicas") or 0) >= replicas
