@@ -12,7 +12,6 @@ after; the replicas here watch only the test's namespace.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -20,13 +19,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from operator_support import ROOT, controlplane, free_port, wait_until
+from operator_support import ROOT, controlplane, free_port, standalone_stopped, wait_until
 from test_operator_cluster import G, P, V, create, get, make_ns, reconciled, store
 
 from rocketstore.operator.leader import LOST_EXIT_CODE, Action, ElectionConfig, LeaseRecord, decide
@@ -83,15 +81,6 @@ def test_election_options() -> None:
 
 
 # -- real replicas -----------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _standalone_stopped(proc: subprocess.Popen[bytes]) -> Iterator[None]:
-    proc.send_signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        proc.send_signal(signal.SIGCONT)
-
 
 class Replica:
     def __init__(self, identity: str, kubeconfig: Path, namespace: str, broker_port: int, log: Path) -> None:
@@ -156,7 +145,7 @@ def test_the_standby_takes_over_a_killed_leader_mid_reconcile(
     # writing the status, the window the leader is killed in
     silent = socket.create_server(("127.0.0.1", 0), backlog=64)
     replicas: list[Replica] = []
-    with _standalone_stopped(operator_process["proc"]), silent:
+    with standalone_stopped(operator_process["proc"]), silent:
         ns = make_ns(kube, "t-ha")
         port = silent.getsockname()[1]
 

@@ -1,9 +1,21 @@
-"""Operator upgrades, no cluster: which stores without spec.image move to a new default broker
-image now, and which keep the image they run until a slot frees (:mod:`rocketstore.operator.upgrade`)."""
+"""Operator upgrades: which stores without spec.image move to a new default broker image now, and
+which keep the image they run until a slot frees (:mod:`rocketstore.operator.upgrade`), first
+without a cluster, then an operator upgraded over three stores on a REAL API server."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
+
+import pytest
+from kubernetes import client
+from operator_support import ROOT, controlplane, free_port, standalone_stopped, wait_until
+from test_operator_cluster import G, P, V, create, make_ns, reconciled, store
 
 from rocketstore.operator.upgrade import (
     StatefulSetRollout,
@@ -11,6 +23,7 @@ from rocketstore.operator.upgrade import (
     UpgradeGate,
     broker_image,
     statefulset_rollout,
+    statefulset_settled,
     store_rollout,
 )
 
@@ -92,3 +105,85 @@ def test_a_store_that_never_becomes_ready_holds_the_queue() -> None:
     stores = {"ns/a": StoreRollout(NEW, False), "ns/b": StoreRollout(OLD, True)}
     for _ in range(3):
         assert broker_image("ns/b", stores, NEW, 1) == (OLD, False)
+
+
+# -- an operator upgrade on a real API server ----------------------------------------------------------
+
+def _operator(kubeconfig: Path, ns: str, image: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--namespace", ns, "--bind-address", "127.0.0.1",
+           "--liveness-port", str(free_port()), "--metrics-port", "0", "--interval", "1",
+           "--broker-image", image, "--max-concurrent-upgrades", "1"]
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=out,
+                                stderr=subprocess.STDOUT, cwd=str(ROOT))
+
+
+def _images(apps: Any, ns: str) -> dict[str, tuple[str, bool]]:
+    """Each store's StatefulSet: its broker image and whether it is settled."""
+    out = {}
+    for sts in apps.list_namespaced_stateful_set(ns).items:
+        body = client.ApiClient().sanitize_for_serialization(sts)
+        out[sts.metadata.name] = (statefulset_rollout(body).image, statefulset_settled(body))
+    return out
+
+
+def _all_settled_on(apps: Any, ns: str, names: tuple[str, ...], image: str) -> bool:
+    seen = _images(apps, ns)
+    return set(seen) == set(names) and all(i == image and settled for i, settled in seen.values())
+
+
+@pytest.mark.integration
+def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
+        kube: Any, control_plane: Any, operator_process: Any, tmp_path: Path) -> None:
+    names = ("s1", "s2", "s3")
+    log = tmp_path / "operator.log"
+    apps = client.AppsV1Api(kube)
+    with standalone_stopped(operator_process["proc"]):
+        ns = make_ns(kube, "t-upgrade")
+        old = _operator(control_plane.kubeconfig, ns, OLD, log)
+        new = None
+        try:
+            for name in names:
+                create(kube, ns, store(name, brokers=2))
+            for name in names:
+                wait_until(f"{name} reconciled", lambda name=name: reconciled(kube, ns, name), 60)
+            wait_until("every store rolled out", lambda: _all_settled_on(apps, ns, names, OLD), 90)
+            controlplane.terminate(old, 15)
+
+            # the upgraded operator: a new default image
+            new = _operator(control_plane.kubeconfig, ns, NEW, log)
+            started: dict[str, float] = {}
+            settled_at: dict[str, float] = {}
+            most_rolling = 0
+            deadline = time.monotonic() + 180
+            while len(settled_at) < len(names) and time.monotonic() < deadline:
+                seen = _images(apps, ns)
+                now = time.monotonic()
+                rolling = [n for n, (image, settled) in seen.items() if image == NEW and not settled]
+                most_rolling = max(most_rolling, len(rolling))
+                for n, (image, settled) in seen.items():
+                    if image == NEW:
+                        started.setdefault(n, now)
+                        if settled:
+                            settled_at.setdefault(n, now)
+                time.sleep(0.1)
+            assert set(settled_at) == set(names), (started, settled_at, _images(apps, ns), log.read_text()[-3000:])
+            assert most_rolling == 1
+            order = sorted(names, key=lambda n: started[n])
+            for before, after in itertools.pairwise(order):
+                assert started[after] >= settled_at[before], (before, after, started, settled_at)
+            events = [e.reason for e in client.CoreV1Api(kube).list_namespaced_event(ns).items
+                      if e.involved_object.kind == "RocketStore"]
+            assert events.count("BrokerImageUpgrade") == len(names)
+
+            # the stores go while an operator runs (it removes kopf's finalizer)
+            objs = client.CustomObjectsApi(kube)
+            for name in names:
+                objs.delete_namespaced_custom_object(G, V, ns, P, name)
+            wait_until("stores deleted", lambda: not objs.list_namespaced_custom_object(G, V, ns, P)["items"], 60)
+        finally:
+            controlplane.terminate(old, 15)
+            if new is not None:
+                controlplane.terminate(new, 15)
+            if os.environ.get("OPERATOR_LOG"):
+                print(log.read_text(), file=sys.stderr)
