@@ -3,7 +3,9 @@
 The rules first (:func:`rocketstore.operator.leader.decide`, no cluster), then real operator
 processes: the leader killed with SIGKILL halfway through creating a store's children, the
 standby taking the Lease within the lease duration and finishing that reconcile; a graceful stop
-handing the Lease over at once; a leader whose Lease another took exiting.
+handing the Lease over at once; a leader whose Lease another took exiting; a leader cut off from
+the API server (its connections through a proxy cut) exiting within its renew deadline, before
+the standby may take over.
 
 The session's standalone operator (conftest's ``operator_process``, every namespace) would
 reconcile this test's store too, so it is stopped (SIGSTOP) while this test runs and continued
@@ -12,12 +14,16 @@ after; the replicas here watch only the test's namespace.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -83,13 +89,14 @@ def test_election_options() -> None:
 # -- real replicas -----------------------------------------------------------------------------------
 
 class Replica:
-    def __init__(self, identity: str, kubeconfig: Path, namespace: str, broker_port: int, log: Path) -> None:
+    def __init__(self, identity: str, kubeconfig: Path, namespace: str, broker_port: int, log: Path,
+                 lease_namespace: str = LEASE_NAMESPACE) -> None:
         self.identity = identity
         self.liveness = free_port()
         self.log = log
         cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--namespace", namespace,
                "--bind-address", "127.0.0.1", "--liveness-port", str(self.liveness), "--metrics-port", "0",
-               "--interval", "1", "--operator-namespace", LEASE_NAMESPACE,
+               "--interval", "1", "--operator-namespace", lease_namespace,
                "--broker-address", f"{namespace}/ha-0=127.0.0.1:{broker_port}",
                "--leader-elect", "--leader-elect-lease", LEASE, "--leader-elect-identity", identity,
                "--leader-elect-lease-duration", str(LEASE_DURATION),
@@ -109,9 +116,9 @@ class Replica:
             return False
 
 
-def _holder(kube: Any) -> str | None:
+def _holder(kube: Any, namespace: str = LEASE_NAMESPACE) -> str | None:
     try:
-        lease = client.CoordinationV1Api(kube).read_namespaced_lease(LEASE, LEASE_NAMESPACE)
+        lease = client.CoordinationV1Api(kube).read_namespaced_lease(LEASE, namespace)
     except client.ApiException as e:
         if e.status == 404:
             return None
@@ -224,3 +231,91 @@ def _store_exists(objs: Any, ns: str) -> bool:
             return False
         raise
     return True
+
+
+class CuttableProxy:
+    """A TCP forwarder to the API server whose connections can be cut at once: a network
+    partition between one operator and the API server, nobody else affected."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # cut
+            up = socket.create_connection(self.upstream)
+            with self.lock:
+                self.sockets += [conn, up]
+            for src, dst in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.listener.close()
+        with self.lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+@pytest.mark.integration
+def test_a_leader_cut_off_from_the_api_server_exits_before_a_standby_takes_over(
+        kube: Any, control_plane: Any, operator_process: Any, tmp_path: Path) -> None:
+    core = client.CoreV1Api(kube)
+    lease_ns = "rso-ha-cut"
+    core.create_namespace({"metadata": {"name": lease_ns}})
+    upstream = urllib.parse.urlsplit(control_plane.server)
+    proxy = CuttableProxy((str(upstream.hostname), int(upstream.port or 443)))
+    config = json.loads(Path(control_plane.kubeconfig).read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    proxied = tmp_path / "kubeconfig-proxied"
+    proxied.write_text(json.dumps(config))
+    replicas: list[Replica] = []
+    with standalone_stopped(operator_process["proc"]):
+        ns = make_ns(kube, "t-ha-cut")
+        try:
+            a = Replica("cut-a", proxied, ns, free_port(), tmp_path / "cut-a.log", lease_ns)
+            replicas.append(a)
+            wait_until("cut-a leads", lambda: _holder(kube, lease_ns) == "cut-a", 60)
+            b = Replica("cut-b", control_plane.kubeconfig, ns, free_port(), tmp_path / "cut-b.log", lease_ns)
+            replicas.append(b)
+            wait_until("cut-b healthy as a standby", b.healthy, 60)
+
+            proxy.cut()
+            cut = time.monotonic()
+            assert a.proc.wait(RENEW_DEADLINE + RETRY_PERIOD + 5) == LOST_EXIT_CODE
+            exited = time.monotonic()
+            assert "not renewed for" in a.log.read_text()
+            wait_until("cut-b leads", lambda: _holder(kube, lease_ns) == "cut-b", LEASE_DURATION + 10)
+            took_over = time.monotonic()
+            # the cut-off leader stopped within its renew deadline, before the standby could lead
+            assert exited - cut <= RENEW_DEADLINE + RETRY_PERIOD + 1, exited - cut
+            assert exited < took_over
+        finally:
+            proxy.cut()
+            for r in replicas:
+                controlplane.terminate(r.proc, 15)
+            if os.environ.get("OPERATOR_LOG"):
+                for r in replicas:
+                    print(f"--- {r.identity}\n{r.log.read_text()}", file=sys.stderr)
+            core.delete_namespace(ns)
+            core.delete_namespace(lease_ns)

@@ -123,13 +123,17 @@ class LeaderElector:
         self._clock = clock
         #: the resourceVersion last read, and when (our clock) it was first seen
         self._seen: tuple[str, float] | None = None
+        #: the holder the last attempt read (None: none, or the read failed)
+        self._holder: str | None = None
         self._renewed_at = 0.0
 
     async def _attempt(self) -> bool:
         """One read and, if the rules allow, one write; True when we hold the Lease now."""
         cfg = self.config
+        self._holder = None
         current = await self.kube.get(LEASE_API, "Lease", cfg.namespace, cfg.name)
         record = None if current is None else LeaseRecord.of(current)
+        self._holder = None if record is None else record.holder
         now = self._clock()
         if record is not None and (self._seen is None or self._seen[0] != record.resource_version):
             self._seen = (record.resource_version, now)
@@ -167,44 +171,40 @@ class LeaderElector:
             try:
                 if await self._attempt():
                     break
-            except ApiError as e:  # the API server unreachable: keep trying
-                log.warning("Lease %s/%s: %s", cfg.namespace, cfg.name, e)
+            except Exception as e:  # the API server unreachable or failing: keep trying
+                log.warning("Lease %s/%s: %r", cfg.namespace, cfg.name, e)
             await asyncio.sleep(cfg.retry_period)
         metrics.LEADER.set(1)
         log.info("%s: leading (Lease %s/%s)", cfg.identity, cfg.namespace, cfg.name)
 
     async def keep(self, stop: threading.Event, lost: Callable[[str], None]) -> None:
         """Renew every retry period until ``stop`` is set; call ``lost`` once the Lease was not
-        renewed for the renew deadline, or is held by another."""
+        renewed for the renew deadline, or is held by another.
+
+        Each attempt may take only what is left of the deadline: a request hanging on a dead
+        connection (the client's timeout is longer) must not keep a leader running after a
+        standby may have taken over."""
         cfg = self.config
         while not stop.is_set():
             await asyncio.sleep(cfg.retry_period)
             if stop.is_set():
                 return
+            left = cfg.renew_deadline - (self._clock() - self._renewed_at)
             try:
-                renewed = await self._attempt()
-            except ApiError as e:
-                log.warning("renewing Lease %s/%s: %s", cfg.namespace, cfg.name, e)
+                renewed = await asyncio.wait_for(self._attempt(), timeout=max(left, 0.001))
+            except Exception as e:  # timed out, API errors, connection errors: not renewed
+                log.warning("renewing Lease %s/%s: %r", cfg.namespace, cfg.name, e)
                 renewed = False
-            if not renewed:
-                current = await self._holder()
-                if current not in (None, cfg.identity):
-                    metrics.LEADER.set(0)
-                    lost(f"Lease {cfg.namespace}/{cfg.name} is held by {current}")
-                    return
+            if not renewed and self._holder not in (None, cfg.identity):
+                metrics.LEADER.set(0)
+                lost(f"Lease {cfg.namespace}/{cfg.name} is held by {self._holder}")
+                return
             late = self._clock() - self._renewed_at
             if late >= cfg.renew_deadline:
                 metrics.LEADER.set(0)
                 lost(f"Lease {cfg.namespace}/{cfg.name} not renewed for {late:.1f}s "
                      f"(renew deadline {cfg.renew_deadline:g}s)")
                 return
-
-    async def _holder(self) -> str | None:
-        try:
-            current = await self.kube.get(LEASE_API, "Lease", self.config.namespace, self.config.name)
-        except ApiError:
-            return None
-        return None if current is None else LeaseRecord.of(current).holder
 
     async def release(self) -> None:
         """Give the Lease up (after kopf stopped), so a standby need not wait for it to expire."""
@@ -218,5 +218,5 @@ class LeaderElector:
                 "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                 "spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()}})
             log.info("%s: released Lease %s/%s", cfg.identity, cfg.namespace, cfg.name)
-        except ApiError as e:
-            log.warning("releasing Lease %s/%s: %s (a standby takes over once it expires)", cfg.namespace, cfg.name, e)
+        except Exception as e:
+            log.warning("releasing Lease %s/%s: %r (a standby takes over once it expires)", cfg.namespace, cfg.name, e)
