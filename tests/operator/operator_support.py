@@ -4,6 +4,10 @@ pytest call with others whose conftest has the same module name."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from polling import wait_until
@@ -12,7 +16,7 @@ from ports import controlplane, free_port
 __all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
            "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
            "SCALING_NAMESPACE", "SCALING_STORE", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
-           "controlplane", "free_port", "wait_until"]
+           "controlplane", "free_port", "standalone_stopped", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -35,3 +39,15 @@ SCALING_STORE = "rss"
 #: NetworkPolicy lets in (--operator-pod-selector, --operator-namespace)
 OPERATOR_NAMESPACE = "rso-system"
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "rocketstore-operator", "app.kubernetes.io/component": "operator"}
+
+
+@contextlib.contextmanager
+def standalone_stopped(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """The session's operator (conftest's ``operator_process``, every namespace) stopped (SIGSTOP)
+    for a test that runs operators of its own, which the session's would otherwise race; continued
+    after."""
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)

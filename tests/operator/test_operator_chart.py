@@ -102,7 +102,8 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
             if d]
     kinds = sorted(d["kind"] for d in docs)
     if "watch.namespaces={team-a,team-b}" in values:
-        assert kinds.count("Role") == 2 and kinds.count("RoleBinding") == 2
+        # one per watched namespace, and the leader election's in the release's
+        assert kinds.count("Role") == 3 and kinds.count("RoleBinding") == 3
     elif values:
         assert kinds.count("NetworkPolicy") == 1
     else:
@@ -127,7 +128,7 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert "rocketstore-operator" in out and "STATUS: deployed" in out
     apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
     dep = apps.read_namespaced_deployment("rso-rocketstore-operator", "rso-system")
-    assert dep.status.ready_replicas == 1
+    assert dep.status.ready_replicas == 2
     pod = wait_until("operator pod Running on kwok", lambda: [
         p for p in core.list_namespaced_pod("rso-system").items if p.status.phase == "Running"], 60)[0]
     assert pod.spec.service_account_name == "rso-rocketstore-operator"
@@ -135,9 +136,11 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     sa = "system:serviceaccount:rso-system:rso-rocketstore-operator"
     authz = client.AuthorizationV1Api(kube)
 
-    def allowed(verb: str, resource: str, group: str = "", sub: str = "", ns: str = "anywhere") -> bool:
+    def allowed(verb: str, resource: str, group: str = "", sub: str = "", ns: str = "anywhere",
+                name: str = "") -> bool:
         review = {"spec": {"user": sa, "groups": ["system:serviceaccounts"], "resourceAttributes": {
-            "namespace": ns, "verb": verb, "group": group, "resource": resource, "subresource": sub}}}
+            "namespace": ns, "verb": verb, "group": group, "resource": resource, "subresource": sub,
+            "name": name}}}
         return bool(authz.create_subject_access_review(review).status.allowed)
 
     assert allowed("watch", "rocketstores", "rocketstore.io")
@@ -152,6 +155,12 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert not allowed("get", "secrets")
     assert not allowed("delete", "rocketstores", "rocketstore.io")
     assert not allowed("create", "clusterroles", "rbac.authorization.k8s.io")
+    # leader election: its own Lease in its own namespace, nothing else
+    lease = "rso-rocketstore-operator"
+    assert allowed("patch", "leases", "coordination.k8s.io", ns="rso-system", name=lease)
+    assert allowed("create", "leases", "coordination.k8s.io", ns="rso-system")
+    assert not allowed("patch", "leases", "coordination.k8s.io", ns="rso-system", name="kube-scheduler")
+    assert not allowed("patch", "leases", "coordination.k8s.io", ns="kube-system", name=lease)
     run_helm(helm, "uninstall", "rso", "-n", "rso-system", "--wait", kubeconfig=control_plane.kubeconfig)
 
 
@@ -189,7 +198,9 @@ def helm_fails(helm: Path, *args: str) -> str:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("value", "error"), [
-    ("replicaCount=2", "at '/replicaCount': maximum: got 2, want 1"),
+    ("replicaCount=-1", "at '/replicaCount': minimum"),
+    ("leaderElection.leaseDuration=0", "at '/leaderElection/leaseDuration'"),
+    ("podAntiAffinity=required", "at '/podAntiAffinity'"),
     ("operator.livenessPort=70000", "at '/operator/livenessPort': maximum"),
     ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
     ("watch.namespaces={Team_A}", "at '/watch/namespaces/0'"),
@@ -208,6 +219,36 @@ def helm_fails(helm: Path, *args: str) -> str:
 def test_values_schema_rejects_bad_values(helm: Path, value: str, error: str) -> None:
     for command in (["template", "rso", str(CHART), "--kube-version", "1.34.10"], ["lint", "--strict", str(CHART)]):
         assert error in helm_fails(helm, *command, "--set", value)
+
+
+@pytest.mark.integration
+def test_replicas_elect_a_leader_and_spread(helm: Path) -> None:
+    docs = render(helm)
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"]["type"] == "RollingUpdate"
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--leader-elect", "--leader-elect-lease=rso-rocketstore-operator", "--leader-elect-lease-duration=15",
+            "--leader-elect-renew-deadline=10", "--leader-elect-retry-period=2"} <= set(args)
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    term = deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1 and pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    lease_rules = next(d for d in docs if d["kind"] == "Role")["rules"]
+    assert lease_rules[0]["resourceNames"] == ["rso-rocketstore-operator"]
+
+    single = render(helm, "--set", "replicaCount=1")
+    assert "PodDisruptionBudget" not in {d["kind"] for d in single}
+    assert "affinity" not in next(d for d in single if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}
+    mine = render(helm, "--set-json", f"affinity={json.dumps(own)}")
+    assert next(d for d in mine if d["kind"] == "Deployment")["spec"]["template"]["spec"]["affinity"] == own
+    assert "leaderElection" in helm_fails(helm, "template", "rso", str(CHART), "--kube-version", "1.34.10",
+                                          "--set", "leaderElection.renewDeadline=20")
 
 
 @pytest.mark.integration

@@ -3,7 +3,10 @@
     rocketstore operator [--namespace NS ... | --all-namespaces] [--context NAME] [--liveness-port 8080]
                          [--metrics-port 8081] [--broker-address TEMPLATE] [--broker-image IMAGE]
                          [--allowed-broker-images PATTERNS] [--operator-pod-selector LABELS]
-                         [--operator-namespace NS] [--interval S]
+                         [--operator-namespace NS] [--interval S] [--max-concurrent-upgrades N]
+                         [--leader-elect [--leader-elect-lease NAME] [--leader-elect-identity ID]
+                          [--leader-elect-lease-duration S] [--leader-elect-renew-deadline S]
+                          [--leader-elect-retry-period S]]
 
 The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator). Its
 libraries (kopf, kubernetes) come with the ``operator`` extra, so broker-only and Spark installs do
@@ -54,8 +57,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="namespace of the operator's own pods (default: $POD_NAMESPACE)")
     parser.add_argument("--interval", type=float, default=30.0,
                         help="seconds between observations of pods and brokers (adaptive retention timer)")
+    parser.add_argument("--max-concurrent-upgrades", type=_positive, default=1, metavar="N",
+                        help="RocketStores without spec.image that roll to a new default broker image at once, "
+                             "each until its StatefulSets are rolled out and ready (default: %(default)s)")
+    election = parser.add_argument_group(
+        "leader election", "run several replicas: one reconciles while it holds a coordination.k8s.io Lease in the "
+        "operator's namespace, the others wait to take over (docs/operator.md, High availability)")
+    election.add_argument("--leader-elect", action="store_true",
+                          help="reconcile only while holding the Lease (default: standalone, the only operator)")
+    election.add_argument("--leader-elect-lease", default="rocketstore-operator", metavar="NAME",
+                          help="the Lease's name (default: %(default)s)")
+    election.add_argument("--leader-elect-identity", metavar="ID",
+                          help="this replica's identity in the Lease (default: host name and a random suffix)")
+    election.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="S",
+                          help="how long a standby waits for a silent leader before taking over (default: %(default)s)")
+    election.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="S",
+                          help="a leader that has not renewed for this long exits (default: %(default)s)")
+    election.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="S",
+                          help="seconds between renewals and between a standby's attempts (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.set_defaults(handler=_run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -80,6 +108,13 @@ def _run(args: argparse.Namespace) -> int:
         operator_pod_selector=args.operator_pod_selector,
         operator_namespace=args.operator_namespace,
         interval=args.interval,
+        max_concurrent_upgrades=args.max_concurrent_upgrades,
         verbose=args.verbose,
         context=args.context,
+        leader_elect=args.leader_elect,
+        leader_elect_lease=args.leader_elect_lease,
+        leader_elect_identity=args.leader_elect_identity,
+        leader_elect_lease_duration=args.leader_elect_lease_duration,
+        leader_elect_renew_deadline=args.leader_elect_renew_deadline,
+        leader_elect_retry_period=args.leader_elect_retry_period,
     ))

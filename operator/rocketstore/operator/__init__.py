@@ -10,6 +10,9 @@ Modules, from pure to effectful:
 ``kube``       the operator's API calls through the official client (server-side apply, get, patch, delete)
 ``brokers``    the one seam that talks to brokers (BrokerAdmin over RocketMQ remoting)
 ``reconcile``  the async reconciliation steps that call the two above
+``pause``      the pause-reconciliation annotation and its condition
+``upgrade``    which stores roll to a new default broker image now (a pure decision)
+``leader``     leader election over a coordination.k8s.io Lease (``--leader-elect``)
 ``handlers``   thin kopf handlers
 ``metrics``    Prometheus counters
 ``main``       ``rocketstore operator``: settings and ``kopf.run``

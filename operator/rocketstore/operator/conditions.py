@@ -6,7 +6,8 @@ not yet converged), ``Degraded`` (a spec that cannot be applied, a refused chang
 brokers, a missing ACL or TLS Secret or key), ``DiskPressure`` (a broker's disk usage near
 ``diskSpaceCleanForciblyRatio``), ``ExternalAccessReady`` (with ``spec.externalAccess`` only: every
 address outside clients need is known, e.g. the load balancers are provisioned), ``ReplicationInSync``
-(with slaves only: every slave in sync; False when a SYNC_MASTER group has none).
+(with slaves only: every slave in sync; False when a SYNC_MASTER group has none),
+``ReconciliationPaused`` (while the pause annotation is set, :mod:`rocketstore.operator.pause`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 
 __all__ = ["TYPES", "Condition", "merge_conditions", "now"]
 
-TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady", "ReplicationInSync")
+TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady", "ReplicationInSync",
+         "ReconciliationPaused")
 
 
 def now() -> str:

@@ -6,6 +6,12 @@
   applied again, unchanged ones only read), then :func:`reconcile.observe`: pod readiness, broker
   disk usage, retention convergence, manual deletes, adaptive retention
 
+* while the ``rocketstore.io/pause-reconciliation`` annotation is ``"true"`` every handler only
+  shows the ``ReconciliationPaused`` condition and changes nothing (:mod:`pause`); the first timer
+  run after it is removed reconciles in full. The timer, not an update handler: kopf leaves every
+  annotation of its storage prefix (``rocketstore.io/``, ours) out of the state it compares, so a
+  change of this one is no update to kopf
+
 An invalid spec sets ``Degraded=True`` (reason ``InvalidSpec``, or ``ImageNotAllowed`` for a
 spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``kopf.PermanentError``:
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
@@ -45,8 +51,10 @@ from rocketstore.operator.desired import Owner, default_broker_image
 from rocketstore.operator.image_policy import ImagePolicy
 from rocketstore.operator.kube import Kube, discover
 from rocketstore.operator.model import Spec, SpecError, parse_spec
+from rocketstore.operator.pause import PAUSED, paused, paused_condition, shows_paused
 from rocketstore.operator.reconcile import Outcome, apply_objects, observe
 from rocketstore.operator.status import degraded
+from rocketstore.operator.upgrade import StatefulSetRollout, UpgradeGate, statefulset_rollout, store_rollout
 
 INTERVAL = float(os.environ.get("ROCKETSTORE_OPERATOR_INTERVAL", "30"))
 
@@ -65,11 +73,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         prefix=GROUP, key="last-handled-configuration")
     settings.persistence.finalizer = f"{GROUP}/operator"
     settings.posting.level = logging.WARNING  # our own events are posted explicitly
+    if getattr(memo, "identity", None):
+        # with --leader-elect: which replica posted an event (its Lease identity)
+        settings.posting.reporting_instance = memo.identity
     settings.execution.max_workers = 4
     if getattr(memo, "brokers", None) is None:
         memo.brokers = Brokers()
     if getattr(memo, "broker_image", None) is None:
         memo.broker_image = default_broker_image()
+    if getattr(memo, "upgrades", None) is None:
+        memo.upgrades = UpgradeGate()
     if getattr(memo, "image_policy", None) is None:
         memo.image_policy = ImagePolicy.from_options(memo.broker_image, None, os.environ)
     if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
@@ -94,6 +107,34 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await kube.close()
 
 
+#: the operator's broker StatefulSets by store (``namespace/name``), kept by kopf from a watch:
+#: what :mod:`upgrade` decides on. kopf runs no handler before the index is loaded, so a restarted
+#: operator knows which stores are mid-rollout before it lets another start
+BrokerStatefulSets = kopf.Index[str, StatefulSetRollout]
+#: the keyword kopf passes it to every handler as (the index function's name)
+INDEX = "broker_statefulsets"
+
+
+@kopf.index("apps", "v1", "statefulsets", labels={"app.kubernetes.io/managed-by": FIELD_MANAGER})
+async def broker_statefulsets(body: kopf.Body, namespace: str | None, labels: kopf.Labels,
+                              **_: Any) -> dict[str, StatefulSetRollout]:
+    return {f"{namespace}/{labels.get('app.kubernetes.io/instance')}": statefulset_rollout(body)}
+
+
+def _broker_image(memo: kopf.Memo, owner: Owner, spec: Spec, body: kopf.Body,
+                  statefulsets: BrokerStatefulSets) -> tuple[str, bool]:
+    """The default image this store is applied with now (:mod:`upgrade`: after an operator
+    upgrade, a store waits its turn on the image it runs) and whether its upgrade starts now."""
+    if spec.image is not None:
+        return memo.broker_image, False
+    stores = {key: store_rollout(key.partition("/")[2], statefulsets[key]) for key in statefulsets}
+    image, starts = memo.upgrades.image(f"{owner.namespace}/{owner.name}", stores, memo.broker_image)
+    if starts:
+        kopf.event(body, type="Normal", reason="BrokerImageUpgrade", message=(
+            f"rolling to {image} (operator default; at most {memo.upgrades.max_concurrent} store(s) at a time)"))
+    return image, starts
+
+
 def _post(body: kopf.Body, outcome: Outcome) -> None:
     for ev in outcome.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
@@ -112,21 +153,36 @@ def _parse(body: kopf.Body, spec: Mapping[str, Any], status: Mapping[str, Any], 
         return parsed
     metrics.ERRORS.labels(step="spec").inc()
     patch.status["conditions"] = merge_conditions(
-        status.get("conditions"), [Condition("Degraded", True, reason, refusal)], generation)
+        status.get("conditions"), [Condition("Degraded", True, reason, refusal)], generation, drop=[PAUSED])
     metrics.record_conditions(str(body.metadata.namespace), str(body.metadata.name), patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Warning", reason=reason, message=refusal)
     raise kopf.PermanentError(refusal)
 
 
+def _paused(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, generation: int) -> bool:
+    """True when the pause annotation is set: then the ``ReconciliationPaused`` condition (and an
+    event) once, and nothing else, is written."""
+    if not paused(body.metadata.annotations):
+        return False
+    if not shows_paused(status):
+        patch.status["conditions"] = merge_conditions(status.get("conditions"), [paused_condition()], generation)
+        metrics.record_conditions(str(body.metadata.namespace), str(body.metadata.name), patch.status["conditions"])
+        kopf.event(body, type="Normal", reason=PAUSED, message=paused_condition().message)
+    return True
+
+
 async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                     meta: kopf.Meta, memo: kopf.Memo) -> None:
-    metrics.RECONCILES.labels(kind=cause).inc()
+                     meta: kopf.Meta, memo: kopf.Memo, statefulsets: BrokerStatefulSets) -> None:
     generation = int(meta.get("generation", 0))
+    if _paused(body, status, patch, generation):
+        return  # observedGeneration stays: this generation is not reconciled yet
+    metrics.RECONCILES.labels(kind=cause).inc()
     parsed = _parse(body, spec, status, patch, generation, memo.image_policy)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        applied = await apply_objects(memo.kube, owner, parsed, memo.broker_image, memo.brokers, memo.operator_peer,
+        image, _ = _broker_image(memo, owner, parsed, body, statefulsets)
+        applied = await apply_objects(memo.kube, owner, parsed, image, memo.brokers, memo.operator_peer,
                                       status=status)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
@@ -137,7 +193,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status.update(new_status)
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation,
-                                                  drop=observed.dropped)
+                                                  drop=[*observed.dropped, PAUSED])
     metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Normal", reason="Reconciled", message=(
@@ -146,41 +202,48 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
 
 @kopf.on.create(GROUP, VERSION, PLURAL, id="reconcile-create")
 async def on_create(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="create").time():
-        await _reconcile("create", body, spec, status, patch, meta, memo)
+        await _reconcile("create", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile-update", field="spec")
 async def on_update(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="update").time():
-        await _reconcile("update", body, spec, status, patch, meta, memo)
+        await _reconcile("update", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL, id="reconcile-resume")
 async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                    meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+                    meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
     with metrics.RECONCILE_DURATION.labels(kind="resume").time():
-        await _reconcile("resume", body, spec, status, patch, meta, memo)
+        await _reconcile("resume", body, spec, status, patch, meta, memo, kwargs[INDEX])
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
 async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                   meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+                   meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
+    if _paused(body, status, patch, int(meta.get("generation", 0))):
+        return  # no drift repair, no observation: nothing of the store changes
     try:
         parsed = parse_spec(spec)
     except SpecError:
         return  # the create/update handler has reported it
     if memo.image_policy.refusal(parsed.image) is not None:
         return  # refused likewise: the brokers keep what was last applied, unobserved
+    if shows_paused(status):  # the pause annotation was removed: what waited is applied now
+        with metrics.RECONCILE_DURATION.labels(kind="unpause").time():
+            await _reconcile("unpause", body, spec, status, patch, meta, memo, kwargs[INDEX])
+        return
     if "replicas" not in status:
         return  # not applied yet
     metrics.RECONCILES.labels(kind="timer").inc()
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            applied, failure = await _repair(memo, owner, parsed, status)
+            image, starts = _broker_image(memo, owner, parsed, body, kwargs[INDEX])
+            applied, failure = await _repair(memo, owner, parsed, status, image, starts)
             seen = {**dict(status), **applied.status}
             observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
     _post(body, applied)
@@ -189,7 +252,8 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     problems = [*applied.status.get("problems", status.get("problems") or []), *failure, *observed.problems]
     conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
-                                                  int(status.get("observedGeneration") or 0), drop=observed.dropped)
+                                                  int(status.get("observedGeneration") or 0),
+                                                  drop=[*observed.dropped, PAUSED])
     metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
 
 
@@ -200,12 +264,13 @@ async def on_delete(meta: kopf.Meta, **_: Any) -> None:
     metrics.forget_resource(str(meta["namespace"]), str(meta["name"]))
 
 
-async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec, status: Mapping[str, Any]
-                  ) -> tuple[Outcome, list[dict[str, str]]]:
-    """The timer's drift repair: the apply step applying only what drifted; its failure is a
-    problem of the store (Degraded), not an error that would skip the observation after it."""
+async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec, status: Mapping[str, Any], image: str,
+                  upgrade: bool) -> tuple[Outcome, list[dict[str, str]]]:
+    """The timer's drift repair: the apply step applying only what drifted (everything when the
+    store's image upgrade starts now: that is no drift); its failure is a problem of the store
+    (Degraded), not an error that would skip the observation after it."""
     try:
-        return await apply_objects(memo.kube, owner, spec, memo.broker_image, memo.brokers, memo.operator_peer,
-                                   repair=True, status=status), []
+        return await apply_objects(memo.kube, owner, spec, image, memo.brokers, memo.operator_peer,
+                                   repair=not upgrade, status=status), []
     except (kopf.PermanentError, kopf.TemporaryError) as e:
         return Outcome(), [{"reason": "DriftRepairFailed", "message": str(e)}]

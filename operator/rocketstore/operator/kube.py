@@ -241,6 +241,18 @@ class Kube:
 
         return await self._run(call)
 
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj``; 409 (an ``ApiError``) when it exists: unlike ``apply``, two creators
+        cannot both succeed (the leader election's first Lease)."""
+        meta = obj["metadata"]
+
+        def call() -> dict[str, Any]:
+            res = self._resource(obj["apiVersion"], obj["kind"])
+            return self._dict(self._client().create(res, body=dict(obj), namespace=meta.get("namespace"),
+                                                    field_manager=FIELD_MANAGER, _request_timeout=self._timeout))
+
+        return await self._run(call)
+
     async def merge_patch(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any]
     ) -> dict[str, Any]:

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import http.server
 import logging
 import os
+import socket
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
+from rocketstore.operator import metrics
 from rocketstore.operator.brokers import ADDRESS_ENV, BrokerAddressing, Brokers
 from rocketstore.operator.desired import default_broker_image
 from rocketstore.operator.image_policy import ImagePolicy
 from rocketstore.operator.kube import ConfigException, Kube, discover
+from rocketstore.operator.leader import LOST_EXIT_CODE, ElectionConfig, LeaderElector
 from rocketstore.operator.model import valid_label
+from rocketstore.operator.upgrade import UpgradeGate
 
-__all__ = ["BROKER_IMAGE_ENV", "NAMESPACE_ENV", "OperatorOptions", "broker_image", "operator_peer", "run"]
+__all__ = ["BROKER_IMAGE_ENV", "NAMESPACE_ENV", "OperatorOptions", "broker_image", "election_config",
+           "operator_peer", "run"]
 
 #: the default broker image when --broker-image is not given (the chart sets it)
 BROKER_IMAGE_ENV = "ROCKETSTORE_BROKER_IMAGE"
@@ -43,9 +53,20 @@ class OperatorOptions:
     #: their namespace; None = $POD_NAMESPACE
     operator_namespace: str | None = None
     interval: float = 30.0
+    #: stores without spec.image that roll to a new default broker image at a time (:mod:`upgrade`)
+    max_concurrent_upgrades: int = 1
     verbose: bool = False
     #: a kubeconfig context; None: in a pod its service account, else the current context
     context: str | None = None
+    #: reconcile only while holding a Lease (:mod:`rocketstore.operator.leader`); else standalone
+    leader_elect: bool = False
+    #: the Lease's name, in the operator's namespace (--operator-namespace, else $POD_NAMESPACE)
+    leader_elect_lease: str = "rocketstore-operator"
+    #: who this process is to the others; None: the host (the pod) name and a random suffix
+    leader_elect_identity: str | None = None
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
 
 
 def broker_image(opts: OperatorOptions, environ: Mapping[str, str]) -> str:
@@ -76,6 +97,62 @@ def operator_peer(opts: OperatorOptions, environ: Mapping[str, str]) -> dict[str
             "podSelector": {"matchLabels": labels}}
 
 
+def election_config(opts: OperatorOptions, environ: Mapping[str, str]) -> ElectionConfig | None:
+    """The leader election of --leader-elect, None without it. Raises ValueError without a
+    namespace for the Lease or with timings that could let two leaders overlap."""
+    if not opts.leader_elect:
+        return None
+    namespace = opts.operator_namespace or environ.get(NAMESPACE_ENV)
+    if not namespace:
+        raise ValueError(f"--leader-elect needs the operator's namespace, where its Lease lives "
+                         f"(--operator-namespace or ${NAMESPACE_ENV})")
+    # the host name is the pod's name in a pod; the suffix tells a restarted process from its predecessor
+    identity = opts.leader_elect_identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    config = ElectionConfig(namespace=namespace, name=opts.leader_elect_lease, identity=identity,
+                            lease_duration=opts.leader_elect_lease_duration,
+                            renew_deadline=opts.leader_elect_renew_deadline,
+                            retry_period=opts.leader_elect_retry_period)
+    problem = config.problem()
+    if problem is not None:
+        raise ValueError(f"--leader-elect: {problem}")
+    return config
+
+
+@contextlib.contextmanager
+def _standby_liveness(address: str, port: int) -> Iterator[None]:
+    """/healthz of a standby: kopf serves it only once it runs, and a standby waiting for the Lease
+    is alive too (the pod's probes would otherwise restart it forever)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/healthz" else 404)
+            self.end_headers()
+            self.wfile.write(b"standby\n")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    if port <= 0:
+        yield
+        return
+    server = http.server.ThreadingHTTPServer((address, port), Handler)
+    thread = threading.Thread(target=server.serve_forever, name="standby-healthz", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _lost(reason: str) -> None:
+    """Stop reconciling at once: exit, handlers halfway included (see :mod:`rocketstore.operator.leader`)."""
+    logging.getLogger(__name__).critical("leadership lost: %s; exiting to restart as a standby", reason)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(LOST_EXIT_CODE)
+
+
 def run(opts: OperatorOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
@@ -97,13 +174,32 @@ def run(opts: OperatorOptions) -> int:
     except ValueError as e:
         print(f"rocketstore operator: {e}", file=sys.stderr)
         return 2
+    try:
+        election = election_config(opts, os.environ)
+    except ValueError as e:
+        print(f"rocketstore operator: {e}", file=sys.stderr)
+        return 2
     default_image = broker_image(opts, os.environ)
     memo = kopf.Memo(brokers=Brokers(addressing), kube=kube, broker_image=default_image,
                      image_policy=ImagePolicy.from_options(default_image, opts.allowed_broker_images, os.environ),
-                     operator_peer=peer)
+                     operator_peer=peer, identity=None if election is None else election.identity,
+                     upgrades=UpgradeGate(opts.max_concurrent_upgrades))
     if opts.metrics_port > 0:
         start_http_server(opts.metrics_port, addr=opts.bind_address)
+    elector = None if election is None else LeaderElector(kube, election)
+    stop_renewing = threading.Event()
+    renewal = None
+    if elector is not None:
+        with _standby_liveness(opts.bind_address, opts.liveness_port):
+            asyncio.run(elector.acquire())
+        renewal = threading.Thread(target=asyncio.run, args=(elector.keep(stop_renewing, _lost),),
+                                   name="lease-renewal", daemon=True)
+        renewal.start()
+    else:
+        metrics.LEADER.set(1)
     liveness = f"http://{opts.bind_address}:{opts.liveness_port}/healthz" if opts.liveness_port > 0 else None
+    # standalone: kopf's own peering stays off; with --leader-elect the Lease already makes this
+    # process the only one reconciling (docs/operator.md, "High availability", says why not peering)
     kopf.run(
         standalone=True,
         clusterwide=opts.all_namespaces and not opts.namespaces,
@@ -111,4 +207,8 @@ def run(opts: OperatorOptions) -> int:
         liveness_endpoint=liveness,
         memo=memo,
     )
+    if elector is not None and renewal is not None:
+        stop_renewing.set()
+        renewal.join()  # a renewal running now would otherwise take the Lease back after the release
+        asyncio.run(elector.release())
     return 0

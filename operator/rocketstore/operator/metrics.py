@@ -10,8 +10,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from rocketstore.operator.conditions import TYPES
 
-__all__ = ["BROKER_DISK_USAGE", "DRIFT_REPAIRS", "ERRORS", "RECONCILES", "RECONCILE_DURATION", "RESOURCE_STATE",
-           "TUNING_ACTIONS", "forget_resource", "record_conditions"]
+__all__ = ["BROKER_DISK_USAGE", "DRIFT_REPAIRS", "ERRORS", "LEADER", "RECONCILES", "RECONCILE_DURATION",
+           "RESOURCE_STATE", "TUNING_ACTIONS", "forget_resource", "record_conditions"]
 
 RECONCILES = Counter(
     "rocketstore_operator_reconciles", "Reconciliations of RocketStore objects", ["kind"]
@@ -24,6 +24,9 @@ RECONCILE_DURATION = Histogram(
     "rocketstore_operator_reconcile_duration_seconds", "Duration of RocketStore reconciliations", ["kind"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
+#: 1 while this process holds the leader election Lease (``--leader-elect``) and reconciles; a
+#: standby reports 0. Without leader election the operator always reconciles and reports 1.
+LEADER = Gauge("rocketstore_operator_leader", "Whether this operator process is the one reconciling")
 ERRORS = Counter(
     "rocketstore_operator_errors", "Failed reconciliation steps", ["step"]
 )
