@@ -144,6 +144,14 @@ class ReplicasManager:
         return self.store.max_phy_offset
 
     @property
+    def last_epoch(self) -> int:
+        return self.store.epoch_cache.last_epoch
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.store.ha_service.confirm_offset
+
+    @property
     def is_master(self) -> bool:
         current = self.assignment
         return current is not None and current.master_replica_id == self._replica_id
