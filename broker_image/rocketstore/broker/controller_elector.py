@@ -29,7 +29,15 @@ CONTROLLER_GET_REPLICA_INFO that the leader answered naming this replica master,
 controller before that answer was written; the controller deems this broker alive until at least
 ``t + T`` on its clock and elects no one else before. So the master acknowledges until
 ``t + T - m`` (``m``: the clock-rate margin) and no longer unless a later heartbeat was confirmed.
-A master cut off from the controller stops acknowledging on its own within ``T``. Apache's
+A master cut off from the controller stops acknowledging on its own within ``T``.
+
+5.3.3's controller also elects at once when it sees a broker's connection close
+(onBrokerChannelClose), without waiting for ``T``: that is why a kill -9 fails over in well under a
+second. So the deadline also ends as soon as this broker sees the connection its confirmed
+heartbeat went over close. What no heartbeat-based fence closes: a connection the controller
+sees closed before this broker does (torn down on the controller's side only) leaves a window
+until this broker's next heartbeat or request on it fails (at most ``brokerHeartbeatInterval``
+plus the TCP error's arrival). Apache's
 broker does not do this (its controller mode keeps a partitioned master writing, and only the
 SyncStateSet waits slow it down); ours does because the new master elected after ``T`` would
 otherwise acknowledge in the same interval. Not covered: a master elected by an operator
@@ -154,6 +162,8 @@ class ControllerElector:
         #: the last decision seen from the controller (its master epoch guards the write deadline)
         self.assignment: RoleAssignment | None = None
         self._deadline = 0.0
+        #: the connection to the leader the last confirmed heartbeat went over
+        self._channel: object | None = None
         self._last_sync = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -249,6 +259,12 @@ class ControllerElector:
         self.client.close()
 
     def write_deadline(self) -> float:
+        """The confirmed heartbeat's deadline, while the connection it went over stays open: the
+        controller elects another master as soon as it sees that connection close (5.3.3's
+        onBrokerChannelClose), without waiting for the heartbeat timeout."""
+        leader = self.leader
+        if leader is None or self.client.live_connection(leader) is not self._channel:
+            return 0.0
         return self._deadline
 
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
@@ -335,7 +351,8 @@ class ControllerElector:
             confirm_offset=replica.confirm_offset, heartbeat_timeout_mills=cfg.controller_heart_beat_timeout_mills,
             election_priority=cfg.broker_election_priority)
         sent = time.monotonic()
-        for addr in self.addrs:
+        targets = self.addrs if self.leader is None or self.leader in self.addrs else [*self.addrs, self.leader]
+        for addr in targets:
             try:
                 self.client.invoke_oneway(addr, self.client.request(RequestCode.BROKER_HEARTBEAT, header))
             except (RemotingClientError, OSError) as exc:
@@ -346,6 +363,8 @@ class ControllerElector:
         """One heartbeat, then CONTROLLER_GET_REPLICA_INFO: applies a newer decision, elects when the
         group has no master, and renews the write deadline when the answer names this replica."""
         sent = self._heartbeat()
+        leader = self.leader
+        channel = self.client.live_connection(leader) if leader is not None else None
         response = await self._call(RequestCode.CONTROLLER_GET_REPLICA_INFO,
                                     GetReplicaInfoRequestHeader(broker_name=self.broker_config.broker_name),
                                     accept=(ResponseCode.SUCCESS, ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST))
@@ -358,9 +377,11 @@ class ControllerElector:
             self._deadline = 0.0
             await self._elect()
             return
-        if info.master_broker_id == self.broker_id:
+        if (info.master_broker_id == self.broker_id and channel is not None and self.leader == leader
+                and self.client.live_connection(leader) is channel):
             timeout = self.broker_config.controller_heart_beat_timeout_mills / 1000
             self._deadline = sent + timeout * (1 - CLOCK_DRIFT)
+            self._channel = channel
         else:
             self._deadline = 0.0
         current = self.assignment
