@@ -1,6 +1,7 @@
 """ControllerElector against a stand-in for Apache RocketMQ 5.3.3's controller (our RemotingServer
 answering the controller's request codes): the broker-id grant and its files, registration and
-the write deadline. The real controller is in tests/compat/apache_broker/test_controller_failover_against_rocketmq.py."""
+the write deadline. Apache's real controller:
+tests/compat/apache_broker/test_controller_failover_against_rocketmq.py."""
 
 from __future__ import annotations
 

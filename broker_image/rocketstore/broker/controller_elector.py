@@ -19,7 +19,7 @@ controller protocol (Apache's ReplicasManager and BrokerOuterAPI), so an unchang
   this broker dead and elects another);
 * **role changes**: the controller's NOTIFY_BROKER_ROLE_CHANGED reaches the replicas manager
   through the admin processor; CONTROLLER_GET_REPLICA_INFO, asked after every heartbeat, applies
-  any newer decision too (Apache polls every ``syncBrokerMetadataPeriod``; we ask each heartbeat
+  any changed decision too (Apache asks every ``syncBrokerMetadataPeriod``; we ask each heartbeat
   because the answer also renews the write deadline), and elects when the group has no master;
 * **the SyncStateSet**: CONTROLLER_ALTER_SYNC_STATE_SET, the new set's epoch or None when refused.
 
@@ -164,7 +164,6 @@ class ControllerElector:
         self._deadline = 0.0
         #: the connection to the leader the last confirmed heartbeat went over
         self._channel: object | None = None
-        self._last_sync = 0.0
         self._task: asyncio.Task[None] | None = None
 
     # -- the controller's leader ---------------------------------------------------------------
@@ -385,16 +384,17 @@ class ControllerElector:
         else:
             self._deadline = 0.0
         current = self.assignment
-        now = time.monotonic()
-        period = self.broker_config.sync_broker_metadata_period / 1000
-        if current is None or info.master_epoch != current.master_epoch or now - self._last_sync >= period:
+        decision = (info.master_broker_id, info.master_address, info.master_epoch, members.sync_state_set_epoch)
+        if current is None or decision != (current.master_replica_id, current.master_address, current.master_epoch,
+                                           current.sync_state_set_epoch):
+            # only a changed decision: applying the same one again would undo the replica's
+            # correction of the master's HA address (ReplicasManager.registered)
             await self._apply(info.master_broker_id, info.master_address, info.master_epoch,
                               frozenset(members.sync_state_set), members.sync_state_set_epoch)
 
     async def _apply(self, master_id: int, master_address: str, master_epoch: int, members: frozenset[int],
                      sync_state_set_epoch: int) -> None:
         assert self.replica is not None
-        self._last_sync = time.monotonic()
         assignment = RoleAssignment(master_id, master_address, ha_address_of(master_address), master_epoch, members,
                                     sync_state_set_epoch)
         self.assignment = assignment
