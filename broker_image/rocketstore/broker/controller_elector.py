@@ -376,8 +376,8 @@ class ControllerElector:
             self._deadline = 0.0
             await self._elect()
             return
-        if (info.master_broker_id == self.broker_id and channel is not None and self.leader == leader
-                and self.client.live_connection(leader) is channel):
+        if (info.master_broker_id == self.broker_id and channel is not None and leader is not None
+                and self.leader == leader and self.client.live_connection(leader) is channel):
             timeout = self.broker_config.controller_heart_beat_timeout_mills / 1000
             self._deadline = sent + timeout * (1 - CLOCK_DRIFT)
             self._channel = channel
