@@ -30,3 +30,15 @@ def test_ha_listen_port_is_listen_port_plus_one_whatever_broker_conf_says() -> N
     any_port = StoreConfig()
     apply_broker_startup_rules(BrokerConfig(listen_port=0), any_port)  # a free port: the HA port is one too
     assert any_port.ha_listen_port == 0
+
+
+def test_controller_mode_needs_a_broker_id_unless_a_controller_grants_it() -> None:
+    broker, store = BrokerConfig(enable_controller_mode=True), StoreConfig(broker_role=BrokerRole.SYNC_MASTER)
+    with pytest.raises(ConfigError, match="needs this replica's id"):
+        apply_broker_startup_rules(broker, store)
+    broker.controller_addr = "127.0.0.1:9878"
+    apply_broker_startup_rules(broker, store)  # the controller grants it before the broker is built
+    assert store.broker_role is BrokerRole.SLAVE
+    broker.fetch_controller_addr_by_dns_lookup = True
+    with pytest.raises(ConfigError, match="fetchControllerAddrByDnsLookup"):
+        apply_broker_startup_rules(broker, store)

@@ -268,6 +268,14 @@ class BrokerConfig:
     # RocketMQ 5's controller mode (failover: replicas_manager.py)
     enable_controller_mode: bool = False
     check_sync_state_set_period: int = 5 * 1000  # Java long
+    # Apache's controller off Kubernetes (controller_elector.py)
+    controller_addr: str = ""
+    fetch_controller_addr_by_dns_lookup: bool = False
+    controller_heart_beat_timeout_mills: int = 10 * 1000  # Java long
+    broker_heartbeat_interval: int = 1000
+    send_heartbeat_timeout_millis: int = 1000
+    sync_broker_metadata_period: int = 5 * 1000  # Java long
+    broker_election_priority: int = 2**31 - 1
     # NettyServerConfig.listenPort, as BrokerStartup sets it, and its idle timeout.
     listen_port: int = 10911
     server_channel_max_idle_time_seconds: int = 120
@@ -431,7 +439,8 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
     * a master (ASYNC_MASTER, SYNC_MASTER) is brokerId 0 whatever broker.conf says, so that name
       servers list it as the group's master;
     * a SLAVE needs a brokerId above 0 (ConfigError otherwise: it would register as the master);
-    * with ``enableControllerMode`` brokerId is the replica id (> 0) and the broker starts as a
+    * with ``enableControllerMode`` brokerId is the replica id (> 0; granted by the controller of
+      ``controllerAddr`` when that is set) and the broker starts as a
       SLAVE following no one, whatever brokerRole says, until its source of truth gives it a role;
     * haListenPort is always listenPort + 1: BrokerStartup overwrites any configured value, so
       slaves of a RocketMQ master and of ours find the HA port at the same place. A listenPort
@@ -442,8 +451,12 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
     """
     if broker_config.enable_controller_mode:
         # controller mode: brokerId is the replica's stable id, the role comes from the source of
-        # truth (replicas_manager.py); until then the replica takes no writes
-        if broker_config.broker_id <= 0:
+        # truth (replicas_manager.py); until then the replica takes no writes. With controllerAddr
+        # Apache's controller grants the id (controller_elector.allocate_broker_id) before the broker is built.
+        if broker_config.fetch_controller_addr_by_dns_lookup:
+            raise ConfigError("fetchControllerAddrByDnsLookup", "true", "not implemented: list the controllers in "
+                              "controllerAddr (host:port;host:port)")
+        if broker_config.broker_id <= 0 and not broker_config.controller_addr:
             raise ConfigError("brokerId", str(broker_config.broker_id),
                               "enableControllerMode=true needs this replica's id in brokerId (> 0)")
         store_config.broker_role = BrokerRole.SLAVE

@@ -50,6 +50,15 @@ class Replica(Protocol):
     def max_phy_offset(self) -> int:
         """The end of this replica's CommitLog: where a new epoch would start."""
 
+    @property
+    def last_epoch(self) -> int:
+        """The last master epoch in this replica's epoch file (0 before any): a controller
+        prefers the replica with the newest history."""
+
+    @property
+    def confirm_offset(self) -> int:
+        """The offset up to which the SyncStateSet confirmed this replica's log."""
+
     async def apply_role(self, assignment: RoleAssignment) -> None:
         """Becomes master or slave as ``assignment`` says, without a restart.
 

@@ -20,9 +20,9 @@ assignment twice changes nothing the second time.
 As master it keeps the SyncStateSet: the HA service proposes a member out when it fell more
 than ``haMaxTimeSlaveNotCatchup`` behind (checked every ``checkSyncStateSetPeriod``) or lost its
 connection, and back in when it caught up; each proposal goes to
-``MasterElector.alter_sync_state_set`` and is applied only once accepted. Without an elector (roles
-pushed by Apache's controller) a proposal cannot be recorded yet (issue 25, step 4): it is logged
-and the set stays as last notified, which never loosens a wait.
+``MasterElector.alter_sync_state_set`` and is applied only once accepted (with Apache's controller:
+controller_elector.py). Without an elector (roles by notification only) a proposal cannot be
+recorded: it is logged and the set stays as last notified, which never loosens a wait.
 
 :meth:`may_acknowledge` is what the send path asks before the put and again before an
 acknowledgement leaves, and what the store asks before every put (its ``write_fence``: transaction
@@ -142,6 +142,14 @@ class ReplicasManager:
     @property
     def max_phy_offset(self) -> int:
         return self.store.max_phy_offset
+
+    @property
+    def last_epoch(self) -> int:
+        return self.store.epoch_cache.last_epoch
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.store.ha_service.confirm_offset
 
     @property
     def is_master(self) -> bool:

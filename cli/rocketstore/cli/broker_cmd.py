@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from rocketstore.store.config import ConfigError, StoreConfig, load_broker_conf
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     # installation without the broker packages.
     from rocketstore.broker.broker import BrokerController
     from rocketstore.broker.broker_config import BrokerConfig
+    from rocketstore.broker.controller_elector import ControllerElector
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +112,43 @@ def run(args: argparse.Namespace) -> int:
 
     loop_factory, loop_choice = event_loop_factory()
     log.info("event loop: %s", loop_choice)
+    elector = None
+    if broker_config.enable_controller_mode and broker_config.controller_addr:
+        try:
+            elector = _controller_elector(broker_config, store_config)
+        except ValueError as exc:  # a brokerIdentity of another group
+            print(f"rocketstore broker: error: {exc}", file=sys.stderr)
+            return 2
     try:
-        broker = BrokerController(broker_config, store_config, auth_config)
+        broker = BrokerController(broker_config, store_config, auth_config, elector)
     except ConfigError as exc:  # a combination the auth config refuses (aclEnable, the gRPC port)
         print(f"rocketstore broker: error: {exc}", file=sys.stderr)
         return 2
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(_serve(broker))
+
+
+def _controller_elector(broker_config: BrokerConfig, store_config: StoreConfig) -> ControllerElector:
+    """Apache's controller as the group's source of truth: its leader grants this broker's id
+    (kept in the store root's brokerIdentity) before the broker is built, retried every second
+    while no controller answers, as Apache's broker retries its registration."""
+    from pathlib import Path
+
+    from rocketstore.broker.controller_elector import ControllerElector, ControllerUnavailable
+    from rocketstore.client.remoting_client import RemotingClientError, local_ip
+    from rocketstore.remoting.command import ProtocolError
+
+    addr = f"{broker_config.broker_ip1 or local_ip()}:{broker_config.listen_port}"
+    elector = ControllerElector(broker_config, addr)
+    while True:
+        try:
+            broker_config.broker_id = asyncio.run(elector.allocate_broker_id(Path(store_config.root_dir())))
+            break
+        except (RemotingClientError, ProtocolError, ControllerUnavailable) as exc:
+            log.warning("no broker id from the controllers %s yet (retrying): %s", broker_config.controller_addr, exc)
+            time.sleep(1)
+    log.info("controller mode: broker id %d, controllers %s", broker_config.broker_id, broker_config.controller_addr)
+    return elector
 
 
 async def _serve(broker: BrokerController) -> int:

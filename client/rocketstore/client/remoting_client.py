@@ -382,6 +382,12 @@ class RemotingClient:
             if self._pool.get(conn.addr) is conn:
                 del self._pool[conn.addr]
 
+    def live_connection(self, addr: str) -> object | None:
+        """The open pooled connection to ``addr`` (None when there is none): a different object
+        after a reconnection, so a caller can tell that two requests went over the same one."""
+        conn = self._pool.get(addr)
+        return conn if conn is not None and not conn.closed else None
+
     def close_connection(self, addr: str) -> None:
         conn = self._pool.get(addr)
         if conn is not None:

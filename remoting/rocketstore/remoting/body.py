@@ -82,6 +82,7 @@ __all__ = [
     "ResetOffsetBody",
     "ResetOffsetBodyForC",
     "SubscriptionData",
+    "SyncStateSet",
     "TopicList",
     "TopicOffsetData",
     "TopicRouteData",
@@ -388,3 +389,13 @@ class HARuntimeInfo(JsonBody):
     in_sync_slave_nums: int = 0
     ha_connection_info: list[HAConnectionRuntimeInfo] = dataclasses.field(default_factory=list)
     ha_client_runtime_info: HAClientRuntimeInfo = dataclasses.field(default_factory=HAClientRuntimeInfo)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class SyncStateSet(JsonBody):
+    """RocketMQ 5's controller mode: a group's in-sync broker ids and the set's epoch
+    (CONTROLLER_ALTER_SYNC_STATE_SET's request and answer, CONTROLLER_GET_REPLICA_INFO's and
+    CONTROLLER_REGISTER_BROKER's answers, NOTIFY_BROKER_ROLE_CHANGED)."""
+
+    sync_state_set: list[int] = dataclasses.field(default_factory=list)
+    sync_state_set_epoch: int = 0

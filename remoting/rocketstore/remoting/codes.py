@@ -91,8 +91,17 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     # RocketMQ 5.x (mqadmin haStatus): a broker's replication state as HARuntimeInfo
     GET_BROKER_HA_STATUS = 907
-    # RocketMQ 5.x controller mode: the controller tells a broker its new role (broker/replicas_manager.py)
+    # RocketMQ 5.x controller mode: a broker to its controller (broker/controller_elector.py)
+    BROKER_HEARTBEAT = 904
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    # the controller tells a broker its new role (broker/replicas_manager.py)
     NOTIFY_BROKER_ROLE_CHANGED = 1008
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
     # RocketMQ 5.3 (ACL 2.0): mqadmin's user and ACL verbs (broker/processor/auth_admin.py)
     AUTH_CREATE_USER = 3001
     AUTH_UPDATE_USER = 3002
@@ -144,6 +153,20 @@ class ResponseCode(enum.IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    # RocketMQ 5.x controller mode: the controller's refusals (broker/controller_elector.py)
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
+    CONTROLLER_INVALID_MASTER = 2002
+    CONTROLLER_INVALID_REPLICAS = 2003
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013
+    CONTROLLER_BROKER_ID_INVALID = 2014
 
 
 class LanguageCode(enum.IntEnum):

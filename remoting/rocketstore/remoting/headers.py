@@ -25,6 +25,9 @@ from rocketstore.remoting.wire_fields import wire
 __all__ = [
     "AddWritePermOfBrokerRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
+    "AlterSyncStateSetRequestHeader",
+    "ApplyBrokerIdRequestHeader",
+    "BrokerHeartbeatRequestHeader",
     "CheckTransactionStateRequestHeader",
     "CloneGroupOffsetRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
@@ -36,6 +39,8 @@ __all__ = [
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
+    "ElectMasterRequestHeader",
+    "ElectMasterResponseHeader",
     "EndTransactionRequestHeader",
     "GetBrokerAclConfigResponseHeader",
     "GetBrokerConfigResponseHeader",
@@ -52,12 +57,18 @@ __all__ = [
     "GetKVListByNamespaceRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMaxOffsetResponseHeader",
+    "GetMetaDataResponseHeader",
     "GetMinOffsetRequestHeader",
     "GetMinOffsetResponseHeader",
+    "GetNextBrokerIdRequestHeader",
+    "GetNextBrokerIdResponseHeader",
     "GetProducerConnectionListRequestHeader",
+    "GetReplicaInfoRequestHeader",
+    "GetReplicaInfoResponseHeader",
     "GetRouteInfoRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
+    "NotifyBrokerRoleChangedRequestHeader",
     "NotifyConsumerIdsChangedRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
@@ -74,6 +85,8 @@ __all__ = [
     "QueryTopicConsumeByWhoRequestHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "RegisterBrokerToControllerRequestHeader",
+    "RegisterBrokerToControllerResponseHeader",
     "ReplyMessageRequestHeader",
     "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
@@ -692,3 +705,130 @@ class NotifyBrokerRoleChangedRequestHeader(Header):
     master_epoch: Int32 | None = None
     sync_state_set_epoch: Int32 | None = None
     master_broker_id: Int64 | None = None
+
+
+# -- RocketMQ 5's broker <-> controller protocol (broker/controller_elector.py) ----------------------
+# Every answer that carries a SyncStateSet carries it as the JSON body of remoting.body.SyncStateSet.
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetMetaDataResponseHeader(Header):
+    """CONTROLLER_GET_METADATA_INFO's answer (no request header): which controller leads."""
+
+    LABEL: ClassVar[str] = "CONTROLLER_GET_METADATA_INFO response"
+    group: str | None = None
+    controller_leader_id: str | None = None
+    controller_leader_address: str | None = None
+    is_leader: bool = False
+    peers: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetNextBrokerIdRequestHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_GET_NEXT_BROKER_ID"
+    cluster_name: str
+    broker_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetNextBrokerIdResponseHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_GET_NEXT_BROKER_ID response"
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    next_broker_id: Int64 | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ApplyBrokerIdRequestHeader(Header):
+    """Claims ``appliedBrokerId``; ``registerCheckCode`` (``address;millis``, kept in the
+    brokerIdentity-temp file) lets the same broker claim it again after a crash."""
+
+    LABEL: ClassVar[str] = "CONTROLLER_APPLY_BROKER_ID"
+    cluster_name: str
+    broker_name: str
+    applied_broker_id: Int64
+    register_check_code: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class RegisterBrokerToControllerRequestHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_REGISTER_BROKER"
+    cluster_name: str
+    broker_name: str
+    broker_id: Int64
+    broker_address: str
+    invoke_time: Int64 = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class RegisterBrokerToControllerResponseHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_REGISTER_BROKER response"
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+    sync_state_set_epoch: Int32 | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class BrokerHeartbeatRequestHeader(Header):
+    """BROKER_HEARTBEAT (one-way): what the controller elects by (epoch, max offset, confirm
+    offset, election priority) and how long it waits before it deems this broker dead."""
+
+    LABEL: ClassVar[str] = "BROKER_HEARTBEAT"
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: Int64 | None = None
+    epoch: Int32 | None = None
+    max_offset: Int64 | None = None
+    confirm_offset: Int64 | None = None
+    heartbeat_timeout_mills: Int64 | None = None
+    election_priority: Int32 | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetReplicaInfoRequestHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_GET_REPLICA_INFO"
+    broker_name: str
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class GetReplicaInfoResponseHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_GET_REPLICA_INFO response"
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ElectMasterRequestHeader(Header):
+    """CONTROLLER_ELECT_MASTER as a broker sends it (ElectMasterRequestHeader.ofBrokerTrigger)."""
+
+    LABEL: ClassVar[str] = "CONTROLLER_ELECT_MASTER"
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_id: Int64 = -1
+    designate_elect: bool = False
+    invoke_time: Int64 = 0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ElectMasterResponseHeader(Header):
+    LABEL: ClassVar[str] = "CONTROLLER_ELECT_MASTER response"
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+    sync_state_set_epoch: Int32 | None = None
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class AlterSyncStateSetRequestHeader(Header):
+    """The master asks to record a new SyncStateSet (the body: the set and the epoch it starts from)."""
+
+    LABEL: ClassVar[str] = "CONTROLLER_ALTER_SYNC_STATE_SET"
+    broker_name: str
+    master_broker_id: Int64
+    master_epoch: Int32
+    invoke_time: Int64 = 0
