@@ -113,7 +113,7 @@ pub fn walk(
         let position = offset_wide.rem_euclid(file_size_wide);
         let found = segments.find(offset).and_then(|(segment, read_position)| {
             let fits = size >= 0 && position + i128::from(size) <= i128::from(read_position);
-            fits.then(|| Picked {
+            fits.then_some(Picked {
                 segment,
                 start: position as usize,
                 len: size as usize,
