@@ -8,6 +8,9 @@
 //! `received_message_response` (grpc_convert.rs) is the gRPC port's per-message conversion, twin of
 //! the Python one in `message_convert`.
 //!
+//! `pull_messages` (pull.rs) is a PULL_MESSAGE of a tag subscription from the ConsumeQueue entries to
+//! the response frame, twin of `rocketstore.store.pull_transfer.pull_messages_python`.
+//!
 //! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
 //! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.
 
@@ -21,6 +24,7 @@ pub mod grpc_convert;
 pub mod grpc_front;
 pub mod index;
 pub mod java;
+pub mod pull;
 pub mod record;
 pub mod remoting;
 
@@ -276,6 +280,195 @@ fn put_index_entries<'py>(
     })
 }
 
+/// The CommitLog segments a pull reads: found through the Python `find_segment`
+/// (`MappedFileQueue.find_mapped_file_by_offset`) and held, as the Python path holds a segment
+/// while it copies from it (RocketMQ's ReferenceResource), until the frame is assembled.
+struct HeldSegments<'py> {
+    find_segment: Bound<'py, PyAny>,
+    file_size: i64,
+    held: Vec<HeldSegment<'py>>,
+    error: Option<PyErr>,
+}
+
+struct HeldSegment<'py> {
+    mapped: Bound<'py, PyAny>,
+    view: PyBuffer<u8>,
+    from: i64,
+    read_position: i64,
+}
+
+impl<'py> HeldSegments<'py> {
+    fn hold(&mut self, offset: i64) -> PyResult<Option<(usize, i64)>> {
+        let mapped = self.find_segment.call1((offset,))?;
+        if mapped.is_none() || !mapped.call_method0("hold")?.extract::<bool>()? {
+            return Ok(None);
+        }
+        let described = (|| -> PyResult<(PyBuffer<u8>, i64, i64)> {
+            let view = PyBuffer::<u8>::get(&mapped.getattr("buffer")?)?;
+            contiguous(&view, "a CommitLog segment")?;
+            let from: i64 = mapped.getattr("file_from_offset")?.extract()?;
+            let read_position: i64 = mapped.getattr("read_position")?.extract()?;
+            if read_position < 0 || read_position as usize > view.len_bytes() {
+                return Err(PyValueError::new_err(
+                    "a CommitLog segment's read position is outside its mapping",
+                ));
+            }
+            Ok((view, from, read_position))
+        })();
+        let (view, from, read_position) = match described {
+            Ok(found) => found,
+            Err(err) => {
+                mapped.call_method0("release")?;
+                return Err(err);
+            }
+        };
+        self.held.push(HeldSegment {
+            mapped,
+            view,
+            from,
+            read_position,
+        });
+        Ok(Some((self.held.len() - 1, read_position)))
+    }
+
+    fn data(&self, segment: usize) -> &[u8] {
+        let view = &self.held[segment].view;
+        // SAFETY: the interpreter lock is held for the whole pull and the segment is held (its
+        // mapping cannot be closed while `view` exports it); the writer only appends past the
+        // read position, and records are read below it.
+        unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
+    }
+
+    /// Let every segment go: the buffer export first, since the last release may unmap it.
+    fn release(self) -> PyResult<()> {
+        let mut outcome = match self.error {
+            Some(err) => Err(err),
+            None => Ok(()),
+        };
+        for segment in self.held {
+            drop(segment.view);
+            if let Err(err) = segment.mapped.call_method0("release") {
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    }
+}
+
+impl pull::Segments for HeldSegments<'_> {
+    fn find(&mut self, offset: i64) -> Option<(usize, i64)> {
+        let file_size = self.file_size;
+        if let Some(index) = self
+            .held
+            .iter()
+            .position(|s| s.from <= offset && i128::from(offset) < i128::from(s.from) + i128::from(file_size))
+        {
+            return Some((index, self.held[index].read_position));
+        }
+        if self.error.is_some() {
+            return None;
+        }
+        self.hold(offset).unwrap_or_else(|err| {
+            self.error = Some(err);
+            None
+        })
+    }
+}
+
+/// Twin of `rocketstore.store.pull_transfer.pull_messages_python`: (walk status, entries consumed,
+/// records picked, their bytes, suggest pulling from a slave, the SUCCESS frame when `frame` is given
+/// and records were found; the queue's `min_offset` and `max_offset` go into its header).
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn pull_messages<'py>(
+    py: Python<'py>,
+    entries: &[u8],
+    queue_offset: i64,
+    commit_log: &Bound<'py, PyAny>,
+    tag_codes: Option<Vec<i64>>,
+    limits: (i64, i64, i64, i64, i64, i64, i64),
+    frame: Option<(i64, String, i64, i64, i64)>,
+    min_offset: i64,
+    max_offset: i64,
+) -> PyResult<(u8, i64, usize, i64, bool, Option<Bound<'py, PyBytes>>)> {
+    let find_segment = commit_log
+        .getattr("mapped_file_queue")?
+        .getattr("find_mapped_file_by_offset")?;
+    let file_size: i64 = commit_log.getattr("settings")?.getattr("file_size")?.extract()?;
+    if file_size <= 0 {
+        return Err(PyValueError::new_err("the CommitLog segment size must be positive"));
+    }
+    let limits = pull::Limits {
+        max_msg_nums: limits.0,
+        max_bytes_in_memory: limits.1,
+        max_count_in_memory: limits.2,
+        max_bytes_in_disk: limits.3,
+        max_count_in_disk: limits.4,
+        max_offset_py: limits.5,
+        in_memory_bytes: limits.6,
+    };
+    if !entries.len().is_multiple_of(pull::CQ_STORE_UNIT_SIZE) {
+        return Err(PyValueError::new_err(
+            "the ConsumeQueue entries must be whole 20-byte entries",
+        ));
+    }
+    let mut segments = HeldSegments {
+        find_segment,
+        file_size,
+        held: Vec::new(),
+        error: None,
+    };
+    let walk = pull::walk(entries, tag_codes.as_deref(), &limits, file_size, &mut segments);
+    let from_slave = pull::suggest_pulling_from_slave(&walk, &limits);
+    let assembled = match frame {
+        Some((opaque, language, version, suggest_when_slow, suggest_otherwise))
+            if walk.status == pull::WalkStatus::Found && segments.error.is_none() =>
+        {
+            let header = pull::response_header(
+                &walk,
+                queue_offset,
+                from_slave,
+                &pull::FrameHeader {
+                    opaque,
+                    language,
+                    version,
+                    min_offset,
+                    max_offset,
+                    suggest_when_slow,
+                    suggest_otherwise,
+                },
+            );
+            let total = 8 + header.len() + walk.total as usize;
+            match (i32::try_from(total - 4), i32::try_from(header.len())) {
+                (Ok(length), Ok(header_length)) => Some(PyBytes::new_with(py, total, |out| {
+                    out[..4].copy_from_slice(&length.to_be_bytes());
+                    out[4..8].copy_from_slice(&header_length.to_be_bytes());
+                    out[8..8 + header.len()].copy_from_slice(&header);
+                    let mut pos = 8 + header.len();
+                    for record in &walk.picked {
+                        let data = segments.data(record.segment);
+                        out[pos..pos + record.len].copy_from_slice(&data[record.start..record.start + record.len]);
+                        pos += record.len;
+                    }
+                    Ok(())
+                })),
+                _ => Some(Err(PyValueError::new_err("the pull's response frame would pass 2 GiB"))),
+            }
+        }
+        _ => None,
+    };
+    segments.release()?;
+    let frame = assembled.transpose()?;
+    Ok((
+        walk.status as u8,
+        walk.consumed,
+        walk.picked.len(),
+        walk.total,
+        from_slave,
+        frame,
+    ))
+}
+
 /// Fast path of `rocketstore.remoting.command.decode_frame`: (code, language, version, opaque,
 /// flag, remark, extFields, body, serialize type) of a usual frame, or None for anything else
 /// (Python then decodes it, or raises the ProtocolError that names what is wrong).
@@ -443,6 +636,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stamp_records, m)?)?;
     m.add_function(wrap_pyfunction!(scan_dispatch, m)?)?;
     m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(pull_messages, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(encode_json_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_header_fields, m)?)?;

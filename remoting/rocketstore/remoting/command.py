@@ -110,7 +110,7 @@ def _encode_frame_native(cmd: RemotingCommand) -> bytes:
     if cmd.serialize_type is SerializeType.JSON:
         assert NATIVE is not None
         frame: bytes | None = NATIVE.encode_json_frame(
-            cmd.code, cmd.ext_fields, cmd.flag, _language_name(cmd.language), cmd.opaque, cmd.remark, cmd.version,
+            cmd.code, cmd.ext_fields, cmd.flag, language_name(cmd.language), cmd.opaque, cmd.remark, cmd.version,
             cmd.body)
         if frame is not None:
             return frame
@@ -127,7 +127,7 @@ _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _encode_json_string: Callable[[str], str] = json.encoder.encode_basestring  # what _JSON_ENCODER uses
 
 
-def _language_name(language: int) -> str:
+def language_name(language: int) -> str:
     """The LanguageCode name of ``language``; OTHER for a number RocketMQ does not define."""
     return _LANGUAGE_NAMES.get(language, "OTHER")
 
@@ -143,7 +143,7 @@ def encode_header(cmd: RemotingCommand) -> bytes:
         "code": cmd.code,
         "extFields": cmd.ext_fields,
         "flag": cmd.flag,
-        "language": _language_name(cmd.language),
+        "language": language_name(cmd.language),
         "opaque": cmd.opaque,
     }
     if cmd.remark is not None:
@@ -181,7 +181,7 @@ def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
     remark_part = "" if remark is None else ',"remark":' + esc(remark)
     return (
         f'{{"code":{int_text(code)},"extFields":{{{",".join(parts)}}},"flag":{int_text(flag)},'
-        f'"language":"{_language_name(cmd.language)}","opaque":{int_text(opaque)}{remark_part},'
+        f'"language":"{language_name(cmd.language)}","opaque":{int_text(opaque)}{remark_part},'
         f'"serializeTypeCurrentRPC":"JSON","version":{int_text(version)}}}'
     ).encode()
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import PROPERTY_DELAY_TIME_LEVEL, Message, StoredMessage, tags_code
@@ -35,12 +36,13 @@ from rocketstore.store.commit_log import (
     PutMessageResult,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
-from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, unpack_entries
+from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketstore.store.dispatch import LagWaiter, MessageArrivingListener, ReputMessageService
 from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.epoch_file import EpochFileCache
 from rocketstore.store.ha_service import ALL_ACK_IN_SYNC_STATE_SET, HAService, TransferWaiter
 from rocketstore.store.index_file import IndexService
+from rocketstore.store.pull_transfer import WALK_STATUSES, PullFrame, TransferLimits, pull_messages, walk_queue
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.schedule_message_service import (
     ScheduleMessageService,
@@ -104,6 +106,15 @@ class GetMessageResult:
     @property
     def message_count(self) -> int:
         return len(self.messages)
+
+
+class PulledFrame(NamedTuple):
+    """A tag subscription's pull: the outcome (its ``messages`` empty), how many records were
+    found, and the SUCCESS response frame holding them (None unless FOUND)."""
+
+    result: GetMessageResult
+    message_count: int
+    frame: bytes | None
 
 
 @dataclass(slots=True)
@@ -749,30 +760,24 @@ class DefaultMessageStore:
             return new
         return old
 
+    def _in_memory_bytes(self) -> int:
+        """How far behind the CommitLog's end a record still counts as in memory
+        (accessMessageInMemoryMaxRatio of the RAM)."""
+        return math.floor(self.total_physical_memory * self.config.access_message_in_memory_max_ratio / 100)
+
     def _check_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
-        memory = self.total_physical_memory * self.config.access_message_in_memory_max_ratio / 100
-        return max_offset_py - offset_py > memory
+        return max_offset_py - offset_py > self._in_memory_bytes()
 
-    def _is_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
-                       in_disk: bool) -> bool:
-        if buffer_total == 0 or message_total == 0:
-            return False
-        if max_msg_nums <= message_total:
-            return True
+    def _transfer_limits(self, max_msg_nums: int, max_offset_py: int) -> TransferLimits:
         cfg = self.config
-        if in_disk:
-            return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_disk
-                    or message_total > cfg.max_transfer_count_on_message_in_disk - 1)
-        return (buffer_total + size_py > cfg.max_transfer_bytes_on_message_in_memory
-                or message_total > cfg.max_transfer_count_on_message_in_memory - 1)
+        return TransferLimits(
+            max_msg_nums, cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
+            cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk, max_offset_py,
+            self._in_memory_bytes())
 
-    def get_message(
-        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-        message_filter: MessageFilter | None = None,
-    ) -> GetMessageResult:
-        """Pull up to ``max_msg_nums`` messages from a queue (RocketMQ's getMessage, same statuses)."""
-        begin = time.monotonic()
-        max_offset_py = self.commit_log.max_offset
+    def _locate(self, topic: str, queue_id: int, offset: int) -> tuple[ConsumeQueue, int, int] | GetMessageResult:
+        """The queue and its min and max offsets when ``offset`` lies within it, else the answer
+        that says where the consumer should go instead."""
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
@@ -788,59 +793,76 @@ class DefaultMessageStore:
             status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
             next_offset = self._next_offset_correction(offset, max_offset)  # 4.9.8: maxOffset
         else:
-            result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
-            result.min_offset, result.max_offset = min_offset, max_offset
-            self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count,
-                                  time.monotonic() - begin)
-            return result
-        self.stats.record_get(False, 0, time.monotonic() - begin)
+            return cq, min_offset, max_offset
         return GetMessageResult(status, next_offset, min_offset, max_offset)
+
+    def _read_entries(self, cq: ConsumeQueue, offset: int, max_msg_nums: int) -> bytes:
+        """The entries a pull may walk: at least 16000 bytes of them, more for a large maxMsgNums."""
+        return cq.read_entries(offset, max(16000, max_msg_nums * 20) // CQ_STORE_UNIT_SIZE)
+
+    def _offset_found_null(self, cq: ConsumeQueue, offset: int) -> GetMessageResult:
+        """No entry to read at ``offset`` (its file is gone or not written): on to the next file."""
+        return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                self._next_offset_correction(offset, cq.roll_next_file(offset)), 0, 0)
+
+    def get_message(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Pull up to ``max_msg_nums`` messages from a queue (RocketMQ's getMessage, same statuses)."""
+        begin = time.monotonic()
+        max_offset_py = self.commit_log.max_offset
+        located = self._locate(topic, queue_id, offset)
+        if isinstance(located, GetMessageResult):
+            self.stats.record_get(False, 0, time.monotonic() - begin)
+            return located
+        cq, min_offset, max_offset = located
+        result = self._read_queue(cq, offset, max_msg_nums, message_filter, max_offset_py)
+        result.min_offset, result.max_offset = min_offset, max_offset
+        self.stats.record_get(result.status is GetMessageStatus.FOUND, result.message_count, time.monotonic() - begin)
+        return result
 
     def _read_queue(
         self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
         max_offset_py: int,
     ) -> GetMessageResult:
-        max_filter = max(16000, max_msg_nums * 20) // CQ_STORE_UNIT_SIZE
-        entries = cq.read_entries(offset, max_filter)
+        entries = self._read_entries(cq, offset, max_msg_nums)
         if not entries:
-            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
-                                    self._next_offset_correction(offset, cq.roll_next_file(offset)), 0, 0)
-        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, 0, 0)
-        next_phy_file_start = -1
-        max_phy_pulling = 0
-        consumed = 0
-        for offset_py, size_py, entry_tags_code in unpack_entries(entries):
-            max_phy_pulling = offset_py
-            if next_phy_file_start != -1 and offset_py < next_phy_file_start:
-                consumed += 1
-                continue
-            in_disk = self._check_in_disk(offset_py, max_offset_py)
-            if self._is_batch_full(size_py, max_msg_nums, result.buffer_total_size, result.message_count, in_disk):
-                break
-            consumed += 1
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(entry_tags_code):
-                if result.buffer_total_size == 0:
-                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-                continue
-            data = self.commit_log.get_message(offset_py, size_py)
-            if data is None:
-                if result.buffer_total_size == 0:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
-                if result.buffer_total_size == 0:
-                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-                continue
-            result.messages.append(data)
-            result.message_queue_offsets.append(offset + consumed - 1)
-            result.buffer_total_size += len(data)
-            result.status = GetMessageStatus.FOUND
-            next_phy_file_start = -1
-        result.next_begin_offset = offset + consumed
-        memory = self.total_physical_memory * self.config.access_message_in_memory_max_ratio / 100
-        result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
-        return result
+            return self._offset_found_null(cq, offset)
+        limits = self._transfer_limits(max_msg_nums, max_offset_py)
+        walk = walk_queue(entries, offset, limits, self.commit_log,
+                          None if message_filter is None else message_filter.is_matched_by_consume_queue,
+                          None if message_filter is None else message_filter.is_matched_by_commit_log)
+        return GetMessageResult(walk.status, offset + walk.consumed, 0, 0, walk.messages, walk.queue_offsets,
+                                walk.total_size, limits.is_in_disk(walk.max_phy_pulling))
+
+    def get_message_frame(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int, tag_filter: TagFilter,
+        frame: PullFrame,
+    ) -> PulledFrame:
+        """:meth:`get_message` for a tag subscription, with the SUCCESS response frame of what it
+        found in the same pass (see :mod:`rocketstore.store.pull_transfer`); the result's
+        ``messages`` stay empty, the records are in the frame."""
+        begin = time.monotonic()
+        max_offset_py = self.commit_log.max_offset
+        located = self._locate(topic, queue_id, offset)
+        if isinstance(located, GetMessageResult):
+            self.stats.record_get(False, 0, time.monotonic() - begin)
+            return PulledFrame(located, 0, None)
+        cq, min_offset, max_offset = located
+        entries = self._read_entries(cq, offset, max_msg_nums)
+        if not entries:
+            result = self._offset_found_null(cq, offset)
+            result.min_offset, result.max_offset = min_offset, max_offset
+            self.stats.record_get(False, 0, time.monotonic() - begin)
+            return PulledFrame(result, 0, None)
+        status, consumed, count, total, from_slave, encoded = pull_messages(
+            entries, offset, self.commit_log, None if tag_filter.subscribe_all else tuple(tag_filter.code_set),
+            self._transfer_limits(max_msg_nums, max_offset_py), frame, min_offset, max_offset)
+        result = GetMessageResult(WALK_STATUSES[status], offset + consumed, min_offset, max_offset,
+                                  buffer_total_size=total, suggest_pulling_from_slave=from_slave)
+        self.stats.record_get(result.status is GetMessageStatus.FOUND, count, time.monotonic() - begin)
+        return PulledFrame(result, count, encoded)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)

@@ -44,7 +44,14 @@ A held pull (see :mod:`rocketstore.broker.processor.long_polling`) waits at most
 
 Store reads run on the event loop: a pull copies at most ``maxTransferBytesOnMessageInMemory``
 (256 KiB by default) out of the mapped segments, tens of microseconds, less than a thread
-hand-off. A pull that is not held is answered inline, in the read that brought it; only a held
+hand-off. A tag subscription (``*``, ``TagA || TagB``) with a JSON header, the usual pull, is read
+and answered in one pass (:mod:`rocketstore.store.pull_transfer`): the store walks the queue,
+filters by tag hash and copies the records from the mapped CommitLog straight into the encoded
+SUCCESS frame, which goes to the transport as it is (:class:`EncodedResponse`); SQL92 and
+retry-topic filters, binary headers and a slave that may not serve reads take the general path,
+whose records are gathered one by one and the frame encoded afterwards. Every decision around the
+read (the checks, the response code, long polling, offset commits, statistics) is made here
+either way. A pull that is not held is answered inline, in the read that brought it; only a held
 pull becomes a task (the handler returns a coroutine, see :mod:`rocketstore.broker.server`).
 RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
 """
@@ -65,11 +72,12 @@ from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.filter import is_tag_type
 from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.common.perm_name import PERM_READ
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import GetMessageResult, MessageFilter, TagFilter
+from rocketstore.store.pull_transfer import PullFrame
 from rocketstore.store.status import GetMessageStatus
 
 # The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
@@ -224,17 +232,29 @@ class PullMessageProcessor:
         if isinstance(message_filter, RemotingCommand):
             return message_filter
 
-        result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                          header.queue_offset, header.max_msg_nums, message_filter)
-        code = response_code_for(result.status, header.queue_offset)
         is_slave = broker.store_config.broker_role is BrokerRole.SLAVE
+        if cfg.slave_read_enable:
+            suggest_when_slow, suggest_otherwise = group.which_broker_when_consume_slowly, group.broker_id
+        else:
+            suggest_when_slow = suggest_otherwise = MASTER_ID
+        frame: bytes | None = None
+        if (type(message_filter) is TagFilter and request.serialize_type is SerializeType.JSON
+                and not (is_slave and not cfg.slave_read_enable)):
+            # the common case in one pass: walk, tag filter and the SUCCESS frame (store.pull_transfer)
+            result, message_count, frame = broker.store.get_message_frame(
+                header.consumer_group, header.topic, header.queue_id, header.queue_offset, header.max_msg_nums,
+                message_filter, PullFrame(request.opaque, language_name(request.language), request.version,
+                                          suggest_when_slow, suggest_otherwise))
+        else:
+            result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
+                                              header.queue_offset, header.max_msg_nums, message_filter)
+            message_count = result.message_count
+        code = response_code_for(result.status, header.queue_offset)
         if is_slave and not cfg.slave_read_enable:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if code is ResponseCode.PULL_OFFSET_MOVED and is_slave and not broker.store_config.offset_check_in_slave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        suggest = MASTER_ID
-        if cfg.slave_read_enable:
-            suggest = group.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else group.broker_id
+        suggest = suggest_when_slow if result.suggest_pulling_from_slave else suggest_otherwise
 
         if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not is_slave:
             broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
@@ -245,19 +265,51 @@ class PullMessageProcessor:
         if code != ResponseCode.SUCCESS:
             return self._response(request, code, result, suggest)
         # GROUP_GET_NUMS / GROUP_GET_SIZE / BROKER_GET_NUMS, and GROUP_GET_LATENCY: the body's making
-        self.stats.inc_group_get(header.topic, header.consumer_group, len(result.messages), result.buffer_total_size)
+        self.stats.inc_group_get(header.topic, header.consumer_group, message_count, result.buffer_total_size)
         begin = time.perf_counter()
-        response = self._response(request, code, result, suggest)
+        if frame is None:
+            response = self._response(request, code, result, suggest)
+        else:
+            response = EncodedResponse.answering(request, code, result, self._response_fields(result, suggest), frame)
         self.stats.inc_group_get_latency(header.consumer_group, header.topic, header.queue_id,
                                          int((time.perf_counter() - begin) * 1000))
         return response
 
     @staticmethod
-    def _response(request: RemotingCommand, code: int, result: GetMessageResult, suggest: int) -> RemotingCommand:
-        fields = PullMessageResponseHeader(
+    def _response_fields(result: GetMessageResult, suggest: int) -> dict[str, str]:
+        return PullMessageResponseHeader(
             suggest_which_broker_id=suggest, next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,
         ).to_ext_fields()
-        body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
-        return request.response(code, result.status.value, fields, body)
 
+    @classmethod
+    def _response(cls, request: RemotingCommand, code: int, result: GetMessageResult, suggest: int) -> RemotingCommand:
+        body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
+        return request.response(code, result.status.value, cls._response_fields(result, suggest), body)
+
+
+class EncodedResponse(RemotingCommand):
+    """A pull's SUCCESS response whose frame the store already encoded, records and all
+    (:meth:`DefaultMessageStore.get_message_frame`): :meth:`encode` hands that frame over as it is.
+
+    Like RocketMQ's response under ``transferMsgByHeap=false``, whose body stays null while its
+    ManyMessageTransfer writes the header and the records: ``body`` is empty, the records are
+    only in ``frame``. The other fields are the ones the frame was encoded from, for whoever
+    looks at the response before it goes out.
+    """
+
+    __slots__ = ("frame",)
+
+    frame: bytes
+
+    @classmethod
+    def answering(cls, request: RemotingCommand, code: int, result: GetMessageResult, fields: dict[str, str],
+                  frame: bytes) -> EncodedResponse:
+        response = cls(code=code, opaque=request.opaque, flag=RPC_TYPE_RESPONSE, remark=result.status.value,
+                       ext_fields=fields, language=request.language, version=request.version,
+                       serialize_type=request.serialize_type)
+        response.frame = frame
+        return response
+
+    def encode(self) -> bytes:
+        return self.frame
