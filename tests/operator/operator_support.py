@@ -4,7 +4,9 @@ pytest call with others whose conftest has the same module name."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from polling import wait_until
 from ports import controlplane, free_port
@@ -12,7 +14,7 @@ from ports import controlplane, free_port
 __all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
            "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
            "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS", "controlplane", "free_port",
-           "wait_until"]
+           "wait_until", "write_kubeconfig"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -32,3 +34,15 @@ GROUPS_STORE = "rsg"
 #: NetworkPolicy lets in (--operator-pod-selector, --operator-namespace)
 OPERATOR_NAMESPACE = "rso-system"
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "rocketstore-operator", "app.kubernetes.io/component": "operator"}
+
+
+def write_kubeconfig(path: Path, server: str, users: dict[str, dict[str, Any]], current: str) -> Path:
+    """A kubeconfig with one context per user, each named after it, on the same cluster."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": name, "user": user} for name, user in users.items()],
+        "contexts": [{"name": name, "context": {"cluster": "test", "user": name}} for name in users],
+        "current-context": current,
+    }))
+    return path

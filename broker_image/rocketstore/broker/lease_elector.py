@@ -34,16 +34,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import logging
 import math
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol
 
 from rocketstore.broker.master_elector import Replica, RoleAssignment
 from rocketstore.common.replica_lease import (
+    API_VERSION,
     LeaseFormatError,
     ReplicaInfo,
     ReplicaLease,
@@ -238,10 +240,13 @@ class LeaseClient(Protocol):
 class KubeLeaseClient:
     """:class:`LeaseClient` on the API server, through the official ``kubernetes`` client.
 
-    The client is synchronous, so each call runs in a worker thread, bounded by ``timeout``. The
-    service account's token is re-read by the library when its copy is a minute old; a call that
-    fails for any reason is simply tried again at the next renewal, so nothing here retries.
-    ``kubernetes`` (the ``operator`` extra, in the image) is imported only when one is made.
+    Requests go out as the API's JSON through the client's transport (credentials, TLS, the
+    service account token the library re-reads when its copy is a minute old), not through its
+    typed ``CoordinationV1Api``: that one turns a body into its model first, and a renewTime
+    whose microseconds are 0 comes back out as text the API server refuses. The client is
+    synchronous, so each call runs in a worker thread, bounded by ``timeout``. A failed call is
+    simply tried again at the next renewal, so nothing here retries. ``kubernetes`` (the
+    ``operator`` extra, in the image) is imported only when one is made.
     """
 
     def __init__(self, kubeconfig: str | None = None, *, timeout: float = 2.0) -> None:
@@ -255,45 +260,48 @@ class KubeLeaseClient:
         else:
             config.load_incluster_config(client_configuration=configuration)
         self._api_client = client.ApiClient(configuration)
-        self._api = client.CoordinationV1Api(self._api_client)
         self._timeout = timeout
 
-    def _json(self, lease: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self._api_client.sanitize_for_serialization(lease)
-        return out
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        headers = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if body else {})
+        m, url, header_params, data, post = self._api_client.param_serialize(
+            method=method, resource_path=path, header_params=headers, body=None if body is None else dict(body),
+            auth_settings=["BearerToken"])
+        response = self._api_client.call_api(m, url, header_params, data, post, _request_timeout=self._timeout)
+        response.read()
+        return response.status, json.loads(response.data or b"null")
 
-    async def _call(self, fn: Callable[[], Any]) -> Any:
-        from kubernetes.client.exceptions import ApiException
+    async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None,
+                    absent: bool = False) -> dict[str, Any] | None:
+        status, answer = await asyncio.to_thread(self._request, method, path, body)
+        if 200 <= status < 300:
+            out: dict[str, Any] = answer
+            return out
+        if status == 404 and absent:
+            return None
+        message = answer.get("message", answer) if isinstance(answer, dict) else answer
+        if status == 409:
+            raise LeaseConflict(str(message))
+        raise OSError(f"{method} {path}: HTTP {status}: {message}")
 
-        try:
-            return await asyncio.to_thread(fn)
-        except ApiException as e:
-            if e.status == 409:
-                raise LeaseConflict(str(e.reason)) from None
-            raise
+    @staticmethod
+    def _path(namespace: str, name: str | None = None) -> str:
+        path = f"/apis/{API_VERSION}/namespaces/{namespace}/leases"
+        return path if name is None else f"{path}/{name}"
 
     async def read(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
+        return await self._call("GET", self._path(namespace, name), absent=True)
 
-        try:
-            return self._json(await self._call(lambda: self._api.read_namespaced_lease(
-                name, namespace, _request_timeout=self._timeout)))
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-
-    # the client sends a dict body as it is (its stubs ask for a V1Lease, which it would only
-    # turn into the same JSON)
     async def create(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        ns, payload = body["metadata"]["namespace"], cast(Any, dict(body))
-        return self._json(await self._call(lambda: self._api.create_namespaced_lease(
-            ns, payload, _request_timeout=self._timeout)))
+        out = await self._call("POST", self._path(body["metadata"]["namespace"]), body)
+        assert out is not None
+        return out
 
     async def replace(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        meta, payload = body["metadata"], cast(Any, dict(body))
-        return self._json(await self._call(lambda: self._api.replace_namespaced_lease(
-            meta["name"], meta["namespace"], payload, _request_timeout=self._timeout)))
+        meta = body["metadata"]
+        out = await self._call("PUT", self._path(meta["namespace"], meta["name"]), body)
+        assert out is not None
+        return out
 
     async def close(self) -> None:
         await asyncio.to_thread(self._api_client.close)

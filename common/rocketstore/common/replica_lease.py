@@ -167,15 +167,9 @@ def parse_lease(obj: Mapping[str, Any]) -> ReplicaLease:
             sync_state_set=members,
             sync_state_set_epoch=sync_epoch,
         ),
-        renew_time=_text(spec.get("renewTime")),
-        acquire_time=_text(spec.get("acquireTime")),
+        renew_time=spec.get("renewTime"),
+        acquire_time=spec.get("acquireTime"),
         lease_duration_seconds=spec.get("leaseDurationSeconds"),
         resource_version=str(metadata.get("resourceVersion", "")),
     )
 
-
-def _text(value: Any) -> str | None:
-    """A time field as text: the typed client hands back datetimes, the API's JSON strings."""
-    if value is None:
-        return None
-    return micro_time(value.timestamp()) if isinstance(value, datetime) else str(value)
