@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketstore.broker.broker_config import load_config
 from rocketstore.broker.lease_elector import (
     Action,
     Candidate,
@@ -27,7 +30,9 @@ from rocketstore.broker.lease_elector import (
     altered,
     assignment_of,
     decide,
+    lease_elector,
     observe,
+    pod_namespace,
     write_deadline_after,
 )
 from rocketstore.common.replica_lease import (
@@ -155,6 +160,41 @@ def test_timing_refuses_what_would_break_the_argument() -> None:
     with pytest.raises(ValueError, match="margin"):
         LeaseTiming(duration=3.0, renew_interval=1.0, margin=0.0)
     assert LeaseTiming(duration=2.5).duration_seconds == 3
+
+
+# -- broker.conf ----------------------------------------------------------------------------------
+
+def test_broker_conf_keys_make_the_elector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    broker, _ = load_config({"brokerClusterName": "store", "brokerName": "store-2", "controllerLeaseEnable": "true",
+                             "controllerLeaseKubeconfig": str(kubeconfig), "controllerLeaseDurationMills": "5000",
+                             "controllerLeaseRenewIntervalMills": "2000", "controllerLeaseMarginMills": "250"})
+    assert broker.controller_lease_enable
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    e = lease_elector(broker, address="10.0.0.5:10911", ha_address="10.0.0.5:10912")
+    assert (e.namespace, e.name) == ("team-a", "store.store-2")
+    assert e.timing == LeaseTiming(duration=5.0, renew_interval=2.0, margin=0.25)
+    assert e.write_deadline() == 0.0
+    defaults, _ = load_config({})
+    assert not defaults.controller_lease_enable
+    assert (defaults.controller_lease_duration_mills, defaults.controller_lease_renew_interval_mills,
+            defaults.controller_lease_margin_mills) == (3000, 1000, 150)
+    with pytest.raises(ValueError, match="margin"):
+        broker.controller_lease_margin_mills = 3000
+        lease_elector(broker, address="a:1", ha_address="a:2")
+
+
+def test_the_namespace_comes_from_the_downward_api_or_the_service_account(tmp_path: Path) -> None:
+    assert pod_namespace({"POD_NAMESPACE": "a"}, str(tmp_path / "none")) == "a"
+    (tmp_path / "namespace").write_text("b\n")
+    assert pod_namespace({}, str(tmp_path / "namespace")) == "b"
+    with pytest.raises(ValueError, match="namespace is unknown"):
+        pod_namespace({}, str(tmp_path / "none"))
 
 
 # -- the Lease format ---------------------------------------------------------------------------------

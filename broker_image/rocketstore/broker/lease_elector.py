@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
+from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.master_elector import Replica, RoleAssignment
 from rocketstore.common.replica_lease import (
     API_VERSION,
@@ -68,6 +69,7 @@ __all__ = [
     "altered",
     "assignment_of",
     "decide",
+    "lease_elector",
     "observe",
     "pod_namespace",
     "write_deadline_after",
@@ -316,6 +318,20 @@ def pod_namespace(environ: Mapping[str, str] = os.environ, namespace_file: str =
             return f.read().strip()
     except OSError as e:
         raise ValueError(f"the pod's namespace is unknown: no POD_NAMESPACE and {e}") from None
+
+
+def lease_elector(config: BrokerConfig, *, address: str, ha_address: str) -> LeaseElector:
+    """The elector broker.conf's ``controllerLease*`` keys describe, for the broker whose remoting
+    and HA addresses are ``address`` and ``ha_address`` (what it registers with name servers)."""
+    timing = LeaseTiming(duration=config.controller_lease_duration_mills / 1000,
+                         renew_interval=config.controller_lease_renew_interval_mills / 1000,
+                         margin=config.controller_lease_margin_mills / 1000)
+    namespace = config.controller_lease_namespace or pod_namespace()
+    # a hung call ends in time for a second try before the master's deadline
+    client = KubeLeaseClient(config.controller_lease_kubeconfig or None,
+                             timeout=(timing.duration - timing.margin) / 2)
+    return LeaseElector(client, namespace=namespace, cluster=config.broker_cluster_name,
+                        broker_name=config.broker_name, address=address, ha_address=ha_address, timing=timing)
 
 
 class LeaseElector:
