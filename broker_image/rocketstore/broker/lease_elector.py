@@ -238,6 +238,9 @@ class LeaseClient(Protocol):
     async def replace(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Replaces the Lease if its resourceVersion is still ``body``'s; :class:`LeaseConflict` if not."""
 
+    async def close(self) -> None:
+        """Lets go of the connections; called by the elector's ``stop``."""
+
 
 class KubeLeaseClient:
     """:class:`LeaseClient` on the API server, through the official ``kubernetes`` client.
@@ -378,6 +381,12 @@ class LeaseElector:
         self._task = asyncio.create_task(self._run(), name=f"lease-elector {self.name}")
 
     async def stop(self) -> None:
+        try:
+            await self._stop()
+        finally:
+            await self._client.close()
+
+    async def _stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
