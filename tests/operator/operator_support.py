@@ -5,10 +5,12 @@ pytest call with others whose conftest has the same module name."""
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from polling import wait_until
 from ports import controlplane, free_port
@@ -16,7 +18,7 @@ from ports import controlplane, free_port
 __all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
            "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
            "SCALING_NAMESPACE", "SCALING_STORE", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
-           "controlplane", "free_port", "standalone_stopped", "wait_until"]
+           "controlplane", "free_port", "standalone_stopped", "wait_until", "write_kubeconfig"]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -51,3 +53,15 @@ def standalone_stopped(proc: subprocess.Popen[bytes]) -> Iterator[None]:
         yield
     finally:
         proc.send_signal(signal.SIGCONT)
+
+
+def write_kubeconfig(path: Path, server: str, users: dict[str, dict[str, Any]], current: str) -> Path:
+    """A kubeconfig with one context per user, each named after it, on the same cluster."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": name, "user": user} for name, user in users.items()],
+        "contexts": [{"name": name, "context": {"cluster": "test", "user": name}} for name in users],
+        "current-context": current,
+    }))
+    return path

@@ -12,7 +12,6 @@ working the moment that Secret is deleted, which is how a revoked token is made 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import ssl
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from operator_support import controlplane, free_port
+from operator_support import controlplane, free_port, write_kubeconfig
 from polling import wait_until
 
 from rocketstore.operator import FIELD_MANAGER
@@ -110,18 +109,6 @@ def rejected(control_plane: Any, bearer: str) -> bool:
             return False
     except urllib.error.HTTPError as e:
         return e.code == 401
-
-
-def write_kubeconfig(path: Path, server: str, users: dict[str, dict[str, Any]], current: str) -> Path:
-    """A kubeconfig with one context per user, each named after it, on the same cluster."""
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "test", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
-        "users": [{"name": name, "user": user} for name, user in users.items()],
-        "contexts": [{"name": name, "context": {"cluster": "test", "user": name}} for name in users],
-        "current-context": current,
-    }))
-    return path
 
 
 def exec_user(tmp_path: Path, token_file: Path, log: Path, ttl: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocketstore.common.replica_lease import ReplicaInfo, lease_body
 from rocketstore.operator.brokers import BrokerRuntime
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner
@@ -17,6 +18,7 @@ from rocketstore.operator.status import (
     Report,
     degraded,
     external_view,
+    masters_status,
     max_disk_usage,
     observed_status,
     same_setting,
@@ -245,3 +247,26 @@ def test_resource_state_follows_the_conditions() -> None:
     assert (state("Ready"), state("Degraded"), state("ExternalAccessReady")) == (0.0, 1.0, None)
     metrics.forget_resource("ns-state", "rs")
     assert (state("Ready"), state("Degraded")) == (None, None)
+
+
+# -- automatic failover: each group's master from its Lease -------------------------------------------
+
+def test_each_groups_master_epoch_and_sync_state_set_come_from_its_lease() -> None:
+    def group_lease(broker: str, info: ReplicaInfo) -> dict[str, Any]:
+        return lease_body("ns", "rs", broker, info, lease_duration_seconds=3, renew_time="2026-01-02T03:04:05.000001Z",
+                          acquire_time=None, resource_version="9")
+
+    leases = [
+        group_lease("rs-1", ReplicaInfo(None, "", "", 4, frozenset({2}), 6)),  # released, none took it yet
+        group_lease("rs-0", ReplicaInfo(2, "10.0.0.2:10911", "10.0.0.2:10912", 3, frozenset({2, 0}), 5)),
+        {"metadata": {"name": "rs.rs-2", "annotations": {"rocketstore.io/sync-state-set": "{"}},
+         "spec": {"holderIdentity": "someone"}},
+    ]
+    groups = masters_status(leases)
+    assert groups[0] == {"brokerName": "rs-0", "masterReplicaId": 2, "masterAddress": "10.0.0.2:10911",
+                         "masterEpoch": 3, "syncStateSet": [0, 2], "syncStateSetEpoch": 5,
+                         "renewTime": "2026-01-02T03:04:05.000001Z"}
+    assert groups[1] == {"brokerName": "rs-1", "masterEpoch": 4, "syncStateSet": [2], "syncStateSetEpoch": 6,
+                         "renewTime": "2026-01-02T03:04:05.000001Z"}
+    assert groups[2]["brokerName"] == "rs.rs-2" and "is not a broker group's" in groups[2]["message"]
+    assert masters_status([]) == []

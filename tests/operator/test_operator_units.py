@@ -16,10 +16,14 @@ from rocketstore.operator.desired import (
     Plan,
     all_objects,
     broker_conf,
+    broker_service_account_name,
     cluster_peers,
     config_hash,
     ingress_address,
+    lease_role,
+    lease_role_binding,
     load_balancer_addresses,
+    service_account,
     stale_names,
     statefulset,
 )
@@ -654,3 +658,19 @@ def test_image_policy_allows_the_default_and_matching_patterns_only() -> None:
     assert ImagePolicy.from_options("d:1", "x:*", {ALLOWED_IMAGES_ENV: "y:*"}).patterns == ("x:*",)
     assert ImagePolicy.from_options("d:1", None, {}).refusal("anything:1") is not None
     assert ImagePolicy.from_options("d:1", "*", {}).refusal("anything/at/all:1") is None
+
+
+# -- automatic failover: what the broker pods may do with Leases --------------------------------------
+
+def test_the_brokers_may_get_create_and_update_leases_of_their_namespace_and_nothing_else() -> None:
+    role, binding = lease_role(OWNER), lease_role_binding(OWNER)
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ns"
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    sa = service_account(plan())
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "ns"}]
+    assert sa["metadata"]["name"] == broker_service_account_name("rs") == "rs-broker"
+    for obj in (role, binding):
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid

@@ -82,6 +82,19 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
 ``grpcMaxConcurrentCallsPerConnection`` HTTP/2 streams a gRPC client may have open on one
                        connection (default 1,000; clients queue calls past it). These, and
                        ``grpcClientIdleTimeMills``, are read when the gRPC port opens
+``controllerLeaseEnable`` automatic failover on Kubernetes: the group's master is whoever holds its
+                       ``coordination.k8s.io/v1`` Lease (``<brokerClusterName>.<brokerName>``), as in
+                       RocketMQ 5's controller mode with the Lease as the controller (default false;
+                       see docs/failover.md and ``rocketstore.broker.lease_elector``)
+``controllerLeaseNamespace`` the Lease's namespace (default empty: the pod's, from ``POD_NAMESPACE``
+                       or the service account)
+``controllerLeaseKubeconfig`` a kubeconfig to reach the API server with (default empty: the pod's
+                       service account)
+``controllerLeaseDurationMills``, ``controllerLeaseRenewIntervalMills``, ``controllerLeaseMarginMills``
+                       D, R and m of the failover design: how long a master's renewal must stand
+                       unchanged before a slave takes over, how often the master renews, and how much
+                       earlier than D a master that cannot renew stops acknowledging writes
+                       (defaults 3000, 1000, 150; R below D, m below D - R). These are read at start
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -298,6 +311,13 @@ class BrokerConfig:
     remoting_max_connections: int = 10_000
     grpc_max_connections: int = 10_000
     grpc_max_concurrent_calls_per_connection: int = 1_000
+    # automatic failover on Kubernetes (lease_elector.py)
+    controller_lease_enable: bool = False
+    controller_lease_namespace: str = ""
+    controller_lease_kubeconfig: str = ""
+    controller_lease_duration_mills: int = 3_000  # Java long
+    controller_lease_renew_interval_mills: int = 1_000  # Java long
+    controller_lease_margin_mills: int = 150  # Java long
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))

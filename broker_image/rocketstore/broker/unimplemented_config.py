@@ -209,6 +209,9 @@ START_ONLY_KEYS: Final[Mapping[str, str]] = MappingProxyType({
                      "tls.server.keyPath", "tls.server.trustCertPath", "tls.server.need.client.auth",
                      "tls.config.file"), _START_ONLY),
     **dict.fromkeys(("brokerRole", "brokerId", "haMasterAddress", "haListenPort"), _START_ONLY_HA),
+    **dict.fromkeys(("controllerLeaseEnable", "controllerLeaseNamespace", "controllerLeaseKubeconfig",
+                     "controllerLeaseDurationMills", "controllerLeaseRenewIntervalMills",
+                     "controllerLeaseMarginMills"), _START_ONLY),
 })
 
 #: Text values of REFUSE keys that mean "not set": blank, or false (a switch written at its default).

@@ -12,7 +12,9 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME``                 client Service (remoting 10911, name server 9876, gRPC 8081, HTTP/metrics)
 ``NAME-config``          ConfigMap with ``broker.conf``
 ``NAME``                 PodDisruptionBudget, maxUnavailable 1
-``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted)
+``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted); its
+                         Role and RoleBinding (get, create, update Leases) are :func:`lease_role`
+                         and :func:`lease_role_binding`, for automatic failover (not applied yet)
 ``NAME-<i>-external``    with ``spec.externalAccess``: broker ``i``'s NodePort or LoadBalancer Service
                          (and ``NAME-namesrv-external``, the name servers')
 ``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
@@ -550,12 +552,41 @@ def client_service(plan: Plan) -> dict[str, Any]:
     }
 
 
+def broker_service_account_name(name: str) -> str:
+    return f"{name}-broker"
+
+
 def service_account(plan: Plan) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _meta(plan.owner, f"{plan.owner.name}-broker"),
+        "metadata": _meta(plan.owner, broker_service_account_name(plan.owner.name)),
         "automountServiceAccountToken": False,
+    }
+
+
+def lease_role(owner: Owner) -> dict[str, Any]:
+    """What the broker pods may do with the API: get, create and update the Leases of their
+    namespace, each group's source of truth for mastership (rocketstore.broker.lease_elector).
+    Nothing else: no list or watch (a broker reads its own group's Lease by name), no delete."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(owner, broker_service_account_name(owner.name)),
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "verbs": ["get", "create", "update"]}],
+    }
+
+
+def lease_role_binding(owner: Owner) -> dict[str, Any]:
+    """:func:`lease_role` granted to the broker pods' ServiceAccount."""
+    name = broker_service_account_name(owner.name)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(owner, name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}],
     }
 
 
@@ -785,7 +816,7 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
     secret_volumes, secret_mounts = _secret_volumes(spec)
     container["volumeMounts"].extend(secret_mounts)
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": f"{owner.name}-broker",
+        "serviceAccountName": broker_service_account_name(owner.name),
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
         "securityContext": {

@@ -13,6 +13,8 @@ What the status says:
 * ``externalNamesrvAddr``: the name server address outside clients use (``spec.externalAccess``);
 * ``groups`` (broker groups, ``replication.replicasPerGroup`` above 1): each group's members with
   their role, brokerId, readiness and, for slaves, the replication lag their master reports;
+* with automatic failover, each group's master, master epoch and SyncStateSet as its Lease
+  records them (:func:`masters_status`);
 * conditions ``Ready``, ``Progressing``, ``DiskPressure``, ``ExternalAccessReady``,
   ``ReplicationInSync`` (with slaves) and, from the problems found on the way, ``Degraded``.
 """
@@ -23,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rocketstore.common.replica_lease import LeaseFormatError, parse_lease
 from rocketstore.operator.brokers import BrokerRuntime, MasterReplication, SlaveLag
 from rocketstore.operator.conditions import Condition
 from rocketstore.operator.desired import (
@@ -51,6 +54,7 @@ __all__ = [
     "external_view",
     "group_views",
     "groups_status",
+    "masters_status",
     "max_disk_usage",
     "observed_status",
     "pod_ready",
@@ -266,6 +270,31 @@ def groups_status(spec: Spec, groups: Sequence[GroupView]) -> tuple[list[dict[st
         condition = Condition(REPLICATION_CONDITION, True, "AllSlavesInSync",
                               f"every slave within {spec.replication.max_in_sync_lag} bytes of its master")
     return entries, condition
+
+
+def masters_status(leases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each broker group's master, epoch and SyncStateSet, as its Lease records them
+    (:mod:`rocketstore.common.replica_lease`; the brokers hold the Leases, the operator only reads
+    them). Sorted by brokerName; a Lease that is no group's is named with its error, not skipped,
+    so a hand-edited Lease shows up where someone looks."""
+    entries: list[dict[str, Any]] = []
+    for obj in leases:
+        try:
+            lease = parse_lease(obj)
+        except LeaseFormatError as e:
+            entries.append({"brokerName": (obj.get("metadata") or {}).get("name", ""), "message": str(e)[:300]})
+            continue
+        info = lease.info
+        entry: dict[str, Any] = {"brokerName": lease.broker_name or lease.name, "masterEpoch": info.master_epoch,
+                                 "syncStateSet": sorted(info.sync_state_set),
+                                 "syncStateSetEpoch": info.sync_state_set_epoch}
+        if info.master_replica_id is not None:
+            entry["masterReplicaId"] = info.master_replica_id
+            entry["masterAddress"] = info.master_address
+        if lease.renew_time is not None:
+            entry["renewTime"] = lease.renew_time
+        entries.append(entry)
+    return sorted(entries, key=lambda e: str(e["brokerName"]))
 
 
 @dataclass(frozen=True)
