@@ -82,6 +82,13 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
 ``grpcMaxConcurrentCallsPerConnection`` HTTP/2 streams a gRPC client may have open on one
                        connection (default 1,000; clients queue calls past it). These, and
                        ``grpcClientIdleTimeMills``, are read when the gRPC port opens
+``metricsPerQueueEnable`` publish the per-queue ``/metrics`` series, ``rocketstore_queue_max_offset``
+                       (one per consume queue) and ``rocketstore_consumer_lag`` (one per group and
+                       queue of a topic it committed on), default true. A large cluster turns it
+                       off: those two are most of a scrape (queues x groups series per broker),
+                       while ``rocketstore_topic_max_offset`` and ``rocketstore_group_lag`` (their
+                       sums per topic, and per group and topic) stay. Read at each scrape, so a
+                       live update takes effect at the next one
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -290,6 +297,7 @@ class BrokerConfig:
     remoting_max_connections: int = 10_000
     grpc_max_connections: int = 10_000
     grpc_max_concurrent_calls_per_connection: int = 1_000
+    metrics_per_queue_enable: bool = True
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))
