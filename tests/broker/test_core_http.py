@@ -104,8 +104,8 @@ def test_per_queue_series_switch(broker_factory: Callable[..., BrokerHandle]) ->
                                            ("CG2", "Wide", 2, 4), ("CG2", "Narrow", 0, 2)):
         broker.call_soon(lambda g=group, t=topic, q=queue_id, o=offset: offsets.commit_offset(g, t, q, o))
     _, text = get(port, "/metrics")
-    assert "rocketstore_queue_max_offset" not in text
-    assert "rocketstore_consumer_lag" not in text
+    assert "# TYPE rocketstore_queue_max_offset " not in text
+    assert "# TYPE rocketstore_consumer_lag " not in text
     assert "queue_id=" not in text
     cluster = 'broker="broker-a",cluster="DefaultCluster"'
     topic_max = _series(text, "rocketstore_topic_max_offset")

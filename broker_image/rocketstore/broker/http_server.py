@@ -244,7 +244,7 @@ class BrokerCollector(Collector):
         yield topic_max
         group_lag = GaugeMetricFamily("rocketstore_group_lag",
                                       "Messages a group has not committed yet, summed over the topic's queues it "
-                                      "committed on (rocketstore_consumer_lag by group and topic)",
+                                      "committed on",
                                       labels=["cluster", "broker", "topic", "group"])
         for (topic, group), total in sorted(lag_sums.items()):
             group_lag.add_metric([cluster, name, topic, group], total)
