@@ -121,7 +121,12 @@ def test_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:
     assert spec["retention"] == {"fileReservedTime": 72, "deleteWhen": "04", "diskMaxUsedSpaceRatio": 75,
                                  "diskSpaceCleanForciblyRatio": 0.85, "diskSpaceWarningLevelRatio": 0.9,
                                  "policy": "fixed", "minFileReservedTime": 6, "adaptiveMargin": 0.05}
+    assert spec["metrics"] == {"enabled": True, "port": 10925, "perQueue": True}
     assert parse_spec(spec) == parse_spec({})
+    # the schema keeps perQueue (a field it lacked would be pruned, silently)
+    body["spec"] = {"metrics": {"perQueue": False}}
+    obj = client.CustomObjectsApi(kube).create_namespaced_custom_object(G, V, "default", P, body, dry_run="All")
+    assert parse_spec(obj["spec"]).metrics.per_queue is False
 
 
 def test_secret_reference_defaults_are_filled_in_by_the_api_server(kube: Any, crd: Any) -> None:

@@ -488,3 +488,10 @@ def test_ready_slaves_get_the_retention_and_peers_pushed() -> None:
     running["rs-slave-1-0:10911"]["namesrvPeers"] = ""
     asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, peers, out))
     assert running["rs-slave-1-0:10911"] == {**want, **peers}
+    # metricsPerQueueEnable (spec.metrics.perQueue) likewise: only where the broker reports it
+    live = {**peers, **parse_spec({"metrics": {"perQueue": False}}).metrics.broker_properties()}
+    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, live, out))
+    assert "metricsPerQueueEnable" not in running["rs-slave-1-0:10911"]
+    running["rs-slave-1-0:10911"]["metricsPerQueueEnable"] = "true"
+    asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, live, out))
+    assert running["rs-slave-1-0:10911"]["metricsPerQueueEnable"] == "false"

@@ -197,6 +197,23 @@ def test_retention_change_does_not_roll_pods_but_image_change_does() -> None:
     assert config_hash(broker_conf(plan())) == config_hash(broker_conf(plan({"retention": {"fileReservedTime": 1}})))
 
 
+def test_metrics_per_queue_renders_the_brokers_key_live() -> None:
+    """spec.metrics.perQueue becomes metricsPerQueueEnable (true unless set false), which the
+    broker's own loader reads; flipping it rolls no pod (the operator pushes it live), and
+    brokerConfig may not set it around the field."""
+    assert broker_conf(plan())["metricsPerQueueEnable"] == "true"
+    off = broker_conf(plan({"metrics": {"perQueue": False}}))
+    assert off["metricsPerQueueEnable"] == "false"
+    assert broker_conf(plan({"replication": {"replicasPerGroup": 2}, "metrics": {"perQueue": False}}),
+                       1)["metricsPerQueueEnable"] == "false"  # the slaves' broker.conf too
+    bcfg, _ = load_config({**off, "brokerName": "rs-0"})
+    assert bcfg.metrics_per_queue_enable is False
+    off_template = statefulset(plan({"metrics": {"perQueue": False}}))["spec"]["template"]
+    assert statefulset(plan())["spec"]["template"] == off_template
+    with pytest.raises(SpecError, match=r"brokerConfig\.metricsPerQueueEnable"):
+        parse_spec({"brokerConfig": {"metricsPerQueueEnable": "false"}})
+
+
 def test_statefulset_shape() -> None:
     sts = statefulset(plan({"brokers": 3, "storage": {"storageClassName": "fast", "segments": 10},
                             "scheduling": {"nodeSelector": {"type": "kwok"},

@@ -33,6 +33,13 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
 ``httpListenPort``     port of the HTTP side listener with ``/metrics``, ``/healthz`` and ``/readyz``
                        (default 10925: next to the broker's 10909/10911/10912, used by nothing in
                        RocketMQ); 0 or a negative value disables it
+``metricsPerQueueEnable`` publish the per-queue ``/metrics`` series, ``rocketstore_queue_max_offset``
+                       (one per consume queue) and ``rocketstore_consumer_lag`` (one per group and
+                       queue of a topic it committed on), default true. A large cluster turns it
+                       off: those two are most of a scrape (queues x groups series per broker),
+                       while ``rocketstore_topic_max_offset`` and ``rocketstore_group_lag`` (their
+                       sums per topic, and per group and topic) stay. Read at each scrape, so a
+                       live update takes effect at the next one
 ``clusterPeers``       comma-separated ``brokerName@host:port`` of the other brokers of this
                        cluster (their remoting addresses). The name-server role lists them in
                        every route and in the cluster info, so clients spread queues over all of
@@ -296,6 +303,7 @@ class BrokerConfig:
     listen_host: str = "0.0.0.0"
     namesrv_listen_port: int = 9876
     http_listen_port: int = 10925
+    metrics_per_queue_enable: bool = True
     cluster_peers: str = ""
     namesrv_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024

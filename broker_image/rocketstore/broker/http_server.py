@@ -29,6 +29,10 @@ Metrics (all prefixed ``rocketstore_``):
     deleted_files_total{cause}                                       counter (store cleanup)
     queue_max_offset{topic,queue_id}                                 gauge, per consume queue
     consumer_lag{group,topic,queue_id}                               gauge: max offset - committed
+                                                                     (these two only with
+                                                                     metricsPerQueueEnable, the default)
+    topic_max_offset{cluster,broker,topic}                           gauges: their sums per topic, and
+    group_lag{cluster,broker,topic,group}                             per group and topic (always)
     consumer_groups_online, client_connections, ready                gauges
     hot_path_info{implementation,event_loop}                         info (always 1): "native" or
                                                                      "python" (rocketstore.common.native),
@@ -70,6 +74,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -193,21 +198,57 @@ class BrokerCollector(Collector):
         for cause, count in sorted(store.stats.deleted_files_by_cause.items()):
             deleted.add_metric([cause], count)
         yield deleted
-        max_offsets = GaugeMetricFamily("rocketstore_queue_max_offset", "Next message offset of a consume queue",
-                                        labels=["topic", "queue_id"])
-        for (topic, queue_id), max_offset in sorted(store.max_offsets_by_queue().items()):
-            max_offsets.add_metric([topic, str(queue_id)], max_offset)
-        yield max_offsets
-        lag = GaugeMetricFamily("rocketstore_consumer_lag", "Messages a group has not committed yet",
-                                labels=["group", "topic", "queue_id"])
-        for key, offsets in sorted(broker.consumer_offset_manager.offset_table().items()):
-            topic, _, group = key.partition("@")
-            for queue_id, committed in sorted(offsets.items()):
-                behind = store.get_max_offset_in_queue(topic, queue_id) - committed
-                lag.add_metric([group, topic, str(queue_id)], max(behind, 0))
-        yield lag
+        yield from self._queue_metrics()
         yield from _schedule_metrics(store.schedule_message_service)
         yield from _timer_metrics(store.timer_message_store)
+
+
+    def _queue_metrics(self) -> Iterator[Metric]:
+        """Max offsets and consumer lag: per topic (and group) always, per queue while
+        ``metricsPerQueueEnable`` is on (read here, so a live update applies at the next scrape).
+
+        The per-queue families are queues x groups series per broker, most of a large cluster's
+        scrape; the sums keep lag visible (and alertable) without them."""
+        broker = self.broker
+        store = broker.store
+        cfg = broker.broker_config
+        cluster, name = cfg.broker_cluster_name, cfg.broker_name
+        per_queue = cfg.metrics_per_queue_enable
+        max_offsets = GaugeMetricFamily("rocketstore_queue_max_offset", "Next message offset of a consume queue",
+                                        labels=["topic", "queue_id"])
+        topic_sums: dict[str, int] = defaultdict(int)
+        for (topic, queue_id), max_offset in sorted(store.max_offsets_by_queue().items()):
+            topic_sums[topic] += max_offset
+            if per_queue:
+                max_offsets.add_metric([topic, str(queue_id)], max_offset)
+        lag = GaugeMetricFamily("rocketstore_consumer_lag", "Messages a group has not committed yet",
+                                labels=["group", "topic", "queue_id"])
+        lag_sums: dict[tuple[str, str], int] = {}  # a group caught up on every queue has its series, at 0
+        for key, offsets in sorted(broker.consumer_offset_manager.offset_table().items()):
+            topic, _, group = key.partition("@")
+            total = 0
+            for queue_id, committed in sorted(offsets.items()):
+                behind = max(store.get_max_offset_in_queue(topic, queue_id) - committed, 0)
+                total += behind
+                if per_queue:
+                    lag.add_metric([group, topic, str(queue_id)], behind)
+            lag_sums[(topic, group)] = total
+        if per_queue:
+            yield max_offsets
+            yield lag
+        topic_max = GaugeMetricFamily("rocketstore_topic_max_offset",
+                                      "Sum of the next message offsets of the topic's consume queues on this broker",
+                                      labels=["cluster", "broker", "topic"])
+        for topic, total in sorted(topic_sums.items()):
+            topic_max.add_metric([cluster, name, topic], total)
+        yield topic_max
+        group_lag = GaugeMetricFamily("rocketstore_group_lag",
+                                      "Messages a group has not committed yet, summed over the topic's queues it "
+                                      "committed on",
+                                      labels=["cluster", "broker", "topic", "group"])
+        for (topic, group), total in sorted(lag_sums.items()):
+            group_lag.add_metric([cluster, name, topic, group], total)
+        yield group_lag
 
 
 def _histogram(name: str, doc: str, histogram: LatencyHistogram, labels: list[str]) -> Metric:

@@ -347,6 +347,7 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
         "mappedFileSizeCommitLog": str(spec.commit_log.segment_size),
         "flushDiskType": spec.flush_disk_type,
         **spec.retention.broker_properties(),
+        **spec.metrics.broker_properties(),
         "clusterPeers": peers,
         "namesrvPeers": namesrv_peers(owner, plan.replicas, spec),
         # a slave serves pulls (consumers read on while their master is down, or far behind);
@@ -408,8 +409,8 @@ def _slave_indexes(plan: Plan) -> range:
 def config_hash(conf: Mapping[str, str]) -> str:
     """Hash of the keys that need a restart.
 
-    Retention keys, ``clusterPeers`` and ``namesrvPeers`` are pushed to running brokers
-    (UPDATE_BROKER_CONFIG), so changing them, or scaling up, never rolls the pods.
+    Retention keys, ``metricsPerQueueEnable``, ``clusterPeers`` and ``namesrvPeers`` are pushed to
+    running brokers (UPDATE_BROKER_CONFIG), so changing them, or scaling up, never rolls the pods.
     """
     text = "".join(f"{k}={v}\n" for k, v in conf.items() if k not in LIVE_KEYS and k not in PEER_KEYS)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -132,10 +132,6 @@ class Retention:
         }
 
 
-#: broker.conf keys that brokers take live (UPDATE_BROKER_CONFIG): changing them never restarts a pod
-LIVE_KEYS: Final = frozenset(Retention().broker_properties())
-
-
 @dataclass(frozen=True)
 class Maintenance:
     delete_expired_request: str | None = None
@@ -165,6 +161,17 @@ class PodTemplate:
 class Metrics:
     enabled: bool = True
     port: int = 10925
+    #: the brokers' per-queue series (metricsPerQueueEnable): queues x groups of them per broker,
+    #: which a large store turns off, keeping the per-topic and per-group sums
+    per_queue: bool = True
+
+    def broker_properties(self) -> dict[str, str]:
+        """The broker.conf keys of this section that brokers take live (UPDATE_BROKER_CONFIG)."""
+        return {"metricsPerQueueEnable": "true" if self.per_queue else "false"}
+
+
+#: broker.conf keys that brokers take live (UPDATE_BROKER_CONFIG): changing them never restarts a pod
+LIVE_KEYS: Final = frozenset(Retention().broker_properties()) | frozenset(Metrics().broker_properties())
 
 
 @dataclass(frozen=True)
@@ -537,6 +544,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         metrics=Metrics(
             enabled=bool(_get(mt, "enabled", True)),
             port=_int(mt, "port", 10925, "metrics.port", 1024, 65535),
+            per_queue=bool(_get(mt, "perQueue", True)),
         ),
         allow_scale_down=bool(_get(_get(spec, "scaling", {}), "allowScaleDown", False)),
         drain_timeout_s=_int(_get(spec, "scaling", {}), "drainTimeoutSeconds", DEFAULT_DRAIN_TIMEOUT_S,

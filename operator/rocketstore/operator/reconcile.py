@@ -442,7 +442,8 @@ async def observe(
     # load balancer (its Service's status), as far as known
     external = await _observe_external_access(kube, owner, spec, replicas, pods, out)
     peers = {"clusterPeers": cluster_peers(owner, replicas, spec, {} if external is None else external.hosts),
-             "namesrvPeers": namesrv_peers(owner, replicas, spec)}
+             "namesrvPeers": namesrv_peers(owner, replicas, spec),
+             **spec.metrics.broker_properties()}  # pushed with the peers: not part of the retention status
 
     # 2. per broker: converge retention, run the manual delete once per token
     observed: list[BrokerObservation] = []
@@ -692,15 +693,16 @@ async def _converge_retention(
     peers: Mapping[str, str], out: Outcome, spec: Spec,
 ) -> tuple[dict[str, str], dict[str, str] | None]:
     """Push the retention keys (and the peer keys, clusterPeers and namesrvPeers, so scale-up
-    needs no restart) where they differ. namesrvPeers goes only to a broker that reports it: one
-    of an older image refuses an unknown key, and the whole update with it.
+    needs no restart, and metricsPerQueueEnable) where they differ. Keys newer than clusterPeers
+    go only to a broker that reports them: one of an older image refuses an unknown key, and the
+    whole update with it.
 
     Returns the broker's configuration as read before the push ({} when it could not be read) and
     the retention keys it runs with now (None when they could not be read or pushed).
     """
     try:
         running = await brokers.config(addr, access)
-        live = {**want, **{k: v for k, v in peers.items() if k != "namesrvPeers" or k in running}}
+        live = {**want, **{k: v for k, v in peers.items() if k == "clusterPeers" or k in running}}
         current = {k: running.get(k, "") for k in live}
         stale = {k: v for k, v in live.items() if not same_setting(current[k], v)}
         if stale:
