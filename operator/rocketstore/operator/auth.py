@@ -149,10 +149,10 @@ def plan(users: Mapping[str, Mapping[str, Any]], acls: Mapping[str, Mapping[str,
               if prune else set())
     have_acls = {str(a.get("subject")): a for a in actual_acls}
     for subject, want_acl in acls.items():
-        want, have_entries = _entries(want_acl), _entries(have_acls.get(subject, {}))
-        for kind, resource in sorted(have_entries.keys() - want.keys()):
+        want_entries, have_entries = _entries(want_acl), _entries(have_acls.get(subject, {}))
+        for kind, resource in sorted(have_entries.keys() - want_entries.keys()):
             ops.append(AuthOperation(DELETE_ACL, subject, policy_type=kind, resource=resource))
-        changed = [key for key in want if have_entries.get(key) != want[key]]
+        changed = [key for key in want_entries if have_entries.get(key) != want_entries[key]]
         if changed:
             ops.append(AuthOperation(CREATE_ACL, subject, _only(want_acl, set(changed))))
     if prune:

@@ -344,7 +344,8 @@ def _auth_secrets(spec: Spec) -> list[tuple[str, str, tuple[str, ...], bool]]:
     if auth is None:
         return []
     inner = auth.inner_client
-    wanted = [("auth.innerClient", inner.secret_name, (inner.access_key_key, inner.secret_key_key), True)]
+    wanted: list[tuple[str, str, tuple[str, ...], bool]] = [
+        ("auth.innerClient", inner.secret_name, (inner.access_key_key, inner.secret_key_key), True)]
     if auth.initial_user is not None:
         init = auth.initial_user
         wanted.append(("auth.initialUser", init.secret_name, (init.access_key_key, init.secret_key_key), False))
