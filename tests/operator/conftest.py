@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from operator_support import (
+    AUTH_NAMESPACE,
+    AUTH_STORE,
     BROKER_NAMESPACE,
     BROKER_STORE,
     EXTERNAL_NAMESPACE,
@@ -93,6 +95,12 @@ def secured_broker_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def auth_broker_port() -> int:
+    """Remoting port of the RocketMQ 5.3 auth broker process; the operator is pointed at it for AUTH_STORE-0."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
 def external_broker_port() -> int:
     """Remoting port of the broker process behind load balancers; the operator is pointed at it for
     EXTERNAL_STORE-0."""
@@ -107,7 +115,7 @@ def scaling_broker_ports() -> list[int]:
 
 @pytest.fixture(scope="session")
 def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, secured_broker_port: int,
-                     external_broker_port: int, scaling_broker_ports: list[int],
+                     external_broker_port: int, scaling_broker_ports: list[int], auth_broker_port: int,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     live, metrics = free_port(), free_port()
     logfile = tmp_path_factory.mktemp("operator") / "operator.log"
@@ -122,6 +130,7 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
            f"{EXTERNAL_NAMESPACE}/{EXTERNAL_STORE}-0=127.0.0.1:{external_broker_port};"
            f"{SCALING_NAMESPACE}/{SCALING_STORE}-0=127.0.0.1:{scaling_broker_ports[0]};"
            f"{SCALING_NAMESPACE}/{SCALING_STORE}-1=127.0.0.1:{scaling_broker_ports[1]};"
+           f"{AUTH_NAMESPACE}/{AUTH_STORE}-0=127.0.0.1:{auth_broker_port};"
            # no broker listens there: the operator reads these masters' /metrics on the host of
            # its pinned address and the store's metrics port, where the test serves them
            f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-0=127.0.0.1:{free_port()};"

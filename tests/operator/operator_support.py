@@ -15,7 +15,8 @@ from typing import Any
 from polling import wait_until
 from ports import controlplane, free_port
 
-__all__ = ["BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
+__all__ = ["AUTH_NAMESPACE", "AUTH_STORE",
+           "BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
            "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
            "SCALING_NAMESPACE", "SCALING_STORE", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
            "controlplane", "free_port", "standalone_stopped", "wait_until", "write_kubeconfig"]
@@ -27,6 +28,9 @@ BROKER_STORE = "rsb"
 #: the RocketStore of test_operator_secured_broker.py: its broker-0 runs with ACL and TLS enforcing
 SECURED_NAMESPACE = "secured-ops"
 SECURED_STORE = "guarded"
+#: the RocketStore of test_operator_auth_broker.py: its broker-0 runs RocketMQ 5.3 auth
+AUTH_NAMESPACE = "auth-ops"
+AUTH_STORE = "authz"
 #: the RocketStore of test_operator_external.py behind load balancers: its broker-0 is a real process
 EXTERNAL_NAMESPACE = "external-lb"
 EXTERNAL_STORE = "lb"

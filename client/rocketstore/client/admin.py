@@ -13,6 +13,7 @@ the results below.
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,16 @@ def _decode(cls: type[B], body: bytes) -> B:
         return cls.decode(body)
     except ProtocolError as exc:
         raise RemotingClientError(str(exc)) from None
+
+
+def _json_body(document: Mapping[str, Any]) -> bytes:
+    return to_json(dict(document), False).encode("utf-8")
+
+
+def _json_list(body: bytes) -> list[dict[str, Any]]:
+    """A JSON array of objects (the list verbs answer an empty body for none)."""
+    value = json.loads(body.decode("utf-8")) if body else []
+    return [dict(item) for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _mq(data: MessageQueueData) -> MessageQueue:
@@ -232,6 +243,40 @@ class BrokerAdmin:
         """DELETE_EXPIRED_COMMITLOG (329): ask the broker to run its expired-file cleanup now."""
         self._call(RequestCode.DELETE_EXPIRED_COMMITLOG)
         return True
+
+    # -- RocketMQ 5.3 users and ACLs (request codes 3001-3010), as UserInfo / AclInfo JSON documents
+
+    def list_users(self, name_filter: str | None = None) -> list[dict[str, Any]]:
+        """AUTH_LIST_USER: every user (whose name contains ``name_filter``), passwords included."""
+        return _json_list(self._call(RequestCode.AUTH_LIST_USER, {"filter": name_filter} if name_filter else None).body)
+
+    def create_user(self, user_info: Mapping[str, Any]) -> None:
+        """AUTH_CREATE_USER with a UserInfo (``username``, ``password``, ``userType``, ``userStatus``)."""
+        self._call(RequestCode.AUTH_CREATE_USER, {"username": str(user_info["username"])}, _json_body(user_info))
+
+    def update_user(self, user_info: Mapping[str, Any]) -> None:
+        """AUTH_UPDATE_USER: the fields the UserInfo names change."""
+        self._call(RequestCode.AUTH_UPDATE_USER, {"username": str(user_info["username"])}, _json_body(user_info))
+
+    def delete_user(self, username: str) -> None:
+        """AUTH_DELETE_USER: the user and its ACL (a missing user is success)."""
+        self._call(RequestCode.AUTH_DELETE_USER, {"username": username})
+
+    def list_acls(self, subject_filter: str | None = None) -> list[dict[str, Any]]:
+        """AUTH_LIST_ACL: every ACL (whose subject contains ``subject_filter``)."""
+        return _json_list(self._call(RequestCode.AUTH_LIST_ACL,
+                                     {"subjectFilter": subject_filter} if subject_filter else None).body)
+
+    def create_acl(self, acl_info: Mapping[str, Any]) -> None:
+        """AUTH_CREATE_ACL with an AclInfo (``subject``, ``policies``): merged into the subject's ACL
+        entry by entry (an entry of the same resource replaced)."""
+        self._call(RequestCode.AUTH_CREATE_ACL, {"subject": str(acl_info["subject"])}, _json_body(acl_info))
+
+    def delete_acl(self, subject: str, policy_type: str | None = None, resource: str | None = None) -> None:
+        """AUTH_DELETE_ACL: one entry (``policy_type`` and ``resource``), or the subject's whole ACL."""
+        header = {"subject": subject, **({"policyType": policy_type} if policy_type else {}),
+                  **({"resource": resource} if resource else {})}
+        self._call(RequestCode.AUTH_DELETE_ACL, header)
 
     def create_topic(self, topic: str, read_queues: int = 8, write_queues: int = 8, perm: int = 6, *,
                      order: bool = False, topic_filter_type: str = "SINGLE_TAG", topic_sys_flag: int = 0) -> None:

@@ -40,12 +40,14 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
 from rocketstore.client.admin import GroupConsumeStats
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.operator.auth import CREATE_ACL, CREATE_USER, DELETE_ACL, DELETE_USER, UPDATE_USER, AuthOperation
 from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name, slave_pod_name
+from rocketstore.remoting.codes import ResponseCode
 
 __all__ = [
     "ADDRESS_ENV",
@@ -81,6 +83,19 @@ class AdminClient(Protocol):
     def topic_configs(self) -> dict[str, TopicConfig]: ...
 
     def create_topic_config(self, config: TopicConfig) -> None: ...
+    def list_users(self, name_filter: str | None = None) -> list[dict[str, Any]]: ...
+
+    def create_user(self, user_info: Mapping[str, Any]) -> None: ...
+
+    def update_user(self, user_info: Mapping[str, Any]) -> None: ...
+
+    def delete_user(self, username: str) -> None: ...
+
+    def list_acls(self, subject_filter: str | None = None) -> list[dict[str, Any]]: ...
+
+    def create_acl(self, acl_info: Mapping[str, Any]) -> None: ...
+
+    def delete_acl(self, subject: str, policy_type: str | None = None, resource: str | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -299,7 +314,8 @@ class Brokers:
         except BrokerError:
             raise
         except RemotingError as exc:
-            raise BrokerError(f"{addr}: {exc}", denied=ACL_EXCEPTION in exc.remark) from exc
+            denied = ACL_EXCEPTION in exc.remark or exc.code == ResponseCode.NO_PERMISSION
+            raise BrokerError(f"{addr}: {exc}", denied=denied) from exc
         except Exception as exc:  # socket errors, timeouts, error responses: all mean "not done"
             raise BrokerError(f"{addr}: {type(exc).__name__}: {exc}") from exc
 
@@ -371,3 +387,29 @@ class Brokers:
     async def delete_expired(self, addr: str, access: BrokerAccess = PLAIN) -> bool:
         done = await self._run(addr, access, lambda c: c.delete_expired_commit_log())
         return bool(done)
+
+    async def auth_state(self, addr: str, access: BrokerAccess) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A broker's RocketMQ 5.3 users and ACLs (AUTH_LIST_USER, AUTH_LIST_ACL), as it lists them."""
+        state = await self._run(addr, access, lambda c: (c.list_users(), c.list_acls()))
+        assert isinstance(state, tuple)
+        return state[0], state[1]
+
+    async def apply_auth(self, addr: str, access: BrokerAccess, operation: AuthOperation) -> None:
+        """One user or ACL operation of :func:`rocketstore.operator.auth.plan`."""
+        op = operation
+
+        def call(c: AdminClient) -> None:
+            if op.verb == CREATE_USER and op.document is not None:
+                c.create_user(op.document)
+            elif op.verb == UPDATE_USER and op.document is not None:
+                c.update_user(op.document)
+            elif op.verb == DELETE_USER:
+                c.delete_user(op.target)
+            elif op.verb == CREATE_ACL and op.document is not None:
+                c.create_acl(op.document)
+            elif op.verb == DELETE_ACL:
+                c.delete_acl(op.target, op.policy_type, op.resource)
+            else:
+                raise ValueError(f"unknown auth operation {op.describe()}")
+
+        await self._run(addr, access, call)

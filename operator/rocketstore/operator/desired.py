@@ -74,11 +74,12 @@ from importlib.metadata import version
 from typing import Any, Final
 
 from rocketstore.operator import FIELD_MANAGER, GROUP, KIND, VERSION
-from rocketstore.operator.model import LIVE_KEYS, Acl, Spec, Tls, format_quantity
+from rocketstore.operator.model import LIVE_KEYS, Acl, Auth, Spec, Tls, format_quantity
 
 __all__ = [
     "ACL_DIR",
     "ADDRESS_DIR",
+    "AUTH_DIR",
     "GRPC_PORT",
     "HTTP_PORT_NAME",
     "LISTEN_PORT",
@@ -136,6 +137,8 @@ VOLUME_NAME: Final = "store"
 #: volume could not be created)
 ACL_DIR: Final = "/etc/rocketstore-acl"
 TLS_DIR: Final = "/etc/rocketstore-tls"
+#: spec.auth's inner-client (``inner/``) and initial-user (``init/``) Secrets, read by the start command
+AUTH_DIR: Final = "/etc/rocketstore-auth"
 #: the ConfigMap of the brokers' load balancer addresses (a file per pod name)
 ADDRESS_DIR: Final = "/etc/rocketstore-addresses"
 #: Secret files readable by the broker's group (fsGroup) only: the TLS key is private
@@ -356,6 +359,8 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
     }
     if spec.acl is not None:
         conf.update(acl_properties(spec.acl))
+    if spec.auth is not None:
+        conf.update(auth_properties(spec.auth))
     if spec.tls is not None:
         conf.update(tls_properties(spec.tls))
     for key in sorted(spec.broker_config):
@@ -370,6 +375,30 @@ def _written_role(spec: Spec, slave: int) -> str | None:
 def acl_properties(acl: Acl) -> dict[str, str]:
     """broker.conf keys that make the broker enforce the mounted plain_acl.yml (and follow its changes)."""
     return {"aclEnable": "true", "rocketmq.acl.plain.file": f"{ACL_DIR}/{acl.key}"}
+
+
+def auth_properties(auth: Auth) -> dict[str, str]:
+    """RocketMQ 5.3's switches; the credentials are not here (the ConfigMap is readable by anyone who
+    may read the namespace's ConfigMaps) but appended at pod start from the mounted Secrets
+    (:func:`auth_start_lines`)."""
+    return {"authenticationEnabled": str(auth.authentication).lower(),
+            "authorizationEnabled": str(auth.authorization).lower()}
+
+
+def auth_start_lines(auth: Auth) -> str:
+    """Shell appending ``innerClientAuthenticationCredentials`` (and ``initAuthenticationUser``) to
+    the pod's own broker.conf, read from the Secret volumes at start. The values go into JSON
+    unescaped: a password with ``"`` or ``\\`` makes the broker refuse the key at start."""
+    inner = auth.inner_client
+    lines = ('printf \'innerClientAuthenticationCredentials={"accessKey":"%s","secretKey":"%s"}\\n\' '
+             f'"$(cat {AUTH_DIR}/inner/{inner.access_key_key})" "$(cat {AUTH_DIR}/inner/{inner.secret_key_key})" '
+             '>> "$RUN_DIR/broker.conf"; ')
+    init = auth.initial_user
+    if init is not None:
+        lines += ('printf \'initAuthenticationUser={"username":"%s","password":"%s"}\\n\' '
+                  f'"$(cat {AUTH_DIR}/init/{init.access_key_key})" "$(cat {AUTH_DIR}/init/{init.secret_key_key})" '
+                  '>> "$RUN_DIR/broker.conf"; ')
+    return lines
 
 
 def tls_properties(tls: Tls) -> dict[str, str]:
@@ -394,6 +423,14 @@ def _secret_volumes(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, An
             continue
         volumes.append({"name": name, "secret": {"secretName": secret.secret_name, "defaultMode": SECRET_MODE}})
         mounts.append({"name": name, "mountPath": path, "readOnly": True})
+    auth = spec.auth
+    if auth is not None:
+        for sub, creds in (("inner", auth.inner_client), ("init", auth.initial_user)):
+            if creds is None:
+                continue
+            volumes.append({"name": f"auth-{sub}", "secret": {"secretName": creds.secret_name,
+                                                              "defaultMode": SECRET_MODE}})
+            mounts.append({"name": f"auth-{sub}", "mountPath": f"{AUTH_DIR}/{sub}", "readOnly": True})
     return volumes, mounts
 
 
@@ -661,6 +698,13 @@ _SLAVE_EXTERNAL_VALUES = ' "$((EXTERNAL_BASE_PORT + @OFFSET@ + ${POD_NAME##*-}))
 
 
 def _start_command(spec: Spec, name: str, slave: int) -> str:
+    command = _start_template(spec, name, slave)
+    if spec.auth is None:
+        return command
+    return command.replace("exec rocketstore broker", auth_start_lines(spec.auth) + "exec rocketstore broker")
+
+
+def _start_template(spec: Spec, name: str, slave: int) -> str:
     ext = spec.external_access
     if slave:
         offset = 0 if ext is None else ext.listen_port(0, slave) - ext.base_port

@@ -17,6 +17,10 @@ from typing import Any, Final
 
 __all__ = [
     "Acl",
+    "Auth",
+    "AuthAcl",
+    "AuthPolicy",
+    "AuthUser",
     "CommitLog",
     "ExternalAccess",
     "Maintenance",
@@ -27,6 +31,7 @@ __all__ = [
     "Replication",
     "Retention",
     "Scheduling",
+    "SecretKeyRef",
     "Spec",
     "SpecError",
     "Storage",
@@ -196,6 +201,59 @@ class Acl:
 
 
 @dataclass(frozen=True)
+class SecretKeyRef:
+    """One key of a Secret in the RocketStore's namespace (a password is never written in the spec)."""
+
+    secret_name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class AuthUser:
+    """A RocketMQ 5.3 user the operator keeps on every broker (its password from a Secret)."""
+
+    name: str
+    password: SecretKeyRef
+    user_type: str = "Normal"  # Super | Normal (UserInfo.userType)
+    state: str = "enable"  # enable | disable (UserInfo.userStatus)
+
+
+@dataclass(frozen=True)
+class AuthPolicy:
+    """One entry of an ACL: resource keys in the broker's form (``Topic:orders``, ``Topic:ord*``,
+    ``Topic:*``, ``*``), actions, decision and source IPs (none: any address)."""
+
+    resources: tuple[str, ...]
+    actions: tuple[str, ...]
+    decision: str = "Allow"
+    source_ips: tuple[str, ...] = ()
+    policy_type: str = "Custom"  # Custom | Default
+
+
+@dataclass(frozen=True)
+class AuthAcl:
+    subject: str  # User:name
+    policies: tuple[AuthPolicy, ...]
+
+
+@dataclass(frozen=True)
+class Auth:
+    """RocketMQ 5.3 authentication and authorization (``spec.auth``): the broker switches, the
+    inner client the brokers create as a Super user and the operator signs its admin requests
+    with, an initial user, and the users and ACLs the operator converges every broker to."""
+
+    inner_client: OperatorCredentials
+    authentication: bool = True
+    authorization: bool = True
+    #: a Secret with ``username`` / ``password`` keys (initAuthenticationUser, a Super user)
+    initial_user: OperatorCredentials | None = None
+    users: tuple[AuthUser, ...] = ()
+    acls: tuple[AuthAcl, ...] = ()
+    #: delete users and ACLs the spec does not declare (never the inner client or the initial user)
+    prune: bool = False
+
+
+@dataclass(frozen=True)
 class Tls:
     """TLS material of the remoting port from a Secret (keys default to a kubernetes.io/tls Secret's)."""
 
@@ -304,6 +362,7 @@ class Spec:
     #: (rocketstore.operator.scaling); 0 scales down at once
     drain_timeout_s: int = DEFAULT_DRAIN_TIMEOUT_S
     acl: Acl | None = None
+    auth: Auth | None = None
     tls: Tls | None = None
     pod_template: PodTemplate = field(default_factory=PodTemplate)
     external_access: ExternalAccess | None = None
@@ -332,6 +391,11 @@ RESERVED_BROKER_KEYS: Final = frozenset({
 # broker.conf keys the operator sets when spec.acl / spec.tls is given (brokerConfig may set them
 # otherwise, e.g. aclEnable with a file the broker keeps on its own volume)
 ACL_BROKER_KEYS: Final = frozenset({"aclEnable", "rocketmq.acl.plain.file"})
+# broker.conf keys the operator sets when spec.auth is given
+AUTH_BROKER_KEYS: Final = frozenset({
+    "authenticationEnabled", "authorizationEnabled", "innerClientAuthenticationCredentials",
+    "initAuthenticationUser", "aclEnable",
+})
 # broker.conf keys the operator sets when spec.replication is given: a group's roles and how a
 # slave finds its master (the registration answer of its master's name server)
 REPLICATION_BROKER_KEYS: Final = frozenset({"brokerRole", "namesrvAddr", "haMasterAddress"})
@@ -412,6 +476,110 @@ def _parse_acl(spec: Mapping[str, Any]) -> Acl | None:
         raise SpecError("acl.operatorCredentials.secretKeyKey", "accessKeyKey and secretKeyKey must differ")
     return Acl(secret_name=_secret_name(d, "acl.secretName"), key=_secret_key(d, "key", "plain_acl.yml", "acl.key"),
                operator_credentials=operator_credentials)
+
+
+_USER_NAME = re.compile(r"^[A-Za-z0-9_.@-]+$")
+_RESOURCE_TYPES: Final = ("Cluster", "Namespace", "Topic", "Group")
+AUTH_ACTIONS: Final = ("All", "Pub", "Sub", "Create", "Update", "Delete", "Get", "List")
+
+
+def _credentials(d: Any, path: str, access: str, secret: str) -> OperatorCredentials:
+    if not isinstance(d, Mapping):
+        raise SpecError(path, "must name a Secret (secretName)")
+    creds = OperatorCredentials(
+        secret_name=_secret_name(d, f"{path}.secretName"),
+        access_key_key=_secret_key(d, f"{access}Key", access, f"{path}.{access}Key"),
+        secret_key_key=_secret_key(d, f"{secret}Key", secret, f"{path}.{secret}Key"),
+    )
+    if creds.access_key_key == creds.secret_key_key:
+        raise SpecError(f"{path}.{secret}Key", f"{access}Key and {secret}Key must differ")
+    return creds
+
+
+def _resource_key(d: Any, path: str) -> str:
+    """``{type, name, patternType}`` -> the broker's resource key (Apache's Resource.of forms)."""
+    if not isinstance(d, Mapping):
+        raise SpecError(path, "must be {type, name, patternType}")
+    kind = _choice(d, "type", "Topic", f"{path}.type", ("Any", *_RESOURCE_TYPES))
+    pattern = _choice(d, "patternType", "LITERAL", f"{path}.patternType", ("LITERAL", "PREFIXED", "ANY"))
+    if kind == "Any":
+        return "*"
+    if pattern == "ANY":
+        return f"{kind}:*"
+    name = d.get("name")
+    if not isinstance(name, str) or not name or "*" in name or ":" in name:
+        raise SpecError(f"{path}.name", f"{name!r}: a {pattern} resource needs a name without '*' or ':'")
+    return f"{kind}:{name}*" if pattern == "PREFIXED" else f"{kind}:{name}"
+
+
+def _parse_auth_policy(d: Any, path: str) -> AuthPolicy:
+    if not isinstance(d, Mapping):
+        raise SpecError(path, "must be a mapping")
+    resources = tuple(_resource_key(r, f"{path}.resources[{i}]") for i, r in enumerate(d.get("resources") or ()))
+    actions = tuple(str(a) for a in d.get("actions") or ())
+    if not resources:
+        raise SpecError(f"{path}.resources", "needs at least one resource")
+    bad = [a for a in actions if a not in AUTH_ACTIONS]
+    if not actions or bad:
+        raise SpecError(f"{path}.actions", f"needs actions among {', '.join(AUTH_ACTIONS)}")
+    ips = tuple(str(ip) for ip in d.get("sourceIps") or ())
+    for ip in ips:
+        try:
+            ipaddress.ip_network(ip, strict=False)
+        except ValueError as exc:
+            raise SpecError(f"{path}.sourceIps", f"{ip!r} is not an address or CIDR block") from exc
+    return AuthPolicy(resources=resources, actions=actions,
+                      decision=_choice(d, "decision", "Allow", f"{path}.decision", ("Allow", "Deny")),
+                      source_ips=ips,
+                      policy_type=_choice(d, "policyType", "Custom", f"{path}.policyType", ("Custom", "Default")))
+
+
+def _parse_auth(spec: Mapping[str, Any]) -> Auth | None:
+    d = spec.get("auth")
+    if d is None:
+        return None
+    users: list[AuthUser] = []
+    for i, u in enumerate(_get(d, "users", ())):
+        path = f"auth.users[{i}]"
+        name = u.get("name") if isinstance(u, Mapping) else None
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            raise SpecError(f"{path}.name", f"{name!r} is not a user name (letters, digits, '_', '.', '@', '-')")
+        ref = u.get("passwordSecretKeyRef")
+        if not isinstance(ref, Mapping):
+            raise SpecError(f"{path}.passwordSecretKeyRef", "the password comes from a Secret: {name, key}")
+        users.append(AuthUser(
+            name=name,
+            password=SecretKeyRef(_secret_name({"secretName": ref.get("name")}, f"{path}.passwordSecretKeyRef.name"),
+                                  _secret_key(ref, "key", "", f"{path}.passwordSecretKeyRef.key")),
+            user_type=_choice(u, "type", "Normal", f"{path}.type", ("Super", "Normal")),
+            state=_choice(u, "state", "enable", f"{path}.state", ("enable", "disable")),
+        ))
+    names = [u.name for u in users]
+    if len(set(names)) != len(names):
+        raise SpecError("auth.users", "user names must be unique")
+    acls: list[AuthAcl] = []
+    for i, a in enumerate(_get(d, "acls", ())):
+        path = f"auth.acls[{i}]"
+        subject = a.get("subject") if isinstance(a, Mapping) else None
+        if not isinstance(subject, str) or not subject.startswith("User:") or not _USER_NAME.match(subject[5:]):
+            raise SpecError(f"{path}.subject", f"{subject!r} is not a subject (User:NAME)")
+        policies = tuple(_parse_auth_policy(p, f"{path}.policies[{j}]") for j, p in enumerate(a.get("policies") or ()))
+        if not policies:
+            raise SpecError(f"{path}.policies", "needs at least one policy")
+        acls.append(AuthAcl(subject, policies))
+    subjects = [a.subject for a in acls]
+    if len(set(subjects)) != len(subjects):
+        raise SpecError("auth.acls", "one ACL per subject")
+    init = d.get("initialUser")
+    return Auth(
+        inner_client=_credentials(d.get("innerClient"), "auth.innerClient", "accessKey", "secretKey"),
+        authentication=bool(_get(d, "authenticationEnabled", True)),
+        authorization=bool(_get(d, "authorizationEnabled", True)),
+        initial_user=None if init is None else _credentials(init, "auth.initialUser", "username", "password"),
+        users=tuple(users),
+        acls=tuple(acls),
+        prune=bool(_get(d, "prune", False)),
+    )
 
 
 def _parse_tls(spec: Mapping[str, Any]) -> Tls | None:
@@ -505,13 +673,18 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     reserved = sorted(RESERVED_BROKER_KEYS & broker_config.keys())
     if reserved:
         raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
-    acl, tls = _parse_acl(spec), _parse_tls(spec)
+    acl, tls, auth = _parse_acl(spec), _parse_tls(spec), _parse_auth(spec)
+    if acl is not None and auth is not None:
+        raise SpecError("auth", "spec.acl (plain ACL, RocketMQ 4.x) and spec.auth (RocketMQ 5.3) are exclusive: "
+                        "a 5.3 broker refuses to start with both")
     replicated = spec.get("replication") is not None
-    owned = ((ACL_BROKER_KEYS if acl else frozenset()) | (TLS_BROKER_KEYS if tls else frozenset())
+    owned = ((ACL_BROKER_KEYS if acl else frozenset()) | (AUTH_BROKER_KEYS if auth else frozenset())
+             | (TLS_BROKER_KEYS if tls else frozenset())
              | (REPLICATION_BROKER_KEYS if replicated else frozenset()))
     taken = sorted(owned & broker_config.keys())
     if taken:
-        section = ("acl" if taken[0] in ACL_BROKER_KEYS else "tls" if taken[0] in TLS_BROKER_KEYS
+        section = ("acl" if taken[0] in ACL_BROKER_KEYS else "auth" if taken[0] in AUTH_BROKER_KEYS
+                   else "tls" if taken[0] in TLS_BROKER_KEYS
                    else "replication")
         raise SpecError(f"brokerConfig.{taken[0]}", f"conflicts with spec.{section}, from which the operator "
                         f"sets the broker's {section} keys")
@@ -550,6 +723,7 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         drain_timeout_s=_int(_get(spec, "scaling", {}), "drainTimeoutSeconds", DEFAULT_DRAIN_TIMEOUT_S,
                              "scaling.drainTimeoutSeconds", 0, MAX_DRAIN_TIMEOUT_S),
         acl=acl,
+        auth=auth,
         tls=tls,
         pod_template=_parse_pod_template(_get(spec, "podTemplate", {})),
         external_access=external_access,

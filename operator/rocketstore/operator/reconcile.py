@@ -28,6 +28,7 @@ import kopf
 
 from rocketstore.client import SessionCredentials
 from rocketstore.operator import metrics
+from rocketstore.operator.auth import converge as converge_auth
 from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers, MasterReplication
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
@@ -336,6 +337,7 @@ async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[dict
     if creds is not None:
         wanted.append(("acl.operatorCredentials", creds.secret_name, (creds.access_key_key, creds.secret_key_key),
                        True))
+    wanted.extend(_auth_secrets(spec))
     if tls is not None:
         tls_keys = (tls.cert_key, tls.key_key, tls.trust_cert_key)
         wanted.append(("tls", tls.secret_name, tuple(k for k in tls_keys if k is not None), False))
@@ -361,6 +363,24 @@ async def referenced_secrets(kube: Kube, owner: Owner, spec: Spec) -> tuple[dict
     return found, problems
 
 
+def _auth_secrets(spec: Spec) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """spec.auth's Secrets as :func:`referenced_secrets` checks them: the inner client's and the
+    users' passwords are the operator's own (it signs with the one, creates users with the others),
+    the initial user's only the brokers' (their pods wait for it)."""
+    auth = spec.auth
+    if auth is None:
+        return []
+    inner = auth.inner_client
+    wanted: list[tuple[str, str, tuple[str, ...], bool]] = [
+        ("auth.innerClient", inner.secret_name, (inner.access_key_key, inner.secret_key_key), True)]
+    if auth.initial_user is not None:
+        init = auth.initial_user
+        wanted.append(("auth.initialUser", init.secret_name, (init.access_key_key, init.secret_key_key), False))
+    wanted.extend((f"auth.users[{i}].passwordSecretKeyRef", u.password.secret_name, (u.password.key,), True)
+                  for i, u in enumerate(auth.users))
+    return wanted
+
+
 def broker_access(spec: Spec, secrets: Mapping[str, Mapping[str, bytes]]) -> BrokerAccess:
     """How the operator speaks to the brokers, from the spec and the Secrets it could read.
 
@@ -370,7 +390,8 @@ def broker_access(spec: Spec, secrets: Mapping[str, Mapping[str, bytes]]) -> Bro
     ``spec.acl.operatorCredentials`` when both values are there (stripped of surrounding
     whitespace: a Secret made from files often ends in a newline).
     """
-    creds = None if spec.acl is None else spec.acl.operator_credentials
+    creds = spec.auth.inner_client if spec.auth is not None else (
+        None if spec.acl is None else spec.acl.operator_credentials)
     credentials = None
     if creds is not None and creds.secret_name in secrets:
         data = secrets[creds.secret_name]
@@ -467,6 +488,11 @@ async def observe(
     # otherwise be the only way to change; their lag; the masters' rollout partition
     groups: list[GroupView] = []
     held: list[str] = []
+    if spec.auth is not None:  # users and ACLs on every broker that answered (RocketMQ 5.3, spec.auth)
+        targets = [(pod_name(owner.name, i), addr) for i, addr in enumerate(addresses) if i in runtimes]
+        auth_problems, auth_done = await converge_auth(brokers, access, spec.auth, secrets, targets)
+        out.problems.extend(auth_problems)
+        out.events.extend(Event("Normal", "AuthConverged", done) for done in auth_done)
     if spec.replication.slaves:
         await _converge_slaves(brokers, access, owner, spec, replicas, pods, want, peers, out)
         groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
