@@ -543,7 +543,8 @@ def test_records_split_across_frames_are_dispatched_whole(
             assert bodies(slave, "Split", queue_id) == bodies(master, "Split", queue_id)
             for offset in range(20):
                 assert slave.get_tags_code("Split", queue_id, offset) == master.get_tags_code("Split", queue_id, offset)
-    assert [r.getMessage() for r in caplog.records] == []
+    # dispatch's own warnings only: the HA client may log the end of the test's connection meanwhile
+    assert [r.getMessage() for r in caplog.records if r.name == "rocketstore.store.dispatch"] == []
     found = slave.query_message("Split", "key-7", 10, 0, 2**62).messages
     assert [m.body for m in found] == [b"body-7" * 5]
 
@@ -571,7 +572,8 @@ def test_a_record_half_arrived_is_not_dispatched_until_whole(
             wait_until("the record dispatched", lambda: slave.get_max_offset_in_queue("Half", 0) == 1)
     assert slave.get_tags_code("Half", 0, 0) == source.get_tags_code("Half", 0, 0)
     assert [m.body for m in slave.query_message("Half", "the-key", 10, 0, 2**62).messages] == [b"payload"]
-    assert [r.getMessage() for r in caplog.records] == []
+    # dispatch's own warnings only: the HA client may log the end of the test's connection meanwhile
+    assert [r.getMessage() for r in caplog.records if r.name == "rocketstore.store.dispatch"] == []
 
 
 def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
