@@ -2,7 +2,7 @@
 applies the brokers' Role and RoleBinding and mounts their ServiceAccount token; a group Lease
 written as the brokers' elector writes it (rocketstore.common.replica_lease) shows up in
 status.masters, and a new epoch raises a MasterElected event; the brokers' token may get and
-update the Leases of its namespace and nothing in another."""
+update the Leases of its namespace and nothing in another; switched off, the grant goes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from operator_support import wait_until, write_kubeconfig
-from test_operator_cluster import G, P, V, create, get, make_ns, store
+from test_operator_cluster import G, P, V, create, get, make_ns, patch_spec, store
 
 from rocketstore.common.replica_lease import ReplicaInfo, lease_body, micro_time, parse_lease
 
@@ -129,6 +129,14 @@ def test_lease_failover_end_to_end(kube: Any, control_plane: Any, operator_proce
     with pytest.raises(ApiException) as e:
         broker.delete_namespaced_lease(created.metadata.name, ns)
     assert e.value.status == 403
+
+    # 5. failover switched off: the grant goes, the token is no longer mounted, status.masters clears
+    patch_spec(kube, ns, NAME, {"replication": {"failover": {"mode": "None"}}})
+    wait_until("Role deleted", lambda: _read(lambda: rbac.read_namespaced_role(sa, ns)) is None, 60)
+    wait_until("RoleBinding deleted", lambda: _read(lambda: rbac.read_namespaced_role_binding(sa, ns)) is None, 60)
+    pod = apps.read_namespaced_stateful_set(NAME, ns).spec.template.spec
+    assert pod.automount_service_account_token is False
+    wait_until("status.masters cleared", lambda: not masters(), 60)
 
 
 def _read(call: Any) -> Any:
