@@ -155,6 +155,14 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert not allowed("get", "secrets")
     assert not allowed("delete", "rocketstores", "rocketstore.io")
     assert not allowed("create", "clusterroles", "rbac.authorization.k8s.io")
+    # replication.failover Lease: the brokers' Role and RoleBinding, which Kubernetes lets the
+    # operator write only with the Lease verbs they grant; and the Leases listed for status
+    for verb in ("create", "patch", "delete"):
+        assert allowed(verb, "roles", "rbac.authorization.k8s.io")
+        assert allowed(verb, "rolebindings", "rbac.authorization.k8s.io")
+    for verb in ("get", "create", "update", "list", "watch"):
+        assert allowed(verb, "leases", "coordination.k8s.io")
+    assert not allowed("delete", "leases", "coordination.k8s.io")
     # leader election: its own Lease in its own namespace, nothing else
     lease = "rso-rocketstore-operator"
     assert allowed("patch", "leases", "coordination.k8s.io", ns="rso-system", name=lease)

@@ -81,6 +81,15 @@ app.kubernetes.io/component: test
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, delete]
+# replication.failover Lease: the brokers' Role and RoleBinding (delete: once failover is off),
+# and the Leases the brokers elect their masters on, read for status. Kubernetes lets the operator
+# grant only what it holds itself, so it holds the brokers' get, create, update on Leases too
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, update]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -12,9 +12,10 @@ Objects for a RocketStore ``NAME`` in namespace ``NS``:
 ``NAME``                 client Service (remoting 10911, name server 9876, gRPC 8081, HTTP/metrics)
 ``NAME-config``          ConfigMap with ``broker.conf``
 ``NAME``                 PodDisruptionBudget, maxUnavailable 1
-``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted); its
-                         Role and RoleBinding (get, create, update Leases) are :func:`lease_role`
-                         and :func:`lease_role_binding`, for automatic failover (not applied yet)
+``NAME-broker``          ServiceAccount of the broker pods (no API access: token not mounted); with
+                         ``replication.failover`` Lease also a Role and RoleBinding of that name (get,
+                         create, update Leases: :func:`lease_role`, :func:`lease_role_binding`) and the
+                         token mounted into the pods, for their Lease elector
 ``NAME-<i>-external``    with ``spec.externalAccess``: broker ``i``'s NodePort or LoadBalancer Service
                          (and ``NAME-namesrv-external``, the name servers')
 ``NAME-addresses``       with a LoadBalancer and no ``host``: ConfigMap of the brokers' addresses
@@ -42,6 +43,15 @@ group's brokerName and ``namesrvAddr``, the name server embedded in its master, 
 registration answer carries the master's HA address (so a later role change needs no new pod
 template). The masters' StatefulSet rolls under a ``partition`` the operator lowers group by
 group once the slaves run the new template and are in sync (:mod:`rocketstore.operator.rollout`).
+
+Automatic failover (``replication.failover.mode: Lease``): every member of a group is a candidate,
+so no member's broker.conf names a role. Member ``k`` of a group (``k`` 0: the masters'
+StatefulSet, which is only where each group's first master starts) gets brokerId ``k + 1``, its
+stable replica id: the elector needs an id above 0 that never changes with the role (brokerId 0
+means "the master" in RocketMQ and is taken by whoever wins), and the index of its StatefulSet is
+the one identity a member keeps across restarts and reschedules. The same rule for every
+StatefulSet keeps the names and the slave StatefulSets as they are, so switching failover on or
+off restarts the pods (new broker.conf) but moves no data.
 
 ``spec.acl`` / ``spec.tls`` Secrets are mounted whole (never with ``subPath``, whose files kubelet
 never updates) at :data:`ACL_DIR` / :data:`TLS_DIR`, and broker.conf points ``rocketmq.acl.plain.file``
@@ -101,10 +111,13 @@ __all__ = [
     "default_broker_image",
     "external_service_name",
     "external_services",
+    "failover_properties",
     "group_pdbs",
     "headless_service",
     "ingress_address",
     "labels",
+    "lease_role",
+    "lease_role_binding",
     "listen_port",
     "load_balancer_addresses",
     "namesrv_external_name",
@@ -113,6 +126,7 @@ __all__ = [
     "pdb",
     "pod_name",
     "pvc_name",
+    "replica_id",
     "service_account",
     "slave_conf_name",
     "slave_pod_name",
@@ -328,7 +342,8 @@ def namesrv_peers(owner: Owner, replicas: int, spec: Spec) -> str:
 
 def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
     """broker.conf as ordered key/values (RocketMQ keys plus RocketStore's extensions): the
-    masters' (``slave`` 0) or that of every group's slave ``slave``.
+    masters' (``slave`` 0) or that of every group's slave ``slave``; with Lease failover, member
+    ``slave`` of every group, which is a candidate (:func:`failover_properties`).
 
     A master's brokerRole is written only for SYNC_MASTER: ASYNC_MASTER is the broker's default,
     so raising replicasPerGroup under ASYNC_MASTER leaves the masters' configuration, and so their
@@ -338,9 +353,10 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
     spec, owner = plan.spec, plan.owner
     peers = cluster_peers(owner, plan.replicas, spec)
     role = _written_role(spec, slave)
+    failover = spec.replication.failover
     conf: dict[str, str] = {
         "brokerClusterName": owner.name,
-        "brokerId": str(slave),
+        "brokerId": str(replica_id(slave) if failover.lease else slave),
         **({} if role is None else {"brokerRole": role}),
         "listenPort": str(LISTEN_PORT),
         "namesrvListenPort": str(NAMESRV_PORT),
@@ -355,7 +371,8 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
         "namesrvPeers": namesrv_peers(owner, plan.replicas, spec),
         # a slave serves pulls (consumers read on while their master is down, or far behind);
         # without it a 4.9.7 slave answers every pull PULL_RETRY_IMMEDIATELY. brokerConfig may say otherwise
-        **({"slaveReadEnable": "true"} if slave else {}),
+        **({"slaveReadEnable": "true"} if slave or failover.lease else {}),
+        **(failover_properties(spec) if failover.lease else {}),
     }
     if spec.acl is not None:
         conf.update(acl_properties(spec.acl))
@@ -369,7 +386,32 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
 
 
 def _written_role(spec: Spec, slave: int) -> str | None:
+    """The brokerRole a member's broker.conf (and its pod label) states; None with Lease failover,
+    where the group's Lease, not the configuration, decides who is master."""
+    if spec.replication.failover.lease:
+        return None
     return "SLAVE" if slave else "SYNC_MASTER" if spec.replication.mode == "SYNC_MASTER" else None
+
+
+def replica_id(member: int) -> int:
+    """The stable replica id (brokerId) of member ``member`` of a group under Lease failover: the
+    masters' StatefulSet is 1, slave StatefulSet ``k`` is ``k + 1`` (above 0, as the elector needs)."""
+    return member + 1
+
+
+def failover_properties(spec: Spec) -> dict[str, str]:
+    """broker.conf of a Lease failover candidate: controller mode with the Lease elector on the
+    pod's namespace (``POD_NAMESPACE``) and its timings, and acknowledgement only once every
+    member of the SyncStateSet holds a message, since any of them may be the next master."""
+    failover = spec.replication.failover
+    return {
+        "enableControllerMode": "true",
+        "controllerLeaseEnable": "true",
+        "controllerLeaseDurationMills": str(failover.lease_duration_ms),
+        "controllerLeaseRenewIntervalMills": str(failover.renew_interval_ms),
+        "controllerLeaseMarginMills": str(failover.margin_ms),
+        "allAckInSyncStateSet": "true",
+    }
 
 
 def acl_properties(acl: Acl) -> dict[str, str]:
@@ -862,7 +904,8 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
     container["volumeMounts"].extend(secret_mounts)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": broker_service_account_name(owner.name),
-        "automountServiceAccountToken": False,
+        # the Lease elector's only credentials; without failover the brokers never call the API
+        "automountServiceAccountToken": spec.replication.failover.lease,
         "terminationGracePeriodSeconds": 60,
         "securityContext": {
             "runAsNonRoot": True,
@@ -943,6 +986,8 @@ def all_objects(plan: Plan) -> list[dict[str, Any]]:
     policy = network_policy(plan)
     return [
         service_account(plan),
+        # before the pods: an elector without its Role would be refused its group's Lease
+        *([lease_role(plan.owner), lease_role_binding(plan.owner)] if plan.spec.replication.failover.lease else []),
         # before the pods: they start with their ingress already limited
         *([] if policy is None else [policy]),
         configmap(plan),

@@ -23,6 +23,7 @@ __all__ = [
     "AuthUser",
     "CommitLog",
     "ExternalAccess",
+    "Failover",
     "Maintenance",
     "Metrics",
     "NetworkPolicy",
@@ -315,6 +316,29 @@ class NetworkPolicy:
 
 #: brokerRole of a group's master (RocketMQ's BrokerRole); a slave's is SLAVE
 REPLICATION_MODES: Final = ("ASYNC_MASTER", "SYNC_MASTER")
+#: who elects a group's master: nobody (``NAME-<i>`` is master for good) or each group's Lease
+FAILOVER_MODES: Final = ("None", "Lease")
+
+
+@dataclass(frozen=True)
+class Failover:
+    """Automatic failover (docs/failover.md): with ``Lease`` every member of a group is a candidate
+    and the brokers elect their master on a Lease per group (rocketstore.broker.lease_elector).
+
+    The timings are the elector's D, R and m in milliseconds (broker.conf's
+    ``controllerLeaseDurationMills``, ``...RenewIntervalMills``, ``...MarginMills``, with the
+    broker's defaults), under the elector's rules R < D and m < D - R: a master must renew before
+    its Lease expires, and stop acknowledging before a candidate may take over.
+    """
+
+    mode: str = "None"
+    lease_duration_ms: int = 3000
+    renew_interval_ms: int = 1000
+    margin_ms: int = 150
+
+    @property
+    def lease(self) -> bool:
+        return self.mode == "Lease"
 
 
 @dataclass(frozen=True)
@@ -333,6 +357,7 @@ class Replication:
     #: a slave at most this many bytes behind its master counts as in sync for the operator:
     #: a rolling restart restarts a group's master only once its slaves are
     max_in_sync_lag: int = 1024**2
+    failover: Failover = field(default_factory=Failover)
 
     @property
     def slaves(self) -> int:
@@ -399,6 +424,13 @@ AUTH_BROKER_KEYS: Final = frozenset({
 # broker.conf keys the operator sets when spec.replication is given: a group's roles and how a
 # slave finds its master (the registration answer of its master's name server)
 REPLICATION_BROKER_KEYS: Final = frozenset({"brokerRole", "namesrvAddr", "haMasterAddress"})
+# ... and with replication.failover Lease: the elector's switch and timings, and the SyncStateSet
+# acknowledgement that makes an acknowledged message survive an election
+FAILOVER_BROKER_KEYS: Final = frozenset({
+    "enableControllerMode", "controllerAddr", "controllerLeaseEnable", "controllerLeaseNamespace",
+    "controllerLeaseKubeconfig", "controllerLeaseDurationMills", "controllerLeaseRenewIntervalMills",
+    "controllerLeaseMarginMills", "allAckInSyncStateSet",
+})
 TLS_BROKER_KEYS: Final = frozenset({
     "tls.server.mode", "tls.server.certPath", "tls.server.keyPath", "tls.server.trustCertPath",
     "tls.server.need.client.auth", "tls.config.file",
@@ -678,9 +710,11 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
         raise SpecError("auth", "spec.acl (plain ACL, RocketMQ 4.x) and spec.auth (RocketMQ 5.3) are exclusive: "
                         "a 5.3 broker refuses to start with both")
     replicated = spec.get("replication") is not None
+    replication = _parse_replication(spec)
     owned = ((ACL_BROKER_KEYS if acl else frozenset()) | (AUTH_BROKER_KEYS if auth else frozenset())
              | (TLS_BROKER_KEYS if tls else frozenset())
-             | (REPLICATION_BROKER_KEYS if replicated else frozenset()))
+             | (REPLICATION_BROKER_KEYS if replicated else frozenset())
+             | (FAILOVER_BROKER_KEYS if replication.failover.lease else frozenset()))
     taken = sorted(owned & broker_config.keys())
     if taken:
         section = ("acl" if taken[0] in ACL_BROKER_KEYS else "auth" if taken[0] in AUTH_BROKER_KEYS
@@ -692,7 +726,6 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     mt = _get(spec, "metrics", {})
     token = _get(spec, "maintenance", {}).get("deleteExpiredRequest")
     brokers = _int(spec, "brokers", 1, "brokers", 1, MAX_BROKERS)
-    replication = _parse_replication(spec)
     external_access = _parse_external_access(spec, brokers, replication)
     return Spec(
         brokers=brokers,
@@ -738,11 +771,31 @@ def _parse_replication(spec: Mapping[str, Any]) -> Replication:
         replicas_per_group=_int(d, "replicasPerGroup", 1, "replication.replicasPerGroup", 1, MAX_REPLICAS_PER_GROUP),
         mode=_choice(d, "mode", "ASYNC_MASTER", "replication.mode", REPLICATION_MODES),
         max_in_sync_lag=parse_quantity(_get(d, "maxInSyncLag", "1Mi"), "replication.maxInSyncLag"),
+        failover=_parse_failover(_get(d, "failover", {})),
     )
+    if replication.failover.lease and not replication.slaves:
+        raise SpecError("replication.failover.mode", "Lease needs a group to fail over to: replicasPerGroup >= 2")
     if replication.mode == "SYNC_MASTER" and not replication.slaves:
         # RocketMQ's SYNC_MASTER answers SLAVE_NOT_AVAILABLE to every send without a slave in sync
         raise SpecError("replication.mode", "SYNC_MASTER needs a slave to acknowledge sends: replicasPerGroup >= 2")
     return replication
+
+
+def _parse_failover(d: Mapping[str, Any]) -> Failover:
+    path = "replication.failover"
+    failover = Failover(
+        mode=_choice(d, "mode", "None", f"{path}.mode", FAILOVER_MODES),
+        lease_duration_ms=_int(d, "leaseDurationMillis", 3000, f"{path}.leaseDurationMillis", 1000, 60_000),
+        renew_interval_ms=_int(d, "renewIntervalMillis", 1000, f"{path}.renewIntervalMillis", 100, 30_000),
+        margin_ms=_int(d, "marginMillis", 150, f"{path}.marginMillis", 0, 10_000),
+    )
+    # the elector's rules (rocketstore.broker.lease_elector): a master renews before its Lease
+    # expires, and stops acknowledging before a candidate may take the Lease over
+    if failover.renew_interval_ms >= failover.lease_duration_ms:
+        raise SpecError(f"{path}.renewIntervalMillis", "must be below leaseDurationMillis")
+    if failover.margin_ms >= failover.lease_duration_ms - failover.renew_interval_ms:
+        raise SpecError(f"{path}.marginMillis", "must be below leaseDurationMillis - renewIntervalMillis")
+    return failover
 
 
 def _parse_pod_template(d: Mapping[str, Any]) -> PodTemplate:

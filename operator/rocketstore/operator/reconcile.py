@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from rocketstore.client import SessionCredentials
+from rocketstore.common import replica_lease
 from rocketstore.operator import metrics
 from rocketstore.operator.auth import converge as converge_auth
 from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers, MasterReplication
@@ -70,8 +71,10 @@ from rocketstore.operator.status import (
     BrokerObservation,
     ExternalView,
     GroupView,
+    elections,
     external_view,
     group_views,
+    masters_status,
     max_disk_usage,
     observed_status,
     pod_ready,
@@ -79,6 +82,8 @@ from rocketstore.operator.status import (
 )
 
 __all__ = ["Event", "Outcome", "apply_objects", "broker_access", "observe", "referenced_secrets"]
+
+RBAC = "rbac.authorization.k8s.io/v1"
 
 
 @dataclass(frozen=True)
@@ -205,10 +210,14 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     budgets = await kube.list("policy/v1", "PodDisruptionBudget", owner.namespace, selector(owner.name))
     statefulsets = await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))
     policies = await kube.list("networking.k8s.io/v1", "NetworkPolicy", owner.namespace, selector(owner.name))
+    # the brokers' Lease Role and RoleBinding once failover is switched off
+    roles = await kube.list(RBAC, "Role", owner.namespace, selector(owner.name))
+    bindings = await kube.list(RBAC, "RoleBinding", owner.namespace, selector(owner.name))
     for api_version, kind, existing in (("v1", "Service", services), ("v1", "ConfigMap", configmaps),
                                         ("policy/v1", "PodDisruptionBudget", budgets),
                                         ("apps/v1", "StatefulSet", statefulsets),
-                                        ("networking.k8s.io/v1", "NetworkPolicy", policies)):
+                                        ("networking.k8s.io/v1", "NetworkPolicy", policies),
+                                        (RBAC, "Role", roles), (RBAC, "RoleBinding", bindings)):
         for name in stale_names(owner, desired, kind, existing):
             await _api_step("delete", f"deleting {kind} {name}", kube.delete(api_version, kind, owner.namespace, name))
             out.events.append(Event("Normal", "Deleted", f"{kind} {name}: no longer part of the spec"))
@@ -498,6 +507,7 @@ async def observe(
         groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
     report = observed_status(spec, replicas, observed, decision, external, now(), groups, held)
     out.status.update(report.status)
+    await _observe_masters(kube, owner, spec, status, out)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
 
@@ -677,6 +687,22 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
             f"{', '.join(released)} may take a new template" if released else
             "masters wait for their slaves to be updated and in sync")))
     return groups, held
+
+
+async def _observe_masters(kube: Kube, owner: Owner, spec: Spec, status: Mapping[str, Any], out: Outcome) -> None:
+    """With Lease failover: each group's master, epoch and SyncStateSet from the Leases the brokers
+    hold (``status.masters``), and a ``MasterElected`` event for each epoch that changed since the
+    last observation. Without it, ``status.masters`` is cleared."""
+    if not spec.replication.failover.lease:
+        if status.get("masters") is not None:
+            out.status["masters"] = None
+        return
+    leases = await kube.list(replica_lease.API_VERSION, replica_lease.KIND, owner.namespace,
+                             replica_lease.lease_selector(owner.name))
+    masters = masters_status(leases)
+    out.status["masters"] = masters
+    for message in elections(status.get("masters") or [], masters):
+        out.events.append(Event("Normal", "MasterElected", message))
 
 
 async def _observe_external_access(kube: Kube, owner: Owner, spec: Spec, replicas: int,

@@ -51,6 +51,7 @@ __all__ = [
     "MemberView",
     "Report",
     "degraded",
+    "elections",
     "external_view",
     "group_views",
     "groups_status",
@@ -295,6 +296,27 @@ def masters_status(leases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             entry["renewTime"] = lease.renew_time
         entries.append(entry)
     return sorted(entries, key=lambda e: str(e["brokerName"]))
+
+
+def elections(previous: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What changed between two :func:`masters_status`: one message per group whose master epoch
+    moved (an election, or a master that released its Lease), for an event each.
+
+    Only changes between two observations count: a group seen for the first time (the operator
+    just started, or the first master took its new Lease) has no election to report, and a group
+    elected twice between two observations is one event naming both epochs."""
+    before = {e["brokerName"]: e for e in previous if "masterEpoch" in e}
+    messages: list[str] = []
+    for entry in current:
+        old = before.get(entry["brokerName"])
+        if old is None or "masterEpoch" not in entry or entry["masterEpoch"] == old["masterEpoch"]:
+            continue
+        master = entry.get("masterReplicaId")
+        who = "no master (Lease released)" if master is None else (
+            f"master replica {master} at {entry.get('masterAddress') or 'an unknown address'}")
+        messages.append(f"{entry['brokerName']}: epoch {old['masterEpoch']} -> {entry['masterEpoch']}, {who}, "
+                        f"SyncStateSet {entry.get('syncStateSet', [])}")
+    return messages
 
 
 @dataclass(frozen=True)
