@@ -138,7 +138,7 @@ def _master(kube: Any, group: str, brokers: list[Broker]) -> tuple[Broker, Broke
     master_id = wait_until("a master with both replicas in sync",
                            lambda: (lease := _lease(kube, group)) and lease[1] == [1, 2] and lease[0], 60)
     master, slave = brokers[master_id - 1], brokers[2 - master_id]
-    wait_until("the master acknowledges", lambda: _send(master, b"probe") == ResponseCode.SUCCESS, 30)
+    wait_until("the master acknowledges", lambda: _send(master, f"probe-{time.monotonic_ns()}".encode()) == ResponseCode.SUCCESS, 30)
     return master, slave
 
 
