@@ -48,9 +48,9 @@ def test_the_lease_elector_needs_controller_mode_a_broker_id_and_no_controller_a
     def rules(**keys: object) -> None:
         apply_broker_startup_rules(BrokerConfig(controller_lease_enable=True, **keys), StoreConfig())  # type: ignore[arg-type]
 
-    with pytest.raises(ConfigError, match="controllerLeaseEnable.*needs enableControllerMode=true"):
+    with pytest.raises(ConfigError, match=r"controllerLeaseEnable.*needs enableControllerMode=true"):
         rules(broker_id=1, listen_port=10911)
-    with pytest.raises(ConfigError, match="controllerLeaseEnable.*cannot be used with controllerAddr"):
+    with pytest.raises(ConfigError, match=r"controllerLeaseEnable.*cannot be used with controllerAddr"):
         rules(enable_controller_mode=True, broker_id=1, listen_port=10911, controller_addr="127.0.0.1:9878")
     with pytest.raises(ConfigError, match="needs this replica's id"):
         rules(enable_controller_mode=True, listen_port=10911)
