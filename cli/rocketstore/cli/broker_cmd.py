@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from rocketstore.broker.broker_config import BrokerConfig
     from rocketstore.broker.controller_elector import ControllerElector
     from rocketstore.broker.lease_elector import LeaseElector
+    from rocketstore.broker.master_elector import MasterElector
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     loop_factory, loop_choice = event_loop_factory()
     log.info("event loop: %s", loop_choice)
-    elector = None
+    elector: MasterElector | None = None
     if broker_config.enable_controller_mode and broker_config.controller_addr:
         try:
             elector = _controller_elector(broker_config, store_config)
