@@ -42,3 +42,18 @@ def test_controller_mode_needs_a_broker_id_unless_a_controller_grants_it() -> No
     broker.fetch_controller_addr_by_dns_lookup = True
     with pytest.raises(ConfigError, match="fetchControllerAddrByDnsLookup"):
         apply_broker_startup_rules(broker, store)
+
+
+def test_the_lease_elector_needs_controller_mode_a_broker_id_and_no_controller_addr() -> None:
+    def rules(**keys: object) -> None:
+        apply_broker_startup_rules(BrokerConfig(controller_lease_enable=True, **keys), StoreConfig())  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigError, match=r"controllerLeaseEnable.*needs enableControllerMode=true"):
+        rules(broker_id=1, listen_port=10911)
+    with pytest.raises(ConfigError, match=r"controllerLeaseEnable.*cannot be used with controllerAddr"):
+        rules(enable_controller_mode=True, broker_id=1, listen_port=10911, controller_addr="127.0.0.1:9878")
+    with pytest.raises(ConfigError, match="needs this replica's id"):
+        rules(enable_controller_mode=True, listen_port=10911)
+    with pytest.raises(ConfigError, match="listenPort"):  # the Lease names the address before it serves
+        rules(enable_controller_mode=True, broker_id=1, listen_port=0)
+    rules(enable_controller_mode=True, broker_id=2, listen_port=10911)

@@ -470,6 +470,8 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
     * with ``enableControllerMode`` brokerId is the replica id (> 0; granted by the controller of
       ``controllerAddr`` when that is set) and the broker starts as a
       SLAVE following no one, whatever brokerRole says, until its source of truth gives it a role;
+    * ``controllerLeaseEnable`` (the Kubernetes Lease as the group's source of truth) needs
+      ``enableControllerMode``, no ``controllerAddr`` and a listenPort above 0 (ConfigError);
     * haListenPort is always listenPort + 1: BrokerStartup overwrites any configured value, so
       slaves of a RocketMQ master and of ours find the HA port at the same place. A listenPort
       of 0 (any free port, a RocketStore convenience for tests) gives haListenPort 0 too: the HA
@@ -477,6 +479,16 @@ def apply_broker_startup_rules(broker_config: BrokerConfig, store_config: StoreC
 
     Idempotent: the command line calls it once its own overrides (``--listen-port``) are in.
     """
+    if broker_config.controller_lease_enable:
+        # the Lease elector is one source of truth of a group; Apache's controller is the other
+        if not broker_config.enable_controller_mode:
+            raise ConfigError("controllerLeaseEnable", "true", "needs enableControllerMode=true")
+        if broker_config.controller_addr:
+            raise ConfigError("controllerLeaseEnable", "true", "cannot be used with controllerAddr "
+                              "(one source of truth per group: the Lease or Apache's controller)")
+        if broker_config.listen_port <= 0:
+            raise ConfigError("listenPort", str(broker_config.listen_port), "controllerLeaseEnable=true publishes "
+                              "this broker's address in the Lease before it serves: give a port")
     if broker_config.enable_controller_mode:
         # controller mode: brokerId is the replica's stable id, the role comes from the source of
         # truth (replicas_manager.py); until then the replica takes no writes. With controllerAddr

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from rocketstore.broker.broker import BrokerController
     from rocketstore.broker.broker_config import BrokerConfig
     from rocketstore.broker.controller_elector import ControllerElector
+    from rocketstore.broker.lease_elector import LeaseElector
+    from rocketstore.broker.master_elector import MasterElector
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +114,18 @@ def run(args: argparse.Namespace) -> int:
 
     loop_factory, loop_choice = event_loop_factory()
     log.info("event loop: %s", loop_choice)
-    elector = None
+    elector: MasterElector | None = None
     if broker_config.enable_controller_mode and broker_config.controller_addr:
         try:
             elector = _controller_elector(broker_config, store_config)
         except ValueError as exc:  # a brokerIdentity of another group
             print(f"rocketstore broker: error: {exc}", file=sys.stderr)
+            return 2
+    elif broker_config.enable_controller_mode and broker_config.controller_lease_enable:
+        try:
+            elector = _lease_elector(broker_config, store_config)
+        except Exception as exc:  # no namespace, an unreadable kubeconfig or service account
+            print(f"rocketstore broker: error: controllerLeaseEnable: {exc}", file=sys.stderr)
             return 2
     try:
         broker = BrokerController(broker_config, store_config, auth_config, elector)
@@ -148,6 +156,22 @@ def _controller_elector(broker_config: BrokerConfig, store_config: StoreConfig) 
             log.warning("no broker id from the controllers %s yet (retrying): %s", broker_config.controller_addr, exc)
             time.sleep(1)
     log.info("controller mode: broker id %d, controllers %s", broker_config.broker_id, broker_config.controller_addr)
+    return elector
+
+
+def _lease_elector(broker_config: BrokerConfig, store_config: StoreConfig) -> LeaseElector:
+    """The group's Lease on Kubernetes as its source of truth. The replica id is brokerId (> 0,
+    checked by apply_broker_startup_rules); the addresses are the ones the broker registers with
+    name servers (brokerIP1:listenPort, brokerIP2:haListenPort), known before it serves because
+    listenPort is fixed."""
+    from rocketstore.broker.lease_elector import lease_elector
+    from rocketstore.client.remoting_client import local_ip
+
+    address = f"{broker_config.broker_ip1 or local_ip()}:{broker_config.listen_port}"
+    ha_address = f"{broker_config.broker_ip2}:{store_config.ha_listen_port}"
+    elector = lease_elector(broker_config, address=address, ha_address=ha_address)
+    log.info("controller mode: replica id %d on the Lease %s/%s", broker_config.broker_id, elector.namespace,
+             elector.name)
     return elector
 
 
