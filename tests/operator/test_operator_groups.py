@@ -22,6 +22,7 @@ from rocketstore.operator.desired import (
     broker_conf,
     configmap,
     group_pdbs,
+    listen_port,
     slave_statefulset,
     statefulset,
 )
@@ -495,3 +496,22 @@ def test_ready_slaves_get_the_retention_and_peers_pushed() -> None:
     running["rs-slave-1-0:10911"]["metricsPerQueueEnable"] = "true"
     asyncio.run(_converge_slaves(brokers, BrokerAccess(), OWNER, spec, 2, pods, want, live, out))
     assert running["rs-slave-1-0:10911"]["metricsPerQueueEnable"] == "false"
+
+
+def test_users_and_acls_go_to_the_masters_that_answered_and_every_ready_slave() -> None:
+    """spec.auth: each broker keeps its own users and ACLs, so slaves (which serve reads, and with
+    failover become masters) are converged too, as soon as they are ready."""
+    from rocketstore.operator.brokers import Brokers
+    from rocketstore.operator.reconcile import auth_targets
+
+    brokers = Brokers(BrokerAddressing.from_text("{pod}:{port}"))
+    spec = parse_spec({"replication": {"replicasPerGroup": 3}})
+    pods = {"rs-slave-1-0": pod("rs-slave-1-0"), "rs-slave-1-1": pod("rs-slave-1-1", ready=False),
+            "rs-slave-2-1": pod("rs-slave-2-1")}
+    targets = auth_targets(brokers, OWNER, spec, 2, ["rs-0:10911", "rs-1:10911"], {1}, pods)
+    assert [name for name, _ in targets] == ["rs-1", "rs-slave-1-0", "rs-slave-2-1"]
+    assert dict(targets)["rs-slave-1-0"] == brokers.address(OWNER.name, OWNER.namespace, 0, listen_port(spec, 0, 1),
+                                                            slave=1)
+    # without slaves, the masters alone, as before
+    assert auth_targets(brokers, OWNER, parse_spec({}), 2, ["rs-0:10911", "rs-1:10911"], {0, 1}, {}) == [
+        ("rs-0", "rs-0:10911"), ("rs-1", "rs-1:10911")]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -497,8 +497,8 @@ async def observe(
     # otherwise be the only way to change; their lag; the masters' rollout partition
     groups: list[GroupView] = []
     held: list[str] = []
-    if spec.auth is not None:  # users and ACLs on every broker that answered (RocketMQ 5.3, spec.auth)
-        targets = [(pod_name(owner.name, i), addr) for i, addr in enumerate(addresses) if i in runtimes]
+    if spec.auth is not None:  # users and ACLs (RocketMQ 5.3, spec.auth)
+        targets = auth_targets(brokers, owner, spec, replicas, addresses, runtimes.keys(), pods)
         auth_problems, auth_done = await converge_auth(brokers, access, spec.auth, secrets, targets)
         out.problems.extend(auth_problems)
         out.events.extend(Event("Normal", "AuthConverged", done) for done in auth_done)
@@ -627,6 +627,20 @@ async def _copy_topics(brokers: Brokers, access: BrokerAccess, owner: Owner, spe
         out.events.append(Event("Normal", "TopicsCopied",
                                 f"{name}: {len(copies)} topics from {pod_name(owner.name, source)}{names}"))
     out.status["topicCopyPending"] = remaining or None
+
+
+def auth_targets(brokers: Brokers, owner: Owner, spec: Spec, replicas: int, addresses: Sequence[str],
+                 answered: Collection[int], pods: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The brokers whose users and ACLs are converged, as (pod, address): every master that
+    answered this observation, and every ready slave. Each broker keeps its own users and ACLs, a
+    slave serves reads (slaveReadEnable) and, with failover, may be the next master."""
+    targets = [(pod_name(owner.name, i), addr) for i, addr in enumerate(addresses) if i in answered]
+    for k in range(1, spec.replication.replicas_per_group):
+        for i in range(replicas):
+            if pod_ready(pods.get(name := slave_pod_name(owner.name, k, i), {})):
+                targets.append((name, brokers.address(owner.name, owner.namespace, i, listen_port(spec, i, k),
+                                                      slave=k)))
+    return targets
 
 
 async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spec, replicas: int,
