@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rocketstore.operator.model import Auth
 
 if TYPE_CHECKING:
-    from rocketstore.operator.brokers import BrokerAccess, Brokers
+    from rocketstore.operator.brokers import AdminClient, BrokerAccess, Brokers
 
 __all__ = ["AuthOperation", "converge", "desired_acls", "desired_users", "plan", "protected_users", "user_passwords"]
 
@@ -52,6 +52,22 @@ class AuthOperation:
     def describe(self) -> str:
         entry = f" {self.policy_type} {self.resource}" if self.resource else ""
         return f"{self.verb} {self.target}{entry}"
+
+    def send(self, client: AdminClient) -> None:
+        """Sends this operation over a broker admin connection (brokers.py runs it in a worker
+        thread); the verb decides the admin request, so brokers.py needs to know none of them."""
+        if self.verb == CREATE_USER and self.document is not None:
+            client.create_user(self.document)
+        elif self.verb == UPDATE_USER and self.document is not None:
+            client.update_user(self.document)
+        elif self.verb == DELETE_USER:
+            client.delete_user(self.target)
+        elif self.verb == CREATE_ACL and self.document is not None:
+            client.create_acl(self.document)
+        elif self.verb == DELETE_ACL:
+            client.delete_acl(self.target, self.policy_type, self.resource)
+        else:
+            raise ValueError(f"unknown auth operation {self.describe()}")
 
 
 def user_passwords(auth: Auth, secrets: Mapping[str, Mapping[str, bytes]]) -> tuple[dict[str, str], list[str]]:

@@ -45,7 +45,6 @@ from typing import Any, Final, Protocol
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
 from rocketstore.client.admin import GroupConsumeStats
 from rocketstore.common.topic_config import TopicConfig
-from rocketstore.operator.auth import CREATE_ACL, CREATE_USER, DELETE_ACL, DELETE_USER, UPDATE_USER, AuthOperation
 from rocketstore.operator.desired import LISTEN_PORT, pod_dns, pod_name, slave_pod_name
 from rocketstore.remoting.codes import ResponseCode
 
@@ -102,6 +101,13 @@ class AdminClient(Protocol):
 
 #: how RocketMQ 4.9.8 brokers word an ACL refusal (the remark of the SYSTEM_ERROR response)
 ACL_EXCEPTION: Final = "org.apache.rocketmq.acl.common.AclException"
+
+
+class AdminOperation(Protocol):
+    """An admin request planned elsewhere (e.g. a user or ACL operation of auth.py), which knows
+    how to send itself over an :class:`AdminClient`."""
+
+    def send(self, client: AdminClient) -> None: ...
 
 
 class BrokerError(Exception):
@@ -394,22 +400,6 @@ class Brokers:
         assert isinstance(state, tuple)
         return state[0], state[1]
 
-    async def apply_auth(self, addr: str, access: BrokerAccess, operation: AuthOperation) -> None:
+    async def apply_auth(self, addr: str, access: BrokerAccess, operation: AdminOperation) -> None:
         """One user or ACL operation of :func:`rocketstore.operator.auth.plan`."""
-        op = operation
-
-        def call(c: AdminClient) -> None:
-            if op.verb == CREATE_USER and op.document is not None:
-                c.create_user(op.document)
-            elif op.verb == UPDATE_USER and op.document is not None:
-                c.update_user(op.document)
-            elif op.verb == DELETE_USER:
-                c.delete_user(op.target)
-            elif op.verb == CREATE_ACL and op.document is not None:
-                c.create_acl(op.document)
-            elif op.verb == DELETE_ACL:
-                c.delete_acl(op.target, op.policy_type, op.resource)
-            else:
-                raise ValueError(f"unknown auth operation {op.describe()}")
-
-        await self._run(addr, access, call)
+        await self._run(addr, access, operation.send)
