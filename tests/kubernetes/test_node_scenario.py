@@ -253,10 +253,18 @@ def store(installed: Target, kube: Any) -> dict[str, Any]:
 
 def test_operator_runs_in_its_pod_from_the_chart(installed: Target, kube: Any, helm_bin: Path) -> None:
     deploys = client.AppsV1Api(kube).list_namespaced_deployment(OPERATOR_NS).items
-    assert len(deploys) == 1 and deploys[0].status.ready_replicas == 1, operator_logs(kube)
-    pod = client.CoreV1Api(kube).list_namespaced_pod(OPERATOR_NS).items[0]
-    assert pod.spec.node_name in installed.nodes  # a real node (the test control plane's kwok node runs nothing)
-    assert pod.spec.containers[0].image.startswith("rocketstore/rocketstore:")
+    # the chart's default: two replicas with leader election, both ready (a standby serves /healthz too)
+    assert len(deploys) == 1 and deploys[0].spec.replicas == 2, operator_logs(kube)
+    assert deploys[0].status.ready_replicas == 2, operator_logs(kube)
+    selector = ",".join(f"{k}={v}" for k, v in deploys[0].spec.selector.match_labels.items())
+    pods = client.CoreV1Api(kube).list_namespaced_pod(OPERATOR_NS, label_selector=selector).items
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod.spec.node_name in installed.nodes  # a real node (the test control plane's kwok node runs nothing)
+        assert pod.spec.containers[0].image.startswith("rocketstore/rocketstore:")
+    # exactly one of them leads
+    lease = client.CoordinationV1Api(kube).read_namespaced_lease("rocketstore-rocketstore-operator", OPERATOR_NS)
+    assert lease.spec.holder_identity and lease.spec.holder_identity.split("_")[0] in {p.metadata.name for p in pods}
     # the chart's own test: a pod of the operator image asks the operator's /healthz
     out = run_helm(helm_bin, installed, "test", "rocketstore", "--namespace", OPERATOR_NS, "--timeout", "3m")
     assert "Succeeded" in out, out

@@ -398,12 +398,21 @@ class LeaseElector:
             self._held_epoch, self._deadline = None, 0.0
             if held is None:
                 return
-            released = replace(held.info, master_replica_id=None, master_address="", master_ha_address="")
             try:
-                await self._client.replace(self._body(released, held, renew_time=held.renew_time))
-                log.info("%s: released the master Lease of epoch %d", self.name, released.master_epoch)
-            except LeaseConflict:
-                pass  # someone else wrote it: not ours any more
+                for _ in range(2):
+                    released = replace(held.info, master_replica_id=None, master_address="", master_ha_address="")
+                    try:
+                        await self._client.replace(self._body(released, held, renew_time=held.renew_time))
+                        log.info("%s: released the master Lease of epoch %d", self.name, released.master_epoch)
+                        return
+                    except LeaseConflict:
+                        # a renewal of ours cancelled in flight may have been written after all (a newer
+                        # resourceVersion): still ours when it still names this replica in this epoch
+                        fresh = await self._read()
+                        if fresh is None or (fresh.info.master_replica_id, fresh.info.master_epoch) != (
+                                held.info.master_replica_id, held.info.master_epoch):
+                            return  # someone else wrote it: not ours any more
+                        held = fresh
             except Exception as e:
                 log.warning("%s: could not release the master Lease (%s); it expires instead", self.name, e)
 
