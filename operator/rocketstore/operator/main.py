@@ -121,13 +121,15 @@ def election_config(opts: OperatorOptions, environ: Mapping[str, str]) -> Electi
 @contextlib.contextmanager
 def _standby_liveness(address: str, port: int) -> Iterator[None]:
     """/healthz of a standby: kopf serves it only once it runs, and a standby waiting for the Lease
-    is alive too (the pod's probes would otherwise restart it forever)."""
+    is alive too (the pod's probes would otherwise restart it forever). JSON, as kopf's answer is:
+    the Service behind the chart's `helm test` reaches the leader or a standby alike."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             self.send_response(200 if self.path == "/healthz" else 404)
+            self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(b"standby\n")
+            self.wfile.write(b'{"standby": true}\n')
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
