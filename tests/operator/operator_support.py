@@ -15,11 +15,30 @@ from typing import Any
 from polling import wait_until
 from ports import controlplane, free_port
 
-__all__ = ["AUTH_NAMESPACE", "AUTH_STORE",
-           "BROKER_NAMESPACE", "BROKER_STORE", "EXTERNAL_NAMESPACE", "EXTERNAL_STORE", "GROUPS_NAMESPACE",
-           "GROUPS_STORE", "OPERATOR_NAMESPACE", "OPERATOR_POD_LABELS", "ROOT",
-           "SCALING_NAMESPACE", "SCALING_STORE", "SECURED_NAMESPACE", "SECURED_STORE", "STORAGE_CLASS",
-           "controlplane", "free_port", "standalone_stopped", "wait_until", "write_kubeconfig"]
+__all__ = [
+    "AUTH_NAMESPACE",
+    "AUTH_STORE",
+    "BROKER_NAMESPACE",
+    "BROKER_STORE",
+    "EXTERNAL_NAMESPACE",
+    "EXTERNAL_STORE",
+    "GROUPS_NAMESPACE",
+    "GROUPS_STORE",
+    "OPERATOR_NAMESPACE",
+    "OPERATOR_POD_LABELS",
+    "ROOT",
+    "SCALING_NAMESPACE",
+    "SCALING_STORE",
+    "SECURED_NAMESPACE",
+    "SECURED_STORE",
+    "STORAGE_CLASS",
+    "broker_lease_kubeconfig",
+    "controlplane",
+    "free_port",
+    "standalone_stopped",
+    "wait_until",
+    "write_kubeconfig",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE_CLASS = "rs-test"
@@ -69,3 +88,24 @@ def write_kubeconfig(path: Path, server: str, users: dict[str, dict[str, Any]], 
         "current-context": current,
     }))
     return path
+
+
+def broker_lease_kubeconfig(kube: Any, server: str, owner: Any, path: Path) -> Path:
+    """A kubeconfig with a token of ``owner``'s broker pods' ServiceAccount, bound to the Role the
+    operator gives them for Leases (in ``owner.namespace``, which must exist), as a broker's
+    Lease elector uses it."""
+    from kubernetes import client
+
+    from rocketstore.operator.desired import lease_role, lease_role_binding
+
+    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
+    role, binding = lease_role(owner), lease_role_binding(owner)
+    for obj in (role, binding):
+        obj["metadata"].pop("ownerReferences")  # no RocketStore object here to own them
+    account = binding["subjects"][0]["name"]
+    core.create_namespaced_service_account(owner.namespace, {"metadata": {"name": account}})
+    rbac.create_namespaced_role(owner.namespace, role)
+    rbac.create_namespaced_role_binding(owner.namespace, binding)
+    token = core.create_namespaced_service_account_token(account, owner.namespace,
+                                                         {"spec": {"expirationSeconds": 3600}}).status.token
+    return write_kubeconfig(path, server, {"broker": {"token": token}}, "broker")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from operator_support import write_kubeconfig
+from operator_support import broker_lease_kubeconfig
 from polling import wait_until
 
 from rocketstore.broker.lease_elector import (
@@ -37,7 +37,7 @@ from rocketstore.broker.lease_elector import (
 )
 from rocketstore.broker.master_elector import RoleAssignment
 from rocketstore.common.replica_lease import ReplicaInfo, lease_body, lease_name, parse_lease
-from rocketstore.operator.desired import Owner, lease_role, lease_role_binding
+from rocketstore.operator.desired import Owner
 from rocketstore.operator.status import masters_status
 
 pytestmark = pytest.mark.integration
@@ -60,19 +60,8 @@ def namespace(kube: Any) -> str:
 @pytest.fixture(scope="module")
 def broker_config(control_plane: Any, kube: Any, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A kubeconfig with a token of the broker pods' ServiceAccount, bound to the operator's Role."""
-    owner = Owner(STORE, NS, "0")
-    rbac = client.RbacAuthorizationV1Api(kube)
-    core = client.CoreV1Api(kube)
-    role, binding = lease_role(owner), lease_role_binding(owner)
-    for obj in (role, binding):
-        obj["metadata"].pop("ownerReferences")  # no RocketStore object here to own them
-    core.create_namespaced_service_account(NS, {"metadata": {"name": binding["subjects"][0]["name"]}})
-    rbac.create_namespaced_role(NS, role)
-    rbac.create_namespaced_role_binding(NS, binding)
-    token = core.create_namespaced_service_account_token(binding["subjects"][0]["name"], NS,
-                                                         {"spec": {"expirationSeconds": 3600}}).status.token
-    return write_kubeconfig(tmp_path_factory.mktemp("lease") / "broker.kubeconfig", control_plane.server,
-                            {"broker": {"token": token}}, "broker")
+    return broker_lease_kubeconfig(kube, control_plane.server, Owner(STORE, namespace, "0"),
+                                   tmp_path_factory.mktemp("lease") / "broker.kubeconfig")
 
 
 @dataclass

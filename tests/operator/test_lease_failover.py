@@ -26,11 +26,11 @@ import pytest
 from broker_process import Broker
 from inprocess_broker import RawClient, decode_records
 from kubernetes import client
-from operator_support import write_kubeconfig
+from operator_support import broker_lease_kubeconfig
 from polling import wait_until
 
 from rocketstore.common.replica_lease import lease_name, parse_lease
-from rocketstore.operator.desired import Owner, lease_role, lease_role_binding
+from rocketstore.operator.desired import Owner
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.headers import SendMessageRequestHeader
 
@@ -49,21 +49,11 @@ KILL_CYCLES = int(os.environ.get("LEASE_FAILOVER_CYCLES", "5"))
 @pytest.fixture(scope="module")
 def kubeconfig(control_plane: Any, kube: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A kubeconfig with a token of the broker pods' ServiceAccount, bound to the operator's Role."""
-    core, rbac = client.CoreV1Api(kube), client.RbacAuthorizationV1Api(kube)
+    core = client.CoreV1Api(kube)
     core.create_namespace({"metadata": {"name": NS}})
     wait_until(f"default SA in {NS}", lambda: bool(core.list_namespaced_service_account(NS).items), 60)
-    owner = Owner("fo", NS, "0")
-    role, binding = lease_role(owner), lease_role_binding(owner)
-    for obj in (role, binding):
-        obj["metadata"].pop("ownerReferences")  # no RocketStore object here to own them
-    account = binding["subjects"][0]["name"]
-    core.create_namespaced_service_account(NS, {"metadata": {"name": account}})
-    rbac.create_namespaced_role(NS, role)
-    rbac.create_namespaced_role_binding(NS, binding)
-    token = core.create_namespaced_service_account_token(account, NS,
-                                                         {"spec": {"expirationSeconds": 3600}}).status.token
-    return write_kubeconfig(tmp_path_factory.mktemp("lease-failover") / "broker.kubeconfig", control_plane.server,
-                            {"broker": {"token": token}}, "broker")
+    return broker_lease_kubeconfig(kube, control_plane.server, Owner("fo", NS, "0"),
+                                   tmp_path_factory.mktemp("lease-failover") / "broker.kubeconfig")
 
 
 def _group(tmp: Path, group: str, kubeconfig: Path, replicas: int = 2) -> list[Broker]:
