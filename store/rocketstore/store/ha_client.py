@@ -25,7 +25,7 @@ from typing import Final
 from rocketstore.common.clock import now_ms
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.ha_connection import wait_readable
+from rocketstore.store.ha_io import wait_readable
 from rocketstore.store.ha_protocol import HEADER_SIZE, continuity_error, encode_report, next_frame
 
 log = logging.getLogger(__name__)

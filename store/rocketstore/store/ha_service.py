@@ -30,9 +30,11 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rocketstore.common.clock import now_ms
 from rocketstore.store import sync_state_set
+from rocketstore.store.abstract_ha_connection import AbstractHAConnection
 from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient, Truncate
 from rocketstore.store.autoswitch_ha_connection import AutoSwitchHAConnection
 from rocketstore.store.commit_log import CommitLog
@@ -96,7 +98,7 @@ class HAService:
         self._waiters: list[tuple[int, int, TransferWaiter]] = []  # heap by end offset
         self._waiter_seq = itertools.count()
         self._waiters_lock = threading.Lock()
-        self._connections: list[HAConnection | AutoSwitchHAConnection] = []
+        self._connections: list[AbstractHAConnection[Any]] = []
         self._connections_lock = threading.Lock()
         self._refused: dict[str, RefusedSlave] = {}
         # writers with nothing to send sleep on this; appends notify it only while one sleeps
@@ -188,7 +190,7 @@ class HAService:
                 return
             address = f"{peer[0]}:{peer[1]}"
             log.info("HA service: new slave connection from %s", address)
-            conn: HAConnection | AutoSwitchHAConnection
+            conn: AbstractHAConnection[Any]
             if self.controller_mode:
                 conn = AutoSwitchHAConnection(self, sock, address)
             else:
@@ -197,7 +199,7 @@ class HAService:
                 self._connections.append(conn)
             conn.start()
 
-    def remove_connection(self, conn: HAConnection | AutoSwitchHAConnection) -> None:
+    def remove_connection(self, conn: AbstractHAConnection[Any]) -> None:
         """Called by a connection once it ends (closed, silent too long, or refused). In controller
         mode a member of the SyncStateSet that lost its connection is proposed out of it at once
         (AutoSwitchHAService.removeConnection)."""
