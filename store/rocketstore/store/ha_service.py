@@ -34,13 +34,14 @@ from typing import Any
 
 from rocketstore.common.clock import now_ms
 from rocketstore.store import sync_state_set
+from rocketstore.store.abstract_ha_client import HAClientState
 from rocketstore.store.abstract_ha_connection import AbstractHAConnection
 from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient, Truncate
 from rocketstore.store.autoswitch_ha_connection import AutoSwitchHAConnection
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.epoch_file import EpochFileCache
-from rocketstore.store.ha_client import HAClient, HAClientState
+from rocketstore.store.ha_client import HAClient
 from rocketstore.store.ha_connection import HAConnection
 
 log = logging.getLogger(__name__)
