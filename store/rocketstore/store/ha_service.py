@@ -43,6 +43,7 @@ from rocketstore.store.config import StoreConfig
 from rocketstore.store.epoch_file import EpochFileCache
 from rocketstore.store.ha_client import HAClient
 from rocketstore.store.ha_connection import HAConnection
+from rocketstore.store.ha_io import close_socket
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,16 @@ class RefusedSlave:
     master_offset: int
     reason: str
     at_ms: int
+
+
+def _call_waiters(due: list[TransferWaiter]) -> None:
+    """Release the waiters a report satisfied, outside the waiters' lock; one that fails is logged
+    and the others still go."""
+    for waiter in due:
+        try:
+            waiter()
+        except Exception:  # e.g. its event loop closed meanwhile
+            log.exception("transfer waiter %r failed", waiter)
 
 
 class HAService:
@@ -153,12 +164,9 @@ class HAService:
         self._stopped = True
         self.client.shutdown()
         if self._server is not None:
-            with contextlib.suppress(OSError):
-                # shutdown() wakes the accept() blocked in the accept thread at once (close() alone
-                # leaves it sleeping until its poll timeout: every store stop took up to a second)
-                self._server.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                self._server.close()
+            # the shutdown wakes the accept() blocked in the accept thread at once (close() alone
+            # leaves it sleeping until its poll timeout: every store stop took up to a second)
+            close_socket(self._server)
         if self._accept_thread is not None:
             self._accept_thread.join(timeout=5)
             self._accept_thread = None
@@ -260,11 +268,7 @@ class HAService:
             waiters = self._waiters
             while waiters and waiters[0][0] <= offset:
                 due.append(heapq.heappop(waiters)[2])
-        for waiter in due:
-            try:
-                waiter()
-            except Exception:  # e.g. its event loop closed meanwhile: the others still go
-                log.exception("transfer waiter %r failed", waiter)
+        _call_waiters(due)
 
     def refuse_slave(self, address: str, slave_offset: int, master_offset: int, reason: str) -> None:
         """Record (and log) a slave refused for reporting more than the master has."""
@@ -453,11 +457,7 @@ class HAService:
                 else:
                     kept.append(waiter)
             self._group_waiters = kept
-        for callback in due:
-            try:
-                callback()
-            except Exception:
-                log.exception("transfer waiter %r failed", callback)
+        _call_waiters(due)
 
     # -- slave side ------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:
