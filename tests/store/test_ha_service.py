@@ -30,7 +30,7 @@ from store_support import SEGMENT, small_config, start_store
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.ha_client import READ_BUFFER_SIZE, READ_CHUNK
-from rocketstore.store.ha_connection import wait_readable
+from rocketstore.store.ha_io import wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from rocketstore.store.abstract_ha_client import HAClientState
 from rocketstore.store.config import BrokerRole
-from rocketstore.store.ha_client import HAClientState
 from rocketstore.store.ha_service import SlaveInfo
 
 

@@ -14,14 +14,13 @@ histories share nothing the client refuses, logs both, and waits for another mas
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
-import threading
 from collections.abc import Callable
 from typing import Final
 
 from rocketstore.common.clock import now_ms
+from rocketstore.store.abstract_ha_client import AbstractHAClient
 from rocketstore.store.autoswitch_ha_protocol import (
     MasterHandshake,
     SlaveHandshake,
@@ -33,14 +32,12 @@ from rocketstore.store.autoswitch_ha_protocol import (
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.epoch_file import EpochFileCache, find_consistent_point, linked, with_last_end_offset
-from rocketstore.store.ha_client import HAClientState
 from rocketstore.store.ha_protocol import continuity_error
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S: Final = 3.0
-RETRY_S: Final = 1.0
 POLL_S: Final = 0.5
+"""The socket's read timeout: how often the heartbeat and housekeeping clocks are looked at."""
 
 Truncate = Callable[[int], bool]
 """The store's truncate_files: cut the log (and its queues, index, epochs) back to an offset."""
@@ -56,107 +53,32 @@ def truncation_point(local: EpochFileCache, local_max: int, handshake: MasterHan
     return find_consistent_point(mine, theirs)
 
 
-class AutoSwitchHAClient:
+class AutoSwitchHAClient(AbstractHAClient):
     """Connects to the master, hand-shakes, truncates, appends what it streams, reports progress."""
+
+    CONNECT_RETRY_S = 1.0
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, epoch_cache: EpochFileCache, local_id: int,
                  truncate: Truncate) -> None:
-        self.config = config
-        self.commit_log = commit_log
+        super().__init__("AutoSwitchHAClient", config, commit_log)
         self.epoch_cache = epoch_cache
         self.local_id = local_id
         self._truncate = truncate
-        self._master_address: str | None = None
-        self._refused_reason: str | None = None
-        self._sock: socket.socket | None = None
-        self._stopped = True
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._stopped = False
-        self._wake.clear()
-        self._thread = threading.Thread(target=self._run, name="AutoSwitchHAClient", daemon=True)
-        self._thread.start()
-
-    def shutdown(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        self._close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def update_master_address(self, address: str | None) -> None:
-        """Follow the master whose HA listener is ``address``; None stops replicating. Returns once
-        the old connection is closed; a truncation in progress finishes first."""
-        if address == self._master_address:
-            return
-        log.info("HA client: master address %s -> %s", self._master_address, address)
-        self._master_address = address
-        self._refused_reason = None
-        self._close()
-        self._wake.set()
-
-    def state(self) -> HAClientState:
-        return HAClientState(self._master_address, self._sock is not None, self.commit_log.max_offset,
-                             self._refused_reason)
-
-    def _close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                sock.close()
-
-    def _run(self) -> None:
-        while not self._stopped:
-            address = self._master_address
-            if address is None or self._refused_reason is not None:
-                self._wake.wait(5.0)
-                self._wake.clear()
-                continue
-            host, _, port = address.rpartition(":")
-            try:
-                sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
-            except (OSError, ValueError) as exc:
-                log.warning("HA client: cannot connect to master %s: %s", address, exc)
-                self._wake.wait(RETRY_S)
-                self._wake.clear()
-                continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(POLL_S)
-            self._sock = sock
-            try:
-                self._replicate(sock, address)
-            except (OSError, ValueError) as exc:
-                if not self._stopped and self._sock is sock:
-                    log.warning("HA client: connection to master %s failed: %s", address, exc)
-            finally:
-                if self._sock is sock:
-                    self._close()
-                else:
-                    with contextlib.suppress(OSError):
-                        sock.close()
-            if not self._stopped:
-                self._wake.wait(RETRY_S)
-                self._wake.clear()
 
     def _replicate(self, sock: socket.socket, address: str) -> None:
+        sock.settimeout(POLL_S)
         sock.sendall(encode_slave_handshake(SlaveHandshake(self.local_id, self.config.sync_from_last_file)))
         buf = bytearray()
         handshaken = False
         received_epoch = -1
         reported = -1
         last_write_ms = last_read_ms = now_ms()
-        while not self._stopped and self._sock is sock and self._master_address == address:
+        while self._connected_to(sock, address):
             now = now_ms()
             if handshaken and now - last_write_ms > self.config.ha_send_heartbeat_interval:
                 sock.sendall(encode_slave_report(self.commit_log.max_offset))
                 last_write_ms = now
-            if now - last_read_ms > self.config.ha_housekeeping_interval:
-                log.warning("HA client: master %s sent nothing for %d ms, reconnecting", address, now - last_read_ms)
+            if self._master_silent(address, now, last_read_ms, self.config.ha_housekeeping_interval):
                 return
             try:
                 data = sock.recv(1024 * 1024)

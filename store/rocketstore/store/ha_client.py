@@ -15,17 +15,15 @@ restarted). :meth:`HAClient.state` shows why.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
-import threading
-from dataclasses import dataclass
 from typing import Final
 
 from rocketstore.common.clock import now_ms
+from rocketstore.store.abstract_ha_client import AbstractHAClient
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
-from rocketstore.store.ha_connection import wait_readable
+from rocketstore.store.ha_io import wait_readable
 from rocketstore.store.ha_protocol import HEADER_SIZE, continuity_error, encode_report, next_frame
 
 log = logging.getLogger(__name__)
@@ -39,14 +37,6 @@ a read this small is still in the CPU cache then, so the write copies from the c
 from memory (loopback, 32 KiB frames, one core: 0.85-1.05 ms of the slave's CPU per MiB against
 1.3-1.6 with whole 4 MiB reads)."""
 
-CONNECT_TIMEOUT_S: Final = 3.0
-RECONNECT_PAUSE_S: Final = 1.0
-"""Pause after a lost connection before connecting again."""
-
-CONNECT_RETRY_S: Final = 5.0
-"""Pause after a failed connection attempt (RocketMQ's HAClient waits 5 s too); a new master
-address cuts it short."""
-
 MAX_CHUNKS_PER_WRITE: Final = 512
 """Frame bodies one write takes at most (the kernel takes 1024 buffers per call)."""
 
@@ -54,117 +44,20 @@ POLL_S: Final = 1.0
 """Longest wait for master data before the heartbeat and housekeeping clocks are looked at."""
 
 
-@dataclass(frozen=True, slots=True)
-class HAClientState:
-    """The slave side as metrics and admin show it.
-
-    ``max_offset`` is this store's CommitLog max offset (what it would report). ``refused_reason``
-    is set once the client refused its master (diverged logs, see the module docstring).
-    """
-
-    master_address: str | None
-    connected: bool
-    max_offset: int
-    refused_reason: str | None
-
-
-class HAClient:
+class HAClient(AbstractHAClient):
     """Connects to the master, appends what it streams, reports progress."""
 
+    CONNECT_RETRY_S = 5.0  # RocketMQ's HAClient waits 5 s too
+
     def __init__(self, config: StoreConfig, commit_log: CommitLog) -> None:
-        self.config = config
-        self.commit_log = commit_log
-        self._master_address: str | None = None
-        self._refused_reason: str | None = None
-        self._sock: socket.socket | None = None
-        self._stopped = True
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__("HAClient", config, commit_log)
         self._buf = bytearray()  # the read buffer, made at the first connection (masters never need it)
-
-    # -- control ---------------------------------------------------------------------------
-    def start(self) -> None:
-        self._stopped = False
-        self._wake.clear()
-        self._thread = threading.Thread(target=self._run, name="HAClient", daemon=True)
-        self._thread.start()
-
-    def shutdown(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        self._close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def update_master_address(self, address: str | None) -> None:
-        """Replicate from ``address`` (host:port of the master's HA listener) from now on; None stops.
-
-        Another address drops the current connection and clears a refusal (a new master may
-        well continue this log); the same address again changes nothing.
-        """
-        old = self._master_address
-        if address == old:
-            return
-        log.info("HA client: master address %s -> %s", old, address)
-        self._master_address = address
-        self._refused_reason = None
-        self._close()
-        self._wake.set()
-
-    def state(self) -> HAClientState:
-        return HAClientState(self._master_address, self._sock is not None, self.commit_log.max_offset,
-                             self._refused_reason)
-
-    # -- loop ------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stopped:
-            address = self._master_address
-            if address is None or self._refused_reason is not None:
-                self._wake.wait(5.0)
-                self._wake.clear()
-                continue
-            sock = self._connect(address)
-            if sock is None:
-                self._wake.wait(CONNECT_RETRY_S)
-                self._wake.clear()
-                continue
-            try:
-                self._replicate(sock, address)
-            except (OSError, ValueError) as exc:
-                if not self._stopped and self._sock is sock:
-                    log.warning("HA client: connection to master %s failed: %s", address, exc)
-            finally:
-                self._close()
-            if not self._stopped and self._refused_reason is None:
-                self._wake.wait(RECONNECT_PAUSE_S)
-                self._wake.clear()
-
-    def _connect(self, address: str) -> socket.socket | None:
-        host, _, port = address.rpartition(":")
-        try:
-            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
-        except (OSError, ValueError) as exc:
-            log.warning("HA client: cannot connect to master %s: %s", address, exc)
-            return None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
-        log.info("HA client: connected to master %s, this CommitLog ends at %d", address,
-                 self.commit_log.max_offset)
-        return sock
-
-    def _close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                sock.close()
 
     def _replicate(self, sock: socket.socket, address: str) -> None:
         """Serve one connection until it ends (raises OSError) or this client refuses or stops."""
         config = self.config
         reported = self.commit_log.max_offset
+        log.info("HA client: connected to master %s, this CommitLog ends at %d", address, reported)
         sock.sendall(encode_report(reported))
         last_write_ms = last_read_ms = now_ms()
         if not self._buf:
@@ -173,14 +66,12 @@ class HAClient:
         view = memoryview(buf)
         start = end = 0  # unprocessed bytes are buf[start:end]
         try:
-            while not self._stopped and self._sock is sock and self._master_address == address:
+            while self._connected_to(sock, address):
                 now = now_ms()
                 if now - last_write_ms > config.ha_send_heartbeat_interval:
                     sock.sendall(encode_report(reported))
                     last_write_ms = now
-                if now - last_read_ms > config.ha_housekeeping_interval:
-                    log.warning("HA client: master %s sent nothing for %d ms, reconnecting", address,
-                                now - last_read_ms)
+                if self._master_silent(address, now, last_read_ms, config.ha_housekeeping_interval):
                     return
                 # A timeout on the socket rather than a poll before each read: while data flows, one
                 # system call (one release of the interpreter lock) per read instead of two.

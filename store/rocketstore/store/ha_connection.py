@@ -1,6 +1,6 @@
 """HAConnection: the master's side of one slave connection (RocketMQ's HAConnection).
 
-Two threads, as in RocketMQ:
+Two threads, as in RocketMQ (abstract_ha_connection runs them; this module holds the 4.x frames):
 
 * the reader takes the slave's 8-byte offset reports: the first one says where to start, every
   one acknowledges (and releases SYNC_MASTER waiters through the service). A slave silent for
@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import socket
-import threading
 from typing import Final, Protocol
 
 from rocketstore.common.clock import now_ms
-from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.config import StoreConfig
+from rocketstore.store.abstract_ha_connection import AbstractHAConnection, HAConnectionOwner
+from rocketstore.store.ha_io import GATHER_FRAMES, send_all
 from rocketstore.store.ha_protocol import (
     batch_end,
     encode_header,
@@ -41,128 +39,29 @@ log = logging.getLogger(__name__)
 GATHER_BYTES: Final = 4 * 1024 * 1024
 """Body bytes one sendmsg carries at most: many frames per system call during catch-up."""
 
-GATHER_FRAMES: Final = 256
-"""Frames one sendmsg carries at most (two iovecs each; the kernel takes at most 1024)."""
 
-READ_POLL_S: Final = 1.0
-"""How often the reader looks at the stop flag and the housekeeping clock."""
-
-
-def wait_readable(sock: socket.socket, timeout_s: float) -> bool:
-    """Whether ``sock`` has bytes (or end of stream) to read within ``timeout_s``.
-
-    poll, not select: select cannot watch a descriptor numbered 1024 or more, and a broker with
-    many segments, queues and connections open has those.
-    """
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(max(int(timeout_s * 1000), 0)))
-
-
-class ConnectionOwner(Protocol):
-    """What a connection needs from the HAService that accepted it."""
-
-    config: StoreConfig
-    commit_log: CommitLog
-
-    def remove_connection(self, conn: HAConnection) -> None: ...
+class ConnectionOwner(HAConnectionOwner, Protocol):
+    """What a 4.x connection needs from the HAService that accepted it, besides any connection's needs."""
 
     def notify_transfer_some(self, offset: int) -> None: ...
 
     def refuse_slave(self, address: str, slave_offset: int, master_offset: int, reason: str) -> None: ...
 
-    def wait_for_data(self, offset: int, timeout_s: float) -> None: ...
 
-
-def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
-    """Send every byte of ``parts`` in order with as few system calls as the kernel allows."""
-    index = 0
-    while index < len(parts):
-        sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES])
-        while index < len(parts) and sent >= len(parts[index]):
-            sent -= len(parts[index])
-            index += 1
-        if sent:
-            parts[index] = parts[index][sent:]
-
-
-class HAConnection:
-    """One slave: its reader and writer threads, its acknowledged offset."""
+class HAConnection(AbstractHAConnection[ConnectionOwner]):
+    """One slave: its offset reports in, the CommitLog's frames out."""
 
     def __init__(self, service: ConnectionOwner, sock: socket.socket, address: str) -> None:
-        self.service = service
-        self.sock = sock
-        self.address = address
-        sock.setblocking(True)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        #: the slave's first report: where it wants data from (-1 until it arrives)
-        self.slave_request_offset = -1
-        #: the slave's latest report: how far it has the log (-1 until the first)
-        self.acked_offset = -1
-        self.next_transfer_from = -1
-        self._first_report = threading.Event()
-        self._stopped = False
-        self._closed_lock = threading.Lock()
-        self._closed = False
-        self._last_write_ms = now_ms()
+        super().__init__(service, sock, address, "HAReadSocketService", "HAWriteSocketService")
         self._lag_boundary = -1  # a record start at or before acked_offset, for lag_seconds
-        self._reader = threading.Thread(target=self._read_loop, name=f"HAReadSocketService-{address}", daemon=True)
-        self._writer = threading.Thread(target=self._write_loop, name=f"HAWriteSocketService-{address}",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._reader.start()
-        self._writer.start()
-
-    def shutdown(self) -> None:
-        """Stop both threads and close the socket (the service is stopping or dropping slaves)."""
-        self._close()
-        for thread in (self._reader, self._writer):
-            if thread.is_alive() and thread is not threading.current_thread():
-                thread.join(timeout=5)
-
-    def _close(self) -> None:
-        with self._closed_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._stopped = True
-        self._first_report.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # unblocks a writer stuck in sendmsg
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        self.service.remove_connection(self)
 
     # -- reader ----------------------------------------------------------------------------
-    def _read_loop(self) -> None:
-        pending = bytearray()
-        last_read_ms = now_ms()
-        try:
-            while not self._stopped:
-                if not wait_readable(self.sock, READ_POLL_S):
-                    silent = now_ms() - last_read_ms
-                    if silent > self.service.config.ha_housekeeping_interval:
-                        log.warning("HA: slave %s silent for %d ms, closing the connection", self.address, silent)
-                        return
-                    continue
-                data = self.sock.recv(64 * 1024)
-                if not data:
-                    log.info("HA: slave %s closed the connection", self.address)
-                    return
-                last_read_ms = now_ms()
-                pending += data
-                offset, used = last_report(pending)
-                if offset is None:
-                    continue
-                del pending[:used]
-                if not self._on_report(offset):
-                    return
-        except (OSError, ValueError) as exc:
-            if not self._stopped:
-                log.warning("HA: connection to slave %s failed: %s", self.address, exc)
-        finally:
-            self._close()
+    def _on_read(self, pending: bytearray) -> bool:
+        offset, used = last_report(pending)
+        if offset is None:
+            return True
+        del pending[:used]
+        return self._on_report(offset)
 
     def _on_report(self, offset: int) -> bool:
         """Take one report; False when the slave must be refused (it is ahead of the master)."""
@@ -182,31 +81,22 @@ class HAConnection:
                 offset, master_max, self.service.config.mapped_file_size_commit_log)
             log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
                      self.next_transfer_from, offset)
-            self._first_report.set()
+            self._wake_writer()
         self.acked_offset = offset
         self.service.notify_transfer_some(offset)
         return True
 
     # -- writer ----------------------------------------------------------------------------
-    def _write_loop(self) -> None:
-        config = self.service.config
-        try:
-            self._first_report.wait()  # the reader has set next_transfer_from
-            while not self._stopped:
-                if self._send_data():
-                    continue
-                idle_ms = now_ms() - self._last_write_ms
-                heartbeat_ms = config.ha_send_heartbeat_interval
-                if idle_ms > heartbeat_ms:
-                    self.sock.sendall(encode_header(self.next_transfer_from, 0))
-                    self._last_write_ms = now_ms()
-                    idle_ms = 0
-                self.service.wait_for_data(self.next_transfer_from, max(heartbeat_ms - idle_ms, 1) / 1000)
-        except (OSError, ValueError) as exc:
-            if not self._stopped:
-                log.warning("HA: sending to slave %s failed: %s", self.address, exc)
-        finally:
-            self._close()
+    def _stream(self) -> None:
+        with self._wake:  # the reader sets next_transfer_from from the slave's first report
+            self._wake.wait_for(lambda: self.next_transfer_from >= 0 or self._stopped)
+        while not self._stopped:
+            if not self._send_data():
+                self._idle()
+
+    def _send_heartbeat(self) -> None:
+        self.sock.sendall(encode_header(self.next_transfer_from, 0))
+        self._last_write_ms = now_ms()
 
     def _send_data(self) -> bool:
         """Send a run of frames from ``next_transfer_from``; False when there is nothing to send."""

@@ -30,16 +30,20 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rocketstore.common.clock import now_ms
 from rocketstore.store import sync_state_set
+from rocketstore.store.abstract_ha_client import HAClientState
+from rocketstore.store.abstract_ha_connection import AbstractHAConnection
 from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient, Truncate
 from rocketstore.store.autoswitch_ha_connection import AutoSwitchHAConnection
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.config import StoreConfig
 from rocketstore.store.epoch_file import EpochFileCache
-from rocketstore.store.ha_client import HAClient, HAClientState
+from rocketstore.store.ha_client import HAClient
 from rocketstore.store.ha_connection import HAConnection
+from rocketstore.store.ha_io import close_socket
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,16 @@ class RefusedSlave:
     at_ms: int
 
 
+def _call_waiters(due: list[TransferWaiter]) -> None:
+    """Release the waiters a report satisfied, outside the waiters' lock; one that fails is logged
+    and the others still go."""
+    for waiter in due:
+        try:
+            waiter()
+        except Exception:  # e.g. its event loop closed meanwhile
+            log.exception("transfer waiter %r failed", waiter)
+
+
 class HAService:
     """The master's listener and connections, push2SlaveMaxOffset, the transfer waiters, the client."""
 
@@ -96,7 +110,7 @@ class HAService:
         self._waiters: list[tuple[int, int, TransferWaiter]] = []  # heap by end offset
         self._waiter_seq = itertools.count()
         self._waiters_lock = threading.Lock()
-        self._connections: list[HAConnection | AutoSwitchHAConnection] = []
+        self._connections: list[AbstractHAConnection[Any]] = []
         self._connections_lock = threading.Lock()
         self._refused: dict[str, RefusedSlave] = {}
         # writers with nothing to send sleep on this; appends notify it only while one sleeps
@@ -150,12 +164,9 @@ class HAService:
         self._stopped = True
         self.client.shutdown()
         if self._server is not None:
-            with contextlib.suppress(OSError):
-                # shutdown() wakes the accept() blocked in the accept thread at once (close() alone
-                # leaves it sleeping until its poll timeout: every store stop took up to a second)
-                self._server.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                self._server.close()
+            # the shutdown wakes the accept() blocked in the accept thread at once (close() alone
+            # leaves it sleeping until its poll timeout: every store stop took up to a second)
+            close_socket(self._server)
         if self._accept_thread is not None:
             self._accept_thread.join(timeout=5)
             self._accept_thread = None
@@ -188,7 +199,7 @@ class HAService:
                 return
             address = f"{peer[0]}:{peer[1]}"
             log.info("HA service: new slave connection from %s", address)
-            conn: HAConnection | AutoSwitchHAConnection
+            conn: AbstractHAConnection[Any]
             if self.controller_mode:
                 conn = AutoSwitchHAConnection(self, sock, address)
             else:
@@ -197,7 +208,7 @@ class HAService:
                 self._connections.append(conn)
             conn.start()
 
-    def remove_connection(self, conn: HAConnection | AutoSwitchHAConnection) -> None:
+    def remove_connection(self, conn: AbstractHAConnection[Any]) -> None:
         """Called by a connection once it ends (closed, silent too long, or refused). In controller
         mode a member of the SyncStateSet that lost its connection is proposed out of it at once
         (AutoSwitchHAService.removeConnection)."""
@@ -257,11 +268,7 @@ class HAService:
             waiters = self._waiters
             while waiters and waiters[0][0] <= offset:
                 due.append(heapq.heappop(waiters)[2])
-        for waiter in due:
-            try:
-                waiter()
-            except Exception:  # e.g. its event loop closed meanwhile: the others still go
-                log.exception("transfer waiter %r failed", waiter)
+        _call_waiters(due)
 
     def refuse_slave(self, address: str, slave_offset: int, master_offset: int, reason: str) -> None:
         """Record (and log) a slave refused for reporting more than the master has."""
@@ -450,11 +457,7 @@ class HAService:
                 else:
                     kept.append(waiter)
             self._group_waiters = kept
-        for callback in due:
-            try:
-                callback()
-            except Exception:
-                log.exception("transfer waiter %r failed", callback)
+        _call_waiters(due)
 
     # -- slave side ------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:

@@ -1,0 +1,170 @@
+"""AbstractHAConnection: the master's side of one slave, whatever protocol the slave speaks.
+
+RocketMQ gives each slave connection a reader and a writer thread, in its 4.x HAConnection as in
+its 5.x AutoSwitchHAConnection, and the two differ only in what the bytes mean. This class is
+what they share, so that each protocol's connection (ha_connection, autoswitch_ha_connection)
+holds only its frames:
+
+* the two daemon threads, their start, and a close that runs once whichever thread (or the
+  service) gets there first, wakes the writer and tells the service;
+* the reader: it waits for the slave's bytes, drops a slave silent for
+  ``haHousekeepingInterval``, and hands what arrived to :meth:`_on_read`;
+* the writer: it runs :meth:`_stream` and, whenever that finds nothing to send,
+  :meth:`_idle` sends a heartbeat after ``haSendHeartbeatInterval`` without a write and sleeps
+  until the log grows;
+* the slave's offsets (where it asked to start, what it acknowledged, where the next transfer
+  starts) and :attr:`_wake`, on which the writer waits for the reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+from rocketstore.common.clock import now_ms
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.config import StoreConfig
+from rocketstore.store.ha_io import close_socket, wait_readable
+
+log = logging.getLogger(__name__)
+
+READ_POLL_S: Final = 1.0
+"""How often the reader looks at the stop flag and the housekeeping clock."""
+
+RECV_BYTES: Final = 64 * 1024
+"""Bytes one read of the slave's reports takes at most (they are a few bytes each)."""
+
+
+class HAConnectionOwner(Protocol):
+    """What any connection needs from the HAService that accepted it."""
+
+    config: StoreConfig
+    commit_log: CommitLog
+
+    def remove_connection(self, conn: AbstractHAConnection[Any]) -> None: ...
+
+    def wait_for_data(self, offset: int, timeout_s: float) -> None: ...
+
+
+OwnerT = TypeVar("OwnerT", bound=HAConnectionOwner)
+
+
+class AbstractHAConnection(ABC, Generic[OwnerT]):
+    """One slave: its reader and writer threads and its offsets; subclasses speak the protocol."""
+
+    def __init__(self, service: OwnerT, sock: socket.socket, address: str, reader_name: str,
+                 writer_name: str) -> None:
+        self.service = service
+        self.sock = sock
+        self.address = address
+        sock.setblocking(True)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        #: the slave's first report: where it wants data from (-1 until it arrives)
+        self.slave_request_offset = -1
+        #: the slave's latest report: how far it has the log (-1 until the first)
+        self.acked_offset = -1
+        self.next_transfer_from = -1
+        #: the writer waits on it for the reader; notified on close too
+        self._wake = threading.Condition()
+        self._stopped = False
+        self._closed_lock = threading.Lock()
+        self._closed = False
+        self._last_write_ms = now_ms()
+        self._reader = threading.Thread(target=self._read_loop, name=f"{reader_name}-{address}", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name=f"{writer_name}-{address}", daemon=True)
+
+    def start(self) -> None:
+        self._reader.start()
+        self._writer.start()
+
+    def shutdown(self) -> None:
+        """Stop both threads and close the socket (the service is stopping or dropping slaves)."""
+        self._close()
+        for thread in (self._reader, self._writer):
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+    @abstractmethod
+    def lag_seconds(self, master_max: int) -> float:
+        """How far behind this slave is in store time (see the service's SlaveInfo); -1: cannot be told."""
+
+    def _close(self) -> None:
+        with self._closed_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stopped = True
+        self._wake_writer()
+        close_socket(self.sock)  # the shutdown in it unblocks a writer stuck in sendmsg
+        self.service.remove_connection(self)
+
+    def _wake_writer(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    # -- reader ----------------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        pending = bytearray()
+        last_read_ms = now_ms()
+        try:
+            while not self._stopped:
+                if not wait_readable(self.sock, READ_POLL_S):
+                    silent = now_ms() - last_read_ms
+                    if silent > self.service.config.ha_housekeeping_interval:
+                        self._log_silent(silent)
+                        return
+                    continue
+                data = self.sock.recv(RECV_BYTES)
+                if not data:
+                    log.info("HA: slave %s closed the connection", self.address)
+                    return
+                last_read_ms = now_ms()
+                pending += data
+                if not self._on_read(pending):
+                    return
+        except (OSError, ValueError) as exc:
+            if not self._stopped:
+                log.warning("HA: connection to slave %s failed: %s", self.address, exc)
+        finally:
+            self._close()
+
+    @abstractmethod
+    def _on_read(self, pending: bytearray) -> bool:
+        """Take the whole messages at the front of ``pending`` (removing them, leaving a partial
+        one); False to drop the slave. A ValueError drops it too (logged)."""
+
+    def _log_silent(self, silent_ms: int) -> None:
+        """The warning that drops a silent slave (each protocol's connection words its own)."""
+        log.warning("HA: slave %s silent for %d ms, closing the connection", self.address, silent_ms)
+
+    # -- writer ----------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        try:
+            self._stream()
+        except (OSError, ValueError) as exc:
+            if not self._stopped:
+                log.warning("HA: sending to slave %s failed: %s", self.address, exc)
+        finally:
+            self._close()
+
+    @abstractmethod
+    def _stream(self) -> None:
+        """The writer's loop until the connection stops; it calls :meth:`_idle` when there is
+        nothing to send."""
+
+    @abstractmethod
+    def _send_heartbeat(self) -> None:
+        """Send the protocol's empty transfer (which says where the next data starts)."""
+
+    def _idle(self) -> None:
+        """Nothing to send: a heartbeat once ``haSendHeartbeatInterval`` passed without a write,
+        then sleep until the log grows past :attr:`next_transfer_from` or the next one is due."""
+        heartbeat_ms = self.service.config.ha_send_heartbeat_interval
+        idle_ms = now_ms() - self._last_write_ms
+        if idle_ms > heartbeat_ms:
+            self._send_heartbeat()
+            idle_ms = 0
+        self.service.wait_for_data(self.next_transfer_from, max(heartbeat_ms - idle_ms, 1) / 1000)

@@ -1,0 +1,50 @@
+"""Socket plumbing both HA protocols share, on both sides (RocketMQ keeps its own in store/ha/io).
+
+The 4.x and the controller-mode connections and clients differ in their frames, not in how they
+wait for bytes, gather a send or close a socket: these are written once, here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+from typing import Final
+
+GATHER_FRAMES: Final = 256
+"""Frames one sendmsg carries at most (two iovecs each; the kernel takes at most 1024)."""
+
+
+def wait_readable(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether ``sock`` has bytes (or end of stream) to read within ``timeout_s``.
+
+    poll, not select: select cannot watch a descriptor numbered 1024 or more, and a broker with
+    many segments, queues and connections open has those.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(int(timeout_s * 1000), 0)))
+
+
+def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
+    """Send every byte of ``parts`` in order with as few system calls as the kernel allows."""
+    index = 0
+    while index < len(parts):
+        sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES])
+        while index < len(parts) and sent >= len(parts[index]):
+            sent -= len(parts[index])
+            index += 1
+        if sent:
+            parts[index] = parts[index][sent:]
+
+
+def close_socket(sock: socket.socket) -> None:
+    """Shut ``sock`` down, then close it, ignoring a peer already gone.
+
+    The shutdown is what unblocks another thread stuck in a recv or sendmsg on it: close alone
+    leaves that thread waiting.
+    """
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
