@@ -67,7 +67,8 @@ def _own_node() -> Iterator[Target]:
             node.load_image(IMAGE)
             cp.add_storage_class(LOCAL_CLASS, expandable=False)
             yield Target(cp.kubeconfig, LOCAL_CLASS, {node.name},
-                         lambda n: node.add_local_volumes(n, "100Gi", LOCAL_CLASS))
+                         lambda n: node.add_local_volumes(n, "100Gi", LOCAL_CLASS),
+                         node.kill_container)
         finally:
             node.stop()
             cp.stop()
