@@ -14,7 +14,11 @@ Two targets, one scenario:
   load docker-image``) or pullable, PersistentVolumes come from ``ROCKETSTORE_TEST_STORAGE_CLASS``
   (the cluster's default class if unset), and this machine must reach the nodes' addresses (the
   stores publish node ports 30876-30877, 30911-30913 and 30950, and 9876 and 30960 on the balancer
-  addresses the LoadBalancer test gives its Services). The namespaces the scenario uses
+  addresses the LoadBalancer test gives its Services); the Lease failover test's clients reach its
+  pods and its client Service's cluster IP directly (the brokers publish no gRPC port outside the
+  cluster), which this machine does on our own node, and on a given cluster only from a machine on
+  its pod and Service networks; its kill -9 cycle needs our own node's containerd and is left out
+  elsewhere. The namespaces the scenario uses
   must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
   deletes the CRDs it installed).
 """
