@@ -11,7 +11,10 @@ to look at the files it wrote) and node ports.
 The clients are on this machine, outside the cluster network, as an application elsewhere would
 be: the RocketStores have ``externalAccess`` (NodePort), so their name servers answer on the
 nodes' addresses at 30876 (30877 for the TLS store) and each broker advertises its node's address
-and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its pod.
+and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its pod. The one
+exception is the Lease failover store, whose Java 5.x client needs the brokers' gRPC port, which
+no store publishes outside the cluster: its clients are on the node's pod network, as an
+application in the cluster would be.
 
 The tests run in file order and build on each other: install, produce and consume, live retention,
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
