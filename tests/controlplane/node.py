@@ -226,6 +226,11 @@ class Node:
         return self
 
     # -- images ------------------------------------------------------------------------------------
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL the main process of a container, named as a pod's status names it
+        (``containerd://<id>``); kubelet sees it exit and restarts it as the pod's policy says."""
+        self.ctr("tasks", "kill", "-s", "SIGKILL", container_id.removeprefix("containerd://"))
+
     def load_image(self, ref: str) -> None:
         """Copy ``ref`` from the local Docker engine into the node's containerd (no registry here)."""
         saved = _run("docker", "save", ref).stdout

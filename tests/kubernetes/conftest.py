@@ -14,7 +14,11 @@ Two targets, one scenario:
   load docker-image``) or pullable, PersistentVolumes come from ``ROCKETSTORE_TEST_STORAGE_CLASS``
   (the cluster's default class if unset), and this machine must reach the nodes' addresses (the
   stores publish node ports 30876-30877, 30911-30913 and 30950, and 9876 and 30960 on the balancer
-  addresses the LoadBalancer test gives its Services). The namespaces the scenario uses
+  addresses the LoadBalancer test gives its Services); the Lease failover test's clients reach its
+  pods and its client Service's cluster IP directly (the brokers publish no gRPC port outside the
+  cluster), which this machine does on our own node, and on a given cluster only from a machine on
+  its pod and Service networks; its kill -9 cycle needs our own node's containerd and is left out
+  elsewhere. The namespaces the scenario uses
   must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
   deletes the CRDs it installed).
 """
@@ -67,7 +71,8 @@ def _own_node() -> Iterator[Target]:
             node.load_image(IMAGE)
             cp.add_storage_class(LOCAL_CLASS, expandable=False)
             yield Target(cp.kubeconfig, LOCAL_CLASS, {node.name},
-                         lambda n: node.add_local_volumes(n, "100Gi", LOCAL_CLASS))
+                         lambda n: node.add_local_volumes(n, "100Gi", LOCAL_CLASS),
+                         node.kill_container)
         finally:
             node.stop()
             cp.stop()

@@ -33,6 +33,11 @@ class Target:
     nodes: set[str]
     #: makes room for ``n`` broker volumes, once (pre-created PVs; a no-op with a provisioner)
     add_volumes: Callable[[int], None] = field(default=lambda n: None)
+    #: SIGKILLs the process of a container (its status' ``containerID``) through the node's container
+    #: runtime, as the kernel's OOM killer or a crash ends it: no ``kubectl exec`` can, since a
+    #: container's main process is its PID namespace's init, to which the namespace cannot send
+    #: SIGKILL. None where the nodes' runtimes are out of the test's reach (a given cluster)
+    kill_container: Callable[[str], None] | None = None
 
 
 def _load_node() -> ModuleType:

@@ -11,12 +11,16 @@ to look at the files it wrote) and node ports.
 The clients are on this machine, outside the cluster network, as an application elsewhere would
 be: the RocketStores have ``externalAccess`` (NodePort), so their name servers answer on the
 nodes' addresses at 30876 (30877 for the TLS store) and each broker advertises its node's address
-and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its pod.
+and its own node port (30911 + ordinal; 30950), which kube-proxy forwards to its pod. The one
+exception is the Lease failover store, whose Java 5.x client needs the brokers' gRPC port, which
+no store publishes outside the cluster: its clients are on the node's pod network, as an
+application in the cluster would be.
 
 The tests run in file order and build on each other: install, produce and consume, live retention,
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
 produce test's messages are), scaling 2 -> 3, a TLS store, a LoadBalancer store, a replicated
-store (master and slave) losing its master pod and rolling, the RocketStore deleted.
+store (master and slave) losing its master pod and rolling, a Lease failover store whose master
+moves within its group twice while Java 4.x and 5.x producers send, the RocketStore deleted.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ import datetime
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import java5_driver
 import pytest
 from java_rocketmq import ClientDriver, build_driver
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from node_support import ROOT, Target, wait_until
 from tls_certs import make_certs, tls_jvm
@@ -49,7 +55,8 @@ from rocketstore.client import (
     client_ssl_context,
 )
 from rocketstore.client.consumer import PullStatus
-from rocketstore.operator.desired import STORE_DIR
+from rocketstore.common.replica_lease import ReplicaInfo, lease_name, parse_lease
+from rocketstore.operator.desired import GRPC_PORT, LISTEN_PORT, NAMESRV_PORT, STORE_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -74,8 +81,21 @@ LOOP_SENDS = 100_000
 #: how long a consumer goes on after its count: a send in flight at the kill may be stored and
 #: unacknowledged, so the count is reached before every acknowledged message has come
 LINGER_MS = 5000
+#: the Lease failover store: one group of two candidates (replica ids 1 and 2), no external access
+RELAY_NS, RELAY = "relay", "relay"
+RELAY_GROUP, RELAY_TOPIC = f"{RELAY}-0", "RelayTopic"
+RELAY_MEMBERS = {1: f"{RELAY}-0", 2: f"{RELAY}-slave-1-0"}
+#: a Lease naming the other member within this of the master's loss: D (3 s) unrenewed, R (1 s)
+#: to see it, and a busy 2-CPU node's room; the test prints what it measured
+TAKEOVER_LIMIT_S = 30
+#: both clients acknowledged by the new master within this of the kill: the 5.x client refreshes
+#: its routes only every 30 s (the 4.x one every second here), and a send to a dead address waits
+#: for its timeout
+RESUME_LIMIT_S = 90
+#: the failover store's send loops: one send per PAUSE_MS each, more than they get through
+RELAY_SENDS, RELAY_PAUSE_MS = 100_000, 100
 #: the namespaces of the RocketStores, deleted again at the end
-STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS)
+STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS, RELAY_NS)
 OPERATOR_AK, OPERATOR_SK = "rocketstoreOperator", "operator-secret-1"
 APP_AK, APP_SK = "payments", "payments-secret-1"
 #: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
@@ -202,8 +222,9 @@ def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
         pytest.fail(f"namespaces {taken} exist already: the scenario creates and deletes them itself", pytrace=False)
     core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
     # every store's volumes, made here so that any test runs alone (-k): 3 brokers of the first
-    # store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one
-    cluster.add_volumes(7)
+    # store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one, 2 of the
+    # Lease failover one
+    cluster.add_volumes(9)
     try:
         # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
         run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),
@@ -678,6 +699,175 @@ def pull_all(consumer: PullConsumer, mq: Any) -> list[Any]:
             return out
         out += result.messages
         offset = result.next_begin_offset
+
+
+def test_lease_failover_moves_the_master_within_its_group_while_java_4_and_5_clients_send(
+        installed: Target, kube: Any, java: Path) -> None:
+    """``replication: {replicasPerGroup: 2, failover: {mode: Lease}}``: two candidates of one
+    brokerName, the group's Lease naming its master. A Java 4.x producer (remoting, name servers
+    behind the store's client Service) and a Java 5.x producer (gRPC, the client Service's gRPC
+    port as its access point) send in paced loops while the master is lost twice: its pod
+    force-deleted (``--grace-period=0 --force``), then, once the replacement has rejoined the
+    SyncStateSet, the new master's broker process SIGKILLed in its container. Each time the other
+    member takes the Lease for the same brokerName within TAKEOVER_LIMIT_S, both clients' sends
+    are acknowledged by that brokerName again, and at the end a Java 4.x consumer reads every
+    message either client was acknowledged (``allAckInSyncStateSet``: an acknowledged message is
+    on every member in sync, so on whichever becomes master).
+
+    The store has no external access: the clients reach the pods' addresses, as the test machine
+    is on the node's pod network (the brokers publish no gRPC port outside the cluster)."""
+    core, objects = client.CoreV1Api(kube), client.CustomObjectsApi(kube)
+    core.create_namespace({"metadata": {"name": RELAY_NS, "labels": RESTRICTED}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", RELAY_NS), 60)
+    body = {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": RELAY},
+            "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL,
+                     "replication": {"replicasPerGroup": 2, "failover": {"mode": "Lease"}},
+                     "storage": storage(installed),
+                     "retention": {"fileReservedTime": 48, "deleteWhen": _hour_far_away()}}}
+    objects.create_namespaced_custom_object(G, V, RELAY_NS, P, body)
+
+    def relay() -> dict[str, Any]:
+        obj: dict[str, Any] = objects.get_namespaced_custom_object(G, V, RELAY_NS, P, RELAY)
+        return obj
+
+    def relay_pods() -> dict[str, Any]:
+        return {p.metadata.name: p for p in core.list_namespaced_pod(RELAY_NS).items}
+
+    def lease() -> ReplicaInfo | None:
+        try:
+            obj = client.CoordinationV1Api(kube).read_namespaced_lease(lease_name(RELAY, RELAY_GROUP), RELAY_NS)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return parse_lease(client.ApiClient().sanitize_for_serialization(obj)).info
+
+    def in_sync_master() -> int | None:
+        """The master's replica id once both members are in the SyncStateSet (either may take over)."""
+        info = lease()
+        return info.master_replica_id if info and info.sync_state_set == frozenset(RELAY_MEMBERS) else None
+
+    def shown_master() -> int | None:
+        """The master the operator shows in status.masters."""
+        masters = relay().get("status", {}).get("masters") or []
+        return next((m["masterReplicaId"] for m in masters if m["brokerName"] == RELAY_GROUP), None)
+
+    def diagnose(exc: AssertionError) -> AssertionError:
+        return AssertionError(f"{exc}\nLease: {lease()}\nstatus: {relay().get('status')}\noperator log:\n"
+                              f"{operator_logs(kube)}\nbrokers:\n{operator_logs(kube, RELAY_NS, 40)}")
+
+    try:
+        wait_until("both members Ready", lambda: set(ps := relay_pods()) == set(RELAY_MEMBERS.values())
+                   and all(ready(p) for p in ps.values()), 300, interval=1)
+        master = wait_until("a master with both members in sync", in_sync_master, 180, interval=1)
+        wait_until(f"status.masters naming replica {master}", lambda: shown_master() == master, 60, interval=1)
+    except AssertionError as exc:
+        raise diagnose(exc) from exc
+
+    def member_addr(replica: int) -> str:
+        return f"{relay_pods()[RELAY_MEMBERS[replica]].status.pod_ip}:{LISTEN_PORT}"
+
+    with BrokerAdmin(member_addr(master), timeout=5) as admin:
+        admin.create_topic(RELAY_TOPIC, read_queues=2, write_queues=2)
+
+    def has_topic(replica: int) -> bool:
+        with RemotingClient(timeout=5) as remoting:
+            try:
+                return bool(BrokerRoutes(member_addr(replica), remoting).get_route(RELAY_TOPIC).queue_datas)
+            except RemotingClientError:
+                return False
+
+    other = 3 - master
+    wait_until("the topic synchronized to the other member", lambda: has_topic(other), 60, interval=1)
+
+    service_ip = core.read_namespaced_service(RELAY, RELAY_NS).spec.cluster_ip
+    driver = ClientDriver(f"{service_ip}:{NAMESRV_PORT}", java / "relay", poll_namesrv_ms=1000, heartbeat_ms=1000,
+                          rebalance_interval_ms=1000)
+    loop4 = driver.start("produce", "-t", RELAY_TOPIC, "-c", RELAY_SENDS, "--mode", "sync",
+                         "--pause", RELAY_PAUSE_MS, "--timeout", 1200, check=False)
+    java5 = java5_driver.require_java5_driver()
+    loop5, out5 = java5_driver.start(java5, f"{service_ip}:{GRPC_PORT}", java / "relay5", "send-loop", RELAY_TOPIC,
+                                     RELAY_SENDS, "j5", RELAY_PAUSE_MS)
+
+    def acked(since_ms: float = 0) -> dict[str, list[dict[str, Any]]]:
+        """Each client's acknowledged sends since ``since_ms`` (wall clock, as the clients print it)."""
+        return {"4.x": [line for line in loop4.lines_so_far() if line.get("kind") == "sent"
+                        and line["status"] == "SEND_OK" and line["at_ms"] >= since_ms],
+                "5.x": [line for line in java5_driver.lines_in(out5) if line["kind"] == "sent"
+                        and line["at_ms"] >= since_ms]}
+
+    def lose_master(how: str, kill: Callable[[Any], None]) -> None:
+        """Lose the master by ``kill`` (its pod); the other member must take over and both clients
+        resume on the group; then wait for the lost member back in the SyncStateSet."""
+        info = lease()
+        assert info is not None and info.master_replica_id is not None
+        old, new = info.master_replica_id, 3 - info.master_replica_id
+        pod = relay_pods()[RELAY_MEMBERS[old]]
+        killed_at = time.time()
+        kill(pod)
+        try:
+            wait_until(f"replica {new} master after the {how}", lambda: (i := lease()) is not None
+                       and i.master_replica_id == new and i.master_epoch > info.master_epoch, TAKEOVER_LIMIT_S,
+                       interval=0.2)
+            taken_at = time.time()
+
+            def resumed_on_new_master() -> dict[str, list[dict[str, Any]]] | None:
+                # acknowledged after the new Lease was seen, so by its master: the old one was dead
+                # (the Lease waits D after its last renewal) and a SIGKILL may land a moment after the call
+                after = acked(taken_at * 1000)
+                return after if all(after.values()) else None
+
+            resumed = wait_until(f"both clients acknowledged after the {how}", resumed_on_new_master,
+                                 RESUME_LIMIT_S, interval=0.5)
+        except AssertionError as exc:
+            raise diagnose(exc) from exc
+        took = taken_at - killed_at
+        first = {client_: min(line["at_ms"] for line in lines) / 1000 - killed_at for client_, lines in resumed.items()}
+        print(f"\n{how} of {RELAY_MEMBERS[old]}: the Lease named {RELAY_MEMBERS[new]} after {took:.1f} s; "
+              f"first acknowledged send after {first['4.x']:.1f} s (Java 4.x), {first['5.x']:.1f} s (Java 5.x)")
+        # the same brokerName, now at the other member's address
+        assert {line["brokerName"] for lines in resumed.values() for line in lines} == {RELAY_GROUP}, resumed
+        assert lease().master_address == member_addr(new)  # type: ignore[union-attr]
+        try:
+            wait_until(f"status.masters naming replica {new}", lambda: shown_master() == new, 60, interval=1)
+            # the lost member back (a new pod, or its container restarted) and in sync again
+            wait_until(f"{RELAY_MEMBERS[old]} back in the SyncStateSet", lambda: in_sync_master() == new, 300,
+                       interval=1)
+        except AssertionError as exc:
+            raise diagnose(exc) from exc
+
+    try:
+        wait_until("both clients acknowledged", lambda: all(len(lines) >= 20 for lines in acked().values()), 120,
+                   interval=1)
+        lose_master("pod force-deleted", lambda pod: core.delete_namespaced_pod(
+            pod.metadata.name, RELAY_NS, grace_period_seconds=0))
+        if installed.kill_container is None:
+            print("\nkill -9 of the broker process not run: the nodes' container runtimes are out of reach")
+        else:
+            kill_container = installed.kill_container
+            lose_master("broker process SIGKILLed", lambda pod: kill_container(next(
+                c.container_id for c in pod.status.container_statuses if c.name == "broker")))
+        # some sends after the last takeover, then the loops are stopped
+        settled = time.time() * 1000
+        wait_until("sends after the last takeover", lambda: all(
+            len(lines) >= 20 for lines in acked(settled).values()), 120, interval=1)
+    finally:
+        loop4.kill()
+        loop5.kill()
+        loop5.wait()
+    stopped4 = loop4.wait(30)
+    acked_bodies = {line["body"] for lines in acked().values() for line in lines}
+    sent4 = {line["body"] for line in stopped4.of("sent") if line["status"] == "SEND_OK"}
+    sent5 = {line["body"] for line in java5_driver.lines_in(out5) if line["kind"] == "sent"}
+    assert acked_bodies == sent4 | sent5
+    # a send that failed (or was in flight when a loop was stopped) may have been stored: such bodies
+    # may be read too, and nothing else
+    tried = ({f"body-{i}" for i in range(RELAY_SENDS)} | {f"j5-{i}" for i in range(RELAY_SENDS)})
+    got = driver.push_consume(RELAY_TOPIC, "RelayReaders", len(acked_bodies), timeout_s=180, linger_ms=LINGER_MS)
+    received = {line["body"] for line in got.of("received")}
+    assert acked_bodies <= received, (len(acked_bodies - received), sorted(acked_bodies - received)[:20])
+    assert received <= tried, sorted(received - tried)[:20]
+    print(f"\n{len(sent4)} (Java 4.x) + {len(sent5)} (Java 5.x) acknowledged sends, all consumed")
 
 
 def test_deleting_the_rocketstore_keeps_its_volumes(store: dict[str, Any], kube: Any) -> None:

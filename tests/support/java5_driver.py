@@ -59,5 +59,23 @@ def drive(java: str, endpoint: str, workdir: Path, *args: str | int, timeout: fl
     return lines
 
 
+def start(java: str, endpoint: str, workdir: Path, *args: str | int) -> tuple[subprocess.Popen[bytes], Path]:
+    """Mode ``args[0]`` running in the background (a send loop through a failover): the process and
+    the file its stdout goes to, which :func:`lines_in` reads while it runs (each line is flushed)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / f"{args[0]}.out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen([java, f"-Duser.home={workdir}", "-cp", f"{DRIVER_JAR}{os.pathsep}{DRIVER_LIB}/*",
+                                 DRIVER_MAIN, str(args[0]), endpoint, *map(str, args[1:])],
+                                stdout=sink, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": str(workdir)})
+    return proc, out
+
+
+def lines_in(out: Path) -> list[dict[str, Any]]:
+    """The whole JSON lines a background run has printed so far (a line being written is left out)."""
+    text = out.read_text()
+    return [json.loads(raw) for raw in text[:text.rfind("\n") + 1].splitlines() if raw.startswith("{")]
+
+
 def of(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [line for line in lines if line["kind"] == kind]

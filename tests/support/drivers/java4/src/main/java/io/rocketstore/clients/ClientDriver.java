@@ -124,7 +124,8 @@ public final class ClientDriver {
             "usage: ClientDriver MODE -n NAMESRV [--timeout SECONDS] [--poll-namesrv MS] [--heartbeat MS] [options]",
             "  produce -t TOPIC -c COUNT [--mode sync|async|oneway|batch] [--keys] [--tags A,B] [--size BYTES]",
             "          (bodies body-<i> padded with x to BYTES; over 4 KiB the client sends them zipped)",
-            "          [--group G] [--start I] [--delay-level L]",
+            "          [--group G] [--start I] [--delay-level L] [--pause MS]",
+            "          (sync: each send is followed by MS of nothing, a paced loop; a failed one is reported, not retried)",
             "  push-consume -t TOPIC -g GROUP -c EXPECTED [--tags EXPR] [--fail-times N] [--max-reconsume N]",
             "          [--retry-delay-level L] [--orderly] [--linger MS]",
             "  pull-consume -t TOPIC -g GROUP -c EXPECTED",
@@ -295,6 +296,7 @@ public final class ClientDriver {
         int size = args.integer("--size", 0);
         int start = args.integer("--start", 0);
         int delayLevel = args.integer("--delay-level", 0);
+        int pauseMs = args.integer("--pause", 0);
         DefaultMQProducer p = producer(namesrv, args.get("--group", "client_driver_producer"));
 
         List<Message> msgs = new ArrayList<>(count);
@@ -326,6 +328,8 @@ public final class ClientDriver {
                         failed.incrementAndGet();
                         error("send failed for " + new String(m.getBody(), StandardCharsets.UTF_8), e);
                     }
+                    // a loop sending through a failover: a steady rate, no burst of failures while no master is known
+                    Thread.sleep(pauseMs);
                 }
                 break;
             case "async": {
@@ -414,6 +418,7 @@ public final class ClientDriver {
         l.put("queueId", r.getMessageQueue().getQueueId());
         l.put("queueOffset", queueOffset);
         l.put("status", r.getSendStatus().name());
+        l.put("at_ms", System.currentTimeMillis());
         putMessageFields(l, m);
         emit(l);
     }

@@ -30,6 +30,7 @@ import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionResolution;
+import org.apache.rocketmq.client.java.impl.producer.SendReceiptImpl;
 
 /**
  * Drives the real RocketMQ 5.x Java client for tests/compat/java5/test_java_5x_client.py. One JSON object
@@ -37,6 +38,9 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *
  * <pre>
  *   produce ENDPOINT TOPIC COUNT PREFIX [fifo GROUP | delay MILLIS]
+ *   send-loop ENDPOINT TOPIC COUNT PREFIX PAUSE_MS
+ *           (sends body PREFIX-i for i below COUNT, each once, PAUSE_MS apart, and goes on past a failed
+ *           send, printing "failed" for it; "sent" names the brokerName that acknowledged)
  *   consume ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S        (simple consumer, acks each message)
  *   push    ENDPOINT TOPIC GROUP EXPECT TIMEOUT_S [FAIL_FIRST [BUSY_MS]]
  *           (push consumer; EXPECT deliveries; with FAIL_FIRST=true the listener answers FAILURE to
@@ -69,6 +73,7 @@ public final class Client5Driver {
             ClientServiceProvider provider = ClientServiceProvider.loadService();
             switch (args[0]) {
                 case "produce" -> produce(provider, config, args);
+                case "send-loop" -> sendLoop(provider, config, args);
                 case "consume" -> consume(provider, config, args);
                 case "push" -> push(provider, config, args);
                 case "transact" -> transact(provider, config, args);
@@ -106,6 +111,38 @@ public final class Client5Driver {
                 SendReceipt receipt = producer.send(message);
                 emit("sent", Map.of("index", i, "message_id", receipt.getMessageId().toString(),
                     "at_ms", System.currentTimeMillis()));
+            }
+        }
+    }
+
+    /**
+     * Sends through a failover: a send the client gave up on (its retries spent, e.g. while no member
+     * of a group is master) is reported and not sent again, since it may be stored all the same, and
+     * the loop goes on, as an application's producer does. Runs until COUNT or until it is killed.
+     */
+    private static void sendLoop(ClientServiceProvider provider, ClientConfiguration config, String[] args)
+        throws Exception {
+        String topic = args[2];
+        int count = Integer.parseInt(args[3]);
+        String prefix = args[4];
+        long pauseMs = Long.parseLong(args[5]);
+        try (Producer producer = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic)
+            .build()) {
+            for (int i = 0; i < count; i++) {
+                String body = prefix + "-" + i;
+                Message message = provider.newMessageBuilder().setTopic(topic).setTag("TagJ")
+                    .setBody(body.getBytes(StandardCharsets.UTF_8)).build();
+                try {
+                    SendReceipt receipt = producer.send(message);
+                    String broker = receipt instanceof SendReceiptImpl impl
+                        ? impl.getMessageQueue().getBroker().getName() : "";
+                    emit("sent", Map.of("index", i, "body", body, "message_id", receipt.getMessageId().toString(),
+                        "brokerName", broker, "at_ms", System.currentTimeMillis()));
+                } catch (Exception e) {
+                    emit("failed", Map.of("index", i, "body", body, "error", e.toString(),
+                        "at_ms", System.currentTimeMillis()));
+                }
+                Thread.sleep(pauseMs);
             }
         }
     }
