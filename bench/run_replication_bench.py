@@ -29,7 +29,10 @@ of CommitLog in one 1 GiB segment is built offline, a master broker starts on it
 slave starts, master on CPU 0 and slave on CPU 1 as on two machines; the rate is the bytes the
 slave appended over the time from its first appended byte to the master's end. The anchor is a
 raw copy of the same bytes on the same disk (1 MiB reads and writes, no fsync: the slave does not
-fsync per frame either). Goal: ratio >= 0.5.
+fsync per frame either). Goal: ratio >= 0.5. It runs once per round, each with its own backlog and
+anchor, and also reports each broker's CPU per MiB over the same span (utime+stime from /proc):
+on a busy machine the rates and the anchor move with the load, the CPU per MiB much less.
+``--modes ''`` runs the catch-up alone.
 
 Every figure is the median over the rounds with the [min-max] spread beside it. ``--quick``: one
 round of 5 s runs and a 256 MiB backlog (about 3 minutes). Default: 3 rounds of 15 s, 1 GiB (about
