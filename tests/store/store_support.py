@@ -54,3 +54,16 @@ def running(cfg: StoreConfig) -> Iterator[DefaultMessageStore]:
         yield store
     finally:
         store.shutdown()
+
+
+def verify_problems_of_truncated_store(cfg: StoreConfig) -> list[str]:
+    """The offline verifier's problems with a store that was truncated, but for its IndexFiles'.
+
+    A truncation keeps the IndexFiles' entries past the cut by design (truncation.py: a lookup by
+    key confirms each hit against the record it points at), and the verifier reports each of them
+    as an entry past the CommitLog's end or at a record of another key. Tests check the
+    IndexFiles of a truncated store by key lookups instead.
+    """
+    from rocketstore.store.offline import verify_store
+
+    return [p for p in verify_store(cfg).problems if not p.startswith("index/")]

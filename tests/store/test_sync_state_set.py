@@ -41,6 +41,11 @@ def test_confirm_offset_stays_while_a_member_has_no_connection() -> None:
     assert confirm_offset(frozenset({1, 2, 3}), MASTER, {2: 700}, 900) is None
 
 
+def test_confirm_offset_stays_until_a_member_reported_and_counts_a_report_of_0() -> None:
+    assert confirm_offset(frozenset({1, 2}), MASTER, {2: -1}, 900) is None  # connected, no report yet
+    assert confirm_offset(frozenset({1, 2}), MASTER, {2: 0}, 900) == 0  # an empty log confirms nothing
+
+
 def test_all_ack_waits_for_every_member_but_not_for_others() -> None:
     members = frozenset({1, 2, 3})
     assert not all_acked(members, MASTER, {2: 1_000, 3: 999, 4: 0}, 1_000)

@@ -5,6 +5,8 @@ file, and kill -9 in the middle of a truncation."""
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_support import SEGMENT, OpenStore
+from store_support import SEGMENT, OpenStore, small_config, verify_problems_of_truncated_store
 
 from rocketstore.common.message import Message
 from rocketstore.store.epoch_file import EpochEntry, EpochFileCache, linked
@@ -266,3 +268,98 @@ def test_the_reput_restart_does_not_lose_a_put_made_right_after(open_store: Open
     while store.get_max_offset_in_queue(p.topic, p.queue_id) <= p.queue_offset and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.get_commit_log_offset_in_queue(p.topic, p.queue_id, p.queue_offset) == p.offset
+
+
+def _run_child(root: Path, cut: int, kill_after: float | None) -> tuple[int, bool, float | None]:
+    """Truncate the store at ``root`` to ``cut`` in a child process, SIGKILLed from here
+    ``kill_after`` seconds after it says it starts (None: let it finish). Returns its exit status,
+    whether the truncation's redo record was on disk when it died, and how long the truncation
+    took when it finished."""
+    child = subprocess.Popen([sys.executable, CHILD, str(root), str(SEGMENT), str(CQ_ENTRIES), str(cut)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline() == "truncating\n", child.stderr.read() if child.stderr else ""
+        if kill_after is not None:
+            time.sleep(kill_after)
+            child.send_signal(signal.SIGKILL)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    pending = (root / TRUNCATE_INTENT_FILE).exists()
+    took = float(out.split()[1]) if out.startswith("truncated ") else None
+    assert child.returncode in (0, -signal.SIGKILL), err[-2000:]
+    return child.returncode, pending, took
+
+
+@pytest.mark.integration
+def test_kill_9_from_outside_at_random_moments_of_a_truncation(tmp_path: Path, open_store: OpenStore) -> None:
+    """kill -9, sent by this process at random moments, to a child truncating a store of many
+    CommitLog segments and ConsumeQueue files (no fault hook: the kill lands wherever the child
+    is). Each run starts from a copy of the same store. Whatever the kill interrupted, reopening
+    the store (crash recovery) leaves it consistent, the CommitLog, ConsumeQueues, IndexFiles and
+    epoch file agreeing either on the whole log (killed before the redo record) or on the cut,
+    and running the truncation again completes it."""
+    base = tmp_path / "base"
+    store = open_store(root=base)
+    puts = fill(store, 0, 1200)
+    for epoch, p in ((1, puts[0]), (2, puts[100]), (3, puts[400])):
+        assert store.epoch_cache.append_entry(epoch, p.offset)
+    end = store.max_phy_offset
+    store.shutdown()
+    cut = puts[300].offset
+    kept, gone = puts[:300], puts[300:]
+    assert (end - cut) // SEGMENT > 30  # dozens of segments and queue files to delete
+
+    def check(root: Path, killed: bool, truncated: bool) -> None:
+        store = open_store(root=root)
+        assert store.last_exit_ok is not killed
+        assert not (root / TRUNCATE_INTENT_FILE).exists()
+        if truncated:
+            assert_store_holds(store, kept, gone, cut)
+        else:
+            assert_store_holds(store, puts, [], end)
+            assert [e.epoch for e in store.epoch_cache.entries] == [1, 2, 3]
+        assert store.truncate_files(cut)  # again, or for the first time: it completes
+        assert_store_holds(store, kept, gone, cut)
+        assert [e.epoch for e in store.epoch_cache.entries] == [1, 2]
+        store.shutdown()
+        reread = EpochFileCache(root / "epochFileCheckpoint")
+        reread.load()
+        assert [e.epoch for e in reread.entries] == [1, 2]
+        cfg = small_config(root, commit_log_size=SEGMENT, cq_entries=CQ_ENTRIES)
+        assert verify_problems_of_truncated_store(cfg) == []  # the IndexFiles: assert_store_holds
+
+    # one undisturbed run gives the truncation's length, over which the kills are spread
+    shutil.copytree(base, tmp_path / "calibration")
+    status, _, took = _run_child(tmp_path / "calibration", cut, None)
+    assert status == 0 and took is not None
+    rng = random.Random(int(os.environ.get("TRUNCATION_KILL_SEED", "25")))
+    runs = 8
+    inside = 0
+    for i in range(runs):
+        root = tmp_path / f"run-{i}"
+        shutil.copytree(base, root)
+        status, pending, _ = _run_child(root, cut, took * (i + rng.random()) / runs)
+        killed = status == -signal.SIGKILL
+        inside += killed and pending
+        # killed before the redo record: nothing changed yet (the last segment is still there);
+        # after it: recovery finishes the cut
+        last_segment = root / "commitlog" / f"{(end - 1) - (end - 1) % SEGMENT:020d}"
+        check(root, killed, truncated=not (killed and not pending and last_segment.exists()))
+    assert inside > 0, f"no kill of {runs} landed inside the truncation ({took:.3f} s)"
+
+
+def test_verify_reads_a_queue_whose_files_a_truncation_deleted(open_store: OpenStore, root: Path) -> None:
+    """A cut before a queue's first record deletes all its files and leaves its directory: the
+    offline verifier finds the store consistent (it raised on the empty directory)."""
+    store = open_store()
+    puts = fill(store, 0, 40)
+    assert store.truncate_files(puts[1].offset)  # only TruncA queue 0's first record stays
+    store.shutdown()
+    assert (root / "consumequeue" / "TruncB" / "0").is_dir()
+    assert not any((root / "consumequeue" / "TruncB" / "0").iterdir())
+    cfg = small_config(root, commit_log_size=SEGMENT, cq_entries=CQ_ENTRIES)
+    assert verify_problems_of_truncated_store(cfg) == []

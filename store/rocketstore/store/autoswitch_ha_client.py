@@ -116,6 +116,7 @@ class AutoSwitchHAClient(AbstractHAClient):
                  [(e.epoch, e.start_offset) for e in handshake.entries], handshake.max_offset,
                  [(e.epoch, e.start_offset) for e in self.epoch_cache.entries], self.commit_log.max_offset, point)
         if point is None:
+            self._record_master_epochs(handshake)
             return True
         if point < 0:
             self._refused_reason = (f"no epoch in common with master {address} (its epochs "
@@ -125,7 +126,26 @@ class AutoSwitchHAClient(AbstractHAClient):
         if not self._truncate(point):
             log.error("HA client: truncating to %d failed", point)
             return False
+        self._record_master_epochs(handshake)
         return True
+
+    def _record_master_epochs(self, handshake: MasterHandshake) -> None:
+        """Record the master's epochs that start at or before this log's end, before the first
+        report: the log up to its end is the master's now, and so is that history.
+
+        The first transfer would record the epoch covering the log's end, but the report that
+        follows the handshake may already bring this replica into the SyncStateSet (its log
+        reaches the epoch's start when the master has written nothing since its election); and
+        no transfer ever carries an epoch in which nothing was written. A truncation to the
+        offset where such epochs start drops them here too. Elected without them, this replica
+        would start its own epoch with none in common with a replica that has only those, which
+        could then never follow it (found by tests/store/test_failover_properties.py).
+        """
+        for entry in linked(handshake.entries):
+            if entry.start_offset > self.commit_log.max_offset:
+                break
+            if entry.epoch > self.epoch_cache.last_epoch:
+                self.epoch_cache.append_entry(entry.epoch, entry.start_offset)
 
     def _on_transfer(self, header: TransferHeader, body: bytes, received_epoch: int) -> bool:
         if header.body_size:

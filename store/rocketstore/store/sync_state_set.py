@@ -48,16 +48,21 @@ def confirm_offset(members: frozenset[int], local_id: int, acked: Mapping[int, i
                    master_max_offset: int) -> int | None:
     """The offset every member has (computeConfirmOffset): the least acknowledgement of the
     members, the master's own max offset for a set of the master alone. None while a member other
-    than the master has no connection: nothing new can be confirmed, the old value stands."""
+    than the master has no connection or has not reported yet: nothing new can be confirmed, the
+    old value stands.
+
+    RocketMQ skips a member whose acknowledged offset is 0 as well as one that has not reported
+    (``getSlaveAckOffset() > 0``); then a member with an empty log does not bound the confirm
+    offset, which claims the master's whole log while that member, electable, has none of it
+    (found by tests/store/test_failover_properties.py). A report of 0 counts here."""
     confirmed = master_max_offset
     for member in members:
         if member == local_id:
             continue
-        if member not in acked:
+        offset = acked.get(member, NO_ACK)
+        if offset < 0:
             return None
-        offset = acked[member]
-        if offset > 0:
-            confirmed = min(confirmed, offset)
+        confirmed = min(confirmed, offset)
     return confirmed
 
 

@@ -326,7 +326,8 @@ class _Verifier:
 
     def check_queue(self, files: list[NumberedFile], topic: str, queue_id: int, file_size: int) -> int:
         """Check one queue; returns its max logical offset (one past its last entry)."""
-        for f, nxt in zip(files, [*files[1:], None], strict=True):
+        # a queue directory may hold no file: a truncation deletes all of a queue's files
+        for f, nxt in zip(files, [*files[1:], None] if files else [], strict=True):
             if f.size != file_size:
                 self.problem(f"{self.rel(f.path)}: file is {f.size} bytes, expected {file_size} "
                              "(mappedFileSizeConsumeQueue)")
