@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_support import ROOT, controlplane, free_port, wait_until
+from operator_support import ROOT, free_port, wait_until
 
 CHART = ROOT / "charts" / "rocketstore-operator"
 
@@ -62,11 +62,6 @@ def test_chart_app_version_is_the_package_version() -> None:
     package = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert chart["appVersion"] == package
     assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"] == IMAGE_REPOSITORY
-
-
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    return Path(controlplane.build_helm())
 
 
 def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None) -> str:
@@ -361,9 +356,14 @@ def test_packaged_chart_installs_in_a_restricted_namespace_with_notes(
         (CHART / "dashboards" / "rocketstore.json").read_text())
     # the helm test pod is admitted in the restricted namespace (kwok never runs its command, and
     # completes only Job pods: test_helm_test_pod_checks_the_operator_health runs the command)
-    test_pod = next(d for d in yaml.safe_load_all(run_helm(
-        helm, "get", "hooks", "rsp", "-n", "rsp-system", kubeconfig=control_plane.kubeconfig)) if d)
+    hooks = [d for d in yaml.safe_load_all(run_helm(
+        helm, "get", "hooks", "rsp", "-n", "rsp-system", kubeconfig=control_plane.kubeconfig)) if d]
+    test_pod = next(d for d in hooks if d["kind"] == "Pod")
     core.create_namespaced_pod("rsp-system", test_pod, dry_run="All")
+    # and so is the pre-delete Job's pod (the uninstall below runs it)
+    job = next(d for d in hooks if d["kind"] == "Job")
+    core.create_namespaced_pod("rsp-system", {"metadata": {"name": "rsp-uninstall-check", **job["spec"]["template"][
+        "metadata"]}, "spec": {**job["spec"]["template"]["spec"], "serviceAccountName": "default"}}, dry_run="All")
     run_helm(helm, "uninstall", "rsp", "-n", "rsp-system", "--wait", kubeconfig=control_plane.kubeconfig)
 
 

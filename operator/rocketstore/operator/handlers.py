@@ -24,7 +24,8 @@ the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless
 registers with ``requires_finalizer=True``), so that deletion waits until the timer is stopped.
 While the operator runs, a deleted RocketStore loses the finalizer at once and goes. Without a
 running operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until
-the finalizer is removed by hand; docs/operator.md ("Uninstalling") and the chart README say how.
+the finalizer is removed: the chart's pre-delete hook does that when the chart is uninstalled
+(:mod:`uninstall`); docs/operator.md ("Uninstalling") and the chart README say how by hand.
 
 kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
 ``login_via_client``: that one loads the library's process-wide default configuration, always from
@@ -44,7 +45,7 @@ from typing import Any
 
 import kopf
 
-from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
+from rocketstore.operator import FIELD_MANAGER, FINALIZER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
@@ -71,7 +72,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration")
-    settings.persistence.finalizer = f"{GROUP}/operator"
+    settings.persistence.finalizer = FINALIZER
     settings.posting.level = logging.WARNING  # our own events are posted explicitly
     if getattr(memo, "identity", None):
         # with --leader-elect: which replica posted an event (its Lease identity)
