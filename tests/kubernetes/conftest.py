@@ -15,8 +15,8 @@ Two targets, one scenario:
   (the cluster's default class if unset), and this machine must reach the nodes' addresses (the
   stores publish node ports 30876-30877, 30911-30913 and 30950, and 9876 and 30960 on the balancer
   addresses the LoadBalancer test gives its Services). The namespaces the scenario uses
-  must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
-  deletes the CRDs it installed).
+  must not exist yet; everything it creates is deleted at the end, the CRD too (the second order
+  of uninstalling deletes it after the chart; the next ``helm install`` creates it again).
 """
 
 from __future__ import annotations
