@@ -72,9 +72,10 @@ async def release_stores(kube: Kube, namespaces: Sequence[str]) -> list[str]:
     """Remove the operator's finalizer from every RocketStore of ``namespaces`` (none: every
     namespace); returns the ``namespace/name`` of the stores released."""
     done: list[str] = []
+    scopes: list[str | None] = [*namespaces] or [None]  # None: every namespace
     for _ in range(ROUNDS):
         conflicts = 0
-        for namespace in namespaces or [None]:
+        for namespace in scopes:
             for store in await kube.list(API_VERSION, KIND, namespace, {}):
                 patch = release_patch(store)
                 if patch is None:
