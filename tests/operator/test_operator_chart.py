@@ -95,14 +95,18 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
     docs = [d for d in yaml.safe_load_all(run_helm(helm, "template", "rso", str(CHART), "-n", "rso-dry",
                                                     "--kube-version", "1.34.10", *values))
             if d]
-    kinds = sorted(d["kind"] for d in docs)
+    kinds = sorted(d["kind"] for d in docs if "helm.sh/hook" not in d["metadata"].get("annotations", {}))
+    hooks = sorted(d["kind"] for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-delete")
     if "watch.namespaces={team-a,team-b}" in values:
         # one per watched namespace, and the leader election's in the release's
         assert kinds.count("Role") == 3 and kinds.count("RoleBinding") == 3
+        # the uninstall hook's: the operator's Deployment in the release's, RocketStores in each watched
+        assert hooks == ["Job", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"]
     elif values:
         assert kinds.count("NetworkPolicy") == 1
     else:
         assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount", "Service"} <= set(kinds)
+        assert hooks == ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"]
     # server-side dry-run: admission and schema validation of every object, nothing persisted
     utils.create_from_yaml(kube, yaml_objects=docs, namespace="rso-dry", dry_run="All")
     deploy = next(d for d in docs if d["kind"] == "Deployment")
@@ -257,7 +261,8 @@ def test_replicas_elect_a_leader_and_spread(helm: Path) -> None:
 @pytest.mark.integration
 def test_name_overrides(helm: Path) -> None:
     docs = render(helm, "--set", "fullnameOverride=rs-op")
-    assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "ServiceAccount")} == {"rs-op"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "ServiceAccount")} == {
+        "rs-op", "rs-op-uninstall"}  # the second: the uninstall hook's
     named = render(helm, "--set", "nameOverride=rso-ctl")
     deploy = next(d for d in named if d["kind"] == "Deployment")
     assert deploy["metadata"]["name"] == "rso-rso-ctl"
