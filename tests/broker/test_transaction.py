@@ -66,11 +66,12 @@ def queue_messages(broker: BrokerHandle, topic: str, queue_id: int) -> list[Stor
     return [m for m in (decode_record(d, 0) for d in got.messages) if isinstance(m, StoredMessage)]
 
 
-def metric(broker: BrokerHandle, name: str) -> float:
+def metric(broker: BrokerHandle, name: str, suffix: str = "_total") -> float:
+    """Counter ``rocketstore_{name}_total`` (a gauge with ``suffix=""``) of the broker's /metrics."""
     assert broker.controller.http is not None
     with urllib.request.urlopen(f"http://127.0.0.1:{broker.controller.http.port}/metrics", timeout=10) as resp:
-        found = re.search(rf"^rocketstore_{name}_total (\S+)$", resp.read().decode(), re.MULTILINE)
-    assert found is not None, f"rocketstore_{name}_total missing from /metrics"
+        found = re.search(rf"^rocketstore_{name}{suffix} (\S+)$", resp.read().decode(), re.MULTILINE)
+    assert found is not None, f"rocketstore_{name}{suffix} missing from /metrics"
     return float(found.group(1))
 
 
@@ -188,8 +189,13 @@ def test_check_back_goes_to_a_live_producer_and_its_commit_lands(
     register_producer(producer)
     reply = send_half(producer, "TxTopic", b"later")
     _, first_offset = decode_message_id(reply.ext_fields["msgId"])
+    assert metric(broker, "transaction_half_messages_pending", "") == 1
     check = wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE)
     assert check.is_oneway
+    # once the pass has moved its offset past the original it put back: one pending, not two
+    wait_until("the pass's half offset past the original", lambda: broker.controller.consumer_offset_manager
+               .query_offset("CID_RMQ_SYS_TRANS", HALF, 0) >= 1, timeout=10, interval=0.02)
+    assert metric(broker, "transaction_half_messages_pending", "") == 1
     header = CheckTransactionStateRequestHeader.from_ext_fields(check.ext_fields)
     # the copy the pass appended to the half queue is what is asked about
     assert header.tran_state_table_offset == 1 and header.commit_log_offset > first_offset
@@ -217,6 +223,8 @@ def test_check_back_goes_to_a_live_producer_and_its_commit_lands(
                lambda: (offsets.query_offset("CID_RMQ_SYS_TRANS", HALF, 0),
                         offsets.query_offset("CID_RMQ_SYS_TRANS", OP, 0)) == (2, 1), timeout=10, interval=0.02)
     assert metric(broker, "transaction_checks") == 1
+    # committed and passed: nothing held for a scale-down's drain to wait for
+    assert metric(broker, "transaction_half_messages_pending", "") == 0
 
 
 def test_no_check_before_transaction_timeout(broker_factory: Callable[..., BrokerHandle]) -> None:

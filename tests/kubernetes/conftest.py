@@ -19,8 +19,8 @@ Two targets, one scenario:
   cluster), which this machine does on our own node, and on a given cluster only from a machine on
   its pod and Service networks; its kill -9 cycle needs our own node's containerd and is left out
   elsewhere. The namespaces the scenario uses
-  must not exist yet; everything it creates is deleted at the end, except the CRD (Helm never
-  deletes the CRDs it installed).
+  must not exist yet; everything it creates is deleted at the end, the CRD too (the second order
+  of uninstalling deletes it after the chart; the next ``helm install`` creates it again).
 """
 
 from __future__ import annotations

@@ -96,6 +96,8 @@ RESUME_LIMIT_S = 90
 RELAY_SENDS, RELAY_PAUSE_MS = 100_000, 100
 #: the namespaces of the RocketStores, deleted again at the end
 STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS, RELAY_NS)
+#: the store left when the chart is uninstalled (the other order of uninstalling), made at the end
+LEFT_NS = "leftover"
 OPERATOR_AK, OPERATOR_SK = "rocketstoreOperator", "operator-secret-1"
 APP_AK, APP_SK = "payments", "payments-secret-1"
 #: the namespaces enforce the "restricted" Pod Security Standard: the pods run as they are admitted
@@ -189,10 +191,23 @@ def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> st
 
 
 def _delete_everything(kube: Any, helm_bin: Path, cluster: Target) -> None:
-    """What a user does to remove it all, in the order that works: the RocketStores first (the
-    operator removes its finalizers), then their namespaces (and with them the PVCs), then the
-    chart. Asserted, so that a stuck finalizer or namespace fails the run instead of the next one."""
-    objects, core = client.CustomObjectsApi(kube), client.CoreV1Api(kube)
+    """What a user does to remove it all, in both orders docs/operator.md ("Uninstalling") says
+    work: the scenario's RocketStores first, while the operator runs (it removes its finalizers);
+    then, with one store still there (LEFT_NS, made here, reconciled so it carries the finalizer),
+    the chart: its pre-delete Job, a pod of the operator image, stops the operator and releases
+    that store, which stays; then the CRD, which takes it and its objects but not its PVC
+    (deleteClaim false); then the namespaces, PVCs with them. Asserted, so that a stuck finalizer,
+    CRD or namespace fails the run instead of the next one."""
+    objects, core, apps = client.CustomObjectsApi(kube), client.CoreV1Api(kube), client.AppsV1Api(kube)
+    core.create_namespace({"metadata": {"name": LEFT_NS, "labels": RESTRICTED}})
+    wait_until("default SA", lambda: core.read_namespaced_service_account("default", LEFT_NS), 60)
+    objects.create_namespaced_custom_object(G, V, LEFT_NS, P, {
+        "apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "left"},
+        "spec": {"brokers": 1, "commitLog": {"segmentSize": "1Mi"}, "resources": SMALL, "storage": storage(cluster)}})
+    wait_until("the left store's claim made and the finalizer on it", lambda: (
+        core.list_namespaced_persistent_volume_claim(LEFT_NS).items and "rocketstore.io/operator" in (
+            objects.get_namespaced_custom_object(G, V, LEFT_NS, P, "left")["metadata"].get("finalizers") or [])),
+        180, interval=1)
     for ns in STORE_NAMESPACES:
         for item in objects.list_namespaced_custom_object(G, V, ns, P).get("items", []) if _exists(core, ns) else []:
             objects.delete_namespaced_custom_object(G, V, ns, P, item["metadata"]["name"])
@@ -202,9 +217,20 @@ def _delete_everything(kube: Any, helm_bin: Path, cluster: Target) -> None:
         if _exists(core, ns):
             core.delete_namespace(ns)
     run_helm(helm_bin, cluster, "uninstall", "rocketstore", "--namespace", OPERATOR_NS, "--wait", "--timeout", "3m")
+    left = objects.get_namespaced_custom_object(G, V, LEFT_NS, P, "left")
+    assert not left["metadata"].get("finalizers") and not left["metadata"].get("deletionTimestamp"), left["metadata"]
+    assert apps.read_namespaced_stateful_set("left", LEFT_NS)  # released, not deleted
+    client.ApiextensionsV1Api(kube).delete_custom_resource_definition(f"{P}.{G}")
+    wait_until("the CRD gone", lambda: f"{P}.{G}" not in {
+        c.metadata.name for c in client.ApiextensionsV1Api(kube).list_custom_resource_definition().items}, 120,
+        interval=1)
+    wait_until("the left store's StatefulSet and pod collected", lambda: not apps.list_namespaced_stateful_set(
+        LEFT_NS).items and not core.list_namespaced_pod(LEFT_NS).items, 180, interval=1)
+    assert [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(LEFT_NS).items] == ["store-left-0"]
+    core.delete_namespace(LEFT_NS)
     core.delete_namespace(OPERATOR_NS)
     wait_until("the scenario's namespaces gone",
-               lambda: not any(_exists(core, ns) for ns in (*STORE_NAMESPACES, OPERATOR_NS)), 300, interval=2)
+               lambda: not any(_exists(core, ns) for ns in (*STORE_NAMESPACES, LEFT_NS, OPERATOR_NS)), 300, interval=2)
 
 
 def _exists(core: Any, namespace: str) -> bool:
@@ -217,14 +243,14 @@ def installed(cluster: Target, kube: Any, helm_bin: Path) -> Iterator[Target]:
     namespace enforces the "restricted" Pod Security Standard, as the broker namespaces do. At the
     end everything the scenario made is deleted again (a persistent cluster is left as it was)."""
     core = client.CoreV1Api(kube)
-    taken = [ns for ns in (OPERATOR_NS, *STORE_NAMESPACES) if _exists(core, ns)]
+    taken = [ns for ns in (OPERATOR_NS, *STORE_NAMESPACES, LEFT_NS) if _exists(core, ns)]
     if taken:
         pytest.fail(f"namespaces {taken} exist already: the scenario creates and deletes them itself", pytrace=False)
     core.create_namespace({"metadata": {"name": OPERATOR_NS, "labels": RESTRICTED}})
     # every store's volumes, made here so that any test runs alone (-k): 3 brokers of the first
     # store, 1 of the TLS store, 1 of the LoadBalancer store, 2 of the replicated one, 2 of the
-    # Lease failover one
-    cluster.add_volumes(9)
+    # Lease failover one, 1 of the store left at the uninstall
+    cluster.add_volumes(10)
     try:
         # readReferencedSecrets: the operator reads the credentials Secret of the secured store below
         run_helm(helm_bin, cluster, "install", "rocketstore", str(ROOT / "charts" / "rocketstore-operator"),

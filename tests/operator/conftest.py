@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +57,12 @@ def control_plane() -> Iterator[Any]:
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """helm, built by tests/controlplane/helm.sh (cached by version): the chart's tests."""
+    return Path(controlplane.build_helm())
 
 
 @pytest.fixture(scope="session")

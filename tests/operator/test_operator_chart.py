@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_support import ROOT, controlplane, free_port, wait_until
+from operator_support import ROOT, free_port, wait_until
 
 CHART = ROOT / "charts" / "rocketstore-operator"
 
@@ -64,11 +64,6 @@ def test_chart_app_version_is_the_package_version() -> None:
     assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"] == IMAGE_REPOSITORY
 
 
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    return Path(controlplane.build_helm())
-
-
 def run_helm(helm: Path, *args: str, kubeconfig: Path | None = None) -> str:
     env = {**os.environ, "HELM_CACHE_HOME": "/tmp/rs-helm/cache", "HELM_CONFIG_HOME": "/tmp/rs-helm/config",
            "HELM_DATA_HOME": "/tmp/rs-helm/data"}
@@ -100,14 +95,18 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, kube: Any, crd:
     docs = [d for d in yaml.safe_load_all(run_helm(helm, "template", "rso", str(CHART), "-n", "rso-dry",
                                                     "--kube-version", "1.34.10", *values))
             if d]
-    kinds = sorted(d["kind"] for d in docs)
+    kinds = sorted(d["kind"] for d in docs if "helm.sh/hook" not in d["metadata"].get("annotations", {}))
+    hooks = sorted(d["kind"] for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-delete")
     if "watch.namespaces={team-a,team-b}" in values:
         # one per watched namespace, and the leader election's in the release's
         assert kinds.count("Role") == 3 and kinds.count("RoleBinding") == 3
+        # the uninstall hook's: the operator's Deployment in the release's, RocketStores in each watched
+        assert hooks == ["Job", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"]
     elif values:
         assert kinds.count("NetworkPolicy") == 1
     else:
         assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount", "Service"} <= set(kinds)
+        assert hooks == ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"]
     # server-side dry-run: admission and schema validation of every object, nothing persisted
     utils.create_from_yaml(kube, yaml_objects=docs, namespace="rso-dry", dry_run="All")
     deploy = next(d for d in docs if d["kind"] == "Deployment")
@@ -262,7 +261,8 @@ def test_replicas_elect_a_leader_and_spread(helm: Path) -> None:
 @pytest.mark.integration
 def test_name_overrides(helm: Path) -> None:
     docs = render(helm, "--set", "fullnameOverride=rs-op")
-    assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "ServiceAccount")} == {"rs-op"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "ServiceAccount")} == {
+        "rs-op", "rs-op-uninstall"}  # the second: the uninstall hook's
     named = render(helm, "--set", "nameOverride=rso-ctl")
     deploy = next(d for d in named if d["kind"] == "Deployment")
     assert deploy["metadata"]["name"] == "rso-rso-ctl"
@@ -361,9 +361,14 @@ def test_packaged_chart_installs_in_a_restricted_namespace_with_notes(
         (CHART / "dashboards" / "rocketstore.json").read_text())
     # the helm test pod is admitted in the restricted namespace (kwok never runs its command, and
     # completes only Job pods: test_helm_test_pod_checks_the_operator_health runs the command)
-    test_pod = next(d for d in yaml.safe_load_all(run_helm(
-        helm, "get", "hooks", "rsp", "-n", "rsp-system", kubeconfig=control_plane.kubeconfig)) if d)
+    hooks = [d for d in yaml.safe_load_all(run_helm(
+        helm, "get", "hooks", "rsp", "-n", "rsp-system", kubeconfig=control_plane.kubeconfig)) if d]
+    test_pod = next(d for d in hooks if d["kind"] == "Pod")
     core.create_namespaced_pod("rsp-system", test_pod, dry_run="All")
+    # and so is the pre-delete Job's pod (the uninstall below runs it)
+    job = next(d for d in hooks if d["kind"] == "Job")
+    core.create_namespaced_pod("rsp-system", {"metadata": {"name": "rsp-uninstall-check", **job["spec"]["template"][
+        "metadata"]}, "spec": {**job["spec"]["template"]["spec"], "serviceAccountName": "default"}}, dry_run="All")
     run_helm(helm, "uninstall", "rsp", "-n", "rsp-system", "--wait", kubeconfig=control_plane.kubeconfig)
 
 

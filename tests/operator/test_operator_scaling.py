@@ -9,6 +9,7 @@ import datetime
 from rocketstore.client.admin import ConsumeStats, GroupConsumeStats, OffsetWrapper
 from rocketstore.client.remoting_client import MessageQueue
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.operator.brokers import HeldMessages, parse_held_metrics
 from rocketstore.operator.scaling import (
     Backlog,
     backlog,
@@ -72,6 +73,50 @@ def test_drain_ends_at_its_deadline_with_what_is_left() -> None:
     condition = drain_condition(late)
     assert (condition.status, condition.reason) == (False, "DeadlineExceeded")
     assert "4 messages in 1 queues not consumed by g1" in condition.message
+
+
+def test_drain_waits_for_delayed_timer_and_half_messages_held_on_the_leaving_brokers() -> None:
+    """They are delivered (or checked) on the broker that stored them only: consumed backlog and
+    the grace are not enough while a leaving broker still holds any."""
+    held = HeldMessages(delayed=2, timers=1, half=3)
+    first = drain_step(None, LEAVING, 2, Backlog(), [], T0, 600, held=held)
+    waiting = drain_step(first, LEAVING, 2, Backlog(), [], _at(300), 600, held=held)
+    assert waiting["phase"] == "Draining"
+    assert (waiting["delayedPending"], waiting["timerPending"], waiting["halfPending"]) == (2, 1, 3)
+    condition = drain_condition(waiting)
+    assert condition.status is True
+    assert "held for delivery on these brokers only: 2 delayed, 1 timer, 3 transaction half messages" \
+        in condition.message
+    # one kind left still holds the drain
+    assert drain_step(waiting, LEAVING, 2, Backlog(), [], _at(400), 600,
+                      held=HeldMessages(half=1))["phase"] == "Draining"
+    # delivered, consumed: drained
+    done = drain_step(waiting, LEAVING, 2, Backlog(), [], _at(500), 600, held=HeldMessages())
+    assert done["phase"] == "Drained" and done["delayedPending"] == 0
+    assert "no delayed, timer or transaction half message" in drain_condition(done).message
+    # at the deadline the held ones are named as left behind
+    late = drain_step(waiting, LEAVING, 2, Backlog(), [], _at(600), 600, held=HeldMessages(delayed=2))
+    assert late["phase"] == "DeadlineExceeded"
+    message = drain_condition(late).message
+    assert "2 delayed messages" in message and "stay undelivered on the removed brokers' volumes" in message
+
+
+def test_held_messages_are_read_from_the_brokers_metrics() -> None:
+    text = "\n".join([
+        "# TYPE rocketstore_delayed_messages_pending gauge",
+        'rocketstore_delayed_messages_pending{level="3"} 4.0',
+        'rocketstore_delayed_messages_pending{level="18"} 1.0',
+        "# TYPE rocketstore_timer_messages_pending gauge",
+        "rocketstore_timer_messages_pending 2.0",
+        "# TYPE rocketstore_transaction_half_messages_pending gauge",
+        "rocketstore_transaction_half_messages_pending 3.0",
+        "# TYPE rocketstore_transaction_half_messages_total counter",
+        "rocketstore_transaction_half_messages_total 9.0",
+        "",
+    ])
+    assert parse_held_metrics(text) == HeldMessages(delayed=5, timers=2, half=3)
+    assert parse_held_metrics("") == HeldMessages()
+    assert HeldMessages(1, 2, 3) + HeldMessages(1, 0, 0) == HeldMessages(2, 2, 3)
 
 
 def test_unreadable_broker_keeps_the_drain_waiting() -> None:

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from broker_process import Broker
+from polling import wait_until
 
 from rocketstore.client.admin import BrokerAdmin
 from rocketstore.client.producer import Producer
 from rocketstore.client.remoting_client import MessageQueue, NameServerClient, RemotingClient
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
-from rocketstore.operator.brokers import BrokerAddressing, Brokers
+from rocketstore.operator.brokers import BrokerAddressing, Brokers, HeldMessages
 from rocketstore.operator.scaling import Backlog, backlog, topics_to_copy
 
 pytestmark = pytest.mark.integration
@@ -115,3 +117,26 @@ def test_new_broker_is_given_the_stores_topics(store: list[Broker]) -> None:
     assert (created.read_queue_nums, created.write_queue_nums, created.perm) == (QUEUES, QUEUES, 6)
     assert topics_to_copy(have, asyncio.run(brokers.topic_configs(rs2.addr)), {"rs", "rs-0", "rs-1", "rs-2"}) == []
 
+
+
+def test_a_brokers_delayed_timer_and_half_messages_are_what_a_drain_waits_for(tmp_path: Path) -> None:
+    """What the drain reads of a leaving broker besides its consume stats: a delayed message
+    (level 18, 2 h), a timer message (1 h) and a half message nobody commits, each held by the
+    broker that stored it, none of them in a group's backlog."""
+    broker = Broker(tmp_path, "brokerClusterName=rs\nbrokerName=rs-9\n")
+    brokers = Brokers(BrokerAddressing())
+    http = f"{broker.listen_host}:{broker.http_port}"
+    with broker.running():
+        with BrokerAdmin(broker.addr) as admin:
+            admin.create_topic("Later", 1, 1)
+        assert asyncio.run(brokers.held(http)) == HeldMessages()
+        with Producer(broker.namesrv, "held-test") as producer:
+            producer.send("Later", b"delayed", properties={"DELAY": "18"})
+            producer.send("Later", b"timer", properties={"TIMER_DELAY_SEC": "3600"})
+            producer.send("Later", b"half", properties={"TRAN_MSG": "true", "PGROUP": "held-test"})
+        held = wait_until("all three held", lambda: (h := asyncio.run(brokers.held(http))) == HeldMessages(1, 1, 1)
+                          and h, 30)
+        assert held.total == 3
+        with BrokerAdmin(broker.addr) as admin:
+            stats, _ = admin.broker_consume_stats()
+        assert backlog(stats) == Backlog()  # consumers see none of them yet

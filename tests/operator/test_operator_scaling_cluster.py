@@ -101,7 +101,10 @@ def test_scale_down_waits_for_the_consumers_and_scale_up_copies_topics(kube: Any
         "apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": SCALING_STORE},
         "spec": {"brokers": 2, "scheduling": KWOK, "commitLog": {"segmentSize": "64Mi"},
                  "storage": {"segments": 2, "storageClassName": STORAGE_CLASS},
-                 "scaling": {"allowScaleDown": True, "drainTimeoutSeconds": 600}}})
+                 "scaling": {"allowScaleDown": True, "drainTimeoutSeconds": 600},
+                 # the drain reads the leaving rss-1's /metrics (its held messages) at the host of
+                 # its pinned address and the store's metrics port: rss-1's
+                 "metrics": {"port": rs1.http_port}}})
     wait_until("both brokers reachable", lambda: [b.get("reachable") for b in _get(kube).get("status", {}).get(
         "brokers", [])] == [True, True], 90)
 
@@ -111,6 +114,8 @@ def test_scale_down_waits_for_the_consumers_and_scale_up_copies_topics(kube: Any
     drain = obj["status"]["drain"]
     assert (drain["brokers"], drain["phase"], drain["groupsPending"], drain["queuesPending"]) == (
         [f"{SCALING_STORE}-1"], "Draining", ["billing"], QUEUES), drain
+    assert (drain["delayedPending"], drain["timerPending"], drain["halfPending"], drain["unreachable"]) == (
+        0, 0, 0, []), drain
     condition = _condition(obj, "Draining")
     assert condition is not None and condition["status"] == "True", condition
     # producers are routed away from rss-1 by both name servers; consumers still read it

@@ -691,3 +691,19 @@ def test_the_brokers_may_get_create_and_update_leases_of_their_namespace_and_not
     assert sa["metadata"]["name"] == broker_service_account_name("rs") == "rs-broker"
     for obj in (role, binding):
         assert obj["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
+
+
+def test_the_uninstall_hook_removes_only_the_operators_finalizer() -> None:
+    from rocketstore.operator.uninstall import release_patch
+
+    def store(*finalizers: str) -> dict[str, Any]:
+        return {"metadata": {"name": "rs", "resourceVersion": "42", "finalizers": list(finalizers) or None}}
+
+    assert release_patch(store()) is None
+    assert release_patch(store("example.com/backup")) is None
+    # the last finalizer gone: null, so the merge patch removes the list
+    assert release_patch(store("rocketstore.io/operator")) == {
+        "metadata": {"finalizers": None, "resourceVersion": "42"}}
+    # someone else's stays; the resourceVersion read makes a store changed since answer 409
+    assert release_patch(store("example.com/backup", "rocketstore.io/operator")) == {
+        "metadata": {"finalizers": ["example.com/backup"], "resourceVersion": "42"}}

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from operator_support import ROOT, controlplane, free_port, standalone_stopped, wait_until
-from test_operator_cluster import G, P, V, create, make_ns, reconciled, store
+from test_operator_cluster import G, P, V, condition, create, get, make_ns, reconciled, store
 
 from rocketstore.operator.upgrade import (
     StatefulSetRollout,
@@ -107,6 +107,24 @@ def test_a_store_that_never_becomes_ready_holds_the_queue() -> None:
         assert broker_image("ns/b", stores, NEW, 1) == (OLD, False)
 
 
+def test_a_waiting_store_shows_what_it_waits_for_until_it_starts() -> None:
+    gate = UpgradeGate(max_concurrent=1)
+    stores = {"ns/a": StoreRollout(OLD, True), "ns/b": StoreRollout(OLD, True), "ns/c": StoreRollout(NEW, True)}
+    assert gate.image("ns/a", stores, NEW) == (NEW, True)
+    assert gate.queued(NEW, stores, NEW) is None  # a starts: not waiting
+    image, starts = gate.image("ns/b", stores, NEW)
+    assert (image, starts) == (OLD, False)
+    queued = gate.queued(image, stores, NEW)
+    assert queued is not None and (queued.type, queued.status, queued.reason) == (
+        "UpgradeQueued", True, "WaitingForUpgradeSlot")
+    # the slot's holder is named (the settled ns/c holds none), and both images
+    assert "rolling: ns/a" in queued.message and "ns/c" not in queued.message
+    assert f"runs {OLD}" in queued.message and f"roll to {NEW}" in queued.message
+    stores["ns/a"] = StoreRollout(NEW, True)
+    image, starts = gate.image("ns/b", stores, NEW)
+    assert (image, starts) == (NEW, True) and gate.queued(image, stores, NEW) is None
+
+
 # -- an operator upgrade on a real API server ----------------------------------------------------------
 
 def _operator(kubeconfig: Path, ns: str, image: str, log: Path) -> subprocess.Popen[bytes]:
@@ -155,12 +173,18 @@ def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
             started: dict[str, float] = {}
             settled_at: dict[str, float] = {}
             most_rolling = 0
+            #: UpgradeQueued messages of stores seen still on OLD while another rolled
+            queued: dict[str, str] = {}
             deadline = time.monotonic() + 180
             while len(settled_at) < len(names) and time.monotonic() < deadline:
                 seen = _images(apps, ns)
                 now = time.monotonic()
                 rolling = [n for n, (image, settled) in seen.items() if image == NEW and not settled]
                 most_rolling = max(most_rolling, len(rolling))
+                for n in names:
+                    waits = condition(get(kube, ns, n), "UpgradeQueued")
+                    if rolling and waits and waits["status"] == "True" and seen.get(n, (None,))[0] == OLD:
+                        queued[n] = waits["message"]
                 for n, (image, settled) in seen.items():
                     if image == NEW:
                         started.setdefault(n, now)
@@ -175,6 +199,11 @@ def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
             events = [e.reason for e in client.CoreV1Api(kube).list_namespaced_event(ns).items
                       if e.involved_object.kind == "RocketStore"]
             assert events.count("BrokerImageUpgrade") == len(names)
+            # the stores that waited said so, naming the store holding the slot; none says it after
+            assert len(queued) >= 1, queued
+            assert all(f"roll to {NEW}" in m and f"rolling: {ns}/" in m for m in queued.values()), queued
+            wait_until("no store queued any more", lambda: not any(
+                condition(get(kube, ns, n), "UpgradeQueued") for n in names), 20)
 
             # the stores go while an operator runs (it removes kopf's finalizer)
             objs = client.CustomObjectsApi(kube)

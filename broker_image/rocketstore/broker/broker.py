@@ -94,6 +94,7 @@ from rocketstore.broker.transaction.service import TransactionalMessageService
 from rocketstore.common import native
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress
+from rocketstore.common.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC
 from rocketstore.remoting.body import BrokerData
 from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
 from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
@@ -480,6 +481,17 @@ class BrokerController:
              lambda: metrics.discarded),
         ):
             self.add_counter(f"rocketstore_{name}", doc, read)
+        self.add_gauge("rocketstore_transaction_half_messages_pending",
+                       "Half messages the transaction check has not found resolved yet (on this broker only)",
+                       self._half_pending)
+
+    def _half_pending(self) -> int:
+        """:meth:`TransactionalMessageBridge.half_pending` over the half topic's queues: those the
+        check walks, or queue 0, where every half message is put, before the first check pass
+        has created the topic's config."""
+        config = self.topic_config_manager.get(RMQ_SYS_TRANS_HALF_TOPIC)
+        return self.transactional_message_service.bridge.half_pending(
+            range(1 if config is None else config.read_queue_nums))
 
     def add_gauge(self, name: str, doc: str, read: Callable[[], float]) -> None:
         """Publish ``read()`` as a /metrics gauge (for state a processor owns); a no-op without

@@ -47,6 +47,8 @@ Metrics (all prefixed ``rocketstore_``):
     transaction_half_messages_total, transaction_commits_total,       counters (transaction service)
     transaction_rollbacks_total, transaction_checks_total,
     transaction_discarded_total
+    transaction_half_messages_pending                                gauge: half messages the check has
+                                                                     not found resolved yet
     broker_info{cluster,broker,broker_id,broker_addr,version}       info (always 1): which broker this is
     topic_put_messages_total{cluster,broker,topic}                   counters (BrokerStatsManager:
     topic_put_bytes_total{cluster,broker,topic}                       stored sends, by topic)

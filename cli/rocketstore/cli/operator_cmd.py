@@ -7,6 +7,8 @@
                          [--leader-elect [--leader-elect-lease NAME] [--leader-elect-identity ID]
                           [--leader-elect-lease-duration S] [--leader-elect-renew-deadline S]
                           [--leader-elect-retry-period S]]
+    rocketstore operator --release-finalizers DEPLOYMENT --operator-pod-selector LABELS
+                         [--operator-namespace NS] [--namespace NS ... | --all-namespaces] [--stop-timeout S]
 
 The operator itself is the ``rocketstore.operator`` package (operator/rocketstore/operator). Its
 libraries (kopf, kubernetes) come with the ``operator`` extra, so broker-only and Spark installs do
@@ -75,6 +77,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           help="a leader that has not renewed for this long exits (default: %(default)s)")
     election.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="S",
                           help="seconds between renewals and between a standby's attempts (default: %(default)s)")
+    uninstall = parser.add_argument_group(
+        "uninstall", "instead of running: what the chart's pre-delete hook does (docs/operator.md, Uninstalling)")
+    uninstall.add_argument("--release-finalizers", metavar="DEPLOYMENT",
+                           help="scale the operator's Deployment (in --operator-namespace) to 0, wait until no pod "
+                                "of --operator-pod-selector is left, remove the finalizer rocketstore.io/operator "
+                                "from every RocketStore of the watched namespaces, and exit")
+    uninstall.add_argument("--stop-timeout", type=float, default=120.0, metavar="S",
+                           help="how long to wait for the operator's pods to stop (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.set_defaults(handler=_run)
 
@@ -88,7 +98,7 @@ def _positive(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from rocketstore.operator.main import OperatorOptions, run
+        from rocketstore.operator.main import OperatorOptions, release_finalizers, run
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] not in EXTRA_MODULES:
             raise
@@ -96,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
 
-    return run(OperatorOptions(
+    opts = OperatorOptions(
         namespaces=tuple(args.namespace),
         all_namespaces=not args.namespace,
         bind_address=args.bind_address,
@@ -117,4 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         leader_elect_lease_duration=args.leader_elect_lease_duration,
         leader_elect_renew_deadline=args.leader_elect_renew_deadline,
         leader_elect_retry_period=args.leader_elect_retry_period,
-    ))
+    )
+    if args.release_finalizers:
+        return release_finalizers(opts, args.release_finalizers, args.stop_timeout)
+    return run(opts)

@@ -13,6 +13,7 @@ Modules, from pure to effectful:
 ``pause``      the pause-reconciliation annotation and its condition
 ``upgrade``    which stores roll to a new default broker image now (a pure decision)
 ``leader``     leader election over a coordination.k8s.io Lease (``--leader-elect``)
+``uninstall``  the chart's pre-delete hook: stop the operator, release the RocketStores' finalizer
 ``handlers``   thin kopf handlers
 ``metrics``    Prometheus counters
 ``main``       ``rocketstore operator``: settings and ``kopf.run``
@@ -23,3 +24,5 @@ VERSION = "v1alpha1"
 PLURAL = "rocketstores"
 KIND = "RocketStore"
 FIELD_MANAGER = "rocketstore-operator"
+#: kopf's finalizer on every RocketStore (``settings.persistence.finalizer``; :mod:`handlers`, :mod:`uninstall`)
+FINALIZER = f"{GROUP}/operator"

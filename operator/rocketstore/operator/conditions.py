@@ -7,7 +7,9 @@ brokers, a missing ACL or TLS Secret or key), ``DiskPressure`` (a broker's disk 
 ``diskSpaceCleanForciblyRatio``), ``ExternalAccessReady`` (with ``spec.externalAccess`` only: every
 address outside clients need is known, e.g. the load balancers are provisioned), ``ReplicationInSync``
 (with slaves only: every slave in sync; False when a SYNC_MASTER group has none),
-``ReconciliationPaused`` (while the pause annotation is set, :mod:`rocketstore.operator.pause`).
+``ReconciliationPaused`` (while the pause annotation is set, :mod:`rocketstore.operator.pause`),
+``UpgradeQueued`` (while the store waits for its turn to roll to a new default broker image,
+:mod:`rocketstore.operator.upgrade`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 __all__ = ["TYPES", "Condition", "merge_conditions", "now"]
 
 TYPES = ("Ready", "Progressing", "Degraded", "DiskPressure", "ExternalAccessReady", "ReplicationInSync",
-         "ReconciliationPaused")
+         "ReconciliationPaused", "UpgradeQueued")
 
 
 def now() -> str:

@@ -24,7 +24,8 @@ the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless
 registers with ``requires_finalizer=True``), so that deletion waits until the timer is stopped.
 While the operator runs, a deleted RocketStore loses the finalizer at once and goes. Without a
 running operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until
-the finalizer is removed by hand; docs/operator.md ("Uninstalling") and the chart README say how.
+the finalizer is removed: the chart's pre-delete hook does that when the chart is uninstalled
+(:mod:`uninstall`); docs/operator.md ("Uninstalling") and the chart README say how by hand.
 
 kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
 ``login_via_client``: that one loads the library's process-wide default configuration, always from
@@ -44,7 +45,7 @@ from typing import Any
 
 import kopf
 
-from rocketstore.operator import FIELD_MANAGER, GROUP, PLURAL, VERSION, metrics
+from rocketstore.operator import FIELD_MANAGER, FINALIZER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
@@ -54,7 +55,13 @@ from rocketstore.operator.model import Spec, SpecError, parse_spec
 from rocketstore.operator.pause import PAUSED, paused, paused_condition, shows_paused
 from rocketstore.operator.reconcile import Outcome, apply_objects, observe
 from rocketstore.operator.status import degraded
-from rocketstore.operator.upgrade import StatefulSetRollout, UpgradeGate, statefulset_rollout, store_rollout
+from rocketstore.operator.upgrade import (
+    UPGRADE_QUEUED,
+    StatefulSetRollout,
+    UpgradeGate,
+    statefulset_rollout,
+    store_rollout,
+)
 
 INTERVAL = float(os.environ.get("ROCKETSTORE_OPERATOR_INTERVAL", "30"))
 
@@ -71,7 +78,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration")
-    settings.persistence.finalizer = f"{GROUP}/operator"
+    settings.persistence.finalizer = FINALIZER
     settings.posting.level = logging.WARNING  # our own events are posted explicitly
     if getattr(memo, "identity", None):
         # with --leader-elect: which replica posted an event (its Lease identity)
@@ -122,17 +129,23 @@ async def broker_statefulsets(body: kopf.Body, namespace: str | None, labels: ko
 
 
 def _broker_image(memo: kopf.Memo, owner: Owner, spec: Spec, body: kopf.Body,
-                  statefulsets: BrokerStatefulSets) -> tuple[str, bool]:
+                  statefulsets: BrokerStatefulSets) -> tuple[str, bool, Condition | None]:
     """The default image this store is applied with now (:mod:`upgrade`: after an operator
-    upgrade, a store waits its turn on the image it runs) and whether its upgrade starts now."""
+    upgrade, a store waits its turn on the image it runs), whether its upgrade starts now, and
+    the ``UpgradeQueued`` condition while it waits."""
     if spec.image is not None:
-        return memo.broker_image, False
+        return memo.broker_image, False, None
     stores = {key: store_rollout(key.partition("/")[2], statefulsets[key]) for key in statefulsets}
     image, starts = memo.upgrades.image(f"{owner.namespace}/{owner.name}", stores, memo.broker_image)
     if starts:
         kopf.event(body, type="Normal", reason="BrokerImageUpgrade", message=(
             f"rolling to {image} (operator default; at most {memo.upgrades.max_concurrent} store(s) at a time)"))
-    return image, starts
+    return image, starts, memo.upgrades.queued(image, stores, memo.broker_image)
+
+
+def _queue_conditions(queued: Condition | None) -> tuple[list[Condition], list[str]]:
+    """The ``UpgradeQueued`` condition to write, or its type to drop (the store is not waiting)."""
+    return ([queued], []) if queued is not None else ([], [UPGRADE_QUEUED])
 
 
 def _post(body: kopf.Body, outcome: Outcome) -> None:
@@ -181,7 +194,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     parsed = _parse(body, spec, status, patch, generation, memo.image_policy)
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
-        image, _ = _broker_image(memo, owner, parsed, body, statefulsets)
+        image, _, queued = _broker_image(memo, owner, parsed, body, statefulsets)
         applied = await apply_objects(memo.kube, owner, parsed, image, memo.brokers, memo.operator_peer,
                                       status=status)
         _post(body, applied)
@@ -190,10 +203,11 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
     _post(body, observed)
     new_status = {**applied.status, **observed.status}
     problems = [*applied.status["problems"], *observed.problems]
-    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
+    waiting, not_waiting = _queue_conditions(queued)
+    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"]), *waiting]
     patch.status.update(new_status)
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions, generation,
-                                                  drop=[*observed.dropped, PAUSED])
+                                                  drop=[*observed.dropped, PAUSED, *not_waiting])
     metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
     patch.status["observedGeneration"] = generation
     kopf.event(body, type="Normal", reason="Reconciled", message=(
@@ -242,7 +256,7 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     owner = Owner(name=str(meta["name"]), namespace=str(meta["namespace"]), uid=str(meta["uid"]))
     async with _lock(owner.uid):
         with metrics.RECONCILE_DURATION.labels(kind="timer").time():
-            image, starts = _broker_image(memo, owner, parsed, body, kwargs[INDEX])
+            image, starts, queued = _broker_image(memo, owner, parsed, body, kwargs[INDEX])
             applied, failure = await _repair(memo, owner, parsed, status, image, starts)
             seen = {**dict(status), **applied.status}
             observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
@@ -250,10 +264,11 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     _post(body, observed)
     patch.status.update({**applied.status, **observed.status})
     problems = [*applied.status.get("problems", status.get("problems") or []), *failure, *observed.problems]
-    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"])]
+    waiting, not_waiting = _queue_conditions(queued)
+    conditions = [*observed.conditions, degraded(problems, observed.status["brokers"]), *waiting]
     patch.status["conditions"] = merge_conditions(status.get("conditions"), conditions,
                                                   int(status.get("observedGeneration") or 0),
-                                                  drop=[*observed.dropped, PAUSED])
+                                                  drop=[*observed.dropped, PAUSED, *not_waiting])
     metrics.record_conditions(owner.namespace, owner.name, patch.status["conditions"])
 
 

@@ -25,10 +25,11 @@ from rocketstore.operator.image_policy import ImagePolicy
 from rocketstore.operator.kube import ConfigException, Kube, discover
 from rocketstore.operator.leader import LOST_EXIT_CODE, ElectionConfig, LeaderElector
 from rocketstore.operator.model import valid_label
+from rocketstore.operator.uninstall import uninstall
 from rocketstore.operator.upgrade import UpgradeGate
 
 __all__ = ["BROKER_IMAGE_ENV", "NAMESPACE_ENV", "OperatorOptions", "broker_image", "election_config",
-           "operator_peer", "run"]
+           "operator_peer", "release_finalizers", "run"]
 
 #: the default broker image when --broker-image is not given (the chart sets it)
 BROKER_IMAGE_ENV = "ROCKETSTORE_BROKER_IMAGE"
@@ -155,6 +156,54 @@ def _lost(reason: str) -> None:
     os._exit(LOST_EXIT_CODE)
 
 
+def _kube(opts: OperatorOptions) -> Kube | None:
+    """The API client, or None after saying why there is none."""
+    credentials = discover(opts.context)
+    try:
+        return Kube(credentials)
+    except ConfigException as e:
+        tried = "the " if opts.context else "not in a pod with a service account, and the "
+        print(f"rocketstore operator: no API server to use: {tried}{credentials.source}: {e}", file=sys.stderr)
+        return None
+
+
+def release_finalizers(opts: OperatorOptions, deployment: str, timeout: float) -> int:
+    """``--release-finalizers``: stop the operator's Deployment and release its RocketStores
+    (:mod:`rocketstore.operator.uninstall`) instead of running; returns the exit code."""
+    logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        peer = operator_peer(opts, os.environ)
+    except ValueError as e:
+        print(f"rocketstore operator: {e}", file=sys.stderr)
+        return 2
+    if peer is None:
+        print("rocketstore operator: --release-finalizers needs --operator-pod-selector: the operator pods to wait for",
+              file=sys.stderr)
+        return 2
+    kube = _kube(opts)
+    if kube is None:
+        return 2
+    namespace = peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+
+    async def release() -> list[str]:
+        try:
+            return await uninstall(kube, operator_namespace=namespace, deployment=deployment,
+                                   pods=peer["podSelector"]["matchLabels"], namespaces=opts.namespaces,
+                                   timeout=timeout)
+        finally:
+            await kube.close()
+
+    try:
+        stores = asyncio.run(release())
+    except (TimeoutError, RuntimeError) as e:
+        print(f"rocketstore operator: {e}", file=sys.stderr)
+        return 1
+    print(f"operator {namespace}/{deployment} stopped; released {len(stores)} RocketStore(s) from "
+          f"the finalizer: {', '.join(stores) or 'none carried it'}")
+    return 0
+
+
 def run(opts: OperatorOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
@@ -164,12 +213,8 @@ def run(opts: OperatorOptions) -> int:
     from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
 
     addressing = BrokerAddressing.from_text(opts.broker_address or os.environ.get(ADDRESS_ENV))
-    credentials = discover(opts.context)
-    try:
-        kube = Kube(credentials)
-    except ConfigException as e:
-        tried = "the " if opts.context else "not in a pod with a service account, and the "
-        print(f"rocketstore operator: no API server to use: {tried}{credentials.source}: {e}", file=sys.stderr)
+    kube = _kube(opts)
+    if kube is None:
         return 2
     try:
         peer = operator_peer(opts, os.environ)

@@ -30,7 +30,14 @@ from rocketstore.client import SessionCredentials
 from rocketstore.common import replica_lease
 from rocketstore.operator import metrics
 from rocketstore.operator.auth import converge as converge_auth
-from rocketstore.operator.brokers import BrokerAccess, BrokerError, BrokerRuntime, Brokers, MasterReplication
+from rocketstore.operator.brokers import (
+    BrokerAccess,
+    BrokerError,
+    BrokerRuntime,
+    Brokers,
+    HeldMessages,
+    MasterReplication,
+)
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
     Owner,
@@ -571,16 +578,19 @@ async def _drain(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spe
         return
     await _write_perm(brokers, access, namesrvs, leaving, False, out)
     stats = []
+    held = HeldMessages()
     unreachable = []
     for i in range(spec.brokers, replicas):
         try:
             stats += await brokers.consume_stats(brokers.address(owner.name, owner.namespace, i, listen_port(spec, i)),
                                                  access)
+            held += await brokers.held(brokers.addressing.http_address(owner.name, owner.namespace, i,
+                                                                       spec.metrics.port))
         except BrokerError as e:
             unreachable.append(pod_name(owner.name, i))
             out.events.append(Event("Warning", "DrainUnobserved", f"{pod_name(owner.name, i)}: {e}"))
     drain = drain_step(previous, leaving, spec.brokers, backlog(stats), unreachable,
-                       datetime.datetime.now(datetime.UTC), spec.drain_timeout_s)
+                       datetime.datetime.now(datetime.UTC), spec.drain_timeout_s, held=held)
     out.status["drain"] = drain
     out.conditions.append(drain_condition(drain))
     if drain["phase"] != (previous or {}).get("phase"):

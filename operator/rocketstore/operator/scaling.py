@@ -10,11 +10,22 @@ the StatefulSets keep their size while the leaving brokers drain:
    route refresh (30 s by default);
 2. it reads each leaving master's consume stats (GET_BROKER_CONSUME_STATS: every group's consumer
    offset against the broker's max offset per queue) into a :class:`Backlog`;
-3. the drain is over (``Drained``) once no leaving broker holds an unconsumed message and
+3. it reads from each leaving master's ``/metrics`` what it holds for later
+   (:class:`~rocketstore.operator.brokers.HeldMessages`): delayed messages in
+   ``SCHEDULE_TOPIC_XXXX``, timer messages in the timer wheel, transaction half messages not yet
+   committed or rolled back. RocketMQ delivers and checks those on the broker that stored them
+   only: its ScheduleMessageService and timer wheel put a due message on its topic in that
+   broker's own CommitLog, and its transaction check asks the producer about a half message and
+   writes the outcome there too. So none of them is in a consumer group's backlog yet, and none
+   would ever reach a consumer if the broker went first. The drain waits for them like for the
+   backlog: they become backlog when due, then consumers read them;
+4. the drain is over (``Drained``) once no leaving broker holds an unconsumed or held message and
    :data:`ROUTE_REFRESH_GRACE_S` have passed since it began (a producer with an older route may
    still send until then), or at its deadline (``DeadlineExceeded``, ``scaling.drainTimeoutSeconds``
-   after it began). Only then does the apply step lower the StatefulSets (:func:`scale_down_replicas`).
-   The PVCs stay, as every scale-down keeps them.
+   after it began), which leaves what is still there on the removed brokers' volumes: the status,
+   the condition and a Warning event name it, held messages by kind. Only then does the apply
+   step lower the StatefulSets (:func:`scale_down_replicas`). The PVCs stay, as every scale-down
+   keeps them: raising spec.brokers again brings those brokers back on them, which then deliver.
 
 The drain lives in ``status.drain`` from one pass to the next (:func:`drain_step` computes the next
 one from the last) and is reported by the ``Draining`` condition (:func:`drain_condition`). A drain
@@ -46,6 +57,7 @@ from rocketstore.common.mix_all import (
 )
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.common.topic_validator import is_system_topic
+from rocketstore.operator.brokers import HeldMessages
 from rocketstore.operator.conditions import Condition
 from rocketstore.operator.desired import pod_name
 
@@ -114,20 +126,21 @@ def _same_drain(previous: Mapping[str, Any] | None, leaving: Sequence[str], targ
 
 def drain_step(previous: Mapping[str, Any] | None, leaving: Sequence[str], target: int, seen: Backlog,
                unreachable: Sequence[str], now: datetime.datetime, timeout_s: int,
-               grace_s: float = ROUTE_REFRESH_GRACE_S) -> dict[str, Any]:
+               grace_s: float = ROUTE_REFRESH_GRACE_S, held: HeldMessages | None = None) -> dict[str, Any]:
     """The next ``status.drain`` of a scale-down to ``target`` groups that removes ``leaving``.
 
     ``previous`` is the last one: it goes on when it drained the same brokers to the same target,
-    else this one starts now. ``seen`` is the backlog read this pass, ``unreachable`` the leaving
-    brokers whose stats could not be read: their backlog is unknown, so the drain waits for them,
-    up to its deadline. A drain that ended stays as it ended: the apply step acts on it at the
-    next pass."""
+    else this one starts now. ``seen`` is the backlog read this pass, ``held`` what the leaving
+    brokers hold for later delivery on themselves, ``unreachable`` the leaving brokers whose stats
+    or held messages could not be read: those are unknown, so the drain waits for them, up to its
+    deadline. A drain that ended stays as it ended: the apply step acts on it at the next pass."""
+    held = held or HeldMessages()
     kept = previous if _same_drain(previous, leaving, target) else None
     if kept is not None and kept.get("phase") in (DRAINED, DEADLINE_EXCEEDED):
         return dict(kept)
     started = _time(kept["startedAt"]) if kept is not None else now
     deadline = started + datetime.timedelta(seconds=timeout_s)
-    if not unreachable and seen.messages == 0 and (now - started).total_seconds() >= grace_s:
+    if not unreachable and seen.messages == 0 and held.total == 0 and (now - started).total_seconds() >= grace_s:
         phase = DRAINED
     elif now >= deadline:
         phase = DEADLINE_EXCEEDED
@@ -142,6 +155,9 @@ def drain_step(previous: Mapping[str, Any] | None, leaving: Sequence[str], targe
         "messagesPending": seen.messages,
         "queuesPending": seen.queues,
         "groupsPending": list(seen.groups[:NAMED_GROUPS]),
+        "delayedPending": held.delayed,
+        "timerPending": held.timers,
+        "halfPending": held.half,
         "unreachable": list(unreachable),
     }
 
@@ -167,18 +183,33 @@ def drain_condition(drain: Mapping[str, Any]) -> Condition:
     target, brokers = drain.get("targetBrokers"), ", ".join(drain.get("brokers") or [])
     phase = drain.get("phase")
     pending = (f"{drain.get('messagesPending', 0)} messages in {drain.get('queuesPending', 0)} queues not consumed"
-               + (f" by {', '.join(drain.get('groupsPending') or [])}" if drain.get("groupsPending") else ""))
+               + (f" by {', '.join(drain.get('groupsPending') or [])}" if drain.get("groupsPending") else "")
+               + _held_text(drain))
     if phase == DRAINED:
         return Condition(DRAIN_CONDITION, False, DRAINED,
-                         f"{brokers}: every consumer group consumed what they hold; scaling down to {target}")
+                         f"{brokers}: every consumer group consumed what they hold, and they hold no delayed, "
+                         f"timer or transaction half message; scaling down to {target}")
     if phase == DEADLINE_EXCEEDED:
-        return Condition(DRAIN_CONDITION, False, DEADLINE_EXCEEDED,
-                         f"{brokers}: deadline {drain.get('deadline')} passed with {pending}; scaling down to {target}")
+        return Condition(DRAIN_CONDITION, False, DEADLINE_EXCEEDED, (
+            f"{brokers}: deadline {drain.get('deadline')} passed with {pending}; scaling down to {target}"
+            + ("; held messages stay undelivered on the removed brokers' volumes until they run again"
+               if _held_counts(drain) else "")))
     unreachable = drain.get("unreachable") or []
     return Condition(DRAIN_CONDITION, True, "WaitingForConsumers", (
         f"{brokers} take no new messages; {pending}"
         + (f"; backlog unknown on {', '.join(unreachable)}" if unreachable else "")
         + f"; scaling down to {target} when drained or at {drain.get('deadline')}"))
+
+
+def _held_counts(drain: Mapping[str, Any]) -> list[str]:
+    kinds = (("delayedPending", "delayed"), ("timerPending", "timer"), ("halfPending", "transaction half"))
+    return [f"{drain[key]} {kind}" for key, kind in kinds if drain.get(key)]
+
+
+def _held_text(drain: Mapping[str, Any]) -> str:
+    """The held messages of ``status.drain``, for the condition: '' when there are none."""
+    counts = _held_counts(drain)
+    return f"; held for delivery on these brokers only: {', '.join(counts)} messages" if counts else ""
 
 
 def topics_to_copy(source: Mapping[str, TopicConfig], target: Mapping[str, TopicConfig],

@@ -17,6 +17,11 @@ first store it breaks.
 New stores (no StatefulSet yet) start on the default image; stores that pin ``spec.image`` are
 their owner's to roll and never wait. The decision (:func:`broker_image`) is pure; the operator
 keeps the StatefulSets' state in a kopf index and the stores it let start in :class:`UpgradeGate`.
+
+A store that waits shows it: the condition ``UpgradeQueued`` (True, :func:`queued_condition`)
+names the image it waits for and the stores holding the slots, until it starts. It has no place
+in a line: when a slot frees, the waiting store whose reconcile runs first takes it (each store's
+timer runs every ``--interval``), so the condition says what it waits for, not when its turn comes.
 """
 
 from __future__ import annotations
@@ -25,8 +30,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["StatefulSetRollout", "StoreRollout", "UpgradeGate", "broker_image", "statefulset_rollout",
-           "statefulset_settled", "store_rollout"]
+from rocketstore.operator.conditions import Condition
+
+__all__ = ["UPGRADE_QUEUED", "StatefulSetRollout", "StoreRollout", "UpgradeGate", "broker_image",
+           "queued_condition", "rolling", "statefulset_rollout", "statefulset_settled", "store_rollout"]
+
+#: the condition of a store waiting for an upgrade slot
+UPGRADE_QUEUED = "UpgradeQueued"
 
 
 @dataclass(frozen=True)
@@ -85,11 +95,23 @@ def broker_image(key: str, stores: Mapping[str, StoreRollout], default_image: st
         return default_image, False
     if key in started:
         return default_image, False
-    rolling = {k for k, s in stores.items() if s.image == default_image and not s.settled}
-    rolling |= {k for k in started if not _done(stores.get(k), default_image)}
-    if len(rolling) < max_concurrent:
+    if len(rolling(stores, default_image, started)) < max_concurrent:
         return default_image, True
     return own.image, False
+
+
+def rolling(stores: Mapping[str, StoreRollout], default_image: str, started: Iterable[str] = ()) -> set[str]:
+    """The stores holding an upgrade slot: rolling to ``default_image``, or let start and not done."""
+    out = {k for k, s in stores.items() if s.image == default_image and not s.settled}
+    return out | {k for k in started if not _done(stores.get(k), default_image)}
+
+
+def queued_condition(running: str, default_image: str, holders: Iterable[str], max_concurrent: int) -> Condition:
+    """``UpgradeQueued`` of a store left on ``running`` while ``holders`` take the slots."""
+    names = ", ".join(sorted(holders)) or "none"
+    return Condition(UPGRADE_QUEUED, True, "WaitingForUpgradeSlot", (
+        f"runs {running}, waits to roll to {default_image}: {max_concurrent} store(s) roll at a time "
+        f"(--max-concurrent-upgrades) and these are rolling: {names}"))
 
 
 def _done(store: StoreRollout | None, default_image: str) -> bool:
@@ -112,3 +134,11 @@ class UpgradeGate:
         if starts:
             self.started.add(key)
         return image, starts
+
+    def queued(self, image: str, stores: Mapping[str, StoreRollout], default_image: str) -> Condition | None:
+        """The ``UpgradeQueued`` condition of a store :meth:`image` left on ``image``; None when it
+        runs the default image (new, rolling or rolled)."""
+        if image == default_image:
+            return None
+        return queued_condition(image, default_image, rolling(stores, default_image, self.started),
+                                self.max_concurrent)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rocketstore.client.consumer import PullStatus
@@ -205,6 +205,13 @@ class TransactionalMessageBridge:
         messages yet: RocketMQ's getMinOffsetInQueue creates a missing queue, ours answers -1)."""
         offset = self.offsets.query_offset(CID_SYS_RMQ_TRANS, topic, queue_id)
         return max(self.store.get_min_offset_in_queue(topic, queue_id), 0) if offset == -1 else offset
+
+    def half_pending(self, queue_ids: Iterable[int]) -> int:
+        """Half messages at or past the check's offset in the half queues ``queue_ids``: those no
+        check pass has found resolved yet (a message put back to wait is counted once, where it now
+        is). They are committed, rolled back or checked on this broker only."""
+        return sum(max(self.store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, q)
+                       - self.fetch_consume_offset(RMQ_SYS_TRANS_HALF_TOPIC, q), 0) for q in queue_ids)
 
     def update_consume_offset(self, topic: str, queue_id: int, offset: int) -> None:
         self.offsets.commit_offset(CID_SYS_RMQ_TRANS, topic, queue_id, offset)
