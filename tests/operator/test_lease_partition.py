@@ -184,6 +184,7 @@ def test_a_partitioned_master_stops_acknowledging_and_rejoins_as_slave(
             except (OSError, TimeoutError):
                 code = -1
             inside_answers.append(Answer("inside", body, code, sent_at, time.monotonic()))
+            time.sleep(0.05)
 
         first = wait_until("the other replica takes over and acknowledges",
                            lambda: next(iter(_acknowledged(to_other.answers)), None), 30, interval=0.05)
