@@ -119,14 +119,22 @@ def veth_namespace(name: str, subnet: int) -> Iterator[Netns]:
     ns = Netns(name, subnet)
     with contextlib.suppress(subprocess.CalledProcessError):
         _run("ip", "netns", "del", name)  # a leftover of a run that was killed before its cleanup
-    _run("ip", "netns", "add", name)
     try:
-        _run("ip", "link", "add", ns.host_if, "type", "veth", "peer", "name", ns.ns_if, "netns", name)
-        _run("ip", "addr", "add", f"{ns.host_address}/24", "dev", ns.host_if)
-        _run("ip", "link", "set", ns.host_if, "up")
-        _run("ip", "-n", name, "addr", "add", f"{ns.address}/24", "dev", ns.ns_if)
-        _run("ip", "-n", name, "link", "set", ns.ns_if, "up")
-        _run("ip", "-n", name, "link", "set", "lo", "up")
+        _run("ip", "netns", "add", name)
+    except subprocess.CalledProcessError as e:  # root without CAP_SYS_ADMIN (a container)
+        require_tool("ip netns", False, f"`ip netns add` failed: {e.stderr.strip()}")
+    try:
+        try:
+            _run("ip", "link", "add", ns.host_if, "type", "veth", "peer", "name", ns.ns_if, "netns", name)
+            _run("ip", "addr", "add", f"{ns.host_address}/24", "dev", ns.host_if)
+            _run("ip", "link", "set", ns.host_if, "up")
+            _run("ip", "-n", name, "addr", "add", f"{ns.address}/24", "dev", ns.ns_if)
+            _run("ip", "-n", name, "link", "set", ns.ns_if, "up")
+            _run("ip", "-n", name, "link", "set", "lo", "up")
+            _run(*ns.command(["iptables", "-S"]))  # what partition() needs: iptables inside the namespace
+        except subprocess.CalledProcessError as e:  # no CAP_NET_ADMIN, no veth or netfilter in the kernel
+            require_tool("a veth pair and iptables in a network namespace", False,
+                         f"`{' '.join(e.cmd)}` failed: {e.stderr.strip()}")
         yield ns
     finally:
         _run("ip", "netns", "del", name)  # its end of the pair goes with it, and the host's end with that
