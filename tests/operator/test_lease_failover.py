@@ -144,7 +144,8 @@ def test_kill_9_of_the_master_hands_the_lease_to_the_in_sync_slave(kube: Any, gr
     assert took <= TAKEOVER_LIMIT_S
     assert _lease(kube, name)[0] == brokers.index(slave) + 1
     readable = wait_until("every acknowledged message readable from the new master",
-                          lambda: (bodies := pulled(slave, TOPIC)) and set(acked) | {first} <= set(bodies) and bodies, 30)
+                          lambda: (bodies := pulled(slave, TOPIC)) and set(acked) | {first} <= set(bodies)
+                          and bodies, 30)
     assert len(readable) == len(set(readable))
     master.start()
     wait_until("the old master rejoins as a slave with the new master's log",
