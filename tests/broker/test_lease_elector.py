@@ -10,9 +10,14 @@ SyncStateSet members elected.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import heapq
 import itertools
 import json
+import socket
+import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ from rocketstore.broker.broker_config import load_config
 from rocketstore.broker.lease_elector import (
     Action,
     Candidate,
+    KubeLeaseClient,
     LeaseTiming,
     Sighting,
     altered,
@@ -195,6 +201,42 @@ def test_the_namespace_comes_from_the_downward_api_or_the_service_account(tmp_pa
     assert pod_namespace({}, str(tmp_path / "namespace")) == "b"
     with pytest.raises(ValueError, match="namespace is unknown"):
         pod_namespace({}, str(tmp_path / "none"))
+
+
+def test_a_call_that_gets_no_answer_ends_at_its_timeout_without_retries(tmp_path: Path) -> None:
+    """An API server that accepts and never answers (a partition after the connection was made):
+    the call fails after one attempt. urllib3 would otherwise retry it three times, each with the
+    whole timeout, so a renewal could hang past the master's deadline and hold the elector's lock
+    through the try at the next renewal (a fresh connection, a later send time) that would have
+    kept it master."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{server.getsockname()[1]}",
+                                               "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    client = KubeLeaseClient(str(kubeconfig), timeout=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(Exception, match="timed out"):
+            asyncio.run(client.read("ns", "store.store-0"))
+        took = time.monotonic() - started
+    finally:
+        server.close()
+        for sock in accepted:
+            sock.close()
+    assert len(accepted) == 1
+    assert took < 1.0
 
 
 # -- the Lease format ---------------------------------------------------------------------------------

@@ -24,20 +24,18 @@ from typing import Any
 
 import pytest
 from broker_process import Broker
-from inprocess_broker import RawClient, decode_records
+from inprocess_broker import RawClient
 from kubernetes import client
+from lease_group import commit_log, group_conf, lease_view, pulled, send, send_unanswered
 from operator_support import broker_lease_kubeconfig
 from polling import wait_until
 
-from rocketstore.common.replica_lease import lease_name, parse_lease
 from rocketstore.operator.desired import Owner
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.headers import SendMessageRequestHeader
+from rocketstore.remoting.codes import ResponseCode
 
 pytestmark = pytest.mark.integration
 
 NS = "lease-failover"
-CLUSTER = "TestCluster"
 TOPIC = "LeaseFailoverTopic"
 #: a new master acknowledges within this of a kill -9: D 3 s + R 1 s + room for a busy CI machine
 #: (the design's goal of 5 s is measured by bench/run_failover_bench.py, where it holds with little room)
@@ -60,12 +58,8 @@ def _group(tmp: Path, group: str, kubeconfig: Path, replicas: int = 2) -> list[B
     brokers = []
     for replica_id in range(1, replicas + 1):
         (tmp / f"{group}-{replica_id}").mkdir()
-        brokers.append(Broker(tmp / f"{group}-{replica_id}", (
-            f"brokerClusterName={CLUSTER}\nbrokerName={group}\nbrokerId={replica_id}\nenableControllerMode=true\n"
-            f"controllerLeaseEnable=true\ncontrollerLeaseNamespace={NS}\ncontrollerLeaseKubeconfig={kubeconfig}\n"
-            "controllerLeaseDurationMills=3000\ncontrollerLeaseRenewIntervalMills=1000\n"
-            "controllerLeaseMarginMills=150\nallAckInSyncStateSet=true\nbrokerIP2=127.0.0.1\n"
-            "haSendHeartbeatInterval=500\nautoCreateTopicEnable=true\n")))
+        brokers.append(Broker(tmp / f"{group}-{replica_id}",
+                              group_conf(group, replica_id, NS, kubeconfig, "127.0.0.1")))
     return brokers
 
 
@@ -86,59 +80,12 @@ def group(request: pytest.FixtureRequest, kubeconfig: Path, tmp_path: Path) -> I
 
 def _lease(kube: Any, group: str) -> tuple[int | None, list[int]]:
     """The Lease's view: the master's replica id and the SyncStateSet."""
-    obj = client.CustomObjectsApi(kube).get_namespaced_custom_object(
-        "coordination.k8s.io", "v1", NS, "leases", lease_name(CLUSTER, group))
-    info = parse_lease(obj).info
-    return info.master_replica_id, sorted(info.sync_state_set)
+    master, _, sync_state_set = lease_view(kube, NS, group)
+    return master, sync_state_set
 
 
 def _send(broker: Broker, body: bytes) -> int:
-    """A send's answer code (-1: no answer)."""
-    host, _, port = broker.addr.rpartition(":")
-    try:
-        raw = RawClient(host, int(port))
-    except OSError:
-        return -1
-    try:
-        return int(raw.send_message(TOPIC, body).code)
-    except Exception:
-        return -1
-    finally:
-        raw.close()
-
-
-def _send_unanswered(broker: Broker, bodies: list[bytes]) -> None:
-    """One-way sends: stored by the master, never acknowledged to anyone."""
-    host, _, port = broker.addr.rpartition(":")
-    raw = RawClient(host, int(port))
-    try:
-        for body in bodies:
-            header = SendMessageRequestHeader(producer_group="PG", topic=TOPIC, default_topic="TBW102",
-                                              default_topic_queue_nums=4, queue_id=0, sys_flag=0,
-                                              born_timestamp=int(time.time() * 1000), flag=0, properties="")
-            raw.oneway(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext_fields(), body)
-    finally:
-        raw.close()
-
-
-def _pulled(broker: Broker) -> list[bytes]:
-    """Every message of queue 0 a consumer pulls from ``broker``, from offset 0."""
-    host, _, port = broker.addr.rpartition(":")
-    raw = RawClient(host, int(port))
-    bodies: list[bytes] = []
-    try:
-        while True:
-            response = raw.pull(TOPIC, 0, len(bodies))
-            if response.code != ResponseCode.SUCCESS:
-                return bodies
-            bodies.extend(msg.body for msg in decode_records(response.body))
-    finally:
-        raw.close()
-
-
-def _log(broker: Broker) -> bytes:
-    """The whole CommitLog, its segments in order, without the unwritten end."""
-    return b"".join(path.read_bytes() for path in sorted((broker.store / "commitlog").iterdir())).rstrip(b"\0")
+    return send(broker, TOPIC, body)
 
 
 def _master(kube: Any, group: str, brokers: list[Broker]) -> tuple[Broker, Broker]:
@@ -182,25 +129,30 @@ def test_kill_9_of_the_master_hands_the_lease_to_the_in_sync_slave(kube: Any, gr
     # an unacknowledged tail: stored by the master while its slave is frozen; more than the
     # loopback socket buffers between them hold, so its end reaches the master's log only
     slave.proc.send_signal(signal.SIGSTOP)
+    host, _, port = master.addr.rpartition(":")
+    raw = RawClient(host, int(port))
     try:
-        _send_unanswered(master, [bytes([65 + i % 26]) * 60_000 for i in range(40)] + [b"never-acknowledged-tail"])
-        wait_until("the tail stored by the master", lambda: b"never-acknowledged-tail" in _log(master), 20)
+        send_unanswered(raw, TOPIC, [bytes([65 + i % 26]) * 60_000 for i in range(40)] + [b"never-acknowledged-tail"])
+        wait_until("the tail stored by the master", lambda: b"never-acknowledged-tail" in commit_log(master), 20)
         killed = time.monotonic()
         master.stop(signal.SIGKILL)
     finally:
+        raw.close()
         slave.proc.send_signal(signal.SIGCONT)
     took, first = _take_over(slave, "kill", killed)
     print(f"\nkill -9 to first acknowledged send: {took:.2f} s (D 3 s, R 1 s)")
     assert took <= TAKEOVER_LIMIT_S
     assert _lease(kube, name)[0] == brokers.index(slave) + 1
-    pulled = wait_until("every acknowledged message readable from the new master",
-                        lambda: (bodies := _pulled(slave)) and set(acked) | {first} <= set(bodies) and bodies, 30)
-    assert len(pulled) == len(set(pulled))
+    readable = wait_until("every acknowledged message readable from the new master",
+                          lambda: (bodies := pulled(slave, TOPIC)) and set(acked) | {first} <= set(bodies)
+                          and bodies, 30)
+    assert len(readable) == len(set(readable))
     master.start()
-    wait_until("the old master rejoins as a slave with the new master's log", lambda: _log(master) == _log(slave), 60)
+    wait_until("the old master rejoins as a slave with the new master's log",
+               lambda: commit_log(master) == commit_log(slave), 60)
     assert _send(master, b"refused") == ResponseCode.SERVICE_NOT_AVAILABLE
-    assert b"never-acknowledged-tail" not in _log(slave)  # never copied: the rejoin cut it
-    assert b"never-acknowledged-tail" not in _log(master)
+    assert b"never-acknowledged-tail" not in commit_log(slave)  # never copied: the rejoin cut it
+    assert b"never-acknowledged-tail" not in commit_log(master)
 
 
 def test_kill_loop_loses_no_acknowledged_message(kube: Any, group: tuple[str, list[Broker]]) -> None:
@@ -218,9 +170,9 @@ def test_kill_loop_loses_no_acknowledged_message(kube: Any, group: tuple[str, li
         acked.append(first)
         master.start()
         wait_until(f"cycle {cycle}: the old master rejoins with the new master's log",
-                   lambda: _log(master) == _log(slave), 60)  # noqa: B023 (called within the iteration)
+                   lambda: commit_log(master) == commit_log(slave), 60)  # noqa: B023 (called within the iteration)
         master, slave = _master(kube, name, brokers)
-    consumed = _pulled(master)
+    consumed = pulled(master, TOPIC)
     counts = collections.Counter(consumed)
     duplicates = sum(n - 1 for n in counts.values() if n > 1)
     print(f"\n{KILL_CYCLES} kills: takeovers {', '.join(f'{t:.2f}' for t in takeovers)} s; "
@@ -245,6 +197,6 @@ def test_a_master_paused_past_d_acknowledges_nothing_on_resume(kube: Any, group:
     # its write deadline passed while it was stopped: not one acknowledgement after it resumes
     assert _send(master, b"after-resume") != ResponseCode.SUCCESS
     wait_until("the paused master rejoins as a slave with the new master's log",
-               lambda: _log(master) == _log(slave), 60)
-    assert b"after-resume" not in _log(slave)
+               lambda: commit_log(master) == commit_log(slave), 60)
+    assert b"after-resume" not in commit_log(slave)
     assert _send(master, b"refused") == ResponseCode.SERVICE_NOT_AVAILABLE

@@ -35,16 +35,18 @@ class BrokerProcess:
     """``rocketstore broker ARGS`` as a child process; stdout lines in :attr:`lines`, stderr in ``log_path``.
 
     ``env`` is added to the environment (HOME defaults to a scratch directory beside the log, so
-    the broker's defaults never touch the real home).
+    the broker's defaults never touch the real home); ``wrapper`` goes before the command (one that
+    execs it, so :attr:`proc` is the broker: ``ip netns exec NAME``).
     """
 
-    def __init__(self, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
+                 wrapper: Sequence[str] = ()) -> None:
         self.log_path = log_path
         self.lines: list[str] = []
         self._ready = threading.Event()
         self._log = log_path.open("w")
         full_env = {**os.environ, "HOME": str(log_path.parent / "home"), **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "broker", *args], cwd=ROOT,
+        self.proc = subprocess.Popen([*wrapper, sys.executable, "-m", "rocketstore.cli", "broker", *args], cwd=ROOT,
                                      env=full_env, stdout=subprocess.PIPE, stderr=self._log, text=True,
                                      stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read_stdout, name="broker-stdout", daemon=True).start()
@@ -93,19 +95,24 @@ class Broker:
     ``extra_conf`` is appended to broker.conf (later lines win); ``listen_host`` is where the
     broker binds and ``publish_host`` what it puts in routes (brokerIP1); ``listen_port`` pins the
     remoting port (a free one otherwise); ``store`` defaults to ``tmp/store``; ``env`` is added to
-    the broker's environment.
+    the broker's environment; ``wrapper`` runs it (:class:`BrokerProcess`), and ``ports_host`` is
+    where free ports are looked for (``listen_host``, unless that is not an address of this
+    namespace: a broker in a network namespace of its own, where every port is free).
     """
 
     def __init__(self, tmp: Path, extra_conf: str = "", *, flush_disk_type: str = "ASYNC_FLUSH",
                  listen_host: str = "127.0.0.1", publish_host: str = "127.0.0.1", listen_port: int | None = None,
-                 store: Path | None = None, env: Mapping[str, str] | None = None) -> None:
+                 store: Path | None = None, env: Mapping[str, str] | None = None, wrapper: Sequence[str] = (),
+                 ports_host: str | None = None) -> None:
         self.tmp = tmp
         self.listen_host = listen_host
         self.store = store or tmp / "store"
         self.env = dict(env or {})
-        self.listen_port = listen_port or free_port(listen_host)
-        self.namesrv_port, self.http_port = free_port(listen_host), free_port(listen_host)
-        self.grpc_port = free_port(listen_host)
+        self.wrapper = list(wrapper)
+        ports_host = ports_host or listen_host
+        self.listen_port = listen_port or free_port(ports_host)
+        self.namesrv_port, self.http_port = free_port(ports_host), free_port(ports_host)
+        self.grpc_port = free_port(ports_host)
         self.conf = tmp / "broker.conf"
         self.conf.write_text(
             f"brokerClusterName=TestCluster\nbrokerName=broker-a\nbrokerIP1={publish_host}\n"
@@ -150,7 +157,8 @@ class Broker:
     def start(self) -> None:
         """Start and wait for ``ready``; each start logs to a file of its own (restarts keep earlier logs)."""
         log = self.tmp / f"broker-{time.monotonic_ns()}.log"
-        self.process = BrokerProcess(["-c", str(self.conf)], log, {"HOME": str(self.tmp / "home"), **self.env})
+        self.process = BrokerProcess(["-c", str(self.conf)], log, {"HOME": str(self.tmp / "home"), **self.env},
+                                     self.wrapper)
         self.process.wait_ready()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:

@@ -250,8 +250,11 @@ class KubeLeaseClient:
     typed ``CoordinationV1Api``: that one turns a body into its model first, and a renewTime
     whose microseconds are 0 comes back out as text the API server refuses. The client is
     synchronous, so each call runs in a worker thread, bounded by ``timeout``. A failed call is
-    simply tried again at the next renewal, so nothing here retries. ``kubernetes`` (the
-    ``operator`` extra, in the image) is imported only when one is made.
+    simply tried again at the next renewal, so nothing here retries, urllib3 included: its default
+    three retries, each with the whole timeout, would keep a renewal that gets no answer (a
+    partition) going past the master's write deadline, holding the elector's lock through the
+    renewal that would have been sent on a fresh connection, later, and kept it master.
+    ``kubernetes`` (the ``operator`` extra, in the image) is imported only when one is made.
     """
 
     def __init__(self, kubeconfig: str | None = None, *, timeout: float = 2.0) -> None:
@@ -264,6 +267,7 @@ class KubeLeaseClient:
                                     persist_config=False)
         else:
             config.load_incluster_config(client_configuration=configuration)
+        configuration.retries = False
         self._api_client = client.ApiClient(configuration)
         self._timeout = timeout
 
