@@ -89,6 +89,9 @@ class DrivenElector:
         assert self.replica is not None
         return self.group.deadlines.get(self.replica.replica_id, 0.0)
 
+    def wake(self) -> None:
+        """Nothing to look at: the test tells every replica of each election itself."""
+
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
         assert self.replica is not None
         group = self.group

@@ -72,6 +72,10 @@ class AutoSwitchHAClient:
         self._stopped = True
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        #: called (in this client's thread) when the connection to the master it still follows
+        #: ended: a master that hands over closes it, so the replica looks at its source of truth
+        #: at once instead of at its next periodic read
+        self.on_master_lost: Callable[[], None] | None = None
 
     def start(self) -> None:
         self._stopped = False
@@ -139,6 +143,9 @@ class AutoSwitchHAClient:
                 else:
                     with contextlib.suppress(OSError):
                         sock.close()
+            listener = self.on_master_lost
+            if listener is not None and not self._stopped and self._master_address == address:
+                listener()
             if not self._stopped:
                 self._wake.wait(RETRY_S)
                 self._wake.clear()
