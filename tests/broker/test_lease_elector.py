@@ -28,10 +28,10 @@ from rocketstore.broker.broker_config import load_config
 from rocketstore.broker.lease_elector import (
     Action,
     Candidate,
-    LeaseTiming,
-    Sighting,
     LeaseConflict,
     LeaseElector,
+    LeaseTiming,
+    Sighting,
     altered,
     assignment_of,
     decide,
