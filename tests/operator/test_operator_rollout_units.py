@@ -10,6 +10,7 @@ from rocketstore.operator.desired import Owner, Plan, slave_statefulset, statefu
 from rocketstore.operator.model import parse_spec
 from rocketstore.operator.rollout import LeaseMember, lease_group_restart
 from rocketstore.operator.sizing import volume_size
+from rocketstore.operator.upgrade import statefulset_settled
 
 
 def members(*states: str) -> list[LeaseMember]:
@@ -57,3 +58,14 @@ def test_every_statefulset_of_a_lease_store_updates_on_delete() -> None:
                 master_partition=1)
     objects: list[dict[str, Any]] = [statefulset(plan), slave_statefulset(plan, 1), slave_statefulset(plan, 2)]
     assert [o["spec"]["updateStrategy"] for o in objects] == [{"type": "OnDelete"}] * 3
+
+
+def test_an_on_delete_statefulset_is_settled_once_every_replica_runs_the_update_revision() -> None:
+    # the controller leaves currentRevision behind under OnDelete (it completes rolling updates only)
+    sts = {"metadata": {"generation": 4}, "spec": {"replicas": 2, "updateStrategy": {"type": "OnDelete"}},
+           "status": {"observedGeneration": 4, "updatedReplicas": 2, "readyReplicas": 2,
+                      "currentRevision": "old", "updateRevision": "new"}}
+    assert statefulset_settled(sts)
+    assert not statefulset_settled({**sts, "status": {**sts["status"], "updatedReplicas": 1}})
+    rolling = {**sts, "spec": {"replicas": 2, "updateStrategy": {"type": "RollingUpdate"}}}
+    assert not statefulset_settled(rolling)
