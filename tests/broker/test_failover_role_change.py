@@ -10,6 +10,8 @@ brokers over real sockets: two in-process brokers of one group, and a test-drive
   its CommitLog and epoch file then equal the new master's byte for byte;
 * a member that goes away is proposed out of the set, and sends no longer wait for it once the
   elector accepted; back and caught up, it is proposed in again;
+* a master that stops closes its slaves' HA connections, and a slave that loses its master's
+  connection wakes its elector (the successor of a hand-over reads the released Lease at once);
 * a master past its write deadline refuses to acknowledge (and stores nothing); one whose deadline
   passes while a stored send waits for its replicas answers it as a non-master too.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 import pytest
 from commit_log_files import read_commit_log
-from driven_elector import ElectorGroup
+from driven_elector import DrivenElector, ElectorGroup
 from inprocess_broker import BrokerHandle
 from polling import wait_until
 
@@ -120,6 +122,22 @@ def test_a_member_that_goes_away_is_proposed_out_and_rejoins_once_caught_up(
     assert b.store.max_phy_offset >= a.store.ha_service.confirm_offset
     assert send(a, "with b again") == ResponseCode.SUCCESS
     assert b.store.max_phy_offset == a.store.max_phy_offset
+
+
+def test_a_slave_that_loses_its_stopping_masters_connection_wakes_its_elector(
+        broker_factory: Callable[..., BrokerHandle]) -> None:
+    group = ElectorGroup()
+    a = replica(broker_factory, group, 1, all_ack_in_sync_state_set=True)
+    b = replica(broker_factory, group, 2, all_ack_in_sync_state_set=True)
+    group.elect(1)
+    wait_until("b joins the SyncStateSet", lambda: a.store.ha_service.sync_state_set == {1, 2}, 15)
+    manager = b.controller.replicas_manager
+    assert manager is not None
+    elector = manager.elector
+    assert isinstance(elector, DrivenElector)
+    assert elector.woken == 0
+    a.stop()
+    wait_until("b's elector woken by the closed HA connection", lambda: elector.woken > 0, 10)
 
 
 def test_a_master_past_its_write_deadline_refuses_to_acknowledge(

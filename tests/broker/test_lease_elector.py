@@ -18,6 +18,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,16 +32,21 @@ from rocketstore.broker.lease_elector import (
     Action,
     Candidate,
     KubeLeaseClient,
+    LeaseConflict,
+    LeaseElector,
     LeaseTiming,
     Sighting,
     altered,
     assignment_of,
     decide,
+    handed_over,
     lease_elector,
     observe,
     pod_namespace,
+    released,
     write_deadline_after,
 )
+from rocketstore.broker.master_elector import RoleAssignment
 from rocketstore.common.replica_lease import (
     ReplicaInfo,
     ReplicaLease,
@@ -151,6 +157,159 @@ def test_the_sync_state_set_changes_only_from_the_recorded_set_by_the_master_hol
     assert altered(info, ME, 3, frozenset({1, 2}), 3) is None  # an older epoch's master
     assert altered(info, ME, 4, frozenset({1}), 3) is None  # the master itself left out
     assert altered(lease(1, 4, {1, 2}, sync_epoch=3).info, ME, 4, frozenset({1, 2}), 3) is None
+
+
+def test_a_hand_over_names_only_the_in_sync_slaves_that_hold_the_whole_log() -> None:
+    mine = lease(2, 4, {1, 2, 3}, sync_epoch=6).info
+    assert handed_over(mine, ME, 4, {1: 99, 3: 80}, 100) is None  # nobody has it all yet
+    successor = handed_over(mine, ME, 4, {1: 100, 3: 80}, 100)
+    assert successor == replace(released(mine), sync_state_set=frozenset({1}), sync_state_set_epoch=7)
+    assert successor is not None and successor.master_replica_id is None and successor.master_epoch == 4
+    assert handed_over(mine, ME, 4, {1: 100, 3: 120}, 100).sync_state_set == {1, 3}  # type: ignore[union-attr]
+    # a connected slave outside the SyncStateSet is never a successor, however far it got
+    assert handed_over(lease(2, 4, {2, 3}).info, ME, 4, {1: 500}, 100) is None
+    # not this replica's Lease to hand over: another holder, or an epoch it no longer holds
+    assert handed_over(lease(1, 4, {1, 2}).info, ME, 4, {1: 100}, 100) is None
+    assert handed_over(mine, ME, 3, {1: 100}, 100) is None
+    assert handed_over(mine, ME, None, {1: 100}, 100) is None
+
+
+def test_only_the_named_successor_takes_a_handed_over_lease_and_the_others_wait() -> None:
+    successor = handed_over(lease(1, 4, {1, 2, 3}, sync_epoch=6).info, Candidate(1, "a", "b"), 4, {2: 10, 3: 5}, 10)
+    assert successor is not None
+    handed = replace(lease(None, 4, set()), info=successor)
+    d = decide(handed, ME, None, seen(handed, 0.0), 0.0, T)
+    assert d.action is Action.TAKE and d.info is not None
+    assert (d.info.master_replica_id, d.info.master_epoch) == (2, 5)
+    lagging = Candidate(3, "10.0.0.3:10911", "10.0.0.3:10912")
+    assert decide(handed, lagging, None, seen(handed, 0.0), 1e9, T).action is Action.WAIT
+    old_master = Candidate(1, "10.0.0.1:10911", "10.0.0.1:10912")
+    assert decide(handed, old_master, None, seen(handed, 0.0), 1e9, T).action is Action.WAIT
+
+
+class MemoryLeaseClient:
+    """One Lease in memory with the API server's compare-and-swap on resourceVersion."""
+
+    def __init__(self) -> None:
+        self.obj: dict[str, Any] | None = None
+        self.writes: list[dict[str, Any]] = []
+
+    async def read(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.obj
+
+    async def create(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self.obj is not None:
+            raise LeaseConflict("exists")
+        return self._store(body, 1)
+
+    async def replace(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        assert self.obj is not None
+        if body["metadata"]["resourceVersion"] != self.obj["metadata"]["resourceVersion"]:
+            raise LeaseConflict("changed")
+        return self._store(body, int(self.obj["metadata"]["resourceVersion"]) + 1)
+
+    def _store(self, body: Mapping[str, Any], version: int) -> dict[str, Any]:
+        self.obj = json.loads(json.dumps(dict(body)))
+        self.obj["metadata"]["resourceVersion"] = str(version)
+        self.writes.append(self.obj)
+        return self.obj
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class StubReplica:
+    replica_id: int
+    max_phy_offset: int = 100
+    last_epoch: int = 0
+    confirm_offset: int = 0
+    acked_offsets: dict[int, int] = field(default_factory=dict)
+    applied: list[RoleAssignment] = field(default_factory=list)
+
+    async def apply_role(self, assignment: RoleAssignment) -> None:
+        self.applied.append(assignment)
+
+
+async def master_of_two(client: MemoryLeaseClient, replica: StubReplica, timeout: float) -> LeaseElector:
+    """Replica 2 master of epoch 1 with replica 1 in its SyncStateSet (renewing every R of 1 s)."""
+    elector = LeaseElector(client, namespace="ns", cluster="c", broker_name="b", address=ME.address,
+                           ha_address=ME.ha_address, timing=T, hand_over_timeout=timeout)
+    await elector.start(replica)
+    while not replica.applied:
+        await asyncio.sleep(0.01)
+    assert await elector.alter_sync_state_set(frozenset({1, 2}), 1) == 2
+    return elector
+
+
+def test_a_hand_over_fences_first_then_releases_to_the_slave_once_it_holds_the_log() -> None:
+    async def scenario() -> None:
+        client, replica = MemoryLeaseClient(), StubReplica(2, acked_offsets={1: 40})
+        elector = await master_of_two(client, replica, timeout=5.0)
+        assert elector.write_deadline() > 0
+        written = len(client.writes)
+        handing = asyncio.create_task(elector.hand_over())
+        await asyncio.sleep(0.1)
+        assert elector.write_deadline() == 0.0  # fenced while the slave catches up
+        assert len(client.writes) == written  # and the Lease not yet released
+        replica.acked_offsets[1] = 100
+        assert await handing
+        lease_ = parse_lease(client.obj or {})
+        assert lease_.info.master_replica_id is None
+        assert (lease_.info.master_epoch, lease_.info.sync_state_set, lease_.info.sync_state_set_epoch) == \
+            (1, frozenset({1}), 3)
+        assert elector.write_deadline() == 0.0
+        await elector.stop()
+        assert len(client.writes) == written + 1  # a stop after the hand-over writes nothing more
+
+    asyncio.run(scenario())
+
+
+def test_a_hand_over_no_slave_caught_up_for_writes_nothing_and_stays_master() -> None:
+    async def scenario() -> None:
+        client, replica = MemoryLeaseClient(), StubReplica(2, acked_offsets={1: 40})
+        elector = await master_of_two(client, replica, timeout=0.2)
+        written = len(client.writes)
+        assert not await elector.hand_over()
+        assert len(client.writes) == written
+        assert elector.write_deadline() > time.monotonic()  # the last renewal's deadline is back
+        assert parse_lease(client.obj or {}).info.master_replica_id == 2
+        # a stop with a lagging slave still releases after the wait, keeping the whole set
+        await elector.stop()
+        lease_ = parse_lease(client.obj or {})
+        assert (lease_.info.master_replica_id, lease_.info.sync_state_set) == (None, frozenset({1, 2}))
+
+    asyncio.run(scenario())
+
+
+def test_a_woken_follower_reads_a_released_lease_at_once_not_after_r() -> None:
+    async def scenario() -> None:
+        client, replica = MemoryLeaseClient(), StubReplica(2)
+        held = lease(1, 4, {1, 2}, sync_epoch=6)
+        client.obj = lease_body("ns", "c", "b", held.info, lease_duration_seconds=3, renew_time="r1",
+                                acquire_time="r1", resource_version=None)
+        client.obj["metadata"]["resourceVersion"] = "1"
+        slow = LeaseTiming(duration=30.0, renew_interval=10.0, margin=1.0)  # R of 10 s: only a wake reads
+        elector = LeaseElector(client, namespace="ns", cluster="c", broker_name="b", address=ME.address,
+                               ha_address=ME.ha_address, timing=slow)
+        await elector.start(replica)
+        while not replica.applied:
+            await asyncio.sleep(0.01)
+        assert replica.applied[-1].master_replica_id == 1
+        client.obj["spec"]["holderIdentity"] = None  # master 1 handed over to {2}
+        client.obj["metadata"]["annotations"]["rocketstore.io/sync-state-set"] = \
+            '{"syncStateSet": [2], "syncStateSetEpoch": 7}'
+        await asyncio.sleep(0.2)
+        assert replica.applied[-1].master_replica_id == 1  # nothing read yet
+        elector.wake()
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if replica.applied[-1].master_replica_id == 2:
+                break
+        assert (replica.applied[-1].master_replica_id, replica.applied[-1].master_epoch) == (2, 5)
+        await elector.stop()
+
+    asyncio.run(scenario())
 
 
 def test_the_deadline_runs_from_the_send_time_less_the_margin() -> None:
@@ -365,9 +524,12 @@ def simulate(data: st.DataObject, drift: float, timing: LeaseTiming = T, replica
                 next_tick(t + data.draw(st.floats(0, 2 * timing.duration), label="down"), node, n)
                 continue
             if fate == "stop" and node.held is not None:  # LeaseElector.stop: deadline gone, then release
-                held = node.held
+                held, epoch = node.held, node.held_epoch
                 close(t, node)
-                write(t, node, n, replace(held.info, master_replica_id=None), held, renew=False)
+                # a hand-over to the members that hold the log (1 of 1), else a plain release
+                acked = {m: data.draw(st.integers(0, 1), label="acked") for m in held.info.sync_state_set}
+                info = handed_over(held.info, node.me, epoch, acked, 1) or released(held.info)
+                write(t, node, n, info, held, renew=False)
                 node.incarnation += 1  # the release's answer goes to nobody: the process is gone
                 continue
             if node.held is not None:

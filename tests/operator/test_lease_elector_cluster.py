@@ -70,6 +70,8 @@ class RecordingReplica:
 
     replica_id: int
     max_phy_offset: int = 0
+    #: every slave holds the whole (empty) log: a stopping master hands over at once
+    acked_offsets: dict[int, int] = field(default_factory=lambda: dict.fromkeys(range(1, 4), 0))
     applied: list[tuple[float, RoleAssignment]] = field(default_factory=list)
 
     async def apply_role(self, assignment: RoleAssignment) -> None:

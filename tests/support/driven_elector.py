@@ -76,6 +76,8 @@ class DrivenElector:
     def __init__(self, group: ElectorGroup) -> None:
         self.group = group
         self.replica: Replica | None = None
+        #: how often the broker said it lost its master's HA connection (MasterElector.wake)
+        self.woken = 0
 
     async def start(self, replica: Replica) -> None:
         self.replica = replica
@@ -88,6 +90,10 @@ class DrivenElector:
     def write_deadline(self) -> float:
         assert self.replica is not None
         return self.group.deadlines.get(self.replica.replica_id, 0.0)
+
+    def wake(self) -> None:
+        """Counted only: the test tells every replica of each election itself."""
+        self.woken += 1
 
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
         assert self.replica is not None

@@ -102,6 +102,9 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        unchanged before a slave takes over, how often the master renews, and how much
                        earlier than D a master that cannot renew stops acknowledging writes
                        (defaults 3000, 1000, 150; R below D, m below D - R). These are read at start
+``controllerLeaseHandOverTimeoutMills`` how long a master stepping down (SIGTERM, a planned
+                       restart) waits for an in-sync slave to hold its whole log before it releases
+                       the Lease (default 2000; read at start)
 
 RocketMQ system properties (``-D`` options of a RocketMQ JVM) RocketStore takes as broker.conf keys:
 
@@ -326,6 +329,8 @@ class BrokerConfig:
     controller_lease_duration_mills: int = 3_000  # Java long
     controller_lease_renew_interval_mills: int = 1_000  # Java long
     controller_lease_margin_mills: int = 150  # Java long
+    #: how long a stepping-down master waits for an in-sync slave to hold its whole log
+    controller_lease_hand_over_timeout_mills: int = 2_000  # Java long
     # -- RocketMQ JVM system properties, taken from broker.conf (acl/, tls_system_config.py) --
     acl_plain_file: str | None = field(default=None, metadata=_key("rocketmq.acl.plain.file"))
     tls_server_mode: str = field(default="disabled", metadata=_key("tls.server.mode"))

@@ -266,6 +266,10 @@ class ControllerElector:
             return 0.0
         return self._deadline
 
+    def wake(self) -> None:
+        """Nothing to do: Apache's controller tells the broker of a new master itself
+        (NOTIFY_BROKER_ROLE_CHANGED), and the heartbeat's SYNC answer follows within its interval."""
+
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
         current = self.assignment
         if current is None or current.master_replica_id != self.broker_id:

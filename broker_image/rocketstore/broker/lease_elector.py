@@ -22,7 +22,11 @@ interval and ``m`` the clock-rate margin (docs/failover.md):
   SyncStateSet ``{itself}`` (as RocketMQ's controller does), which it widens as its slaves catch
   up (:meth:`LeaseElector.alter_sync_state_set`);
 * a master that stops releases the Lease (holder cleared) after its own deadline is gone, so an
-  in-sync slave takes it at once instead of waiting ``D``.
+  in-sync slave takes it at once instead of waiting ``D``;
+* a planned step-down (SIGTERM before a rolling restart or a drain, :meth:`LeaseElector.hand_over`)
+  first stops acknowledging, then waits (bounded) until an in-sync slave acknowledged the whole
+  log, and releases the Lease with the SyncStateSet narrowed to the slaves that did
+  (:func:`handed_over`): only a replica holding every acknowledged message may take it.
 
 The decisions are pure functions (:func:`decide`, :func:`observe`, :func:`altered`) of the Lease
 as read, what this replica saw before and the time; :class:`LeaseElector` only does the I/O
@@ -69,9 +73,11 @@ __all__ = [
     "altered",
     "assignment_of",
     "decide",
+    "handed_over",
     "lease_elector",
     "observe",
     "pod_namespace",
+    "released",
     "write_deadline_after",
 ]
 
@@ -79,6 +85,8 @@ log = logging.getLogger(__name__)
 
 #: where a pod's service account says which namespace the pod runs in
 NAMESPACE_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: how often a step-down looks at its slaves' acknowledged offsets (a put's round trip is ~1 ms)
+HAND_OVER_POLL_S: Final = 0.005
 
 
 # -- the decisions ---------------------------------------------------------------------------------
@@ -204,6 +212,31 @@ def altered(info: ReplicaInfo, me: Candidate, held_epoch: int | None, members: f
             or info.sync_state_set_epoch != sync_state_set_epoch or me.replica_id not in members):
         return None
     return replace(info, sync_state_set=members, sync_state_set_epoch=sync_state_set_epoch + 1)
+
+
+def released(info: ReplicaInfo) -> ReplicaInfo:
+    """The replica info of a Lease its master gave up: no holder, so a member of the SyncStateSet
+    takes it at its next read instead of waiting ``D`` of unchanged renewals."""
+    return replace(info, master_replica_id=None, master_address="", master_ha_address="")
+
+
+def handed_over(info: ReplicaInfo, me: Candidate, held_epoch: int | None, acked: Mapping[int, int],
+                end_offset: int) -> ReplicaInfo | None:
+    """The released replica info of a planned step-down, or None while no slave may succeed yet.
+
+    ``end_offset`` is the end of this master's log when it stopped acknowledging, ``acked`` each
+    connected slave's acknowledged offset by replica id. The successors are the SyncStateSet's
+    slaves that hold the whole log, and the released Lease names them alone as the SyncStateSet:
+    a member that lags (acknowledgements that waited for fewer than all members) can then not be
+    elected and cut acknowledged messages. None too when this replica no longer holds the epoch
+    it was master of (someone else's Lease is not this replica's to hand over).
+    """
+    if info.master_replica_id != me.replica_id or held_epoch != info.master_epoch:
+        return None
+    ready = frozenset(m for m in info.sync_state_set if m != me.replica_id and acked.get(m, -1) >= end_offset)
+    if not ready:
+        return None
+    return replace(released(info), sync_state_set=ready, sync_state_set_epoch=info.sync_state_set_epoch + 1)
 
 
 def write_deadline_after(sent_at: float, timing: LeaseTiming) -> float:
@@ -338,7 +371,8 @@ def lease_elector(config: BrokerConfig, *, address: str, ha_address: str) -> Lea
     client = KubeLeaseClient(config.controller_lease_kubeconfig or None,
                              timeout=(timing.duration - timing.margin) / 2)
     return LeaseElector(client, namespace=namespace, cluster=config.broker_cluster_name,
-                        broker_name=config.broker_name, address=address, ha_address=ha_address, timing=timing)
+                        broker_name=config.broker_name, address=address, ha_address=ha_address, timing=timing,
+                        hand_over_timeout=config.controller_lease_hand_over_timeout_mills / 1000)
 
 
 class LeaseElector:
@@ -352,7 +386,7 @@ class LeaseElector:
     """
 
     def __init__(self, client: LeaseClient, *, namespace: str, cluster: str, broker_name: str, address: str,
-                 ha_address: str, timing: LeaseTiming | None = None,
+                 ha_address: str, timing: LeaseTiming | None = None, hand_over_timeout: float = 2.0,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
         self._client = client
         self.namespace = namespace
@@ -362,9 +396,13 @@ class LeaseElector:
         self._address = address
         self._ha_address = ha_address
         self.timing = timing or LeaseTiming()
+        #: how long a step-down waits for an in-sync slave to hold the whole log
+        self.hand_over_timeout = hand_over_timeout
         self._clock = clock
         self._wall_clock = wall_clock
         self._lock = asyncio.Lock()
+        #: set by wake(): the loop reads the Lease now instead of after R
+        self._woken = asyncio.Event()
         self._replica: Replica | None = None
         self._me: Candidate | None = None
         self._task: asyncio.Task[None] | None = None
@@ -397,31 +435,84 @@ class LeaseElector:
                 await self._task
             self._task = None
         async with self._lock:
-            held, self._held = self._held, None
+            held, epoch = self._held, self._held_epoch
+            self._held = None
             # no acknowledgement after this line: the release lets another replica take over at once
             self._held_epoch, self._deadline = None, 0.0
             if held is None:
                 return
             try:
-                for _ in range(2):
-                    released = replace(held.info, master_replica_id=None, master_address="", master_ha_address="")
-                    try:
-                        await self._client.replace(self._body(released, held, renew_time=held.renew_time))
-                        log.info("%s: released the master Lease of epoch %d", self.name, released.master_epoch)
-                        return
-                    except LeaseConflict:
-                        # a renewal of ours cancelled in flight may have been written after all (a newer
-                        # resourceVersion): still ours when it still names this replica in this epoch
-                        fresh = await self._read()
-                        if fresh is None or (fresh.info.master_replica_id, fresh.info.master_epoch) != (
-                                held.info.master_replica_id, held.info.master_epoch):
-                            return  # someone else wrote it: not ours any more
-                        held = fresh
+                successor = await self._successor(held.info, epoch)
+                # no slave confirmed the log in time: released all the same, as a crash would leave
+                # the group, but a member takes it at once instead of after D
+                await self._release(successor or released(held.info), held)
             except Exception as e:
                 log.warning("%s: could not release the master Lease (%s); it expires instead", self.name, e)
 
+    async def hand_over(self) -> bool:
+        """A planned step-down of a master that goes on running (an admin's request): stop
+        acknowledging, wait (``hand_over_timeout``) until an in-sync slave holds the whole log, and
+        release the Lease to the slaves that do; this replica then follows the one that takes it.
+
+        False, still master, when it is not master or no slave caught up in time: nothing was
+        written then, so the deadline of its last renewal still bounds its acknowledgements.
+        """
+        async with self._lock:
+            held, epoch, deadline = self._held, self._held_epoch, self._deadline
+            if held is None or epoch is None:
+                return False
+            self._held_epoch, self._deadline = None, 0.0  # the fence: no acknowledgement from here on
+            successor = await self._successor(held.info, epoch)
+            if successor is None:
+                self._held_epoch, self._deadline = epoch, deadline
+                log.warning("%s: no in-sync slave caught up within %.1f s: no hand-over", self.name,
+                            self.hand_over_timeout)
+                return False
+            self._held = None
+            # whatever the write's outcome, this replica stays fenced: a release whose answer was
+            # lost lets a successor take over at once, so the old deadline no longer holds
+            return await self._release(successor, held)
+
+    async def _successor(self, info: ReplicaInfo, epoch: int | None) -> ReplicaInfo | None:
+        """:func:`handed_over` once an in-sync slave acknowledged the log up to its end now (after
+        the fence), polled until ``hand_over_timeout``; None if none did."""
+        assert self._me is not None and self._replica is not None
+        if not info.sync_state_set - {self._me.replica_id}:
+            return None  # no slave in sync: nobody to wait for
+        end_offset = self._replica.max_phy_offset
+        give_up = self._clock() + self.hand_over_timeout
+        while True:
+            successor = handed_over(info, self._me, epoch, self._replica.acked_offsets, end_offset)
+            if successor is not None or self._clock() >= give_up:
+                return successor
+            await asyncio.sleep(HAND_OVER_POLL_S)
+
+    async def _release(self, info: ReplicaInfo, held: ReplicaLease) -> bool:
+        """Writes the released ``info`` over ``held``, the Lease this replica last wrote; False
+        when another replica wrote the Lease first (it is not this replica's any more)."""
+        for _ in range(2):
+            try:
+                await self._client.replace(self._body(info, held, renew_time=held.renew_time))
+                log.info("%s: released the master Lease of epoch %d (SyncStateSet %s)", self.name,
+                         info.master_epoch, sorted(info.sync_state_set))
+                return True
+            except LeaseConflict:
+                # a renewal of ours cancelled in flight may have been written after all (a newer
+                # resourceVersion): still ours when it still names this replica in this epoch
+                fresh = await self._read()
+                if fresh is None or (fresh.info.master_replica_id, fresh.info.master_epoch) != (
+                        held.info.master_replica_id, held.info.master_epoch):
+                    return False  # someone else wrote it: not ours any more
+                held = fresh
+        return False
+
     def write_deadline(self) -> float:
         return self._deadline if self._held_epoch is not None else 0.0
+
+    def wake(self) -> None:
+        """An extra read changes no rule: a takeover still waits D of unchanged renewals on this
+        replica's clock, and only a released Lease is taken at once."""
+        self._woken.set()
 
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
         assert self._me is not None, "alter_sync_state_set before start"
@@ -455,7 +546,10 @@ class LeaseElector:
             except Exception as e:
                 log.warning("%s: the Lease could not be read or written: %s", self.name, e)
             await self._apply()
-            await asyncio.sleep(max(0.0, self.timing.renew_interval - (self._clock() - started)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(),
+                                       max(0.0, self.timing.renew_interval - (self._clock() - started)))
+            self._woken.clear()
 
     async def _tick(self) -> None:
         assert self._me is not None

@@ -13,6 +13,7 @@ epoch, master broker id), plus the SyncStateSet itself and the master's HA addre
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,6 +60,11 @@ class Replica(Protocol):
     def confirm_offset(self) -> int:
         """The offset up to which the SyncStateSet confirmed this replica's log."""
 
+    @property
+    def acked_offsets(self) -> Mapping[int, int]:
+        """As master: the offset each connected slave acknowledged, by replica id (a planned
+        step-down hands over only to a slave holding the whole log)."""
+
     async def apply_role(self, assignment: RoleAssignment) -> None:
         """Becomes master or slave as ``assignment`` says, without a restart.
 
@@ -82,6 +88,10 @@ class MasterElector(Protocol):
         already have passed to another replica (the timing argument of docs/failover.md), so it
         answers as a broker that is not master. 0.0 for a replica that is not master.
         """
+
+    def wake(self) -> None:
+        """The replica lost its connection to its master (a master handing over closes it):
+        look at the source of truth now rather than at the next periodic look."""
 
     async def alter_sync_state_set(self, members: frozenset[int], sync_state_set_epoch: int) -> int | None:
         """Asks the source of truth to record a new SyncStateSet; the master applies it only after.

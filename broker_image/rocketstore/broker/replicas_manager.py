@@ -44,6 +44,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.master_elector import MasterElector, RoleAssignment
 from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.remoting.headers import NotifyBrokerRoleChangedRequestHeader
+from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import DefaultMessageStore
 
@@ -152,6 +153,10 @@ class ReplicasManager:
         return self.store.ha_service.confirm_offset
 
     @property
+    def acked_offsets(self) -> Mapping[int, int]:
+        return self.store.ha_service.acked_by_slave()
+
+    @property
     def is_master(self) -> bool:
         current = self.assignment
         return current is not None and current.master_replica_id == self._replica_id
@@ -160,14 +165,20 @@ class ReplicasManager:
         """Join the group (once the broker serves): the elector starts deciding."""
         self._loop = asyncio.get_running_loop()
         self.store.ha_service.on_sync_state_set_proposal = self._proposal_from_ha_thread
+        if isinstance(self.store.ha_service.client, AutoSwitchHAClient):
+            self.store.ha_service.client.on_master_lost = self._master_lost_from_ha_thread
         self.store.write_fence = self.may_acknowledge
         if self.elector is not None:
             await self.elector.start(self)
 
     async def stop(self) -> None:
+        """Leave the group. A master's elector hands over (docs/failover.md, planned hand-over);
+        then its slaves' HA connections close, which makes the successor read the Lease at once
+        (:meth:`_master_lost_from_ha_thread` on its side) rather than at its next periodic read."""
         if self.elector is not None:
             with contextlib.suppress(Exception):
                 await self.elector.stop()
+            self.store.ha_service.close_connections()
         self._stop_checking()
         for task in list(self._proposals):
             task.cancel()
@@ -247,6 +258,11 @@ class ReplicasManager:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._spawn_proposal, members)
+
+    def _master_lost_from_ha_thread(self) -> None:
+        loop, elector = self._loop, self.elector
+        if elector is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(elector.wake)
 
     def _spawn_proposal(self, members: frozenset[int]) -> None:
         task = asyncio.get_running_loop().create_task(self._propose(members), name="alter-sync-state-set")

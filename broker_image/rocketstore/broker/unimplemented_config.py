@@ -211,7 +211,7 @@ START_ONLY_KEYS: Final[Mapping[str, str]] = MappingProxyType({
     **dict.fromkeys(("brokerRole", "brokerId", "haMasterAddress", "haListenPort"), _START_ONLY_HA),
     **dict.fromkeys(("controllerLeaseEnable", "controllerLeaseNamespace", "controllerLeaseKubeconfig",
                      "controllerLeaseDurationMills", "controllerLeaseRenewIntervalMills",
-                     "controllerLeaseMarginMills"), _START_ONLY),
+                     "controllerLeaseMarginMills", "controllerLeaseHandOverTimeoutMills"), _START_ONLY),
 })
 
 #: Text values of REFUSE keys that mean "not set": blank, or false (a switch written at its default).

@@ -946,7 +946,10 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
         pod_spec["topologySpreadConstraints"] = spread
     retention = "Delete" if spec.storage.delete_claim else "Retain"
     update: dict[str, Any] = {"type": "RollingUpdate"}
-    if spec.replication.slaves and not slave:
+    if spec.replication.failover.lease:
+        # any member may be the master: the operator restarts them in the Leases' order (rollout.py)
+        update = {"type": "OnDelete"}
+    elif spec.replication.slaves and not slave:
         update["rollingUpdate"] = {"partition": plan.master_partition}
     return {
         "apiVersion": "apps/v1",

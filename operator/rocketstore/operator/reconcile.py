@@ -19,6 +19,7 @@ Both return plain dicts for ``status`` and a list of events; the handlers write 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 from collections.abc import Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ from rocketstore.operator.desired import (
     namesrv_peers,
     pod_name,
     pvc_name,
+    replica_id,
     selector,
     selector_text,
     slave_pod_name,
@@ -62,7 +64,15 @@ from rocketstore.operator.drift import drifted_fields
 from rocketstore.operator.kube import ApiError, Kube
 from rocketstore.operator.model import MAX_REPLICAS_PER_GROUP, Spec, format_quantity, parse_quantity
 from rocketstore.operator.retention import decide
-from rocketstore.operator.rollout import GroupRollout, group_rollouts, held_masters, master_partition
+from rocketstore.operator.rollout import (
+    GroupRollout,
+    LeaseMember,
+    group_rollouts,
+    held_masters,
+    lease_group_restart,
+    master_partition,
+    pod_updated,
+)
 from rocketstore.operator.scaling import (
     DRAIN_CONDITION,
     backlog,
@@ -691,6 +701,9 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
     """The groups' lag, and the masters' partition moved to what the groups allow now; returns
     the groups and the masters the partition holds back from a new template."""
     groups = await _group_views(brokers, owner, spec, replicas, pods)
+    if spec.replication.failover.lease:  # no partition: the Leases order each group's restarts
+        await _roll_lease_groups(kube, owner, spec, replicas, pods, out)
+        return groups, []
     rollouts = await _group_rollouts(kube, owner, groups)
     partition = master_partition(replicas, rollouts)
     held = held_masters(owner.name, partition, rollouts)
@@ -711,6 +724,44 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
             f"{', '.join(released)} may take a new template" if released else
             "masters wait for their slaves to be updated and in sync")))
     return groups, held
+
+
+async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int,
+                             pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> None:
+    """With Lease failover every StatefulSet of the store updates OnDelete: this deletes, in each
+    group, the member :func:`~rocketstore.operator.rollout.lease_group_restart` names, so the
+    Lease's master restarts last and hands its Lease over on SIGTERM."""
+    statefulsets = {str(s["metadata"]["name"]): s
+                    for s in await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))}
+    leases: dict[str, replica_lease.ReplicaInfo] = {}
+    for obj in await kube.list(replica_lease.API_VERSION, replica_lease.KIND, owner.namespace,
+                               replica_lease.lease_selector(owner.name)):
+        with contextlib.suppress(replica_lease.LeaseFormatError):
+            lease = replica_lease.parse_lease(obj)
+            leases[lease.broker_name] = lease.info
+    for i in range(replicas):
+        members = []
+        for k in range(spec.replication.replicas_per_group):
+            sts_name = owner.name if k == 0 else slave_statefulset_name(owner.name, k)
+            name = pod_name(sts_name, i)
+            pod = pods.get(name)
+            # an absent pod is being created from the update revision: it counts as updated, not ready
+            members.append(LeaseMember(name, replica_id(k), pod is not None and pod_ready(pod),
+                                       pod is None or pod_updated(statefulsets.get(sts_name), pod)))
+        info = leases.get(pod_name(owner.name, i))
+        victim = lease_group_restart(members, None if info is None else info.master_replica_id,
+                                     frozenset() if info is None else info.sync_state_set)
+        if victim is None:
+            continue
+        try:
+            await kube.delete("v1", "Pod", owner.namespace, victim)
+        except ApiError as e:
+            metrics.ERRORS.labels(step="rollout").inc()
+            out.problems.append({"reason": "RolloutNotAdvanced", "message": f"pod {victim}: {e}"})
+            continue
+        master = info is not None and any(m.pod == victim and m.replica_id == info.master_replica_id for m in members)
+        out.events.append(Event("Normal", "MemberRestarted", f"{victim} restarts for the new template" + (
+            " (the group's master: it hands its Lease to an in-sync member first)" if master else "")))
 
 
 async def _observe_masters(kube: Kube, owner: Owner, spec: Spec, status: Mapping[str, Any], out: Outcome) -> None:

@@ -16,6 +16,15 @@ the first that may not. A group may restart its master when:
   back would keep a fix, say more memory, from reaching a crash-looping master);
 * every slave of the group runs its StatefulSet's update revision, is ready and is in sync.
 
+With Lease failover (``replication.failover.mode: Lease``) the master of a group is whichever
+member holds its Lease (``status.masters``), not pod ``NAME-<i>``, so the order comes from the
+Lease: :func:`lease_group_restart` names the one member of a group to restart next, the
+members the Lease does not name first, one at a time, and the Lease's master last, once every
+other member runs the new template, is ready and is in the Lease's SyncStateSet. Deleting that
+master's pod sends it SIGTERM, on which it hands the Lease to an in-sync slave before it exits
+(``rocketstore.broker.lease_elector``, docs/failover.md): the group stays writable but for the
+hand-over's pause.
+
 Everything here is pure: :func:`group_rollouts` reads the StatefulSets and pods the reconciler
 listed and the lag it observed (:func:`rocketstore.operator.status.group_views`).
 """
@@ -29,7 +38,8 @@ from typing import Any, Final
 from rocketstore.operator.desired import pod_name, slave_statefulset_name
 from rocketstore.operator.status import GroupView, pod_ready
 
-__all__ = ["GroupRollout", "group_rollouts", "held_masters", "master_partition", "pod_updated"]
+__all__ = ["GroupRollout", "LeaseMember", "group_rollouts", "held_masters", "lease_group_restart", "master_partition",
+           "pod_updated"]
 
 #: the label the StatefulSet controller sets on each pod: the revision of the template it runs
 REVISION_LABEL: Final = "controller-revision-hash"
@@ -99,3 +109,47 @@ def group_rollouts(name: str, groups: Sequence[GroupView], statefulsets: Mapping
             slaves_in_sync=all(m.in_sync for m in g.slaves),
         ))
     return rollouts
+
+
+@dataclass(frozen=True)
+class LeaseMember:
+    """One member of a Lease failover group, as a rolling update sees it."""
+
+    pod: str
+    #: its stable replica id (brokerId), as the Lease names it
+    replica_id: int
+    ready: bool
+    #: runs its StatefulSet's update revision
+    updated: bool
+
+
+def lease_group_restart(members: Sequence[LeaseMember], master_replica_id: int | None,
+                        sync_state_set: frozenset[int]) -> str | None:
+    """The pod of a Lease failover group to restart next for a new template, or None for none now.
+
+    ``master_replica_id`` and ``sync_state_set`` are the group's Lease (None: no master now).
+
+    * one member at a time: while an updated member is not ready (restarting, catching up),
+      nothing else restarts;
+    * a member that is not ready and not updated restarts at once (it serves nothing; holding it
+      back would keep a fix from reaching a crash-looping pod);
+    * the members the Lease does not name restart first, the highest replica id first;
+    * the master last, only when every other member is updated, ready and in the SyncStateSet,
+      so that it hands the Lease over on SIGTERM instead of leaving the group without a master
+      until the Lease expires (a group of one member simply restarts).
+    """
+    stale = [m for m in members if not m.updated]
+    if not stale:
+        return None
+    broken = [m for m in stale if not m.ready]
+    if broken:
+        return broken[0].pod
+    if any(not m.ready for m in members):
+        return None
+    slaves = sorted((m for m in stale if m.replica_id != master_replica_id), key=lambda m: -m.replica_id)
+    if slaves:
+        return slaves[0].pod
+    others = [m for m in members if m.replica_id != master_replica_id]
+    if not others or all(m.replica_id in sync_state_set for m in others):
+        return stale[0].pod
+    return None

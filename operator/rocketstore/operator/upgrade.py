@@ -58,14 +58,18 @@ class StoreRollout:
 
 
 def statefulset_settled(sts: Mapping[str, Any]) -> bool:
-    """The controller has seen the latest spec and every replica runs its template and is ready."""
+    """The controller has seen the latest spec and every replica runs its template and is ready.
+
+    Under ``OnDelete`` (Lease failover, rollout.py) the controller never moves currentRevision to
+    the update revision, so there the updated replicas alone say the rollout is done."""
     spec, status = sts.get("spec") or {}, sts.get("status") or {}
     replicas = int(spec.get("replicas", 1))  # the API server defaults it to 1
     generation = (sts.get("metadata") or {}).get("generation")
+    on_delete = (spec.get("updateStrategy") or {}).get("type") == "OnDelete"
     return (status.get("observedGeneration") == generation
             and int(status.get("updatedReplicas") or 0) >= replicas
             and int(status.get("readyReplicas") or 0) >= replicas
-            and status.get("currentRevision") == status.get("updateRevision"))
+            and (on_delete or status.get("currentRevision") == status.get("updateRevision")))
 
 
 def statefulset_rollout(sts: Mapping[str, Any]) -> StatefulSetRollout:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
@@ -65,6 +66,10 @@ class AbstractHAClient(ServiceThread):
         self._master_address: str | None = None
         self._refused_reason: str | None = None
         self._sock: socket.socket | None = None
+        #: called (in this client's thread) when the connection to the master it still follows
+        #: ended: a master that hands over closes it, so the replica looks at its source of truth
+        #: at once instead of at its next periodic read
+        self.on_master_lost: Callable[[], None] | None = None
 
     # -- control ---------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -109,6 +114,9 @@ class AbstractHAClient(ServiceThread):
                     log.warning("HA client: connection to master %s failed: %s", address, exc)
             finally:
                 self._close()
+            listener = self.on_master_lost
+            if listener is not None and not self.stopping and self._master_address == address:
+                listener()
             if not self.stopping and self._refused_reason is None:
                 self._pause(RECONNECT_PAUSE_S)
 
