@@ -45,8 +45,9 @@ TOPIC = "LeaseFailoverTopic"
 #: a new master acknowledges within this of a kill -9: D 3 s + R 1 s + room for a busy CI machine
 #: (the design's goal of 5 s is measured by bench/run_failover_bench.py, where it holds with little room)
 TAKEOVER_LIMIT_S = 8.0
-#: kill/rejoin cycles of the loop (each about 10 s): 5 keeps CI bounded; bench/run_failover_bench.py sets 20
-KILL_CYCLES = int(os.environ.get("LEASE_FAILOVER_CYCLES", "5"))
+#: kill/rejoin cycles of the loop (each about 10 s): the 20 issue 25 asks of CI, as
+#: bench/run_failover_bench.py runs them (LEASE_FAILOVER_CYCLES=2 for a quick look)
+KILL_CYCLES = int(os.environ.get("LEASE_FAILOVER_CYCLES", "20"))
 #: SIGTERM/rejoin cycles of the hand-over test; bench/run_failover_bench.py --handover sets 20
 HANDOVER_CYCLES = int(os.environ.get("LEASE_HANDOVER_CYCLES", "3"))
 #: the longest write pause a hand-over may cause in this test: the goal is 1 s (R plus the
