@@ -109,6 +109,22 @@ def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.T
     assert len(route.message_queues) == 2 * 8
 
 
+def test_route_advertises_the_external_grpc_ports_with_an_offset(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """grpcAdvertisedPortOffset (the operator's external access): this broker and each peer are
+    listed at their advertised host on their remoting port plus the offset, not on the port this
+    broker listens on, which clients outside the cluster cannot reach."""
+    broker = Broker(tmp_path_factory.mktemp("grpc-external"),
+                    "grpcAdvertisedPortOffset=1170\nclusterPeers=broker-b@198.51.100.9:30912\n",
+                    publish_host="203.0.113.7")
+    with broker.running() as b, grpc.insecure_channel(b.grpc_endpoint) as channel:
+        route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    brokers = {(q.broker.name, q.broker.endpoints.scheme, q.broker.endpoints.addresses[0].host,
+                q.broker.endpoints.addresses[0].port) for q in route.message_queues}
+    assert brokers == {("broker-a", pb.IPv4, "203.0.113.7", b.listen_port + 1170),
+                       ("broker-b", pb.IPv4, "198.51.100.9", 30912 + 1170)}
+
+
 def test_route_drops_the_write_permission_the_name_server_wiped(tmp_path_factory: pytest.TempPathFactory) -> None:
     """WIPE_WRITE_PERM_OF_BROKER at the embedded name server (a drain) reaches 5.x clients too:
     the wiped group's queues are read-only in QueryRoute until ADD_WRITE_PERM_OF_BROKER."""
