@@ -19,6 +19,7 @@ from polling import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from signed_requests import grpc_signed
 
+from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.client.acl_hook import AclClientRPCHook, SessionCredentials
@@ -26,6 +27,7 @@ from rocketstore.client.admin import BrokerAdmin, MQAdmin
 from rocketstore.client.remoting_client import RemotingError
 from rocketstore.common.message import java_string_hash
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
+from rocketstore.store.config import ConfigError
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +109,31 @@ def test_route_lists_the_cluster_peers_at_their_hosts(tmp_path_factory: pytest.T
                for q in route.message_queues}
     assert brokers == {("broker-a", "127.0.0.1", b.grpc_port), ("broker-b", "10.1.2.3", b.grpc_port)}
     assert len(route.message_queues) == 2 * 8
+
+
+def test_route_advertises_the_external_grpc_ports_with_an_offset(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """grpcAdvertisedPortOffset (the operator's external access): this broker and each peer are
+    listed at their advertised host on their remoting port plus the offset, not on the port this
+    broker listens on, which clients outside the cluster cannot reach."""
+    broker = Broker(tmp_path_factory.mktemp("grpc-external"),
+                    "grpcAdvertisedPortOffset=1170\nclusterPeers=broker-b@198.51.100.9:30912\n",
+                    publish_host="203.0.113.7")
+    with broker.running() as b, grpc.insecure_channel(b.grpc_endpoint) as channel:
+        route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
+            pb.QueryRouteRequest(topic=pb.Resource(name="TBW102")), timeout=5)
+    brokers = {(q.broker.name, q.broker.endpoints.scheme, q.broker.endpoints.addresses[0].host,
+                q.broker.endpoints.addresses[0].port) for q in route.message_queues}
+    assert brokers == {("broker-a", pb.IPv4, "203.0.113.7", b.listen_port + 1170),
+                       ("broker-b", pb.IPv4, "198.51.100.9", 30912 + 1170)}
+
+
+def test_an_offset_past_the_last_port_stops_the_start() -> None:
+    config, _ = BrokerConfig.from_properties({"listenPort": "31000", "grpcAdvertisedPortOffset": "-30999"})
+    assert config.grpc_advertised_port_offset == -30999
+    for offset in ("34536", "-31000"):  # 65536 and 0 are not ports
+        with pytest.raises(ConfigError) as err:
+            BrokerConfig.from_properties({"listenPort": "31000", "grpcAdvertisedPortOffset": offset})
+        assert err.value.key == "grpcAdvertisedPortOffset"
 
 
 def test_route_drops_the_write_permission_the_name_server_wiped(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -25,6 +25,7 @@ from test_operator_cluster import G, P, V, condition, create, get, make_ns, patc
 
 from rocketstore.client.admin import BrokerAdmin, MQAdmin
 from rocketstore.operator.desired import labels
+from rocketstore.operator.model import parse_spec
 
 pytestmark = pytest.mark.integration
 
@@ -60,8 +61,28 @@ def test_schema_checks_node_ports_of_node_port_access_only(kube: Any, crd: Any) 
     with pytest.raises(ApiException) as e:
         create_dry({"type": "ClusterIP"})
     assert 'spec.externalAccess.type: Unsupported value: "ClusterIP"' in json.loads(e.value.body)["message"]
+    # the gRPC ports: a range of their own, clear of the name servers' node port
+    for access, expected in (({"basePort": 30000, "grpcBasePort": 30063}, "grpcBasePort..grpcBasePort+63 (the "
+                              "brokers' gRPC ports) must not overlap basePort..basePort+63"),
+                             ({"basePort": 30064, "grpcBasePort": 30001}, "must not overlap basePort..basePort+63"),
+                             ({"basePort": 30000, "grpcBasePort": 30100, "namesrvNodePort": 30163},
+                              "namesrvNodePort must lie outside grpcBasePort..grpcBasePort+63"),
+                             # unset: basePort + 256
+                             ({"basePort": 30000, "namesrvNodePort": 30256},
+                              "namesrvNodePort must lie outside grpcBasePort..grpcBasePort+63")):
+        with pytest.raises(ApiException) as e:
+            create_dry(access)
+        assert expected in json.loads(e.value.body)["message"], access
+    # no schema default (it follows basePort): what the API server accepts, the operator parses alike
+    obj: Any = client.CustomObjectsApi(kube).create_namespaced_custom_object(
+        G, V, "default", P, {"apiVersion": f"{G}/{V}", "kind": "RocketStore", "metadata": {"name": "ext"},
+                             "spec": {"externalAccess": {"basePort": 30000, "namesrvNodePort": 30320}}},
+        dry_run="All")
+    ext = parse_spec(obj["spec"]).external_access
+    assert "grpcBasePort" not in obj["spec"]["externalAccess"] and ext is not None and ext.grpc_base_port == 30256
     # a load balancer's node ports are Kubernetes' choice: namesrvNodePort does not apply
     create_dry({"type": "LoadBalancer", "basePort": 30000, "namesrvNodePort": 30010})
+    create_dry({"type": "LoadBalancer", "grpcBasePort": 30000, "namesrvNodePort": 30010})
 
 
 def test_external_services_follow_the_brokers_and_only_ours_are_deleted(kube: Any, operator_process: Any) -> None:
@@ -74,6 +95,10 @@ def test_external_services_follow_the_brokers_and_only_ours_are_deleted(kube: An
     wait_until("external Services", lambda: external(kube, ns) == wanted, 60)
     svcs = services(kube, ns)
     assert [svcs[f"rs-{i}-external"].spec.ports[0].node_port for i in range(3)] == [30010, 30011, 30012]
+    # the gRPC ports, by default basePort + 256 + i (the dynamic band: the static one has no room
+    # for a second range; allocated here before any random port of this module's balancers)
+    assert [(p.name, p.node_port) for i in range(3) for p in svcs[f"rs-{i}-external"].spec.ports[1:]] == [
+        ("grpc", 30266), ("grpc", 30267), ("grpc", 30268)]
     assert svcs["rs-namesrv-external"].spec.ports[0].node_port == NAMESRV_NODE_PORT
     # someone else's Services under our labels and name pattern, not controlled by the RocketStore
     owner = get(kube, ns, "rs")["metadata"]

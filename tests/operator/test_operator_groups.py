@@ -424,8 +424,11 @@ def test_slaves_get_node_ports_of_their_own_above_every_master() -> None:
                      "rs-namesrv-external": 30876}
     slave = services["rs-slave-2-1-external"]["spec"]
     assert slave["selector"]["statefulset.kubernetes.io/pod-name"] == "rs-slave-2-1"
-    assert slave["ports"][0] == {"name": "remoting", "port": 31129, "targetPort": 31129, "protocol": "TCP",
-                                 "nodePort": 31129}
+    assert slave["ports"] == [{"name": "remoting", "port": 31129, "targetPort": 31129, "protocol": "TCP",
+                               "nodePort": 31129},
+                              # grpcBasePort (basePort + 256) + 64 k + i: the remoting port's offset
+                              {"name": "grpc", "port": 31385, "targetPort": "grpc", "protocol": "TCP",
+                               "nodePort": 31385}]
 
 
 def test_external_slave_start_command_writes_its_port_and_address(tmp_path: Path) -> None:

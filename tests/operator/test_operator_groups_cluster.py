@@ -39,6 +39,12 @@ NAME = GROUPS_STORE
      "slaves are published on node ports only"),
     ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"basePort": 30000, "namesrvNodePort": 30100}},
      "namesrvNodePort must lie outside basePort..basePort+64*replicasPerGroup-1"),
+    # apart for the masters alone (30000..30063, 30100..30163), not with every slave's port
+    ({"replication": {"replicasPerGroup": 2}, "externalAccess": {"basePort": 30000, "grpcBasePort": 30100}},
+     "grpcBasePort..grpcBasePort+64*replicasPerGroup-1 (the gRPC ports of the masters and slaves) must not overlap"),
+    ({"replication": {"replicasPerGroup": 2},
+      "externalAccess": {"basePort": 30000, "grpcBasePort": 30200, "namesrvNodePort": 30300}},
+     "namesrvNodePort must lie outside grpcBasePort..grpcBasePort+64*replicasPerGroup-1"),
 ])
 def test_invalid_replication_is_rejected_by_the_api_server(kube: Any, crd: Any, spec: dict[str, Any],
                                                            expected: str) -> None:
@@ -63,7 +69,8 @@ def test_replication_defaults_and_what_the_schema_accepts_the_operator_accepts(k
     assert spec["replication"] == {"replicasPerGroup": 1, "mode": "ASYNC_MASTER", "maxInSyncLag": "1Mi"}
     assert parse_spec(spec).replication == parse_spec({}).replication
     spec = defaulted({"replication": {"replicasPerGroup": 4, "mode": "SYNC_MASTER"},
-                      "externalAccess": {"basePort": 30000, "namesrvNodePort": 30256}})
+                      # just past both port ranges: the remoting 30000..30255, the gRPC 30256..30511
+                      "externalAccess": {"basePort": 30000, "namesrvNodePort": 30512}})
     assert parse_spec(spec).replication.slaves == 3
 
 

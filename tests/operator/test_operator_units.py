@@ -454,8 +454,11 @@ def test_external_access_publishes_each_broker_on_its_own_node_port() -> None:
         svc = objs[("Service", f"rs-{i}-external")]["spec"]
         assert svc["type"] == "NodePort"
         assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"rs-{i}"
+        # the gRPC port too (5.x clients), by default 256 above (every remoting port), to the pod's 8081
         assert svc["ports"] == [{"name": "remoting", "port": 31000 + i, "targetPort": 31000 + i,
-                                 "nodePort": 31000 + i, "protocol": "TCP"}]
+                                 "nodePort": 31000 + i, "protocol": "TCP"},
+                                {"name": "grpc", "port": 31256 + i, "targetPort": "grpc",
+                                 "nodePort": 31256 + i, "protocol": "TCP"}]
     namesrv = objs[("Service", "rs-namesrv-external")]["spec"]
     assert namesrv["ports"][0]["nodePort"] == 30876 and "statefulset.kubernetes.io/pod-name" not in namesrv["selector"]
     # no Service or container port claims 10911: no broker listens there
@@ -466,7 +469,17 @@ def test_external_access_publishes_each_broker_on_its_own_node_port() -> None:
     env = {e["name"]: e for e in container["env"]}
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert env["EXTERNAL_BASE_PORT"]["value"] == "31000" and "EXTERNAL_HOST" not in env
+    # the pods keep listening on 8081; each broker advertises its published gRPC port, found from
+    # its remoting port (the start command's listenPort) by one offset in the shared broker.conf
+    assert {"name": "grpc", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    conf = broker_conf(plan(EXTERNAL))
+    assert (conf["grpcListenPort"], conf["grpcAdvertisedPortOffset"]) == ("8081", "256")
+    bcfg, _ = load_config({**conf, "brokerName": "rs-2", "listenPort": "31002"})
+    assert bcfg.listen_port + bcfg.grpc_advertised_port_offset == 31258
+    written = broker_conf(plan({**EXTERNAL, "externalAccess": {**EXTERNAL["externalAccess"], "grpcBasePort": 32081}}))
+    assert written["grpcAdvertisedPortOffset"] == "1081"
     assert not [o for o in all_objects(plan()) if o["metadata"]["name"].endswith("-external")]
+    assert "grpcAdvertisedPortOffset" not in broker_conf(plan())
 
 
 def test_external_start_command_writes_the_pods_port_and_address(tmp_path: Any) -> None:
@@ -522,7 +535,8 @@ def test_load_balancer_publishes_each_broker_on_a_balancer_of_its_own() -> None:
         svc = objs[("Service", f"rs-{i}-external")]["spec"]
         assert svc["type"] == "LoadBalancer"
         assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"rs-{i}"
-        assert svc["ports"] == [{"name": "remoting", "port": 31000 + i, "targetPort": 31000 + i, "protocol": "TCP"}]
+        assert svc["ports"] == [{"name": "remoting", "port": 31000 + i, "targetPort": 31000 + i, "protocol": "TCP"},
+                                {"name": "grpc", "port": 31256 + i, "targetPort": "grpc", "protocol": "TCP"}]
     assert ("Service", "rs-2-external") not in objs  # replicas 2: a third broker is not there
     namesrv = objs[("Service", "rs-namesrv-external")]["spec"]
     assert namesrv["type"] == "LoadBalancer"
@@ -648,10 +662,30 @@ def test_load_balancer_spec_and_merge_dropping_a_condition() -> None:
     assert [c["type"] for c in merge_conditions(old, [], 2)] == ["ExternalAccessReady"]
 
 
+def test_grpc_ports_clear_every_slave_port_and_a_balancer_skips_the_node_port_check() -> None:
+    ext = parse_spec({"brokers": 2, "replication": {"replicasPerGroup": 2},
+                      "externalAccess": {"basePort": 30000, "grpcBasePort": 30128}}).external_access
+    assert ext is not None and [ext.grpc_port(1), ext.grpc_port(1, 1)] == [30129, 30193]
+    with pytest.raises(SpecError) as e:  # slave 1's remoting ports run up to 30127
+        parse_spec({"replication": {"replicasPerGroup": 2},
+                    "externalAccess": {"basePort": 30000, "grpcBasePort": 30100}})
+    assert e.value.field == "externalAccess.grpcBasePort"
+    assert parse_spec({"externalAccess": {"type": "LoadBalancer", "grpcBasePort": 30000,
+                                          "namesrvNodePort": 30001}}).external_access
+
+
 @pytest.mark.parametrize(("external", "field"), [
     ({"type": "ClusterIP"}, "externalAccess.type"),
     ({"basePort": 65534}, "externalAccess.basePort"),  # 3 brokers: 65536 is not a port
     ({"basePort": 30000, "namesrvNodePort": 30063}, "externalAccess.namesrvNodePort"),
+    # the gRPC ports: every ordinal's (64) apart from the remoting ports, in range, and clear of
+    # the name servers' node port
+    ({"basePort": 30000, "grpcBasePort": 30063}, "externalAccess.grpcBasePort"),
+    ({"basePort": 30064, "grpcBasePort": 30001}, "externalAccess.grpcBasePort"),
+    ({"grpcBasePort": 65534}, "externalAccess.grpcBasePort"),
+    ({"basePort": 65300}, "externalAccess.grpcBasePort"),  # unset: basePort + 256, past 65535
+    ({"basePort": 30000, "namesrvNodePort": 30300}, "externalAccess.namesrvNodePort"),  # in 30256..30319
+    ({"basePort": 30000, "grpcBasePort": 31000, "namesrvNodePort": 31063}, "externalAccess.namesrvNodePort"),
 ])
 def test_invalid_external_access_names_the_field(external: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as e:

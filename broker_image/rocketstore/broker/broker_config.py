@@ -67,6 +67,15 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        ``rocketstore.broker.grpc_v2``). 0 turns it off: a broker serving only 4.x
                        clients, or a second broker on a host whose 8081 is taken. Other values
                        must be a port number (1-65535), checked at start
+``grpcAdvertisedPortOffset`` when not 0, the gRPC port routes give for a broker (this one, its
+                       master, each peer) is that broker's remoting port plus this offset, not
+                       ``grpcListenPort``: behind the operator's per-broker Services (external
+                       access) each broker's gRPC port is published on a port of its own, at the
+                       same distance from its remoting port for every broker (``grpcBasePort -
+                       basePort``). Default 0: every broker on ``grpcListenPort``, the port it
+                       listens on (0 has no other meaning: one Service cannot publish the remoting
+                       and gRPC ports on the same number). The published port must be a port
+                       number, checked at start
 ``grpcNativeFront``    serve the gRPC port with the Rust HTTP/2 front end (``native/src/grpc_front.rs``,
                        ``rocketstore.broker.grpc_v2.native_front``) instead of grpcio, when the native
                        extension is loaded and TLS is off (TLS stays on grpcio). Default true;
@@ -311,6 +320,7 @@ class BrokerConfig:
     namesrv_peers: str = ""
     max_dispatch_lag_bytes: int = 1024 * 1024
     grpc_listen_port: int = 8081
+    grpc_advertised_port_offset: int = 0
     grpc_native_front: bool = True
     min_invisible_time_mills_for_recv: int = 10_000  # Java long
     max_invisible_time_mills: int = 12 * 3600 * 1000  # Java long
@@ -399,6 +409,10 @@ def _check_grpc_settings(config: BrokerConfig) -> None:
     if not 0 <= config.grpc_listen_port <= 65535:
         raise ConfigError("grpcListenPort", str(config.grpc_listen_port),
                           "must be a port number (1-65535), or 0 to turn the gRPC endpoint off")
+    offset = config.grpc_advertised_port_offset
+    if offset and not 0 < config.listen_port + offset <= 65535:
+        raise ConfigError("grpcAdvertisedPortOffset", str(offset),
+                          f"listenPort ({config.listen_port}) plus it must be a port number (1-65535)")
     if not 0 < config.min_invisible_time_mills_for_recv <= config.max_invisible_time_mills:
         raise ConfigError("minInvisibleTimeMillsForRecv", str(config.min_invisible_time_mills_for_recv),
                           f"must be positive and at most maxInvisibleTimeMills ({config.max_invisible_time_mills})")

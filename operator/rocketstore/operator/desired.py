@@ -361,6 +361,9 @@ def broker_conf(plan: Plan, slave: int = 0) -> dict[str, str]:
         "listenPort": str(LISTEN_PORT),
         "namesrvListenPort": str(NAMESRV_PORT),
         "grpcListenPort": str(GRPC_PORT),
+        # with external access every broker's gRPC port is published apart (external_services)
+        **({} if spec.external_access is None
+           else {"grpcAdvertisedPortOffset": str(spec.external_access.grpc_offset)}),
         "httpListenPort": str(spec.metrics.port),
         "storePathRootDir": STORE_DIR,
         "mappedFileSizeCommitLog": str(spec.commit_log.segment_size),
@@ -519,9 +522,12 @@ def _ports(plan: Plan) -> list[dict[str, Any]]:
 
 def external_services(plan: Plan) -> list[dict[str, Any]]:
     """With external access: a Service per broker on its own port (Service port = listen port =
-    the port it advertises; with NodePort the node port too), and one over every broker's name
-    server (node port ``namesrvNodePort``, or port 9876 of its load balancer). A load balancer's
-    node ports are left to Kubernetes: whether the cloud routes through them is its business."""
+    the port it advertises; with NodePort the node port too) and its own gRPC port (Service and
+    node port ``grpcBasePort`` + the same offset, to the pod's 8081: the broker advertises it by
+    ``grpcAdvertisedPortOffset``, :class:`~rocketstore.operator.model.ExternalAccess`), and one
+    over every broker's name server (node port ``namesrvNodePort``, or port 9876 of its load
+    balancer). A load balancer's node ports are left to Kubernetes: whether the cloud routes
+    through them is its business."""
     ext = plan.spec.external_access
     if ext is None:
         return []
@@ -531,16 +537,18 @@ def external_services(plan: Plan) -> list[dict[str, Any]]:
     for slave in range(plan.spec.replication.replicas_per_group):
         sts_name = slave_statefulset_name(name, slave) if slave else name
         for i in range(plan.replicas):
-            port = ext.listen_port(i, slave)
+            port, grpc_port = ext.listen_port(i, slave), ext.grpc_port(i, slave)
             remoting: dict[str, Any] = {"name": "remoting", "port": port, "targetPort": port, "protocol": "TCP"}
+            grpc: dict[str, Any] = {"name": "grpc", "port": grpc_port, "targetPort": "grpc", "protocol": "TCP"}
             if not ext.load_balancer:
                 remoting["nodePort"] = port
+                grpc["nodePort"] = grpc_port
             services.append({
                 "apiVersion": "v1", "kind": "Service",
                 "metadata": _meta(plan.owner, external_service_name(sts_name, i)),
                 "spec": {"type": ext.type,
                          "selector": {**selector(name), "statefulset.kubernetes.io/pod-name": pod_name(sts_name, i)},
-                         "ports": [remoting]},
+                         "ports": [remoting, grpc]},
             })
     namesrv: dict[str, Any] = {"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv", "protocol": "TCP"}
     if not ext.load_balancer:

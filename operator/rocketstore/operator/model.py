@@ -47,6 +47,9 @@ GIB: Final = 1024**3
 #: a master and up to three slaves per broker group
 MAX_REPLICAS_PER_GROUP: Final = 4
 MAX_BROKERS: Final = 64
+#: externalAccess.grpcBasePort unless written: basePort plus this, the size of the largest
+#: remoting range (64 ordinals for each of at most 4 members of a group)
+GRPC_BASE_PORT_OFFSET: Final = MAX_BROKERS * MAX_REPLICAS_PER_GROUP
 #: scaling.drainTimeoutSeconds: 30 minutes by default, at most a week
 DEFAULT_DRAIN_TIMEOUT_S: Final = 1800
 MAX_DRAIN_TIMEOUT_S: Final = 7 * 24 * 3600
@@ -282,15 +285,33 @@ class ExternalAccess:
     (``LoadBalancer``, the broker advertises the balancer's address once the cloud has assigned
     one). ``host`` replaces the advertised address. The brokers' name servers (any of them answers
     for all) are published on node port ``namesrvNodePort``, or on port 9876 of a load balancer.
+
+    A broker's gRPC port (RocketMQ 5.x clients) is published by the same Service on
+    ``grpcBasePort`` plus the same offset as its remoting port (:meth:`grpc_port`), while the pod
+    keeps listening on 8081: the broker advertises it from ``grpcAdvertisedPortOffset``
+    (``grpcBasePort - basePort``), which gives every broker's gRPC port from its remoting port.
+    ``grpcBasePort`` defaults to :data:`GRPC_BASE_PORT_OFFSET` above ``basePort``, above every port
+    any ``replicasPerGroup`` gives the remoting ports, so stores on distinct ``basePort`` ranges
+    need no second choice.
     """
 
     base_port: int
     namesrv_node_port: int
+    grpc_base_port: int
     host: str | None = None
     type: str = "NodePort"  # NodePort | LoadBalancer
 
     def listen_port(self, ordinal: int, slave: int = 0) -> int:
         return self.base_port + slave * MAX_BROKERS + ordinal
+
+    def grpc_port(self, ordinal: int, slave: int = 0) -> int:
+        """The port broker ``ordinal`` (its slave ``slave``) is reached on over gRPC from outside."""
+        return self.listen_port(ordinal, slave) + self.grpc_offset
+
+    @property
+    def grpc_offset(self) -> int:
+        """broker.conf's ``grpcAdvertisedPortOffset``: one distance for every broker."""
+        return self.grpc_base_port - self.base_port
 
     @property
     def load_balancer(self) -> bool:
@@ -409,7 +430,7 @@ RESERVED_ENV: Final = frozenset({"POD_NAME", "POD_NAMESPACE", "CONF_DIR", "RUN_D
 RESERVED_BROKER_KEYS: Final = frozenset({
     "brokerClusterName", "brokerName", "brokerId", "listenPort", "storePathRootDir",
     "storePathCommitLog", "mappedFileSizeCommitLog", "flushDiskType", "namesrvListenPort",
-    "httpListenPort", "clusterPeers", "namesrvPeers", "listenHost", *LIVE_KEYS,
+    "httpListenPort", "clusterPeers", "namesrvPeers", "listenHost", "grpcAdvertisedPortOffset", *LIVE_KEYS,
 })
 
 
@@ -643,11 +664,14 @@ def _parse_external_access(spec: Mapping[str, Any], brokers: int, replication: R
     d = spec.get("externalAccess")
     if d is None:
         return None
+    base_port = _int(d, "basePort", 30911, "externalAccess.basePort", 1, 65535)
     access = ExternalAccess(
-        base_port=_int(d, "basePort", 30911, "externalAccess.basePort", 1, 65535),
+        base_port=base_port,
         namesrv_node_port=_int(d, "namesrvNodePort", 30876, "externalAccess.namesrvNodePort", 1, 65535),
         host=None if d.get("host") is None else str(d["host"]),
         type=_choice(d, "type", "NodePort", "externalAccess.type", ("NodePort", "LoadBalancer")),
+        grpc_base_port=(base_port + GRPC_BASE_PORT_OFFSET if d.get("grpcBasePort") is None
+                        else _int(d, "grpcBasePort", 0, "externalAccess.grpcBasePort", 1, 65535)),
     )
     if replication.slaves and access.load_balancer:
         raise SpecError("replication.replicasPerGroup", "slaves are published on node ports only: replicasPerGroup "
@@ -655,12 +679,22 @@ def _parse_external_access(spec: Mapping[str, Any], brokers: int, replication: R
     last = access.listen_port(brokers - 1, replication.slaves)
     if last > 65535:
         raise SpecError("externalAccess.basePort", f"the last broker's port, {last}, is not a port")
-    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only;
+    last_grpc = access.grpc_port(brokers - 1, replication.slaves)
+    if last_grpc > 65535:
+        raise SpecError("externalAccess.grpcBasePort", f"the last broker's gRPC port, {last_grpc}, is not a port "
+                        f"(grpcBasePort defaults to basePort + {GRPC_BASE_PORT_OFFSET})")
     # every ordinal counts (at most 64 groups), so scaling up never collides
-    top = access.base_port + MAX_BROKERS * replication.replicas_per_group - 1
-    if not access.load_balancer and access.base_port <= access.namesrv_node_port <= top:
-        raise SpecError("externalAccess.namesrvNodePort",
-                        f"must lie outside basePort..basePort+{top - access.base_port} (the brokers' ports)")
+    span = MAX_BROKERS * replication.replicas_per_group
+    if abs(access.grpc_offset) < span:
+        raise SpecError("externalAccess.grpcBasePort",
+                        f"the ranges basePort..basePort+{span - 1} and grpcBasePort..grpcBasePort+{span - 1} "
+                        "(the brokers' remoting and gRPC ports) must not overlap")
+    # a load balancer's node ports are Kubernetes' choice: namesrvNodePort applies to NodePort only
+    if not access.load_balancer:
+        for start, what in ((access.base_port, "basePort"), (access.grpc_base_port, "grpcBasePort")):
+            if start <= access.namesrv_node_port < start + span:
+                raise SpecError("externalAccess.namesrvNodePort",
+                                f"must lie outside {what}..{what}+{span - 1} (the brokers' ports)")
     return access
 
 

@@ -47,6 +47,7 @@ from typing import Any, Final
 import grpc
 
 from rocketstore.broker.broker_context import BrokerContext
+from rocketstore.broker.grpc_v2 import messaging_pb2 as pb
 from rocketstore.broker.grpc_v2 import messaging_pb2_grpc as pb_grpc
 from rocketstore.broker.grpc_v2.access_check import AccessCheck
 from rocketstore.broker.grpc_v2.auth_check import AuthCheck
@@ -57,7 +58,12 @@ from rocketstore.broker.grpc_v2.native_front import NativeFront
 from rocketstore.broker.grpc_v2.pop_log import PopLog
 from rocketstore.broker.grpc_v2.pop_service import PopService
 from rocketstore.broker.grpc_v2.server_credentials import ReloadingCredentials
-from rocketstore.broker.grpc_v2.service import MessagingService, dead_letter_forwarder, endpoints_of
+from rocketstore.broker.grpc_v2.service import (
+    MessagingService,
+    advertised_grpc_port,
+    dead_letter_forwarder,
+    endpoints_of,
+)
 from rocketstore.broker.grpc_v2.transport_limits import TransportLimits, grpcio_options, transport_limits
 from rocketstore.broker.tls_system_config import TlsMode, TlsSettings, broker_tls_settings
 from rocketstore.common.clock import now_ms
@@ -95,7 +101,7 @@ class GrpcServer:
         await asyncio.to_thread(self.pop.open)
         self.pop.attach()
         service = self._service = MessagingService(self.broker, self.pop, self.renew,
-                                                   lambda: endpoints_of(self.broker.store_host.host, self.port))
+                                                   self._own_endpoint)
         check = access_check(self.broker)
         tls = broker_tls_settings(self.broker.broker_config)
         limits = transport_limits(self.broker.broker_config, self.broker.store_config)
@@ -128,6 +134,13 @@ class GrpcServer:
                                 "client consuming a message it received with auto_renew (push consumers)",
                                 lambda: self.renew.renewals)
         self.broker.add_metrics(self.metrics.collect)
+
+    def _own_endpoint(self) -> pb.Endpoints:
+        """This broker's gRPC endpoint as clients reach it: brokerIP1 on the port it listens on,
+        or its remoting port plus grpcAdvertisedPortOffset (a port its external Service publishes)."""
+        host = self.broker.store_host
+        return endpoints_of(host.host, advertised_grpc_port(host.port, self.port,
+                                                            self.broker.broker_config.grpc_advertised_port_offset))
 
     def _add_front_metrics(self, front: NativeFront) -> None:
         """What the native front's limits refused or closed (grpcio does not count them)."""

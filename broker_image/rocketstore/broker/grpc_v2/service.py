@@ -4,7 +4,8 @@ A thin layer: it validates a request, calls what the broker already has, and bui
 
 * QueryRoute / QueryAssignment: the topic's queues from the topic config, each with its
   permission (topic and broker permission combined) and this broker's gRPC endpoint; then the
-  same queues of each broker in ``clusterPeers``, at its host and this broker's gRPC port.
+  same queues of each broker in ``clusterPeers``, at its host and gRPC port
+  (:func:`advertised_grpc_port`).
 * SendMessage: each message becomes the SEND_MESSAGE_V2 request a 4.x producer would send and
   goes through the registered send handler (processor/send.py: topic checks and auto-creation,
   the put, SYNC_FLUSH waits, the timer store for a delivery timestamp, statistics), as RocketMQ's
@@ -125,6 +126,14 @@ def endpoints_of(host: str, port: int) -> pb.Endpoints:
     except ValueError:
         scheme = pb.DOMAIN_NAME
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def advertised_grpc_port(remoting_port: int, own_grpc_port: int, offset: int) -> int:
+    """The gRPC port routes give for a broker whose remoting port is ``remoting_port``: with
+    ``grpcAdvertisedPortOffset`` set, that port plus the offset (per-broker ports behind the
+    operator's external Services, at one distance from the remoting ports), else this broker's
+    own gRPC port, its ``grpcListenPort``, which every broker of the store listens on."""
+    return remoting_port + offset if offset else own_grpc_port
 
 
 def queue_permission(queue_id: int, config: TopicConfig, broker_perm: int) -> int:
@@ -297,12 +306,13 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         """This broker's group, then each ``clusterPeers`` group as the name-server role lists it
         (:func:`rocketstore.broker.peer_routes.live_groups`: its members registered with this
         broker's name server, else its configured master): a peer carries the same topic config
-        and listens on the same grpcListenPort at the host of its remoting address, as the
-        operator's brokers do. A peer group whose master is down is listed with its slaves alone,
+        and serves gRPC at the host of its remoting address, on this broker's grpcListenPort or,
+        with grpcAdvertisedPortOffset, on its remoting port plus the offset, as the operator's
+        brokers do. A peer group whose master is down is listed with its slaves alone,
         so clients send to it no more (nor are assigned its queues) until its master is back.
 
         A SLAVE names its group's master first (brokerId 0, at the host of the master's remoting
-        address as the name server last gave it, on this grpcListenPort), then itself under its
+        address as the name server last gave it, on the gRPC port derived as a peer's), then itself under its
         brokerId, as RocketMQ 5's proxy lists every member of the name server's route: clients
         send to and are assigned the master's queues (brokerId 0) only. While no master is known
         (it is down) the slave lists itself alone.
@@ -311,20 +321,16 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
         ``mqadmin wipeWritePerm``) has read-only queues here too.
         """
         cfg = self.broker.broker_config
-        own_port = self.endpoint().addresses[0].port
         own_id = cfg.broker_id if self.broker.store_config.broker_role is BrokerRole.SLAVE else MASTER_ID
         brokers = [(pb.Broker(name=cfg.broker_name, id=own_id, endpoints=self.endpoint()), cfg.broker_permission)]
         master = self.broker.master_addr
         if own_id != MASTER_ID and master is not None:
-            master_host = master.rpartition(":")[0].strip("[]")
-            brokers.insert(0, (pb.Broker(name=cfg.broker_name, id=MASTER_ID, endpoints=endpoints_of(master_host,
-                                                                                                 own_port)),
+            brokers.insert(0, (pb.Broker(name=cfg.broker_name, id=MASTER_ID, endpoints=self._grpc_endpoint(master)),
                                PERM_READ | PERM_WRITE))
         own = BrokerData(cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name, broker_addrs={})
         for group in live_groups(own, cfg.cluster_peer_list(), self.broker.registered_groups())[1:]:
             for broker_id, addr in group.broker_addrs.items():
-                host = addr.rpartition(":")[0].strip("[]")
-                brokers.append((pb.Broker(name=group.broker_name, id=broker_id, endpoints=endpoints_of(host, own_port)),
+                brokers.append((pb.Broker(name=group.broker_name, id=broker_id, endpoints=self._grpc_endpoint(addr)),
                                 PERM_READ | PERM_WRITE))
         wiped = self.broker.write_perm_wiped()
         return [pb.MessageQueue(topic=pb.Resource(name=config.topic_name), id=queue_id,
@@ -334,6 +340,13 @@ class MessagingService(pb_grpc.MessagingServiceServicer):
                                 broker=broker, accept_message_types=ACCEPTED_TYPES)
                 for broker, perm in brokers
                 for queue_id in range(max(config.read_queue_nums, config.write_queue_nums))]
+
+    def _grpc_endpoint(self, remoting_addr: str) -> pb.Endpoints:
+        """The gRPC endpoint of the broker at ``remoting_addr`` (``host:port``, as routes give it)."""
+        host, _, port = remoting_addr.rpartition(":")
+        cfg = self.broker.broker_config
+        return endpoints_of(host.strip("[]"), advertised_grpc_port(int(port), self.endpoint().addresses[0].port,
+                                                                    cfg.grpc_advertised_port_offset))
 
     def QueryRoute(self, request: pb.QueryRouteRequest, context: Any) -> pb.QueryRouteResponse:
         config = self._topic(request.topic.name)
