@@ -4,6 +4,7 @@
     ROCKETSTORE_NATIVE=0 python3 bench/send_cpu.py   # the pure-Python reference path
     python3 bench/send_cpu.py --messages 20000 --runs 7
     python3 bench/send_cpu.py --profile              # Python calls per send, and the most called
+    python3 bench/send_cpu.py --reference            # the native extension, without the plain send path
 
 A broker is started in this process on a temporary store (ASYNC_FLUSH, no HTTP or name-server
 port). Each run sends ``--messages`` 1 KiB messages (a Java producer's properties: UNIQ_KEY, WAIT,
@@ -16,6 +17,8 @@ service building the ConsumeQueue and index entries meanwhile counts too) and th
 thread's alone (``time.thread_time``). The request is built once, outside the timing: the server's frame
 decoder is measured by bench/remoting_micro.py.
 
+``--reference`` switches the processor's plain send path off (the native extension still encodes
+records and frames): the send path as it was before the one native call, in the same conditions.
 ``--profile`` runs the sends once more under cProfile and prints the Python function calls per
 send (what the one-call native send removes) and the functions called most.
 
@@ -40,6 +43,7 @@ from handler_micro import send_request
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.processor import send as send_module
 from rocketstore.broker.server import Connection
 from rocketstore.common.native import IMPLEMENTATION
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -78,7 +82,11 @@ async def run(root: Path, messages: int, runs: int, profile: bool) -> dict[str, 
             calls = sum(entry[1] for entry in stats.stats.values())  # type: ignore[attr-defined]
             print(f"cProfile: {calls / messages:.1f} Python-visible calls per send; the most called:")
             stats.sort_stats("ncalls").print_stats(25)
-        return {"send 1 KiB, process CPU": process, "send 1 KiB, sending thread CPU": thread}
+        results = {"send 1 KiB, process CPU": process, "send 1 KiB, sending thread CPU": thread}
+        for label, values in results.items():  # before the broker stops: its stop has been seen to hang
+            print(f"{label:40s} {statistics.median(values):6.2f} us per send "
+                  f"(median; runs {min(values):.2f} to {max(values):.2f})", flush=True)
+        return results
     finally:
         await broker.stop(grace_s=1.0)
 
@@ -88,13 +96,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20000, help="1 KiB messages sent per run")
     parser.add_argument("--runs", type=int, default=5, help="runs (the median is shown)")
     parser.add_argument("--profile", action="store_true", help="count the Python calls per send under cProfile")
+    parser.add_argument("--reference", action="store_true", help="without the plain send path (the path before it)")
     args = parser.parse_args()
+    if args.reference:
+        send_module.NATIVE = None  # read per send by SendMessageProcessor.handle
+    path = "reference send path" if args.reference or send_module.NATIVE is None else "plain send path"
+    print(f"{IMPLEMENTATION} hot path, {path}, {args.messages} messages of 1 KiB, {args.runs} runs", flush=True)
     with tempfile.TemporaryDirectory(prefix="send-cpu-") as tmp:
-        results = asyncio.run(run(Path(tmp), args.messages, args.runs, args.profile))
-    print(f"{IMPLEMENTATION} hot path, {args.messages} messages of 1 KiB, {args.runs} runs")
-    for label, values in results.items():
-        print(f"{label:40s} {statistics.median(values):6.2f} us per send "
-              f"(median; runs {min(values):.2f} to {max(values):.2f})")
+        asyncio.run(run(Path(tmp), args.messages, args.runs, args.profile))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -114,14 +115,21 @@ pub struct PlainSend {
     trace: String,
 }
 
-fn text<'py>(fields: &Bound<'py, PyDict>, name: &str) -> PyResult<Option<Bound<'py, PyString>>> {
+/// The field's text; None when it is missing or not a `str`. Names are interned strings: a
+/// lookup by a Rust `&str` would make a Python string of it on every send.
+fn text<'py>(fields: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyString>>> {
     Ok(match fields.get_item(name)? {
         Some(value) => value.cast_exact::<PyString>().ok().cloned(),
         None => None,
     })
 }
 
-fn number(fields: &Bound<'_, PyDict>, name: &str, (low, high): (i64, i64), required: bool) -> PyResult<Option<i64>> {
+fn number<'py>(
+    fields: &Bound<'py, PyDict>,
+    name: &Bound<'py, PyString>,
+    (low, high): (i64, i64),
+    required: bool,
+) -> PyResult<Option<i64>> {
     match text(fields, name)? {
         Some(value) => Ok(value.to_str().ok().and_then(|t| parse_java_int(t, low, high))),
         None if required => Ok(None),
@@ -186,25 +194,25 @@ impl PlainSend {
             return Ok(None);
         };
         // the required fields of SendMessageRequestHeaderV2 the reference decodes
-        for name in ["a", "c"] {
+        for name in [intern!(py, "a"), intern!(py, "c")] {
             if text(fields, name)?.is_none() {
                 return Ok(None);
             }
         }
         let (Some(_), Some(sys_flag), Some(born_timestamp), Some(flag), Some(reconsume_times)) = (
-            number(fields, "d", I32_RANGE, true)?,
-            number(fields, "f", I32_RANGE, true)?,
-            number(fields, "g", I64_RANGE, true)?,
-            number(fields, "h", I32_RANGE, true)?,
-            number(fields, "j", I32_RANGE, false)?,
+            number(fields, intern!(py, "d"), I32_RANGE, true)?,
+            number(fields, intern!(py, "f"), I32_RANGE, true)?,
+            number(fields, intern!(py, "g"), I64_RANGE, true)?,
+            number(fields, intern!(py, "h"), I32_RANGE, true)?,
+            number(fields, intern!(py, "j"), I32_RANGE, false)?,
         ) else {
             return Ok(None);
         };
-        if number(fields, "l", I32_RANGE, false)?.is_none() {
+        if number(fields, intern!(py, "l"), I32_RANGE, false)?.is_none() {
             return Ok(None);
         }
         // unitMode and batch are bools the reference lowercases: ASCII only here, and no batch
-        for name in ["k", "m"] {
+        for (name, batch) in [(intern!(py, "k"), false), (intern!(py, "m"), true)] {
             if !fields.contains(name)? {
                 continue;
             }
@@ -212,7 +220,7 @@ impl PlainSend {
                 return Ok(None);
             };
             let Ok(value) = value.to_str() else { return Ok(None) };
-            if !value.is_ascii() || name == "m" && value.eq_ignore_ascii_case("true") {
+            if !value.is_ascii() || batch && value.eq_ignore_ascii_case("true") {
                 return Ok(None);
             }
         }
@@ -225,12 +233,13 @@ impl PlainSend {
         {
             return Ok(None);
         }
-        let properties = match text(fields, "i")? {
+        let properties_name = intern!(py, "i");
+        let properties = match text(fields, properties_name)? {
             Some(value) => {
                 let Ok(value) = value.to_str() else { return Ok(None) };
                 stored_properties(value, &self.cluster, &self.refused)
             }
-            None if fields.contains("i")? => None,
+            None if fields.contains(properties_name)? => None,
             None => stored_properties("", &self.cluster, &self.refused),
         };
         let Some(properties) = properties else { return Ok(None) };
