@@ -11,6 +11,9 @@
 //! `pull_messages` (pull.rs) is a PULL_MESSAGE of a tag subscription from the ConsumeQueue entries to
 //! the response frame, twin of `rocketstore.store.pull_transfer.pull_messages_python`.
 //!
+//! `PlainSend` (send.rs) is a plain SEND_MESSAGE_V2 from its extFields to the stamped record in the
+//! mapped CommitLog and the response frame; its reference is the send path it shortcuts.
+//!
 //! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
 //! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.
 
@@ -27,6 +30,7 @@ pub mod java;
 pub mod pull;
 pub mod record;
 pub mod remoting;
+pub mod send;
 
 /// Work below these sizes keeps the interpreter lock. Giving it up is cheap, taking it back is
 /// not: while another thread runs Python (a writer, the event loop), the taker waits for that
@@ -630,6 +634,7 @@ fn decode_header_fields<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_front::GrpcFront>()?;
+    m.add_class::<send::PlainSend>()?;
     m.add_function(wrap_pyfunction!(grpc_convert::received_message_response, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;

@@ -14,6 +14,11 @@ pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
 pub const TRANSACTION_COMMIT: i32 = 0x8;
 pub const TRANSACTION_ROLLBACK: i32 = 0xC;
 
+/// Room a segment keeps after its last record for the blank that ends it.
+pub const END_FILE_MIN_BLANK_LENGTH: usize = 8;
+/// RocketMQ's encoder allows a record the body limit plus this much (`_ENCODE_HEADROOM`).
+pub const ENCODE_HEADROOM: usize = 64 * 1024;
+
 const QUEUE_OFFSET_POS: usize = 20;
 const PHYSICAL_OFFSET_POS: usize = 28;
 const SYS_FLAG_POS: usize = 36;

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple, Protocol
 
 from rocketstore.common.message import (
     DEFAULT_BORN_HOST,
@@ -97,6 +97,33 @@ class MessageBatch:
     born_host: HostAddress = DEFAULT_BORN_HOST
     store_host: HostAddress = DEFAULT_STORE_HOST
     reconsume_times: int = 0
+
+
+class ResponseFrame(NamedTuple):
+    """What the response frame of a request takes from it: its language name, opaque and version."""
+
+    language: str
+    opaque: int
+    version: int
+
+
+class PlainSendEncoder(Protocol):
+    """The native ``PlainSend`` (native/src/send.rs): a plain send's record and response frame."""
+
+    def put(self, fields: dict[str, str], body: bytes, topic: str, queue_id: int, sys_flag_bits: int,
+            born_host: bytes, mapping: mmap.mmap, position: int, room: int, file_from_offset: int,
+            queue_offset: int, store_timestamp: int, max_body: int, language: str, opaque: int,
+            version: int) -> tuple[int, bytes, str] | None: ...
+
+
+class PlainPut(NamedTuple):
+    """Where a plain send landed, its offset message id and its encoded SEND_OK response frame."""
+
+    wrote_offset: int
+    wrote_bytes: int
+    queue_offset: int
+    msg_id: str
+    frame: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +321,38 @@ class CommitLog:
             queue_offset if counts_in_queue else 0, count,
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
+
+    def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
+                       sys_flag_bits: int, born_host: bytes, frame: ResponseFrame) -> PlainPut | None:
+        """A plain send (see ``rocketstore.broker.processor.send``) put in one native call under the
+        lock: its record encoded, stamped and copied in at the end of the last segment and its
+        SEND_OK frame encoded (``send.put``, the native ``PlainSend``). None, with the log
+        untouched, when the call finds the send not plain or the record not fitting the segment's
+        room: the caller then takes the reference path, which also rolls the segment.
+        """
+        key = f"{topic}-{queue_id}"
+        with self.put_lock:
+            self.begin_time_in_lock = time.monotonic()
+            try:
+                mapped = self.mapped_file_queue.get_last_mapped_file(0)
+                if mapped is None:
+                    return None
+                now_ms = int(time.time() * 1000)
+                queue_offset = self.topic_queue_table.get(key, 0)
+                pos = mapped.wrote_position
+                done = send.put(fields, body, topic, queue_id, sys_flag_bits, born_host, mapped.buffer, pos,
+                                mapped.file_size - pos, mapped.file_from_offset, queue_offset, now_ms,
+                                self.settings.max_message_size(), *frame)
+                if done is None:
+                    return None
+                wrote_bytes, encoded, msg_id = done
+                mapped.advance(wrote_bytes)  # published after the stamped record is in place
+                mapped.store_timestamp = now_ms
+                self.topic_queue_table[key] = queue_offset + 1
+            finally:
+                self.begin_time_in_lock = 0.0
+        self.on_appended()
+        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_id, encoded)
 
     @staticmethod
     def _write_blank(mm: mmap.mmap, pos: int, left: int) -> int:

@@ -143,6 +143,10 @@ class MappedFile:
         self.wrote_position = self.committed_position = pos + written
         return written
 
+    def advance(self, written: int) -> None:
+        """Publish ``written`` bytes a writer has put at the write position through :attr:`buffer`."""
+        self.wrote_position = self.committed_position = self.wrote_position + written
+
     def write_at(self, position: int, data: bytes) -> None:
         """Overwrite bytes already inside the written area (ConsumeQueue pre-blank fill)."""
         self._mm[position : position + len(data)] = data

@@ -33,7 +33,10 @@ from rocketstore.store.commit_log import (
     CommitLog,
     CommitLogSettings,
     MessageBatch,
+    PlainPut,
+    PlainSendEncoder,
     PutMessageResult,
+    ResponseFrame,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -580,6 +583,22 @@ class DefaultMessageStore:
                                                 wait_store_ok=wait_store_ok, wait_replica=wait_flush)
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
         return result
+
+    def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
+                       sys_flag_bits: int, born_host: bytes, frame: ResponseFrame) -> PlainPut | None:
+        """A plain send's put (:meth:`CommitLog.put_plain_send`), when nothing about the store makes
+        it more than an append: a writable ASYNC_FLUSH ASYNC_MASTER, whose puts wait for neither a
+        flush nor a slave. None when it is not, or the CommitLog finds the send not plain: the
+        caller then puts the message through :meth:`put_message`, which decides the same again."""
+        config = self.config
+        if (config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or config.broker_role is not BrokerRole.ASYNC_MASTER
+                or self._check_store_status() is not None):
+            return None
+        begin = time.monotonic()
+        put = self.commit_log.put_plain_send(send, fields, body, topic, queue_id, sys_flag_bits, born_host, frame)
+        if put is not None:
+            self.stats.record_stored(1, put.wrote_bytes, time.monotonic() - begin, topic)
+        return put
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""

@@ -167,18 +167,29 @@ class StoreStatsService:
             }
 
     def record_put(self, result: PutMessageResult, elapsed_s: float, topic: str) -> None:
+        if result.append is not None and result.ok:
+            self.record_stored(result.append.msg_num, result.append.wrote_bytes, elapsed_s, topic)
+            return
         with self._lock:
-            if result.append is not None and result.ok:
-                self.put_message_times_total += result.append.msg_num
-                self.put_message_size_total += result.append.wrote_bytes
-                self.put_by_topic[topic] += result.append.msg_num
-            else:
-                self.put_message_failed_times += 1
-                self.put_failed_by_status[result.status.value] += 1
-            elapsed_ms = int(elapsed_s * 1000)
-            self.put_max_ms = max(self.put_max_ms, elapsed_ms)
-            self.put_distribute_time[put_distribute_bucket(elapsed_ms)] += 1
-            self._latency_counts[bisect_left(LATENCY_BOUNDS_MS, elapsed_ms)] += 1
+            self.put_message_failed_times += 1
+            self.put_failed_by_status[result.status.value] += 1
+            self._record_put_latency(elapsed_s)
+
+    def record_stored(self, msg_num: int, wrote_bytes: int, elapsed_s: float, topic: str) -> None:
+        """A put that stored ``msg_num`` records of ``wrote_bytes`` on ``topic`` (no result object:
+        the plain send path builds none)."""
+        with self._lock:
+            self.put_message_times_total += msg_num
+            self.put_message_size_total += wrote_bytes
+            self.put_by_topic[topic] += msg_num
+            self._record_put_latency(elapsed_s)
+
+    def _record_put_latency(self, elapsed_s: float) -> None:
+        """Under ``_lock``: a put's latency into the maximum and the distributions."""
+        elapsed_ms = int(elapsed_s * 1000)
+        self.put_max_ms = max(self.put_max_ms, elapsed_ms)
+        self.put_distribute_time[put_distribute_bucket(elapsed_ms)] += 1
+        self._latency_counts[bisect_left(LATENCY_BOUNDS_MS, elapsed_ms)] += 1
 
     def record_get(self, found: bool, count: int, elapsed_s: float) -> None:
         with self._lock:

@@ -50,6 +50,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.broker.transaction.bridge import half_message
 from rocketstore.common.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     HostAddress,
     Message,
     SysFlag,
@@ -59,16 +60,24 @@ from rocketstore.common.message import (
     string_to_properties,
 )
 from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from rocketstore.common.native import NATIVE
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.common.topic_validator import NOT_ALLOWED_SEND_TOPICS, TOPIC_MAX_LENGTH, validate_topic
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketstore.store.clean import disk_partition_used_ratio
-from rocketstore.store.commit_log import MessageBatch, PutMessageResult
+from rocketstore.store.commit_log import MessageBatch, PlainSendEncoder, PutMessageResult, ResponseFrame
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.status import PutMessageStatus
+from rocketstore.store.timer_message_store import (
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,14 @@ PROPERTY_TRACE_SWITCH = "TRACE_ON"
 VERSION_V3_4_9 = 121
 
 _RANDOM = random.Random()
+
+#: Properties that make a send more than an append (a delay level, a timer, a half message, a
+#: cluster of the client's own): a send carrying one takes the reference path (see
+#: :meth:`SendMessageProcessor._plain_send`).
+NOT_PLAIN_PROPERTIES: Final = (
+    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED, PROPERTY_CLUSTER, PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY,
+)
 
 
 def random_queue_id(queue_nums: int) -> int:
@@ -239,6 +256,20 @@ async def _within(future: asyncio.Future[None], deadline: float) -> bool:
     return True
 
 
+class SendOkResponse(RemotingCommand):
+    """A plain send's SEND_OK response whose frame the native put already encoded
+    (:meth:`SendMessageProcessor._plain_send`): :meth:`encode` hands that frame over as it is. The
+    other fields are the ones the frame was encoded from, for whoever looks at the response
+    before it goes out (as a pull's ``EncodedResponse``)."""
+
+    __slots__ = ("frame",)
+
+    frame: bytes
+
+    def encode(self) -> bytes:
+        return self.frame
+
+
 class SendOutcome(NamedTuple):
     """What a send came to before a protocol shapes the answer: RocketMQ's response code and remark,
     the put's result once it got that far, and the topic and queue it went to (the DLQ for a retry
@@ -264,6 +295,12 @@ class SendMessageProcessor:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.stats = broker.broker_stats_manager
+        #: the native plain-send encoder and the broker settings it was made with (rebuilt when they change)
+        self._plain_encoder: PlainSendEncoder | None = None
+        self._plain_settings: tuple[str, str, bool, HostAddress] | None = None
+        #: per topic, the TopicConfig a plain send to it was last decided on and its sysFlag bits,
+        #: None when sends to it are not plain (the config object changes whenever the topic does)
+        self._plain_topics: dict[str, tuple[TopicConfig, int | None]] = {}
 
     def handlers(self) -> Mapping[int, Handler]:
         return {code: self.handle for code in
@@ -371,10 +408,94 @@ class SendMessageProcessor:
 
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
         """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
+        if NATIVE is not None and request.code == RequestCode.SEND_MESSAGE_V2:
+            plain = self._plain_send(conn, request)
+            if plain is not None:
+                return plain
         sent = self.send(decode_send_header(request), request.body, conn.peer_host, conn.peer, request.version)
         if isinstance(sent, SendOutcome):
             return self.respond(request, sent)
         return self._respond_when_sent(request, sent)
+
+    def _plain_send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """The common send in one native call, or None for the reference path (:meth:`send`).
+
+        Plain is a SEND_MESSAGE_V2 (JSON header) from an IPv4 producer to an existing topic that
+        is not a retry topic, to a given queue, with no property that delays, times, prepares or
+        re-routes it (:data:`NOT_PLAIN_PROPERTIES`), on a broker that takes sends now and whose
+        store waits for neither a flush nor a slave. The decisions stay here and in the store,
+        on state cached per topic; the native ``PlainSend`` checks the header fields and the
+        properties as bytes, encodes and stamps the record into the mapped CommitLog and encodes
+        the SEND_OK frame, which is what the reference path would store and answer, byte for
+        byte (tests/broker/test_send_plain.py). Anything it finds not plain costs a fallback
+        that stores nothing.
+        """
+        fields = request.ext_fields
+        topic = fields.get("b")
+        queue_text = fields.get("e")
+        if (topic is None or queue_text is None or request.serialize_type is not SerializeType.JSON
+                or not (queue_text.isascii() and queue_text.isdigit())):
+            return None
+        broker = self.broker
+        config = broker.topic_config_manager.get(topic)
+        if config is None:
+            return None
+        cached = self._plain_topics.get(topic)
+        if cached is None or cached[0] is not config:
+            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config))
+        sys_flag_bits = cached[1]
+        queue_id = int(queue_text)
+        if sys_flag_bits is None or queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            return None
+        cfg = broker.broker_config
+        if (not cfg.broker_permission & PERM_WRITE or time.time() * 1000 < cfg.start_accept_send_request_time_stamp
+                or self._dispatch_lagging() or not self._may_acknowledge()):
+            return None
+        encoder = self._plain_encoder_now()
+        if encoder is None:
+            return None
+        start = time.perf_counter()
+        put = broker.store.put_plain_send(
+            encoder, fields, request.body, topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(),
+            ResponseFrame(language_name(request.language), request.opaque, request.version))
+        if put is None:
+            return None
+        if not self._may_acknowledge():
+            outcome = SendOutcome(*NOT_MASTER)
+            self.stats.send_latency.observe(time.perf_counter() - start)
+            return self.respond(request, outcome)
+        self.stats.inc_topic_put(topic, 1, put.wrote_bytes)
+        self.stats.send_latency.observe(time.perf_counter() - start)
+        response = SendOkResponse(
+            code=ResponseCode.SUCCESS, opaque=request.opaque, flag=RPC_TYPE_RESPONSE,
+            ext_fields={PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
+                        "msgId": put.msg_id, "queueId": str(queue_id), "queueOffset": str(put.queue_offset)},
+            language=request.language, version=request.version)
+        response.frame = put.frame
+        return response
+
+    def _plain_sys_flag_bits(self, topic: str, config: TopicConfig) -> int | None:
+        """What msgCheck and handleRetryAndDLQ decide of a topic once: the sysFlag bits its sends
+        get (MULTI_TAGS), or None when sends to it are not plain (an invalid or forbidden name, a
+        retry topic, whose sends may go to the DLQ)."""
+        if (validate_topic(topic) is not None or topic in NOT_ALLOWED_SEND_TOPICS
+                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+            return None
+        return SysFlag.MULTI_TAGS if config.topic_filter_type is TopicFilterType.MULTI_TAG else 0
+
+    def _plain_encoder_now(self) -> PlainSendEncoder | None:
+        """The native encoder for the broker's current cluster name, region, trace switch and
+        store host (made again when one changes); None for an IPv6 store host."""
+        cfg = self.broker.broker_config
+        settings = (cfg.broker_cluster_name, cfg.region_id, cfg.trace_on, self.broker.store_host)
+        if settings != self._plain_settings:
+            assert NATIVE is not None
+            store_host = self.broker.store_host
+            self._plain_encoder = None if store_host.is_v6 else NATIVE.PlainSend(
+                cfg.broker_cluster_name, store_host.to_bytes(), list(NOT_PLAIN_PROPERTIES), cfg.region_id,
+                cfg.trace_on)
+            self._plain_settings = settings
+        return self._plain_encoder
 
     async def _respond_when_sent(self, request: RemotingCommand,
                                  sending: Coroutine[Any, Any, SendOutcome]) -> RemotingCommand:
