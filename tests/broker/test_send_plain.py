@@ -99,17 +99,20 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tup
         StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
                     message_delay_level="1d 1d 1d"))  # the delayed send stays in SCHEDULE_TOPIC_XXXX
     await broker.start()
-    try:
-        broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=4, write_queue_nums=4))
-        broker.topic_config_manager.put(TopicConfig("Multi", read_queue_nums=1, write_queue_nums=1,
-                                                    topic_filter_type=TopicFilterType.MULTI_TAG))
-        broker.store_host = HostAddress("127.0.0.1", 10911)  # not the port each broker happened to listen on
-        conn = Connection(broker.remoting)
-        conn.peer_host = HostAddress("10.1.2.3", 54321)
-        frames, native_answers = [], []
-        with monkeypatch.context() as patched:
-            patched.setattr(time, "time", lambda: NOW_S)
-            patched.setattr(time, "time_ns", lambda: int(NOW_S * 1e9))
+    # the clock stays fixed until the broker has stopped: a background service reading it after
+    # the sends (the schedule service, which delivers at once a delayed message stored "in the
+    # future" of its clock) would otherwise write a record at a moment of its own, in one broker only
+    with monkeypatch.context() as patched:
+        patched.setattr(time, "time", lambda: NOW_S)
+        patched.setattr(time, "time_ns", lambda: int(NOW_S * 1e9))
+        try:
+            broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=4, write_queue_nums=4))
+            broker.topic_config_manager.put(TopicConfig("Multi", read_queue_nums=1, write_queue_nums=1,
+                                                        topic_filter_type=TopicFilterType.MULTI_TAG))
+            broker.store_host = HostAddress("127.0.0.1", 10911)  # not the port each broker happened to listen on
+            conn = Connection(broker.remoting)
+            conn.peer_host = HostAddress("10.1.2.3", 54321)
+            frames, native_answers = [], []
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
             if not native:
                 patched.setattr(send_module, "NATIVE", None)
@@ -118,10 +121,10 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tup
                 assert isinstance(reply, RemotingCommand), reply
                 frames.append(reply.encode())
                 native_answers.append(isinstance(reply, send_module.SendOkResponse))
-        assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
-        return frames, native_answers
-    finally:
-        await broker.stop(grace_s=1.0)
+            assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
+            return frames, native_answers
+        finally:
+            await broker.stop(grace_s=1.0)
 
 
 def _files(root: Path, folder: str) -> Iterator[tuple[str, bytes]]:
