@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from broker_process import Broker
-from inprocess_broker import RawClient, decode_records
+from inprocess_broker import RawClient
 from kubernetes import client
+from replica_log import commit_log, pulled, raw_client
 
 from rocketstore.common.replica_lease import lease_name, parse_lease
-from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.remoting.codes import RequestCode
 from rocketstore.remoting.headers import SendMessageRequestHeader
 
 __all__ = ["CLUSTER", "commit_log", "group_conf", "lease_view", "pulled", "send", "send_unanswered"]
@@ -43,15 +44,10 @@ def lease_view(kube: Any, namespace: str, group: str) -> tuple[int | None, int, 
     return info.master_replica_id, info.master_epoch, sorted(info.sync_state_set)
 
 
-def _raw(broker: Broker) -> RawClient:
-    host, _, port = broker.addr.rpartition(":")
-    return RawClient(host, int(port))
-
-
 def send(broker: Broker, topic: str, body: bytes) -> int:
     """A send's answer code (-1: no answer)."""
     try:
-        raw = _raw(broker)
+        raw = raw_client(broker)
     except OSError:
         return -1
     try:
@@ -69,22 +65,3 @@ def send_unanswered(raw: RawClient, topic: str, bodies: list[bytes]) -> None:
                                           default_topic_queue_nums=4, queue_id=0, sys_flag=0,
                                           born_timestamp=int(time.time() * 1000), flag=0, properties="")
         raw.oneway(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext_fields(), body)
-
-
-def pulled(broker: Broker, topic: str) -> list[bytes]:
-    """Every message of queue 0 of ``topic`` a consumer pulls from ``broker``, from offset 0."""
-    raw = _raw(broker)
-    bodies: list[bytes] = []
-    try:
-        while True:
-            response = raw.pull(topic, 0, len(bodies))
-            if response.code != ResponseCode.SUCCESS:
-                return bodies
-            bodies.extend(msg.body for msg in decode_records(response.body))
-    finally:
-        raw.close()
-
-
-def commit_log(broker: Broker) -> bytes:
-    """The whole CommitLog, its segments in order, without the unwritten end."""
-    return b"".join(path.read_bytes() for path in sorted((broker.store / "commitlog").iterdir())).rstrip(b"\0")

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from inprocess_broker import RawClient, decode_records
+from inprocess_broker import RawClient
 from java_rocketmq import AnchorError, RocketMQAnchor
 from polling import wait_until
 from ports import free_port
+from replica_log import commit_log, pulled
 
 from rocketstore.broker.controller_elector import sync_state_set_of
 from rocketstore.client.remoting_client import RemotingClient
@@ -101,26 +102,6 @@ def _replica_info(controller: str) -> tuple[int | None, list[int]]:
     return info.master_broker_id, sorted(sync_state_set_of(response.body).sync_state_set)
 
 
-def _pulled(broker: Broker) -> list[bytes]:
-    """Every message of queue 0 a consumer pulls from ``broker``, from offset 0."""
-    host, _, port = broker.addr.rpartition(":")
-    client = RawClient(host, int(port))
-    bodies: list[bytes] = []
-    try:
-        while True:
-            response = client.pull(TOPIC, 0, len(bodies))
-            if response.code != ResponseCode.SUCCESS:
-                return bodies
-            bodies.extend(msg.body for msg in decode_records(response.body))
-    finally:
-        client.close()
-
-
-def _log(broker: Broker) -> bytes:
-    """The whole CommitLog, its segments in order, without the unwritten end."""
-    return b"".join(path.read_bytes() for path in sorted((broker.store / "commitlog").iterdir())).rstrip(b"\0")
-
-
 def test_apache_controller_fails_our_brokers_over(controller: str, tmp_path: Path) -> None:
     a, b = _broker(tmp_path, "a", controller), _broker(tmp_path, "b", controller)
     a.start()
@@ -145,7 +126,7 @@ def test_apache_controller_fails_our_brokers_over(controller: str, tmp_path: Pat
         slave.proc.send_signal(signal.SIGSTOP)
         try:
             _send_unanswered(master, [bytes([65 + i % 26]) * 60_000 for i in range(40)] + [b"never-acknowledged-tail"])
-            wait_until("the tail stored by the master", lambda: b"never-acknowledged-tail" in _log(master), 20)
+            wait_until("the tail stored by the master", lambda: b"never-acknowledged-tail" in commit_log(master), 20)
             killed = time.monotonic()
             master.stop(signal.SIGKILL)
         finally:
@@ -156,15 +137,15 @@ def test_apache_controller_fails_our_brokers_over(controller: str, tmp_path: Pat
               f"(controllerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS})")
         assert _replica_info(controller)[0] == ids[slave]
         assert first - killed < HEARTBEAT_TIMEOUT_MS / 1000  # within the controller's heartbeat timeout
-        pulled = wait_until("every acknowledged message readable from the new master",
-                            lambda: (bodies := _pulled(slave)) and set(acked) <= set(bodies) and bodies, 30)
-        assert b"acknowledged-after-kill" in pulled
+        readable = wait_until("every acknowledged message readable from the new master",
+                              lambda: (bodies := pulled(slave, TOPIC)) and set(acked) <= set(bodies) and bodies, 30)
+        assert b"acknowledged-after-kill" in readable
         master.start()
         wait_until("the old master rejoins as a slave with the new master's log",
-                   lambda: _log(master) == _log(slave), 60)
+                   lambda: commit_log(master) == commit_log(slave), 60)
         assert _send(master, b"refused") == ResponseCode.SERVICE_NOT_AVAILABLE
-        assert b"never-acknowledged-tail" not in _log(slave)  # never copied: the rejoin cut it
-        assert b"never-acknowledged-tail" not in _log(master)
+        assert b"never-acknowledged-tail" not in commit_log(slave)  # never copied: the rejoin cut it
+        assert b"never-acknowledged-tail" not in commit_log(master)
     finally:
         for x in (a, b):
             if x.process is not None and x.proc.poll() is None:
