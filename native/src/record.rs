@@ -187,17 +187,23 @@ pub struct DispatchProperties<'a> {
     pub delay: Option<&'a str>,
 }
 
+/// The items of a properties string as `string_to_properties` keeps them, in order: split on
+/// `\x02`, each item kept only when it has at least 3 characters and a non-empty name and value
+/// around its first `\x01`. Yields (item, name, value); the item is name `\x01` value.
+pub fn property_items(text: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+    text.split('\u{2}').filter_map(|item| {
+        item.chars().nth(2)?;
+        let sep = item.find('\u{1}')?;
+        if sep == 0 || sep + 1 >= item.len() {
+            return None;
+        }
+        Some((item, &item[..sep], &item[sep + 1..]))
+    })
+}
+
 pub fn dispatch_properties(text: &str) -> DispatchProperties<'_> {
     let mut found = DispatchProperties::default();
-    for item in text.split('\u{2}') {
-        if item.chars().nth(2).is_none() {
-            continue;
-        }
-        let Some(sep) = item.find('\u{1}') else { continue };
-        if sep == 0 || sep + 1 >= item.len() {
-            continue;
-        }
-        let (name, value) = (&item[..sep], &item[sep + 1..]);
+    for (_, name, value) in property_items(text) {
         match name {
             "TAGS" => found.tags = Some(value),
             "KEYS" => found.keys = Some(value),

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::java::parse_java_int;
-use crate::record::{self, NewRecord, END_FILE_MIN_BLANK_LENGTH};
+use crate::record::{self, property_items, NewRecord, END_FILE_MIN_BLANK_LENGTH};
 use crate::remoting::encode_json_header;
 
 const I32_RANGE: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
@@ -37,15 +37,7 @@ const SUCCESS: i64 = 0;
 pub fn stored_properties(text: &str, cluster: &str, refused: &[String]) -> Option<String> {
     let mut out = String::with_capacity(text.len() + cluster.len() + 9);
     let mut names: Vec<&str> = Vec::with_capacity(8);
-    for item in text.split('\u{2}') {
-        if item.chars().nth(2).is_none() {
-            continue;
-        }
-        let Some(sep) = item.find('\u{1}') else { continue };
-        if sep == 0 || sep + 1 >= item.len() {
-            continue;
-        }
-        let (name, value) = (&item[..sep], &item[sep + 1..]);
+    for (item, name, value) in property_items(text) {
         if names.contains(&name) || refused.iter().any(|r| r == name) {
             return None;
         }
