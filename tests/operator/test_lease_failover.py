@@ -130,6 +130,22 @@ def _take_over(slave: Broker, label: str, killed: float) -> tuple[float, bytes]:
     return time.monotonic() - killed, body
 
 
+def _rejoin(kube: Any, group: str, brokers: list[Broker], old: Broker, new: Broker,
+            cycle: int) -> tuple[Broker, Broker]:
+    """Restart the lost master ``old``, wait until it follows ``new`` with its log, and return the
+    group's (master, slave) as the Lease names them for the next cycle."""
+    old.start()
+    wait_until(f"cycle {cycle}: the old master rejoins with the new master's log",
+               lambda: commit_log(old) == commit_log(new), 60)
+    return _master(kube, group, brokers)
+
+
+def _consumed(master: Broker) -> tuple[list[bytes], int]:
+    """Every body a consumer pulls from ``master``, and how many of them came more than once."""
+    consumed = pulled(master, TOPIC)
+    return consumed, sum(n - 1 for n in collections.Counter(consumed).values() if n > 1)
+
+
 def test_kill_9_of_the_master_hands_the_lease_to_the_in_sync_slave(kube: Any, group: tuple[str, list[Broker]]) -> None:
     name, brokers = group
     master, slave = _master(kube, name, brokers)
@@ -179,13 +195,8 @@ def test_kill_loop_loses_no_acknowledged_message(kube: Any, group: tuple[str, li
         took, first = _kill_and_take_over(master, slave, f"cycle-{cycle}")
         takeovers.append(took)
         acked.append(first)
-        master.start()
-        wait_until(f"cycle {cycle}: the old master rejoins with the new master's log",
-                   lambda: commit_log(master) == commit_log(slave), 60)  # noqa: B023 (called within the iteration)
-        master, slave = _master(kube, name, brokers)
-    consumed = pulled(master, TOPIC)
-    counts = collections.Counter(consumed)
-    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+        master, slave = _rejoin(kube, name, brokers, master, slave, cycle)
+    consumed, duplicates = _consumed(master)
     print(f"\n{KILL_CYCLES} kills: takeovers {', '.join(f'{t:.2f}' for t in takeovers)} s; "
           f"acknowledged {len(acked)}, consumed {len(consumed)} (probes included), duplicates {duplicates}")
     assert set(acked) <= set(consumed)
@@ -267,13 +278,8 @@ def test_sigterm_of_the_master_hands_over_with_a_short_write_pause(kube: Any,
         bodies = set(pulled(slave, TOPIC))
         lost = [b for _, b in sender.acked if b not in bodies]
         assert not lost, f"cycle {cycle}: acknowledged but not readable from the new master: {lost[:5]}"
-        master.start()
-        wait_until(f"cycle {cycle}: the old master rejoins with the new master's log",
-                   lambda: commit_log(master) == commit_log(slave), 60)  # noqa: B023
-        master, slave = _master(kube, name, brokers)
-    consumed = pulled(master, TOPIC)
-    counts = collections.Counter(consumed)
-    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+        master, slave = _rejoin(kube, name, brokers, master, slave, cycle)
+    consumed, duplicates = _consumed(master)
     print(f"\n{HANDOVER_CYCLES} hand-overs: write pauses {', '.join(f'{p:.3f}' for p in pauses)} s; "
           f"acknowledged {len(acked)}, consumed {len(consumed)} (probes included), duplicates {duplicates}")
     assert set(acked) <= set(consumed)
