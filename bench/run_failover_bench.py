@@ -3,7 +3,7 @@ Kubernetes Lease elector, over N cycles.
 
     flock /tmp/rocketstore-k8s.lock python3 bench/run_failover_bench.py            # ~5 min
     flock /tmp/rocketstore-k8s.lock python3 bench/run_failover_bench.py --cycles 50
-    flock /tmp/rocketstore-k8s.lock python3 bench/run_failover_bench.py --handover --doc docs/failover.md
+    flock /tmp/rocketstore-k8s.lock python3 bench/run_failover_bench.py --handover --doc docs/benchmarks.md
 
 Runs a loop of tests/operator/test_lease_failover.py (two broker processes of one group, the real
 kube-apiserver of tests/controlplane, D 3 s, R 1 s, m 0.15 s, allAckInSyncStateSet=true) with
