@@ -460,12 +460,10 @@ class SendMessageProcessor:
             ResponseFrame(language_name(request.language), request.opaque, request.version))
         if put is None:
             return None
-        if not self._may_acknowledge():
-            outcome = SendOutcome(*NOT_MASTER)
-            self.stats.send_latency.observe(time.perf_counter() - start)
-            return self.respond(request, outcome)
-        self.stats.inc_topic_put(topic, 1, put.wrote_bytes)
         self.stats.send_latency.observe(time.perf_counter() - start)
+        if not self._may_acknowledge():
+            return self.respond(request, SendOutcome(*NOT_MASTER))
+        self.stats.inc_topic_put(topic, 1, put.wrote_bytes)
         response = SendOkResponse(
             code=ResponseCode.SUCCESS, opaque=request.opaque, flag=RPC_TYPE_RESPONSE,
             ext_fields={PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
