@@ -44,7 +44,6 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.master_elector import MasterElector, RoleAssignment
 from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.remoting.headers import NotifyBrokerRoleChangedRequestHeader
-from rocketstore.store.autoswitch_ha_client import AutoSwitchHAClient
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import DefaultMessageStore
 
@@ -165,8 +164,7 @@ class ReplicasManager:
         """Join the group (once the broker serves): the elector starts deciding."""
         self._loop = asyncio.get_running_loop()
         self.store.ha_service.on_sync_state_set_proposal = self._proposal_from_ha_thread
-        if isinstance(self.store.ha_service.client, AutoSwitchHAClient):
-            self.store.ha_service.client.on_master_lost = self._master_lost_from_ha_thread
+        self.store.ha_service.client.on_master_lost = self._master_lost_from_ha_thread
         self.store.write_fence = self.may_acknowledge
         if self.elector is not None:
             await self.elector.start(self)
