@@ -514,6 +514,9 @@ async def observe(
     # otherwise be the only way to change; their lag; the masters' rollout partition
     groups: list[GroupView] = []
     held: list[str] = []
+    # with Lease failover the brokers' Leases, read once: they order the groups' restarts and make status.masters
+    leases = await kube.list(replica_lease.API_VERSION, replica_lease.KIND, owner.namespace,
+                             replica_lease.lease_selector(owner.name)) if spec.replication.failover.lease else []
     if spec.auth is not None:  # users and ACLs (RocketMQ 5.3, spec.auth)
         targets = auth_targets(brokers, owner, spec, replicas, addresses, runtimes.keys(), pods)
         auth_problems, auth_done = await converge_auth(brokers, access, spec.auth, secrets, targets)
@@ -521,10 +524,10 @@ async def observe(
         out.events.extend(Event("Normal", "AuthConverged", done) for done in auth_done)
     if spec.replication.slaves:
         await _converge_slaves(brokers, access, owner, spec, replicas, pods, want, peers, out)
-        groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, out)
+        groups, held = await _observe_groups(kube, brokers, owner, spec, replicas, pods, leases, out)
     report = observed_status(spec, replicas, observed, decision, external, now(), groups, held)
     out.status.update(report.status)
-    await _observe_masters(kube, owner, spec, status, out)
+    _observe_masters(spec, status, leases, out)
     out.conditions.extend(report.conditions)
     out.dropped.extend(report.dropped)
 
@@ -697,12 +700,13 @@ async def _group_rollouts(kube: Kube, owner: Owner, groups: list[GroupView]) -> 
 
 
 async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec, replicas: int,
-                          pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> tuple[list[GroupView], list[str]]:
+                          pods: Mapping[str, Mapping[str, Any]], leases: Sequence[Mapping[str, Any]],
+                          out: Outcome) -> tuple[list[GroupView], list[str]]:
     """The groups' lag, and the masters' partition moved to what the groups allow now; returns
     the groups and the masters the partition holds back from a new template."""
     groups = await _group_views(brokers, owner, spec, replicas, pods)
     if spec.replication.failover.lease:  # no partition: the Leases order each group's restarts
-        await _roll_lease_groups(kube, owner, spec, replicas, pods, out)
+        await _roll_lease_groups(kube, owner, spec, replicas, pods, leases, out)
         return groups, []
     rollouts = await _group_rollouts(kube, owner, groups)
     partition = master_partition(replicas, rollouts)
@@ -726,19 +730,18 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
     return groups, held
 
 
-async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int,
-                             pods: Mapping[str, Mapping[str, Any]], out: Outcome) -> None:
+async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int, pods: Mapping[str, Mapping[str, Any]],
+                             leases: Sequence[Mapping[str, Any]], out: Outcome) -> None:
     """With Lease failover every StatefulSet of the store updates OnDelete: this deletes, in each
     group, the member :func:`~rocketstore.operator.rollout.lease_group_restart` names, so the
     Lease's master restarts last and hands its Lease over on SIGTERM."""
     statefulsets = {str(s["metadata"]["name"]): s
                     for s in await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))}
-    leases: dict[str, replica_lease.ReplicaInfo] = {}
-    for obj in await kube.list(replica_lease.API_VERSION, replica_lease.KIND, owner.namespace,
-                               replica_lease.lease_selector(owner.name)):
+    infos: dict[str, replica_lease.ReplicaInfo] = {}
+    for obj in leases:
         with contextlib.suppress(replica_lease.LeaseFormatError):
             lease = replica_lease.parse_lease(obj)
-            leases[lease.broker_name] = lease.info
+            infos[lease.broker_name] = lease.info
     for i in range(replicas):
         members = []
         for k in range(spec.replication.replicas_per_group):
@@ -748,7 +751,7 @@ async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int
             # an absent pod is being created from the update revision: it counts as updated, not ready
             members.append(LeaseMember(name, replica_id(k), pod is not None and pod_ready(pod),
                                        pod is None or pod_updated(statefulsets.get(sts_name), pod)))
-        info = leases.get(pod_name(owner.name, i))
+        info = infos.get(pod_name(owner.name, i))
         victim = lease_group_restart(members, None if info is None else info.master_replica_id,
                                      frozenset() if info is None else info.sync_state_set)
         if victim is None:
@@ -764,7 +767,7 @@ async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int
             " (the group's master: it hands its Lease to an in-sync member first)" if master else "")))
 
 
-async def _observe_masters(kube: Kube, owner: Owner, spec: Spec, status: Mapping[str, Any], out: Outcome) -> None:
+def _observe_masters(spec: Spec, status: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], out: Outcome) -> None:
     """With Lease failover: each group's master, epoch and SyncStateSet from the Leases the brokers
     hold (``status.masters``), and a ``MasterElected`` event for each epoch that changed since the
     last observation. Without it, ``status.masters`` is cleared."""
@@ -772,8 +775,6 @@ async def _observe_masters(kube: Kube, owner: Owner, spec: Spec, status: Mapping
         if status.get("masters") is not None:
             out.status["masters"] = None
         return
-    leases = await kube.list(replica_lease.API_VERSION, replica_lease.KIND, owner.namespace,
-                             replica_lease.lease_selector(owner.name))
     masters = masters_status(leases)
     out.status["masters"] = masters
     for message in elections(status.get("masters") or [], masters):
