@@ -42,7 +42,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from rocketstore.client import AclClientRPCHook, RemotingError, SessionCredentials, client_ssl_context
 from rocketstore.client.admin import GroupConsumeStats
@@ -105,6 +105,8 @@ class AdminClient(Protocol):
 
 #: how RocketMQ 4.9.8 brokers word an ACL refusal (the remark of the SYSTEM_ERROR response)
 ACL_EXCEPTION: Final = "org.apache.rocketmq.acl.common.AclException"
+
+_Parsed = TypeVar("_Parsed")
 
 
 class AdminOperation(Protocol):
@@ -388,19 +390,18 @@ class Brokers:
 
     async def replication(self, http_addr: str) -> MasterReplication:
         """A master's slaves and their lag, from its ``/metrics`` at ``http_addr`` (host:port)."""
-        try:
-            text = await asyncio.to_thread(self._metrics_reader, http_addr)
-            return parse_ha_metrics(text)
-        except Exception as exc:  # refused, timed out, not Prometheus text: no view of the group
-            raise BrokerError(f"{http_addr}/metrics: {type(exc).__name__}: {exc}") from exc
+        return await self._metrics(http_addr, parse_ha_metrics)
 
     async def held(self, http_addr: str) -> HeldMessages:
         """What a broker holds for later delivery on itself (:class:`HeldMessages`), from its
         ``/metrics`` at ``http_addr`` (host:port)."""
+        return await self._metrics(http_addr, parse_held_metrics)
+
+    async def _metrics(self, http_addr: str, parse: Callable[[str], _Parsed]) -> _Parsed:
+        """A broker's ``/metrics`` at ``http_addr``, read off the loop and parsed by ``parse``."""
         try:
-            text = await asyncio.to_thread(self._metrics_reader, http_addr)
-            return parse_held_metrics(text)
-        except Exception as exc:  # any failure to read or parse: what it holds is unknown
+            return parse(await asyncio.to_thread(self._metrics_reader, http_addr))
+        except Exception as exc:  # refused, timed out, not Prometheus text: nothing known from it
             raise BrokerError(f"{http_addr}/metrics: {type(exc).__name__}: {exc}") from exc
 
     async def namesrv_address(self, addr: str, access: BrokerAccess = PLAIN) -> str:
