@@ -204,7 +204,6 @@ class BrokerCollector(Collector):
         yield from _schedule_metrics(store.schedule_message_service)
         yield from _timer_metrics(store.timer_message_store)
 
-
     def _queue_metrics(self) -> Iterator[Metric]:
         """Max offsets and consumer lag: per topic (and group) always, per queue while
         ``metricsPerQueueEnable`` is on (read here, so a live update applies at the next scrape).
