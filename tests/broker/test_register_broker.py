@@ -7,11 +7,13 @@ Two real brokers over real sockets: broker-a serves the embedded name server, br
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from inprocess_broker import BrokerHandle, RawClient
@@ -408,3 +410,32 @@ def test_topic_lists_include_registered_brokers_topics(broker_factory: Factory) 
     assert topics(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "X"}) == set(table)
     own = topics(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C1"})
     assert "TBW102" in own and not own & set(table)
+
+
+def test_stop_registering_returns_when_a_change_and_the_stop_come_together(tmp_path: Path) -> None:
+    """A topic-table change that wakes the registration loops in the same loop pass as their
+    cancellation must not swallow the cancellation: Python 3.11's ``asyncio.wait_for`` returns
+    the finished wait instead of raising, and ``stop_registering`` then waited forever (seen as
+    a broker whose stop hung in the register-broker-peers task)."""
+    from rocketstore.broker.register_broker_service import RegisterBrokerService
+    from rocketstore.broker.topic_config_manager import TopicConfigManager
+
+    async def scenario() -> None:
+        cfg = BrokerConfig()
+        topics = TopicConfigManager(tmp_path, cfg, lambda _: None)
+        service = RegisterBrokerService(cfg, topics, lambda: "127.0.0.1:1", lambda *_: None,
+                                        ha_server_addr=lambda: "127.0.0.1:2", on_registered=lambda _: None)
+        await service.start()
+        for _ in range(3):  # the peer loop's first (empty) registration, then its wait
+            await asyncio.sleep(0)
+        loops = list(service._tasks)
+        service.topics_changed(topics)  # wakes the waiting loop in the step that cancels it
+        stopping = asyncio.ensure_future(service.stop_registering())
+        await asyncio.sleep(0)
+        # asyncio.wait does not cancel what is still pending after its timeout (asyncio.wait_for
+        # would, and a cancellation from outside would end the loop and hide the hang)
+        done, _ = await asyncio.wait(loops, timeout=5)
+        assert set(done) == set(loops), "a registration loop outlived its cancellation"
+        await stopping
+
+    asyncio.run(scenario())

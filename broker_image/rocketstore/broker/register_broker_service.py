@@ -205,7 +205,8 @@ class RegisterBrokerService:
         next_periodic = time.monotonic() + REGISTER_INITIAL_DELAY_S
         while True:
             try:
-                await asyncio.wait_for(self._topics_changed.wait(), max(next_periodic - time.monotonic(), 0))
+                async with asyncio.timeout(max(next_periodic - time.monotonic(), 0)):
+                    await self._topics_changed.wait()
             except TimeoutError:
                 period = min(max(self.broker_config.register_name_server_period, REGISTER_PERIOD_MIN_MS),
                              REGISTER_PERIOD_MAX_MS)
@@ -237,7 +238,8 @@ class RegisterBrokerService:
             period = min(max(self.broker_config.register_name_server_period, REGISTER_PERIOD_MIN_MS),
                          REGISTER_PERIOD_MAX_MS)
             try:
-                await asyncio.wait_for(self._peers_due.wait(), period / 1000)
+                async with asyncio.timeout(period / 1000):
+                    await self._peers_due.wait()
             except TimeoutError:
                 oneway = False
             else:
