@@ -11,6 +11,17 @@
 # well under a second. Progress goes to stderr; the last line on stdout is the
 # bin directory, so callers can do:  BIN="$(tests/controlplane/build.sh)"
 #
+#   build.sh                    everything: the control plane first, then the node's binaries
+#   build.sh control-plane      the control plane only (what tests/operator starts)
+#   build.sh --check [control-plane]
+#                               builds nothing: exits 0 when those binaries are all there, else 1
+#
+# The control plane comes first so that a cold tests/run can start tests/operator as soon as it
+# is built (it polls with --check) while kubelet, kube-proxy and CoreDNS are still compiling. The
+# two parts are one build, not two calls: the node's kubelet and kube-proxy share most of their
+# packages with the control plane's binaries, and the Go build cache lives only as long as one
+# build (gobuild.sh), so a second call would compile those packages again.
+#
 # Env knobs:
 #   CONTROLPLANE_FORCE=1   rebuild even if the binaries exist
 #   CONTROLPLANE_NICE=N    niceness for the compiler (default 19)
@@ -33,7 +44,23 @@ BIN="${ROOT}/bin"
 # Standalone kwok has no built-in lifecycle; it needs Stage objects. They are
 # assembled from the kwok module's own default stages (see below).
 STAGES="${ROOT}/kwok-stages.yaml"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kwok coredns)
+CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+NODE=(kubelet kube-proxy coredns)
+BINARIES=("${CONTROL_PLANE[@]}" "${NODE[@]}")
+
+check=false
+if [[ "${1:-}" == --check ]]; then
+	check=true
+	shift
+fi
+case "${1:-}" in
+"") part=all ;;
+control-plane) part=control-plane ;;
+*)
+	echo "usage: build.sh [--check] [control-plane]" >&2
+	exit 2
+	;;
+esac
 
 TOOL=controlplane
 # shellcheck source=gobuild.sh
@@ -49,24 +76,43 @@ coredns_current() {
 		[[ $'\n'"${version}"$'\n' == *$'\n'"CoreDNS-${COREDNS_VERSION#v}"$'\n'* ]]
 }
 
-have_all() {
+# The control plane's binaries and kwok's stages are there.
+have_control_plane() {
 	local b
-	for b in "${BINARIES[@]}"; do
+	for b in "${CONTROL_PLANE[@]}"; do
 		[[ -x "${BIN}/${b}" ]] || return 1
 	done
-	coredns_current && [[ -s "${STAGES}" ]]
+	[[ -s "${STAGES}" ]]
 }
 
-if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
-	log "up to date: ${KEY}"
+have_all() {
+	local b
+	for b in "${NODE[@]}"; do
+		[[ -x "${BIN}/${b}" ]] || return 1
+	done
+	have_control_plane && coredns_current
+}
+
+# Whether the part asked for is built.
+have_part() {
+	if [[ "${part}" == control-plane ]]; then have_control_plane; else have_all; fi
+}
+
+if "${check}"; then
+	have_part || exit 1
+	exit 0
+fi
+
+if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_part; then
+	log "up to date: ${KEY} (${part})"
 	printf '%s\n' "${BIN}"
 	exit 0
 fi
 
 # One build per cache key at a time (parallel test runners may race here).
 lock_cache "${ROOT}"
-if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_all; then
-	log "built by a concurrent run: ${KEY}"
+if [[ "${CONTROLPLANE_FORCE:-0}" != 1 ]] && have_part; then
+	log "built by a concurrent run: ${KEY} (${part})"
 	printf '%s\n' "${BIN}"
 	exit 0
 fi
@@ -128,14 +174,6 @@ if ((${#kwok_pkgs[@]})); then
 	install_bins "${kwok_bins[@]}"
 fi
 
-# --- CoreDNS (cluster DNS of the real node) -----------------------------------
-if need coredns; then
-	log "building coredns (${COREDNS_VERSION})"
-	(cd "${STAGE}" && GOBIN="${STAGE}" "${GO[@]}" install -trimpath \
-		-ldflags "-s -w" "github.com/coredns/coredns@${COREDNS_VERSION}")
-	install_bins coredns
-fi
-
 # --- kwok stages -------------------------------------------------------------
 # kwokctl (not built) injects "fast" node/pod stages for the clusters it creates; a bare
 # `kwok` process only gets what --config gives it. Assemble the same default
@@ -154,16 +192,17 @@ if [[ "${CONTROLPLANE_FORCE:-0}" == 1 || ! -s "${STAGES}" ]]; then
 	log "  -> ${STAGES}"
 fi
 
-# --- Kubernetes control plane ---------------------------------------------
-kube_pkgs=()
-kube_bins=()
-for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
-	if need "${b}"; then
-		kube_pkgs+=("k8s.io/kubernetes/cmd/${b}")
-		kube_bins+=("${b}")
-	fi
-done
-if ((${#kube_pkgs[@]})); then
+# --- Kubernetes ------------------------------------------------------------
+# build_kube BINARY...: those of k8s.io/kubernetes/cmd that are missing, in one `go build`.
+build_kube() {
+	local b pkgs=() bins=() minor build_date ldflags p
+	for b in "$@"; do
+		if need "${b}"; then
+			pkgs+=("k8s.io/kubernetes/cmd/${b}")
+			bins+=("${b}")
+		fi
+	done
+	((${#pkgs[@]})) || return 0
 	check_pin "${HERE}/kube" k8s.io/kubernetes "${KUBE_VERSION}"
 	check_pin "${HERE}/kube" k8s.io/component-base "v0.${KUBE_VERSION#v1.}"
 	minor="${KUBE_VERSION#v1.}"
@@ -175,10 +214,30 @@ if ((${#kube_pkgs[@]})); then
 		ldflags+=" -X ${p}.gitMajor=1 -X ${p}.gitMinor=${minor}"
 		ldflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=${build_date}"
 	done
-	log "building ${kube_bins[*]} (${KUBE_VERSION}); cold: ~20-30 min on 2 cores"
+	log "building ${bins[*]} (${KUBE_VERSION}); cold, all five: ~20-30 min on 2 cores"
 	(cd "${HERE}/kube" && "${GO[@]}" build -mod=readonly -trimpath \
-		-tags selinux,notest -ldflags "${ldflags}" -o "${STAGE}/" "${kube_pkgs[@]}")
-	install_bins "${kube_bins[@]}"
+		-tags selinux,notest -ldflags "${ldflags}" -o "${STAGE}/" "${pkgs[@]}")
+	install_bins "${bins[@]}"
+}
+
+# The control plane: everything tests/operator needs.
+build_kube kube-apiserver kube-controller-manager kube-scheduler
+have_control_plane || die "some control-plane outputs are still missing in ${ROOT}"
+log "control plane ready in $((SECONDS - start))s"
+if [[ "${part}" == control-plane ]]; then
+	printf '%s\n' "${BIN}"
+	exit 0
+fi
+
+# The node (node.py): kubelet and kube-proxy reuse the build cache the control plane filled.
+build_kube kubelet kube-proxy
+
+# --- CoreDNS (cluster DNS of the real node) -----------------------------------
+if need coredns; then
+	log "building coredns (${COREDNS_VERSION})"
+	(cd "${STAGE}" && GOBIN="${STAGE}" "${GO[@]}" install -trimpath \
+		-ldflags "-s -w" "github.com/coredns/coredns@${COREDNS_VERSION}")
+	install_bins coredns
 fi
 
 have_all || die "some outputs are still missing in ${ROOT}"

@@ -44,7 +44,7 @@ from operator_support import (
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[Any]:
     t0 = time.monotonic()
-    bin_dir = controlplane.build()
+    bin_dir = controlplane.build(control_plane_only=True)
     cp = controlplane.ControlPlane(bin_dir, keep=os.environ.get("CONTROLPLANE_KEEP") == "1")
     cp.start()
     print(f"\n[operator tests] build check {cp.timings.get('total', 0):.1f}s, total {time.monotonic() - t0:.1f}s",
