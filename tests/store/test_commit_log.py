@@ -542,3 +542,36 @@ def test_properties_over_32767_bytes_are_refused(open_store: OpenStore) -> None:
     r = store.put_message(simple(p="v" * 32766))
     assert not r.ok
     assert store.max_phy_offset == end
+
+
+# -- replicated appends ------------------------------------------------------------------------
+
+
+def test_replicated_append_preallocates_a_fresh_segment_and_keeps_its_bytes(open_store: OpenStore) -> None:
+    """A slave's first append to a segment reserves all its blocks (the rest of the segment is
+    written by later appends); the bytes read back are the replicated ones, then zeros."""
+    store = open_store(mapped_file_size_commit_log=SEG * 64)
+    data = bytes(range(256)) * 8
+    assert store.commit_log.append_data(0, [data[:1000], memoryview(data)[1000:]])
+    segment = store.commit_log.mapped_file_queue.last
+    assert segment is not None
+    assert os.stat(segment.path).st_blocks * 512 >= SEG * 64
+    assert store.commit_log.get_message(0, len(data)) == data
+    with open(segment.path, "rb") as f:
+        assert f.read() == data + bytes(SEG * 64 - len(data))
+
+
+def test_replicated_append_goes_on_when_the_segment_cannot_be_preallocated(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(mapped_file_size_commit_log=SEG * 64)
+
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    assert store.commit_log.append_data(0, [b"abc"])
+    assert store.commit_log.append_data(3, [b"def"])
+    assert store.commit_log.get_message(0, 6) == b"abcdef"
+    segment = store.commit_log.mapped_file_queue.last
+    assert segment is not None
+    assert os.stat(segment.path).st_blocks * 512 < SEG * 64  # left sparse

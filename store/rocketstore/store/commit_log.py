@@ -412,8 +412,9 @@ class CommitLog:
 
         The first append of an empty log creates the segment holding ``start_offset``; an append
         after a full segment creates the next one, so the slave's segments are named and cut
-        exactly as the master's (a master frame never spans two segments). One positional write
-        (see :meth:`MappedFile.append_through_file`); dispatch is woken afterwards.
+        exactly as the master's (a master frame never spans two segments). A segment's first append
+        preallocates it (:meth:`MappedFile.preallocate`). One positional write (see
+        :meth:`MappedFile.append_through_file`); dispatch is woken afterwards.
         """
         with self.put_lock:
             mapped = self.mapped_file_queue.get_last_mapped_file(start_offset)
@@ -424,6 +425,8 @@ class CommitLog:
             if where != start_offset:
                 log.error("replicated data starts at %d but the CommitLog ends at %d", start_offset, where)
                 return False
+            if mapped.wrote_position == 0:
+                mapped.preallocate()
             if not mapped.append_through_file(chunks):
                 log.error("replicated data of %d bytes at %d does not fit segment %s", sum(map(len, chunks)),
                           start_offset, mapped.file_name)

