@@ -313,9 +313,12 @@ def test_kill_9_from_outside_at_random_moments_of_a_truncation(tmp_path: Path, o
     kept, gone = puts[:300], puts[300:]
     assert (end - cut) // SEGMENT > 30  # dozens of segments and queue files to delete
 
-    def check(root: Path, killed: bool, truncated: bool) -> None:
+    def check(root: Path, killed: bool | None, truncated: bool) -> None:
+        """``killed``: whether the store was left running (None: the kill landed in the child's
+        shutdown after the truncation, before or after it removed ``abort``: either holds)."""
         store = open_store(root=root)
-        assert store.last_exit_ok is not killed
+        if killed is not None:
+            assert store.last_exit_ok is not killed
         assert not (root / TRUNCATE_INTENT_FILE).exists()
         if truncated:
             assert_store_holds(store, kept, gone, cut)
@@ -342,13 +345,15 @@ def test_kill_9_from_outside_at_random_moments_of_a_truncation(tmp_path: Path, o
     for i in range(runs):
         root = tmp_path / f"run-{i}"
         shutil.copytree(base, root)
-        status, pending, _ = _run_child(root, cut, took * (i + rng.random()) / runs)
+        status, pending, finished_in = _run_child(root, cut, took * (i + rng.random()) / runs)
         killed = status == -signal.SIGKILL
         inside += killed and pending
         # killed before the redo record: nothing changed yet (the last segment is still there);
-        # after it: recovery finishes the cut
+        # after it: recovery finishes the cut. On a busy machine the kill can also land after
+        # the truncation, while the child shuts its store down.
         last_segment = root / "commitlog" / f"{(end - 1) - (end - 1) % SEGMENT:020d}"
-        check(root, killed, truncated=not (killed and not pending and last_segment.exists()))
+        check(root, None if killed and finished_in is not None else killed,
+              truncated=not (killed and not pending and last_segment.exists()))
     assert inside > 0, f"no kill of {runs} landed inside the truncation ({took:.3f} s)"
 
 
