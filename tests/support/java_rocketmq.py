@@ -304,6 +304,11 @@ class BackgroundRun:
         """The JSON lines printed until now, while the mode still runs."""
         return _parse_lines("".join(list(self._stdout)))
 
+    def stderr_so_far(self) -> str:
+        """What the mode wrote to stderr until now (bench-produce: "starting N threads" when its
+        timed window opens), while it still runs."""
+        return "".join(list(self._stderr))
+
     def wait(self, timeout: float = 180.0) -> DriverResult:
         try:
             self.proc.wait(timeout=timeout)
