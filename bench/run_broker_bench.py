@@ -593,11 +593,11 @@ def bold(text: str, on: bool) -> str:
 
 
 def fmt_spread(samples: Sequence[float]) -> str:
-    """A contender's figure over the rounds: the median, then [min-max] when there was more than one."""
+    """A contender's figure over the rounds: the median, then [min-max] when the rounds differed."""
     if not samples:
         return ""
     mid = fmt(statistics.median(samples))
-    return mid if len(samples) == 1 else f"{mid} [{fmt(min(samples))}-{fmt(max(samples))}]"
+    return mid if min(samples) == max(samples) else f"{mid} [{fmt(min(samples))}-{fmt(max(samples))}]"
 
 
 def render_table(rows: Sequence[Row]) -> str:

@@ -219,7 +219,8 @@ def run_turn(contender: str, budget: str, args: argparse.Namespace, durations: d
         driver.pin = client_cpus
         warm_up(driver, durations["warmup_s"], f"[{budget}] {contender}", log)
         log(f"[{budget}] {contender}: {args.threads} senders, {durations['produce_s']} s")
-        out = {"produce": produce_run(server, driver, "BenchScale", args.threads, durations["produce_s"])}
+        produce = produce_run(server, driver, "BenchScale", args.threads, durations["produce_s"])
+        out: dict[str, Any] = {"produce": produce}
         if isinstance(server, OurBroker):
             log(f"[{budget}] {contender}: the same under py-spy --gil")
             out["gil"] = gil_run(server, driver, args.threads, durations["produce_s"], workdir, log)
@@ -288,12 +289,12 @@ def predict(cores: int, broker_us: float, client_us: float, thread_us: float, gi
 
 
 def cell(samples: Sequence[float], pct: bool = False) -> str:
-    """Median, and [min-max] over the rounds when there were several."""
+    """Median, and [min-max] over the rounds when they differed."""
     if not samples:
         return "n/a"
     show: Callable[[float], str] = (lambda x: f"{x:.0%}") if pct else fmt
     mid = show(statistics.median(samples))
-    return mid if len(samples) == 1 else f"{mid} [{show(min(samples))}-{show(max(samples))}]"
+    return mid if min(samples) == max(samples) else f"{mid} [{show(min(samples))}-{show(max(samples))}]"
 
 
 def render(result: dict[str, Any]) -> tuple[str, str]:
