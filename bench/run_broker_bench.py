@@ -627,7 +627,7 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
     same = (" (the extension is absent, so both rocketstore columns ran the same pure-Python code)"
             if s["hot_path"][OURS][0] == "python" else "")
     return [
-        f"Profile {s['profile']}: {s['rounds']} round(s); {s['produce_s']} s per produce run after a "
+        caveat(s) + f"Profile {s['profile']}: {s['rounds']} round(s); {s['produce_s']} s per produce run after a "
         f"{s['warmup_s']} s warm-up, {s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every "
         f"broker; each contender runs alone, on a fresh store, in turn (order rotated per section and reversed "
         f"every other round). Consumption: a backlog of {s['backlog']:,} messages written in batches, then "
@@ -645,6 +645,18 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         "Bold: the better Apache figure in the row, the one to beat; goals are judged against it "
         f"(pinned sections only, memory everywhere). The faster Apache by send TPS: {won or 'n/a'} runs.",
     ]
+
+
+def caveat(setup: dict[str, Any]) -> str:
+    """The sentence a smoke run or a loaded machine puts first, so that nobody quotes its figures."""
+    parts = []
+    if setup["profile"] == "quick":
+        parts.append("A --quick smoke run: its figures show that the command works and are not results; "
+                     "regenerate the block with the full command on a quiet machine.")
+    if max(setup["loadavg_start"][0], setup["loadavg_end"][0]) > (setup["nproc"] or 1):
+        parts.append(f"The load average passed the {setup['nproc']} cores: other work shared the machine, "
+                     "so the brokers and the load generator got less than the cores they were given.")
+    return " ".join(parts) + (" " if parts else "")
 
 
 def spread_line(rows: Sequence[Row], rounds: int) -> str:

@@ -68,6 +68,7 @@ from run_broker_bench import (  # noqa: E402
     PinnedAnchor,
     PinnedDriver,
     Server,
+    caveat,
     cpu_times,
     fmt,
     hot_path,
@@ -280,9 +281,12 @@ def predict(cores: int, broker_us: float, client_us: float, thread_us: float, gi
     serial across all of the process's threads, so ``1e6 / gil_us``. The 1-core figures are the
     input because only there does the broker own its core (on 2 cores it shares with the client).
     """
-    bounds = {"CPU": (cores * 1e6 / (broker_us + client_us),
-                      f"{cores} x 1e6 / ({broker_us:.1f} + {client_us:.1f} us)"),
-              "busiest thread": (1e6 / thread_us, f"1e6 / {thread_us:.1f} us")}
+    bounds = {}
+    if broker_us + client_us > 0:
+        bounds["CPU"] = (cores * 1e6 / (broker_us + client_us),
+                         f"{cores} x 1e6 / ({broker_us:.1f} + {client_us:.1f} us)")
+    if thread_us > 0:
+        bounds["busiest thread"] = (1e6 / thread_us, f"1e6 / {thread_us:.1f} us")
     if gil_us:
         bounds[gil_label] = (1e6 / gil_us, f"1e6 / {gil_us:.1f} us")
     return Prediction(cores, bounds)
@@ -321,6 +325,8 @@ def render(result: dict[str, Any]) -> tuple[str, str]:
             gil_us, label = user * broker_us, "GIL (estimated as the user-space share)"
         pred = predict(PREDICT_CORES, broker_us, med(f["client_us"]) or 0.0, med(f["thread_us"]) or 0.0, gil_us,
                        label)
+        if not pred.bounds:
+            continue
         limit, tps = pred.ceiling
         arithmetic = "; ".join(f"{name} {text} = {fmt(v)} msgs/s" for name, (v, text) in pred.bounds.items())
         lines.append(f"* {contender}, {PREDICT_CORES} cores shared with the load generator: {arithmetic}. "
@@ -332,13 +338,15 @@ def render(result: dict[str, Any]) -> tuple[str, str]:
 
 def setup_text(result: dict[str, Any]) -> str:
     s = result["setup"]
-    return (f"Profile {s['profile']}: {s['rounds']} round(s), contenders in alternating order; {s['threads']} "
-            f"closed-loop senders of {BODY_SIZE} B messages (rocketmq-client {java_rocketmq.CLIENT_VERSION}) "
-            f"for {s['produce_s']} s after a {s['warmup_s']} s warm-up; ASYNC_FLUSH, fresh store per turn. "
+    return (caveat(s) + f"Profile {s['profile']}: {s['rounds']} round(s), contenders in alternating order; "
+            f"{s['threads']} closed-loop senders of {BODY_SIZE} B messages (rocketmq-client "
+            f"{java_rocketmq.CLIENT_VERSION}) for {s['produce_s']} s after a {s['warmup_s']} s warm-up; "
+            "ASYNC_FLUSH, fresh store per turn. "
             f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][0]}`; Apache RocketMQ 4.9.7: name "
             f"server and broker JVMs, -Xms/-Xmx {s['heap']}. Each cell is the median with [min-max] over the "
             f"rounds. GIL share: py-spy --gil samples at {PYSPY_RATE} Hz in a second run of the same turn "
-            f"(n/a: py-spy absent or not allowed to attach). {s['nproc']} cores; load average "
+            f"(n/a: py-spy absent or not allowed to attach); user share: utime / (utime + stime) of the broker "
+            f"process. {s['nproc']} cores; load average "
             f"{s['loadavg_start'][0]} at the start, {s['loadavg_end'][0]} at the end; {s['total_wall_s'] / 60:.1f} "
             "minutes in all; CPU busy/steal " + ", ".join(
                 f"{n} {v['busy']:.0%}/{v['steal']:.0%}" for n, v in s["cpu_shares"].items()) + ".")
