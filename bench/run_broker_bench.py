@@ -381,11 +381,11 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
             out["scenarios"][f"produce-{threads}"] = side.measured(functools.partial(
                 driver.bench_produce, f"BenchProduce{threads}", threads=threads, size=BODY_SIZE,
                 seconds=durations["produce_s"], heap=CLIENT_HEAP))
-        backlog = durations["backlog"]
-        log(f"{tag}: write a backlog of {backlog:,} messages (batches of 32, {FILL_THREADS} threads)")
+        log(f"{tag}: write a backlog of {durations['backlog']:,} messages (batches of 32, {FILL_THREADS} threads)")
         out["fill"] = side.measured(functools.partial(
-            driver.bench_fill, "BenchBacklog", backlog, size=BODY_SIZE, threads=FILL_THREADS, seconds=FILL_MAX_S,
-            heap=CLIENT_HEAP))
+            driver.bench_fill, "BenchBacklog", durations["backlog"], size=BODY_SIZE, threads=FILL_THREADS,
+            seconds=FILL_MAX_S, heap=CLIENT_HEAP))
+        backlog = int(out["fill"]["sent"])  # what the consumers can find: short of the goal if batches failed
         # the push consumer first, then the pull consumer in another group over the same backlog
         for key, consume in (("consume-push", driver.bench_consume), ("consume-pull", driver.bench_pull)):
             log(f"{tag}: {key}, a backlog of {backlog:,} messages")

@@ -516,7 +516,8 @@ class ClientDriver:
     def bench_fill(self, topic: str, count: int, *, size: int = 1024, threads: int = 4, seconds: int = 600,
                    heap: str = "1g") -> dict[str, Any]:
         """``count`` random ``size``-byte bodies in batches of 32 from ``threads`` threads (at most
-        ``seconds``): a backlog for the consumption benchmarks; the summary {sent, failed, tps, seconds}."""
+        ``seconds``; a failed batch is sent again up to five times): a backlog for the consumption
+        benchmarks; the summary {sent, failed, tps, seconds}, ``sent`` being the backlog written."""
         return self.run("bench-fill", "-t", topic, "-c", count, "-s", size, "-w", threads, "-d", seconds,
                         heap=heap, timeout=seconds + 120).summary
 
