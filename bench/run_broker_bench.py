@@ -596,8 +596,8 @@ def fmt_spread(samples: Sequence[float]) -> str:
     """A contender's figure over the rounds: the median, then [min-max] when the rounds differed."""
     if not samples:
         return ""
-    mid = fmt(statistics.median(samples))
-    return mid if min(samples) == max(samples) else f"{mid} [{fmt(min(samples))}-{fmt(max(samples))}]"
+    mid, low, high = fmt(statistics.median(samples)), fmt(min(samples)), fmt(max(samples))
+    return mid if low == high else f"{mid} [{low}-{high}]"
 
 
 def render_table(rows: Sequence[Row]) -> str:

@@ -297,8 +297,8 @@ def cell(samples: Sequence[float], pct: bool = False) -> str:
     if not samples:
         return "n/a"
     show: Callable[[float], str] = (lambda x: f"{x:.0%}") if pct else fmt
-    mid = show(statistics.median(samples))
-    return mid if min(samples) == max(samples) else f"{mid} [{show(min(samples))}-{show(max(samples))}]"
+    mid, low, high = show(statistics.median(samples)), show(min(samples)), show(max(samples))
+    return mid if low == high else f"{mid} [{low}-{high}]"
 
 
 def render(result: dict[str, Any]) -> tuple[str, str]:
