@@ -321,7 +321,9 @@ def render(result: dict[str, Any]) -> tuple[str, str]:
             continue
         f = figs["1 core"]
         broker_us, gil_us, label = med(f["broker_us"]) or 0.0, med(f["gil_us"]), "GIL (py-spy)"
-        if gil_us is None and contender == OURS and (user := med(f["user_share"])) is not None:
+        # a share over 100% counts holders the OS preempted (a loaded machine): not the lock's CPU
+        if (gil_us is None or (med(f["gil_share"]) or 0.0) > 1.0) and contender == OURS \
+                and (user := med(f["user_share"])) is not None:
             gil_us, label = user * broker_us, "GIL (estimated as the user-space share)"
         pred = predict(PREDICT_CORES, broker_us, med(f["client_us"]) or 0.0, med(f["thread_us"]) or 0.0, gil_us,
                        label)
