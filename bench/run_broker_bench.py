@@ -2,9 +2,9 @@
 """Broker benchmark: RocketStore's broker against Apache RocketMQ 4.9.7 and 5.3.3, same machine, same run.
 
     python3 bench/run_broker_bench.py [--quick] [--doc docs/benchmarks.md] [--json OUT] [--dir D] [--seconds N]
-                                      [--threads 1,8,32] [--flush ASYNC_FLUSH,SYNC_FLUSH]
-                                      [--pinning pinned,unpinned] [--brokers rocketstore,...]
-                                      [--segment BYTES] [--heap 512m] [--keep]
+                                      [--rounds 3] [--backlog 1000000] [--threads 1,8,32]
+                                      [--flush ASYNC_FLUSH,SYNC_FLUSH] [--pinning pinned,unpinned]
+                                      [--brokers rocketstore,...] [--segment BYTES] [--heap 512m] [--keep]
     python3 bench/run_broker_bench.py --profile OUT_PREFIX [--seconds N] [--threads 8]
 
 Four brokers ("contenders") take turns: ours in its default mode (the native hot path when the
@@ -19,7 +19,15 @@ through every scenario and stopped, so no idle broker shares the cores with the 
 (an idle 5.3.3 broker burns about 6% of a core, 4.9.7 about 2%). The order of the contenders
 rotates from section to section. The load generator is one Java client (tests/support/drivers/java4:
 rocketmq-client 4.9.8, ``bench-produce``: closed-loop sync sends of random 1 KiB bodies from N
-threads; ``bench-consume``: a push consumer draining the backlog of the largest produce run).
+threads; ``bench-fill`` writes a backlog of ``--backlog`` messages (1M) in batches, untimed, which
+``bench-consume`` (a push consumer) and then ``bench-pull`` (a DefaultLitePullConsumer, 32 per
+pull), each in its own group, drain from the first offset).
+
+A JVM's throughput moves between runs (JIT decisions, GC timing, the page cache, a shared
+machine's neighbours) by more than some differences the table is read for, so every section runs
+``--rounds`` times (3), the contenders' order reversed every other round, and every figure is the
+median of the rounds printed with its [min-max]; ratios are ratios of medians, goals are judged
+on medians, and the header says how far each contender's throughput rows moved between rounds.
 
 Resources come from /proc: broker CPU is utime+stime deltas of the server processes around each
 driver run, printed as microseconds per acknowledged message (Apache: name server + broker JVMs;
@@ -31,9 +39,9 @@ In every row the better of the two Apache figures (higher rate, lower latency, C
 bold: that broker is the one to beat, goals are judged against it (for the saturated send rate
 against each release, as issue 10 sets them), and only in pinned sections, except memory.
 
-Durations: 15 s per produce run and a 5 s warm-up (20 s and 8 s before 5.3.3, the pure-Python
-row and the unpinned sections were added), so the default command (2 pinnings x 2 flush types
-x 4 contenders) takes about 20 minutes on 2 cores; ``--quick`` (2 s runs) about 7 minutes.
+Durations: 15 s per produce run and a 5 s warm-up, a 1M backlog, 3 rounds, so the default command
+(3 rounds x 2 pinnings x 2 flush types x 4 contenders) takes about three hours on 2 cores;
+``--quick`` (2 s runs, a 20,000-message backlog, one round) about 10 minutes.
 ``--doc docs/benchmarks.md`` rewrites the block between ``<!-- bench:broker:begin -->`` and
 ``<!-- bench:broker:end -->`` with the summary table, the command and the date (bench/doc_blocks.py).
 
@@ -51,6 +59,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,10 +88,14 @@ CLIENT_HEAP = "1g"
 
 # name -> durations (seconds). warmup: one untimed 8-thread produce per contender and section,
 # so the JVM's JIT and the broker's first segment allocation are not in the first scenario.
+# backlog: messages written (in batches, untimed) for the push and pull consumption scenarios;
+# rounds: how many times every section runs, contenders in alternating order (figures: medians).
 PROFILES: dict[str, dict[str, int]] = {
-    "quick": dict(produce_s=2, warmup_s=1, consume_max_s=25),
-    "default": dict(produce_s=15, warmup_s=5, consume_max_s=90),
+    "quick": dict(produce_s=2, warmup_s=1, consume_max_s=60, backlog=20_000, rounds=1),
+    "default": dict(produce_s=15, warmup_s=5, consume_max_s=300, backlog=1_000_000, rounds=3),
 }
+FILL_THREADS = 4
+FILL_MAX_S = 900
 
 OURS = "rocketstore"
 OURS_PY = "rocketstore-py"
@@ -332,6 +345,20 @@ class Side:
         return summary
 
 
+def warm_up(driver: ClientDriver, seconds: int, tag: str, log: Callable[[str], None]) -> None:
+    """An untimed 8-sender produce, so the JIT and the first segment's allocation are not in the
+    first measured run; retried once on another topic when it fails."""
+    log(f"{tag}: warm-up, 8 threads, {seconds} s")
+    try:
+        driver.bench_produce("BenchWarmup", threads=8, size=BODY_SIZE, seconds=seconds, heap=CLIENT_HEAP)
+    except java_rocketmq.DriverError as exc:
+        # seen with Apache 5.3.3: its auto-created warm-up topic never got a route, so the
+        # client's first sends failed for the whole run; and with 4.9.7 on an overloaded machine,
+        # whose first send timed out; a second warm-up, on a new topic, is what a person would do
+        log(f"{tag}: warm-up failed ({str(exc)[:200]}); warming up again on another topic")
+        driver.bench_produce("BenchWarmupAgain", threads=8, size=BODY_SIZE, seconds=seconds, heap=CLIENT_HEAP)
+
+
 def run_contender(contender: str, pinning: str, flush: str, args: argparse.Namespace, durations: dict[str, int],
                   scratch: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """One contender's turn in a section: start it alone, warm it up, every scenario, stop it."""
@@ -348,29 +375,23 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
         driver = PinnedDriver(server.namesrv_addr, scratch / f"client-{contender}-{pinning}-{flush}")
         driver.pin = CLIENT_CPU if pinned else None
         side = Side(contender, driver, pids)
-        log(f"{tag}: warm-up, 8 threads, {durations['warmup_s']} s")
-        try:
-            driver.bench_produce("BenchWarmup", threads=8, size=BODY_SIZE, seconds=durations["warmup_s"],
-                                 heap=CLIENT_HEAP)
-        except java_rocketmq.DriverError as exc:
-            # seen once with Apache 5.3.3: its auto-created warm-up topic never got a route, so
-            # the client's first sends failed for the whole run; a second warm-up, on a new
-            # topic, is what a person rerunning it would do
-            log(f"{tag}: warm-up failed ({str(exc)[:200]}); warming up again on another topic")
-            driver.bench_produce("BenchWarmupAgain", threads=8, size=BODY_SIZE, seconds=durations["warmup_s"],
-                                 heap=CLIENT_HEAP)
+        warm_up(driver, durations["warmup_s"], tag, log)
         for threads in args.threads:
             log(f"{tag}: produce, {threads} threads, {durations['produce_s']} s")
             out["scenarios"][f"produce-{threads}"] = side.measured(functools.partial(
                 driver.bench_produce, f"BenchProduce{threads}", threads=threads, size=BODY_SIZE,
                 seconds=durations["produce_s"], heap=CLIENT_HEAP))
-        backlog_threads = max(args.threads)
-        backlog = int(out["scenarios"][f"produce-{backlog_threads}"]["sent"]) + 1  # + the driver's warm-up send
-        log(f"{tag}: consume a backlog of {backlog} messages")
-        result = side.measured(functools.partial(
-            driver.bench_consume, f"BenchProduce{backlog_threads}", "bench-consumers",
-            seconds=durations["consume_max_s"], stop_after=backlog, heap=CLIENT_HEAP))
-        out["scenarios"]["consume"] = {**result, "backlog": backlog}
+        log(f"{tag}: write a backlog of {durations['backlog']:,} messages (batches of 32, {FILL_THREADS} threads)")
+        out["fill"] = side.measured(functools.partial(
+            driver.bench_fill, "BenchBacklog", durations["backlog"], size=BODY_SIZE, threads=FILL_THREADS,
+            seconds=FILL_MAX_S, heap=CLIENT_HEAP))
+        backlog = int(out["fill"]["sent"])  # what the consumers can find: short of the goal if batches failed
+        # the push consumer first, then the pull consumer in another group over the same backlog
+        for key, consume in (("consume-push", driver.bench_consume), ("consume-pull", driver.bench_pull)):
+            log(f"{tag}: {key}, a backlog of {backlog:,} messages")
+            out["scenarios"][key] = side.measured(functools.partial(
+                consume, "BenchBacklog", f"bench-{key}", seconds=durations["consume_max_s"], stop_after=backlog,
+                heap=CLIENT_HEAP))
         peak_anon = sampler.stop()
         out["memory_mb"] = {
             name: {"vm_hwm": proc_status_kb(pid, "VmHWM") / 1024, "vm_rss": proc_status_kb(pid, "VmRSS") / 1024,
@@ -384,16 +405,28 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
     return out
 
 
+def turn_order(contenders: Sequence[str], section: int, round_no: int) -> list[str]:
+    """The order of the contenders in one section of one round: rotated by one from section to
+    section, and reversed every other round, so that over two rounds each contender runs both
+    early and late while the machine's background load and the page cache drift."""
+    shift = section % len(contenders)
+    order = [*contenders[shift:], *contenders[:shift]]
+    return order[::-1] if round_no % 2 else order
+
+
 def run_sections(args: argparse.Namespace, durations: dict[str, int], scratch: Path,
                  log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Every pinning x flush section; the contenders' order rotates by one from section to section."""
+    """Every pinning x flush section, ``args.rounds`` times (see :func:`turn_order`)."""
     sections = []
-    for i, (pinning, flush) in enumerate((p, f) for p in args.pinning for f in args.flush):
-        shift = i % len(args.brokers)
-        order = [*args.brokers[shift:], *args.brokers[:shift]]
-        sections.append({"pinning": pinning, "flush": flush, "order": order,
-                         "contenders": {c: run_contender(c, pinning, flush, args, durations, scratch, log)
-                                        for c in order}})
+    for round_no in range(args.rounds):
+        for i, (pinning, flush) in enumerate((p, f) for p in args.pinning for f in args.flush):
+            order = turn_order(args.brokers, i, round_no)
+            (scratch / f"round{round_no}").mkdir(exist_ok=True)
+            log(f"round {round_no + 1}/{args.rounds}, {pinning} {flush}: {', '.join(order)}")
+            sections.append({"round": round_no, "pinning": pinning, "flush": flush, "order": order,
+                             "contenders": {c: run_contender(c, pinning, flush, args, durations,
+                                                             scratch / f"round{round_no}", log)
+                                            for c in order}})
     return sections
 
 
@@ -419,15 +452,29 @@ def ratio_goal(text: str, good: Callable[[float], bool]) -> Goal:
 @dataclass
 class Row:
     """One figure of every contender in one section; ``higher``: whether a larger figure is better
-    (None: neither, e.g. a backlog's size, so no broker is the one to beat)."""
+    (None: neither, e.g. a backlog's size, so no broker is the one to beat).
+
+    ``samples`` holds a contender's figure from every round; ``values`` is their median, the
+    figure that is compared, divided and judged: one slow round (a JIT deoptimisation, a
+    neighbour's burst) moves a median of three much less than a mean or a single run.
+    """
 
     run: str
     scenario: str
     metric: str
-    values: dict[str, float | None]
+    samples: dict[str, list[float]]
     higher: bool | None
     goal: Goal | None = None
     in_doc: bool = True
+    values: dict[str, float | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.values = {c: statistics.median(v) if v else None for c, v in self.samples.items()}
+
+    def spread(self, contender: str) -> float | None:
+        """(max - min) / median of a contender's rounds: how far this figure moved between runs."""
+        got, mid = self.samples.get(contender) or [], self.values.get(contender)
+        return (max(got) - min(got)) / abs(mid) if len(got) > 1 and mid else None
 
     def to_beat(self) -> str | None:
         """The Apache contender with the better figure in this row (None when neither ran)."""
@@ -481,14 +528,20 @@ def figures(turn: dict[str, Any]) -> dict[str, float]:
 
 
 def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
-    """The table: per section, per scenario and metric, every contender's figure."""
+    """The table: per section (pinning x flush, over all rounds), per scenario and metric, every
+    contender's figures from every round."""
     rows: list[Row] = []
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for sec in sections:
-        run = f"{sec['pinning']} {sec['flush'].split('_')[0]}"
-        pinned = sec["pinning"] == "pinned"
-        turns = sec["contenders"]
-        figs = {c: figures(t) for c, t in turns.items()}
-        first = next(iter(turns.values()))["scenarios"]
+        grouped.setdefault((sec["pinning"], sec["flush"]), []).append(sec)
+    for (pinning, flush), rounds in grouped.items():
+        run = f"{pinning} {flush.split('_')[0]}"
+        pinned = pinning == "pinned"
+        figs: dict[str, list[dict[str, float]]] = {}
+        for sec in rounds:
+            for c, turn in sec["contenders"].items():
+                figs.setdefault(c, []).append(figures(turn))
+        first = next(iter(rounds[0]["contenders"].values()))["scenarios"]
         produce = sorted(int(k.split("-")[1]) for k in first if k.startswith("produce-"))
         # (figure key, scenario, metric, higher is better, goal, goal also unpinned, in the docs/benchmarks.md block)
         spec: list[tuple[str, str, str, bool | None, Goal | None, bool, bool]] = []
@@ -502,13 +555,16 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
                 (f"{key}/cpu_us", scen, "broker CPU us per acked msg", False, SATURATED_CPU if top else None,
                  False, True),
             ]
-            if any(f[f"{key}/failed"] for f in figs.values()):
+            if any(f[f"{key}/failed"] for rounds_figs in figs.values() for f in rounds_figs):
                 spec.append((f"{key}/failed", scen, "failed sends", False, None, False, True))
-        scen = f"consume the {produce[-1]}-sender run's backlog"
+        for how in ("push", "pull"):
+            key, scen = f"consume-{how}", f"consume a backlog, {how} consumer"
+            spec += [
+                (f"{key}/count", scen, "messages consumed", None, None, False, True),
+                (f"{key}/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
+                (f"{key}/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, False),
+            ]
         spec += [
-            ("consume/count", scen, "messages consumed", None, None, False, True),
-            ("consume/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
-            ("consume/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, False),
             ("memory/rss", "memory, whole turn", "peak RSS MB (VmHWM; Apache = name server + broker)", False,
              PEAK_RSS, True, True),
             ("memory/rss_broker", "memory, whole turn", "peak RSS MB, Apache broker JVM only", False, None, False,
@@ -517,7 +573,7 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
              False, None, False, False),
         ]
         for key, scen, metric, higher, goal, always, in_doc in spec:
-            rows.append(Row(run, scen, metric, {c: figs[c][key] if c in figs else None for c in CONTENDERS},
+            rows.append(Row(run, scen, metric, {c: [f[key] for f in figs.get(c, [])] for c in CONTENDERS},
                             higher, goal if pinned or always else None, in_doc))
     return rows
 
@@ -536,8 +592,17 @@ def bold(text: str, on: bool) -> str:
     return f"**{text}**" if on and text else text
 
 
+def fmt_spread(samples: Sequence[float]) -> str:
+    """A contender's figure over the rounds: the median, then [min-max] when the rounds differed."""
+    if not samples:
+        return ""
+    mid, low, high = fmt(statistics.median(samples)), fmt(min(samples)), fmt(max(samples))
+    return mid if low == high else f"{mid} [{low}-{high}]"
+
+
 def render_table(rows: Sequence[Row]) -> str:
-    """Markdown: every contender's figure, ours as a ratio to each other contender, the goal and whether it is met."""
+    """Markdown: every contender's figure (median [min-max] over the rounds), ours as a ratio of medians
+    to each other contender, the goal (judged on medians) and whether it is met."""
     header = ["run", "scenario", "metric", "rocketstore", "rocketstore pure Python", "Apache 4.9.7", "Apache 5.3.3",
               "ours / pure Python", "ours / 4.9.7", "ours / 5.3.3", "goal (vs bold)", "met"]
     cells = []
@@ -545,8 +610,9 @@ def render_table(rows: Sequence[Row]) -> str:
         best = r.to_beat()
         met = r.met()
         cells.append([
-            r.run, r.scenario, r.metric, fmt(r.values[OURS]), fmt(r.values[OURS_PY]),
-            bold(fmt(r.values[APACHE_4]), best == APACHE_4), bold(fmt(r.values[APACHE_5]), best == APACHE_5),
+            r.run, r.scenario, r.metric, fmt_spread(r.samples[OURS]), fmt_spread(r.samples[OURS_PY]),
+            bold(fmt_spread(r.samples[APACHE_4]), best == APACHE_4),
+            bold(fmt_spread(r.samples[APACHE_5]), best == APACHE_5),
             fmt(r.ratio(OURS_PY)), bold(fmt(r.ratio(APACHE_4)), best == APACHE_4),
             bold(fmt(r.ratio(APACHE_5)), best == APACHE_5), r.goal.text if r.goal else "",
             "" if met is None else ("yes" if met else "no")])
@@ -561,9 +627,13 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
     same = (" (the extension is absent, so both rocketstore columns ran the same pure-Python code)"
             if s["hot_path"][OURS][0] == "python" else "")
     return [
-        f"Profile {s['profile']}: {s['produce_s']} s per produce run after a {s['warmup_s']} s warm-up, "
-        f"{s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every broker; each contender "
-        f"runs alone, on a fresh store, in turn (order rotated per section).",
+        caveat(s) + f"Profile {s['profile']}: {s['rounds']} round(s); {s['produce_s']} s per produce run after a "
+        f"{s['warmup_s']} s warm-up, {s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every "
+        f"broker; each contender runs alone, on a fresh store, in turn (order rotated per section and reversed "
+        f"every other round). Consumption: a backlog of {s['backlog']:,} messages written in batches, then "
+        f"drained from the first offset by a push consumer and then by a pull consumer (DefaultLitePullConsumer, "
+        f"32 per pull), each in its own group.",
+        spread_line(result["rows"], s["rounds"]),
         f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][OURS][0]}`; the pure-Python column ran "
         f"with ROCKETSTORE_NATIVE=0 (`{s['hot_path'][OURS_PY][0]}`){same}. Apache RocketMQ "
         f"{' and '.join(s['apache_versions'])} (5.x broker without proxy): name server and broker JVMs with "
@@ -575,6 +645,34 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         "Bold: the better Apache figure in the row, the one to beat; goals are judged against it "
         f"(pinned sections only, memory everywhere). The faster Apache by send TPS: {won or 'n/a'} runs.",
     ]
+
+
+def caveat(setup: dict[str, Any]) -> str:
+    """The sentence a smoke run or a loaded machine puts first, so that nobody quotes its figures."""
+    parts = []
+    if setup["profile"] == "quick":
+        parts.append("A --quick smoke run: its figures show that the command works and are not results; "
+                     "regenerate the block with the full command on a quiet machine.")
+    if max(setup["loadavg_start"][0], setup["loadavg_end"][0]) > (setup["nproc"] or 1):
+        parts.append(f"The load average passed the {setup['nproc']} cores: other work shared the machine, "
+                     "so the brokers and the load generator got less than the cores they were given.")
+    return " ".join(parts) + (" " if parts else "")
+
+
+def spread_line(rows: Sequence[Row], rounds: int) -> str:
+    """How far the throughput figures moved between rounds, per contender: the sentence that says
+    how much a difference in the table can be trusted."""
+    if rounds < 2:
+        return ("One round: no spread is measured; a difference under about 20% between two such runs "
+                "is within what the JVM and a shared machine move on their own (--rounds 3 measures it).")
+    parts = []
+    for c in CONTENDERS:
+        spreads = [x for r in rows if r.metric in ("send TPS", "consume TPS") and (x := r.spread(c)) is not None]
+        if spreads:
+            parts.append(f"{c} median {statistics.median(spreads):.0%}, largest {max(spreads):.0%}")
+    return (f"Each cell is the median of {rounds} rounds with [min-max]; ratios are ratios of medians and goals "
+            "are judged on medians. Spread of the throughput rows between rounds, (max - min) / median: "
+            + "; ".join(parts) + ".")
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -662,7 +760,8 @@ def run_profile(args: argparse.Namespace, durations: dict[str, int], scratch: Pa
 
 
 def row_json(r: Row) -> dict[str, Any]:
-    return dict(run=r.run, scenario=r.scenario, metric=r.metric, values=r.values, higher_is_better=r.higher,
+    return dict(run=r.run, scenario=r.scenario, metric=r.metric, values=r.values, samples=r.samples,
+                spreads={c: r.spread(c) for c in CONTENDERS}, higher_is_better=r.higher,
                 to_beat=r.to_beat(), ratios={c: r.ratio(c) for c in CONTENDERS if c != OURS},
                 goal=r.goal.text if r.goal else None, met=r.met())
 
@@ -678,8 +777,13 @@ def csv_choice(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 s runs (about 7 minutes in all): a smoke run")
+    ap.add_argument("--quick", action="store_true",
+                    help="2 s runs, a 20,000-message backlog, one round (about 10 minutes in all): a smoke run")
     ap.add_argument("--seconds", type=int, help="seconds per produce run (default 15, --quick 2)")
+    ap.add_argument("--rounds", type=int, help="times every section runs, the contenders' order reversed every "
+                    "other round; each figure is the median (default 3, --quick 1)")
+    ap.add_argument("--backlog", type=int, help="messages in the backlog the push and pull consumers drain "
+                    "(default 1,000,000, --quick 20,000)")
     ap.add_argument("--threads", default="1,8,32", help="sender thread counts (default 1,8,32)")
     ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH", help="flushDiskType values to run")
     ap.add_argument("--pinning", default=",".join(PINNINGS),
@@ -703,6 +807,9 @@ def main() -> None:
     durations = dict(PROFILES["quick" if args.quick else "default"])
     if args.seconds:
         durations["produce_s"] = args.seconds
+    if args.backlog:
+        durations["backlog"] = args.backlog
+    args.rounds = args.rounds or durations["rounds"]
     java_rocketmq.build_driver()
     for contender in args.brokers:
         if contender in APACHE:
@@ -728,6 +835,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", produce_s=durations["produce_s"],
                       warmup_s=durations["warmup_s"], consume_max_s=durations["consume_max_s"],
+                      backlog=durations["backlog"], rounds=args.rounds,
                       body_size=BODY_SIZE, segment=args.segment, heap=args.heap,
                       apache_versions=[APACHE[c] for c in CONTENDERS if c in APACHE and c in args.brokers],
                       client_version=java_rocketmq.CLIENT_VERSION, client_heap=CLIENT_HEAP,

@@ -10,9 +10,9 @@ A helper library, not a test module (pyproject's pytest ``pythonpath`` puts test
   last success (a stamp file) is newer than every input (``maven_build``), like
   tests/compat/apache_classes/conftest.py does with the jar's mtime.
 * ``ClientDriver``: runs one mode of ClientDriver.java (produce, push-consume, pull-consume, query,
-  bench-produce, bench-consume) as a subprocess against a name server address and returns the
-  JSON lines it printed (``DriverResult``). ``ClientDriver.start`` runs a mode in the background,
-  e.g. a consumer that must be up while a producer sends.
+  bench-produce, bench-consume, bench-fill, bench-pull) as a subprocess against a name server
+  address and returns the JSON lines it printed (``DriverResult``). ``ClientDriver.start`` runs a
+  mode in the background, e.g. a consumer that must be up while a producer sends.
 * ``RocketMQAnchor``: Apache RocketMQ's own NamesrvStartup and BrokerStartup, as two JVMs on
   127.0.0.1 with free ports, a scratch store, a scratch ROCKETMQ_HOME and user.home, and
   ``-Xms512m -Xmx512m`` heaps (``DEFAULT_HEAP``; RocketMQ's scripts use 4 GB and 8 GB). Version
@@ -304,6 +304,11 @@ class BackgroundRun:
         """The JSON lines printed until now, while the mode still runs."""
         return _parse_lines("".join(list(self._stdout)))
 
+    def stderr_so_far(self) -> str:
+        """What the mode wrote to stderr until now (bench-produce: "starting N threads" when its
+        timed window opens), while it still runs."""
+        return "".join(list(self._stderr))
+
     def wait(self, timeout: float = 180.0) -> DriverResult:
         try:
             self.proc.wait(timeout=timeout)
@@ -507,6 +512,23 @@ class ClientDriver:
         if stop_after:
             args += ["-c", stop_after]
         return self.run("bench-consume", *args, heap=heap, timeout=seconds + 120).summary
+
+    def bench_fill(self, topic: str, count: int, *, size: int = 1024, threads: int = 4, seconds: int = 600,
+                   heap: str = "1g") -> dict[str, Any]:
+        """``count`` random ``size``-byte bodies in batches of 32 from ``threads`` threads (at most
+        ``seconds``; a failed batch is sent again up to five times): a backlog for the consumption
+        benchmarks; the summary {sent, failed, tps, seconds}, ``sent`` being the backlog written."""
+        return self.run("bench-fill", "-t", topic, "-c", count, "-s", size, "-w", threads, "-d", seconds,
+                        heap=heap, timeout=seconds + 120).summary
+
+    def bench_pull(self, topic: str, group: str, *, seconds: int = 10, stop_after: int = 0,
+                   heap: str = "1g") -> dict[str, Any]:
+        """``bench_consume`` with a DefaultLitePullConsumer (32 per pull) instead of a push consumer;
+        the same summary."""
+        args: list[str | int] = ["-t", topic, "-g", group, "-d", seconds]
+        if stop_after:
+            args += ["-c", stop_after]
+        return self.run("bench-pull", *args, heap=heap, timeout=seconds + 120).summary
 
 
 # -- Apache RocketMQ's own name server and broker ------------------------------------------------
