@@ -17,8 +17,8 @@ import asyncio
 import random
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from tool_support import require_tool
