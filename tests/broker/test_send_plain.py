@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from tool_support import require_tool
@@ -92,7 +93,16 @@ def _sends() -> list[tuple[RemotingCommand, bool]]:
     return sends
 
 
-async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], list[bool]]:
+class Run(NamedTuple):
+    frames: list[bytes]
+    native_answers: list[bool]
+    #: each response's code, opaque, language, version and header fields, as a reader of the object sees them
+    responses: list[tuple[int, int, int, int, dict[str, str]]]
+    #: what the sends added to the store's and the broker's statistics (latencies left out: they are times)
+    stats: tuple[object, ...]
+
+
+async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> Run:
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
                      http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
@@ -112,7 +122,7 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tup
             broker.store_host = HostAddress("127.0.0.1", 10911)  # not the port each broker happened to listen on
             conn = Connection(broker.remoting)
             conn.peer_host = HostAddress("10.1.2.3", 54321)
-            frames, native_answers = [], []
+            frames, native_answers, responses = [], [], []
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
             if not native:
                 patched.setattr(send_module, "NATIVE", None)
@@ -121,8 +131,16 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tup
                 assert isinstance(reply, RemotingCommand), reply
                 frames.append(reply.encode())
                 native_answers.append(isinstance(reply, send_module.SendOkResponse))
+                responses.append((reply.code, reply.opaque, reply.language, reply.version, reply.ext_fields))
             assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
-            return frames, native_answers
+            store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
+            stats = (store_stats.put_message_times_total, store_stats.put_message_size_total,
+                     dict(store_stats.put_by_topic), store_stats.put_message_failed_times,
+                     sum(store_stats.put_distribute_time), sum(broker_stats.send_latency.counts),
+                     {topic: (nums.value, nums.times) for topic, nums in broker_stats.topic_put_nums.items()},
+                     {topic: (size.value, size.times) for topic, size in broker_stats.topic_put_size.items()},
+                     (broker_stats.broker_put_nums.value, broker_stats.broker_put_nums.times))
+            return Run(frames, native_answers, responses, stats)
         finally:
             await broker.stop(grace_s=1.0)
 
@@ -136,8 +154,10 @@ def _files(root: Path, folder: str) -> Iterator[tuple[str, bytes]]:
 def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     native_root, reference_root = tmp_path / "native", tmp_path / "reference"
-    native_frames, native_answers = asyncio.run(_run(native_root, True, monkeypatch))
-    reference_frames, reference_answers = asyncio.run(_run(reference_root, False, monkeypatch))
+    native = asyncio.run(_run(native_root, True, monkeypatch))
+    reference = asyncio.run(_run(reference_root, False, monkeypatch))
+    native_frames, native_answers = native.frames, native.native_answers
+    reference_frames, reference_answers = reference.frames, reference.native_answers
     expected = [plain for _, plain in _sends()]
     rolled = len(expected) - ROLLING_SENDS
     assert native_answers[:rolled] == expected[:rolled]
@@ -145,6 +165,8 @@ def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, mo
     assert not any(reference_answers)
     for i, (mine, theirs) in enumerate(zip(native_frames, reference_frames, strict=True)):
         assert mine == theirs, f"send {i}"
+    assert native.responses == reference.responses
+    assert native.stats == reference.stats
     for folder in ("commitlog", "consumequeue"):
         native_files = dict(_files(native_root, folder))
         assert len(native_files) > (1 if folder == "commitlog" else 4)

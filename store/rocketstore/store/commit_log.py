@@ -99,14 +99,6 @@ class MessageBatch:
     reconsume_times: int = 0
 
 
-class ResponseFrame(NamedTuple):
-    """What the response frame of a request takes from it: its language name, opaque and version."""
-
-    language: str
-    opaque: int
-    version: int
-
-
 class PlainSendEncoder(Protocol):
     """The native ``PlainSend`` (native/src/send.rs): a plain send's record and response frame."""
 
@@ -117,13 +109,16 @@ class PlainSendEncoder(Protocol):
 
 
 class PlainPut(NamedTuple):
-    """Where a plain send landed, its offset message id and its encoded SEND_OK response frame."""
+    """Where a plain send landed, its offset message id, its encoded SEND_OK response frame and
+    how long the put took (from taking the put lock to the wake-ups after it: one clock pair
+    serves the store's put statistics and the broker's send latency)."""
 
     wrote_offset: int
     wrote_bytes: int
     queue_offset: int
     msg_id: str
     frame: bytes
+    elapsed_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,16 +318,18 @@ class CommitLog:
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
 
     def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
-                       sys_flag_bits: int, born_host: bytes, frame: ResponseFrame) -> PlainPut | None:
+                       sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
+                       version: int) -> PlainPut | None:
         """A plain send (see ``rocketstore.broker.processor.send``) put in one native call under the
         lock: its record encoded, stamped and copied in at the end of the last segment and its
-        SEND_OK frame encoded (``send.put``, the native ``PlainSend``). None, with the log
-        untouched, when the call finds the send not plain or the record not fitting the segment's
-        room: the caller then takes the reference path, which also rolls the segment.
+        SEND_OK frame (to a request of ``language``, ``opaque`` and ``version``) encoded
+        (``send.put``, the native ``PlainSend``). None, with the log untouched, when the call finds
+        the send not plain or the record not fitting the segment's room: the caller then takes the
+        reference path, which also rolls the segment.
         """
         key = f"{topic}-{queue_id}"
         with self.put_lock:
-            self.begin_time_in_lock = time.monotonic()
+            self.begin_time_in_lock = begin = time.monotonic()
             try:
                 mapped = self.mapped_file_queue.get_last_mapped_file(0)
                 if mapped is None:
@@ -342,7 +339,7 @@ class CommitLog:
                 pos = mapped.wrote_position
                 done = send.put(fields, body, topic, queue_id, sys_flag_bits, born_host, mapped.buffer, pos,
                                 mapped.file_size - pos, mapped.file_from_offset, queue_offset, now_ms,
-                                self.settings.max_message_size(), *frame)
+                                self.settings.max_message_size(), language, opaque, version)
                 if done is None:
                     return None
                 wrote_bytes, encoded, msg_id = done
@@ -352,7 +349,8 @@ class CommitLog:
             finally:
                 self.begin_time_in_lock = 0.0
         self.on_appended()
-        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_id, encoded)
+        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_id, encoded,
+                        time.monotonic() - begin)
 
     @staticmethod
     def _write_blank(mm: mmap.mmap, pos: int, left: int) -> int:

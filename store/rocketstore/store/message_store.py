@@ -36,7 +36,6 @@ from rocketstore.store.commit_log import (
     PlainPut,
     PlainSendEncoder,
     PutMessageResult,
-    ResponseFrame,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -585,7 +584,8 @@ class DefaultMessageStore:
         return result
 
     def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
-                       sys_flag_bits: int, born_host: bytes, frame: ResponseFrame) -> PlainPut | None:
+                       sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
+                       version: int) -> PlainPut | None:
         """A plain send's put (:meth:`CommitLog.put_plain_send`), when nothing about the store makes
         it more than an append: a writable ASYNC_FLUSH ASYNC_MASTER, whose puts wait for neither a
         flush nor a slave. None when it is not, or the CommitLog finds the send not plain: the
@@ -594,10 +594,10 @@ class DefaultMessageStore:
         if (config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or config.broker_role is not BrokerRole.ASYNC_MASTER
                 or self._check_store_status() is not None):
             return None
-        begin = time.monotonic()
-        put = self.commit_log.put_plain_send(send, fields, body, topic, queue_id, sys_flag_bits, born_host, frame)
+        put = self.commit_log.put_plain_send(send, fields, body, topic, queue_id, sys_flag_bits, born_host, language,
+                                             opaque, version)
         if put is not None:
-            self.stats.record_stored(1, put.wrote_bytes, time.monotonic() - begin, topic)
+            self.stats.record_stored(1, put.wrote_bytes, put.elapsed_s, topic)
         return put
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter, deque
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
@@ -65,12 +65,13 @@ def java_format_2f(value: float) -> str:
     return str(Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
+#: the bounded buckets' exclusive upper bounds, for a bisect per put instead of a walk
+_PUT_DISTRIBUTE_UPPERS: tuple[int, ...] = tuple(upper for upper, _ in PUT_DISTRIBUTE_BUCKETS if upper is not None)
+
+
 def put_distribute_bucket(elapsed_ms: int) -> int:
     """The index in :data:`PUT_DISTRIBUTE_BUCKETS` a put taking ``elapsed_ms`` counts in."""
-    for index, (upper, _) in enumerate(PUT_DISTRIBUTE_BUCKETS):
-        if upper is None or elapsed_ms < upper:
-            return index
-    raise AssertionError("the last bucket has no upper bound")
+    return bisect_right(_PUT_DISTRIBUTE_UPPERS, elapsed_ms)
 
 
 def tps(samples: deque[tuple[int, int]], window: int) -> float | None:

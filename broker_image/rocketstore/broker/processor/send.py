@@ -68,7 +68,7 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketstore.store.clean import disk_partition_used_ratio
-from rocketstore.store.commit_log import MessageBatch, PlainSendEncoder, PutMessageResult, ResponseFrame
+from rocketstore.store.commit_log import MessageBatch, PlainPut, PlainSendEncoder, PutMessageResult
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.status import PutMessageStatus
 from rocketstore.store.timer_message_store import (
@@ -258,13 +258,37 @@ async def _within(future: asyncio.Future[None], deadline: float) -> bool:
 
 class SendOkResponse(RemotingCommand):
     """A plain send's SEND_OK response whose frame the native put already encoded
-    (:meth:`SendMessageProcessor._plain_send`): :meth:`encode` hands that frame over as it is. The
-    other fields are the ones the frame was encoded from, for whoever looks at the response
-    before it goes out (as a pull's ``EncodedResponse``)."""
+    (:meth:`SendMessageProcessor._plain_send`): :meth:`encode` hands that frame over as it is.
 
-    __slots__ = ("frame",)
+    The other fields are the ones the frame was encoded from, for whoever looks at the response
+    before it goes out (as a pull's ``EncodedResponse``); being read rarely, the header's fields
+    are made into a map only when read (each read makes a new one), and the object is made
+    without the dataclass's keyword ``__init__``: both cost more per send than the rest of the
+    response's making.
+    """
+
+    __slots__ = ("_put", "frame")
 
     frame: bytes
+
+    def __init__(self, request: RemotingCommand, put: PlainPut, queue_id: int, region: str, trace: str) -> None:
+        # every field of RemotingCommand set positionally, ext_fields (a property here) excepted
+        self.code = ResponseCode.SUCCESS
+        self.opaque = request.opaque
+        self.flag = RPC_TYPE_RESPONSE
+        self.remark = None
+        self.body = b""
+        self.language = request.language
+        self.version = request.version
+        self.serialize_type = SerializeType.JSON
+        self.frame = put.frame
+        self._put = (put, queue_id, region, trace)
+
+    @property
+    def ext_fields(self) -> dict[str, str]:  # type: ignore[override]  # read-only: the frame is made
+        put, queue_id, region, trace = self._put
+        return {PROPERTY_MSG_REGION: region, PROPERTY_TRACE_SWITCH: trace, "msgId": put.msg_id,
+                "queueId": str(queue_id), "queueOffset": str(put.queue_offset)}
 
     def encode(self) -> bytes:
         return self.frame
@@ -298,9 +322,10 @@ class SendMessageProcessor:
         #: the native plain-send encoder and the broker settings it was made with (rebuilt when they change)
         self._plain_encoder: PlainSendEncoder | None = None
         self._plain_settings: tuple[str, str, bool, HostAddress] | None = None
-        #: per topic, the TopicConfig a plain send to it was last decided on and its sysFlag bits,
-        #: None when sends to it are not plain (the config object changes whenever the topic does)
-        self._plain_topics: dict[str, tuple[TopicConfig, int | None]] = {}
+        #: per topic, the TopicConfig a plain send to it was last decided on, its sysFlag bits
+        #: (None when sends to it are not plain) and the queue ids' bound (the config object
+        #: changes whenever the topic does)
+        self._plain_topics: dict[str, tuple[TopicConfig, int | None, int]] = {}
 
     def handlers(self) -> Mapping[int, Handler]:
         return {code: self.handle for code in
@@ -442,35 +467,32 @@ class SendMessageProcessor:
             return None
         cached = self._plain_topics.get(topic)
         if cached is None or cached[0] is not config:
-            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config))
-        sys_flag_bits = cached[1]
+            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
+                                                  max(config.write_queue_nums, config.read_queue_nums))
+        _, sys_flag_bits, queue_limit = cached
         queue_id = int(queue_text)
-        if sys_flag_bits is None or queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+        if sys_flag_bits is None or queue_id >= queue_limit:
             return None
         cfg = broker.broker_config
-        if (not cfg.broker_permission & PERM_WRITE or time.time() * 1000 < cfg.start_accept_send_request_time_stamp
-                or self._dispatch_lagging() or not self._may_acknowledge()):
+        start_accept = cfg.start_accept_send_request_time_stamp
+        manager = broker.replicas_manager
+        if (not cfg.broker_permission & PERM_WRITE or (start_accept and time.time() * 1000 < start_accept)
+                or self._dispatch_lagging() or (manager is not None and not manager.may_acknowledge())):
             return None
         encoder = self._plain_encoder_now()
         if encoder is None:
             return None
-        start = time.perf_counter()
         put = broker.store.put_plain_send(
             encoder, fields, request.body, topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(),
-            ResponseFrame(language_name(request.language), request.opaque, request.version))
+            language_name(request.language), request.opaque, request.version)
         if put is None:
             return None
-        self.stats.send_latency.observe(time.perf_counter() - start)
-        if not self._may_acknowledge():
+        stats = self.stats
+        stats.send_latency.observe(put.elapsed_s)
+        if manager is not None and not manager.may_acknowledge():
             return self.respond(request, SendOutcome(*NOT_MASTER))
-        self.stats.inc_topic_put(topic, 1, put.wrote_bytes)
-        response = SendOkResponse(
-            code=ResponseCode.SUCCESS, opaque=request.opaque, flag=RPC_TYPE_RESPONSE,
-            ext_fields={PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
-                        "msgId": put.msg_id, "queueId": str(queue_id), "queueOffset": str(put.queue_offset)},
-            language=request.language, version=request.version)
-        response.frame = put.frame
-        return response
+        stats.inc_topic_put(topic, 1, put.wrote_bytes)
+        return SendOkResponse(request, put, queue_id, cfg.region_id, "true" if cfg.trace_on else "false")
 
     def _plain_sys_flag_bits(self, topic: str, config: TopicConfig) -> int | None:
         """What msgCheck and handleRetryAndDLQ decide of a topic once: the sysFlag bits its sends
