@@ -177,7 +177,8 @@ class ReplicasManager:
         if self.elector is not None:
             with contextlib.suppress(Exception):
                 await self.elector.stop()
-            self.store.ha_service.close_connections()
+            # off the loop: it joins each connection's threads, and the loop still answers sends
+            await asyncio.to_thread(self.store.ha_service.close_connections)
         self._stop_checking()
         for task in list(self._proposals):
             task.cancel()
@@ -195,7 +196,7 @@ class ReplicasManager:
             return None
         outcome = await elector.hand_over(to)
         if outcome is HandOver.RELEASED:
-            self.store.ha_service.close_connections()
+            await asyncio.to_thread(self.store.ha_service.close_connections)
         return outcome
 
     async def apply_role(self, assignment: RoleAssignment) -> None:
