@@ -11,7 +11,9 @@ CommitLog byte for byte. A kill loop repeats that and counts acknowledged and co
 a SIGSTOP longer than D checks that a paused master acknowledges nothing once it resumes. A
 SIGTERM of the master while a sender sends without pause is the planned hand-over (a rolling
 restart, a drain): the master fences, hands the Lease to the slave holding its log, and the
-longest gap between two acknowledged sends is the write pause docs/failover.md reports.
+longest gap between two acknowledged sends is the write pause docs/failover.md reports. An admin's
+hand-over request (CONTROLLER_ELECT_MASTER to the master) does the same without the exit: the old
+master stays up, follows the new one and rejoins its SyncStateSet.
 Run under ``flock /tmp/rocketstore-k8s.lock`` (it starts the control plane).
 """
 
