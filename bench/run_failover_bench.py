@@ -16,7 +16,7 @@ kube-apiserver of tests/controlplane, D 3 s, R 1 s, m 0.15 s, allAckInSyncStateS
   broker that acknowledged the last (the other one on any refusal), while the master gets
   SIGTERM and hands its Lease to the slave (docs/failover.md, planned hand-over); the write pause
   is the longest gap between two acknowledged sends around the SIGTERM. ``--doc FILE`` rewrites
-  the ``bench:handover`` block of FILE (docs/failover.md) with the result.
+  the ``bench:handover`` block of FILE (docs/benchmarks.md) with the result.
 
 The test's own checks hold meanwhile (every acknowledged message consumed, no duplicate, logs
 byte-equal after each rejoin). It starts a control plane, hence the flock.

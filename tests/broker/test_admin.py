@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from inprocess_broker import BrokerHandle, RawClient, decode_records
 
+from rocketstore.client import BrokerAdmin, RemotingError
 from rocketstore.common.java_properties import parse_properties
 from rocketstore.common.message import Message
 from rocketstore.remoting.body import (
@@ -22,7 +23,7 @@ from rocketstore.remoting.body import (
 )
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
-from rocketstore.remoting.headers import CreateTopicRequestHeader
+from rocketstore.remoting.headers import CreateTopicRequestHeader, ElectMasterRequestHeader
 
 
 def _mq(topic: str, queue_id: int) -> MessageQueueData:
@@ -246,3 +247,17 @@ def test_deleted_topic_created_again_starts_empty(broker: BrokerHandle, client: 
     kept = client.pull("Bystander", 0, 0, group="G")
     assert [r.body for r in decode_records(kept.body)] == [b"kept0", b"kept1"]
     assert committed("Bystander").ext_fields["offset"] == "1"
+
+
+def test_a_master_hand_over_is_refused_by_a_broker_without_a_lease(broker: BrokerHandle) -> None:
+    """CONTROLLER_ELECT_MASTER to a broker that is no Lease replica (here a plain master): only a
+    Lease-mode master hands over (tests/operator/test_lease_failover.py), and the answer says why."""
+    with BrokerAdmin(f"127.0.0.1:{broker.port}") as admin, pytest.raises(RemotingError) as refused:
+        admin.hand_over_master()
+    assert refused.value.code == ResponseCode.CONTROLLER_INVALID_REQUEST
+    assert "controllerLeaseEnable=true" in refused.value.remark
+    with BrokerAdmin(f"127.0.0.1:{broker.port}") as admin, pytest.raises(RemotingError) as refused:
+        admin.client.call(admin.addr, RequestCode.CONTROLLER_ELECT_MASTER,
+                          ElectMasterRequestHeader(broker_name="another-group"))
+    assert refused.value.code == ResponseCode.CONTROLLER_INVALID_REQUEST
+    assert "not another-group" in refused.value.remark

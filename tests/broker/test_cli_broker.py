@@ -128,6 +128,21 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
     assert "listenPort" in broker.log_text()
 
 
+def test_controller_mode_without_a_source_of_truth_exits_2_naming_the_keys(tmp_path: Path) -> None:
+    """enableControllerMode=true with neither controllerAddr nor controllerLeaseEnable=true: nothing
+    would ever make the broker master, so it refuses to start (Apache's broker starts and retries an
+    empty controller list for ever; docs/failover.md)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"enableControllerMode=true\nbrokerId=1\nstorePathRootDir={tmp_path / 'store'}\n"
+                    "listenPort=0\nnamesrvListenPort=0\nhttpListenPort=0\ngrpcListenPort=0\n")
+    broker = run_broker(tmp_path, ["-c", str(conf)])
+    assert exit_code(broker) == 2
+    error = broker.log_text().strip().splitlines()[-1]
+    assert error.startswith("rocketstore broker: error: enableControllerMode=true"), error
+    assert "controllerAddr" in error and "controllerLeaseEnable=true" in error
+    assert not (tmp_path / "store").exists()  # refused before anything was opened
+
+
 def test_store_in_use_exits_2(tmp_path: Path) -> None:
     store = tmp_path / "locked"
     first = run_broker(tmp_path, ["--store-dir", str(store), "--listen-port", "0", "--namesrv-port", "0",

@@ -1,24 +1,29 @@
-"""NOTIFY_BROKER_ROLE_CHANGED (RocketMQ 5's request code 1008 and its header) on real broker
-processes in controller mode, with no elector: the test plays Apache's controller.
+"""NOTIFY_BROKER_ROLE_CHANGED (RocketMQ 5's request code 1008 and its header) on brokers in
+controller mode with no elector: the test plays Apache's controller.
 
-A group of two replicas registering with a name server of its own: the notification makes one
-master (brokerId 0 in the name server's routes within a second, and in its own gRPC QueryRoute;
+A group of two replicas registering with a name server process of its own: the notification makes
+one master (brokerId 0 in the name server's routes within a second, and in its own gRPC QueryRoute;
 sends acknowledged) and the other its slave; a
 second notification, epoch 2, swaps them without a restart, and the old master's CommitLog then
 equals the new master's byte for byte. A stale notification (older epoch) changes nothing.
+
+The replicas run in this process (``BrokerController`` without an elector): ``rocketstore broker``
+refuses controller mode without controllerAddr or controllerLeaseEnable (nothing would make it
+master), so only an embedding caller can leave the roles to notifications.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
 from broker_process import Broker
-from inprocess_broker import RawClient
+from inprocess_broker import BrokerHandle, RawClient
 from polling import wait_until
 from ports import free_port
 
@@ -34,28 +39,44 @@ pytestmark = pytest.mark.integration
 TOPIC = "FailoverNotify"
 
 
+@dataclass
+class Replica:
+    """An in-process replica as this test addresses it."""
+
+    handle: BrokerHandle
+    #: its store root
+    store: Path
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.handle.port}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        assert self.handle.controller.grpc is not None
+        return f"127.0.0.1:{self.handle.controller.grpc.port}"
+
+
 @pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[tuple[str, dict[int, Broker]]]:
+def replicas(tmp_path: Path, broker_factory: Callable[..., BrokerHandle]) -> Iterator[tuple[str, dict[int, Replica]]]:
     (tmp_path / "ns").mkdir()
     with Broker(tmp_path / "ns", "brokerName=namesrv-only\n").running() as ns:
-        brokers: dict[int, Broker] = {}
+        brokers: dict[int, Replica] = {}
+        for replica_id in (1, 2):
+            root = tmp_path / f"r{replica_id}"
+            # the HA port is listenPort + 1, which the notification's master address implies
+            handle = broker_factory(root, broker_name="failover-a", broker_ip2="127.0.0.1", namesrv_addr=ns.namesrv,
+                                    enable_controller_mode=True, broker_id=replica_id, ha_send_heartbeat_interval=500,
+                                    listen_port=free_port(also=(1,)), grpc_listen_port=free_port())
+            brokers[replica_id] = Replica(handle, root)
         try:
-            for replica_id in (1, 2):
-                (tmp_path / f"r{replica_id}").mkdir()
-                brokers[replica_id] = Broker(
-                    tmp_path / f"r{replica_id}",
-                    f"brokerName=failover-a\nbrokerIP2=127.0.0.1\nnamesrvAddr={ns.namesrv}\n"
-                    f"enableControllerMode=true\nbrokerId={replica_id}\nhaSendHeartbeatInterval=500\n",
-                    listen_port=free_port(also=(1,)))
-                brokers[replica_id].start()
             yield ns.namesrv, brokers
         finally:
-            for broker in brokers.values():
-                if broker.process is not None and broker.proc.poll() is None:
-                    broker.stop()
+            for replica in brokers.values():
+                replica.handle.stop()  # before the name server they unregister from
 
 
-def notify(broker: Broker, master: Broker, master_id: int, epoch: int, members: list[int]) -> None:
+def notify(broker: Replica, master: Replica, master_id: int, epoch: int, members: list[int]) -> None:
     header = NotifyBrokerRoleChangedRequestHeader(master_address=master.addr, master_epoch=epoch,
                                                   sync_state_set_epoch=epoch, master_broker_id=master_id)
     body = json.dumps({"syncStateSet": members, "syncStateSetEpoch": epoch}).encode()
@@ -71,7 +92,7 @@ def route_ids(namesrv: str) -> dict[int, str]:
             .broker_addrs.items()}
 
 
-def grpc_ids(broker: Broker) -> set[int]:
+def grpc_ids(broker: Replica) -> set[int]:
     """The brokerIds of failover-a in the gRPC QueryRoute of ``broker`` (RocketMQ 5 clients' route)."""
     with grpc.insecure_channel(broker.grpc_endpoint) as channel:
         route = pb_grpc.MessagingServiceStub(channel).QueryRoute(
@@ -79,7 +100,7 @@ def grpc_ids(broker: Broker) -> set[int]:
     return {q.broker.id for q in route.message_queues if q.broker.name == "failover-a"}
 
 
-def send_all(master: Broker, texts: list[str]) -> None:
+def send_all(master: Replica, texts: list[str]) -> None:
     """Sends straight to the master (the name server's own broker carries TBW102 as well, so a
     route-following producer would spread an auto-created topic over both)."""
     host, _, port = master.addr.rpartition(":")
@@ -91,7 +112,7 @@ def send_all(master: Broker, texts: list[str]) -> None:
         client.close()
 
 
-def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[int, Broker]]) -> None:
+def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[int, Replica]]) -> None:
     namesrv, brokers = replicas
     one, two = brokers[1], brokers[2]
     notify(one, one, 1, 1, [1])
@@ -119,7 +140,7 @@ def test_role_changes_by_notification_without_restart(replicas: tuple[str, dict[
     assert route_ids(namesrv).get(0) == two.addr and route_ids(namesrv).get(1) == one.addr
 
 
-def _log(broker: Broker) -> bytes:
+def _log(broker: Replica) -> bytes:
     """The whole CommitLog, segment files as they are (equal logs have equal files: the unwritten
     rest of a segment is zeros on both)."""
     directory = broker.store / "commitlog"

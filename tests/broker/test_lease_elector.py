@@ -31,6 +31,7 @@ from rocketstore.broker.broker_config import load_config
 from rocketstore.broker.lease_elector import (
     Action,
     Candidate,
+    HandOver,
     KubeLeaseClient,
     LeaseConflict,
     LeaseElector,
@@ -172,6 +173,9 @@ def test_a_hand_over_names_only_the_in_sync_slaves_that_hold_the_whole_log() -> 
     assert handed_over(lease(1, 4, {1, 2}).info, ME, 4, {1: 100}, 100) is None
     assert handed_over(mine, ME, 3, {1: 100}, 100) is None
     assert handed_over(mine, ME, None, {1: 100}, 100) is None
+    # an admin's designated successor: that member alone, and only once it holds the whole log
+    assert handed_over(mine, ME, 4, {1: 100, 3: 120}, 100, only=3).sync_state_set == {3}  # type: ignore[union-attr]
+    assert handed_over(mine, ME, 4, {1: 100, 3: 80}, 100, only=3) is None
 
 
 def test_only_the_named_successor_takes_a_handed_over_lease_and_the_others_wait() -> None:
@@ -253,7 +257,7 @@ def test_a_hand_over_fences_first_then_releases_to_the_slave_once_it_holds_the_l
         assert elector.write_deadline() == 0.0  # fenced while the slave catches up
         assert len(client.writes) == written  # and the Lease not yet released
         replica.acked_offsets[1] = 100
-        assert await handing
+        assert await handing is HandOver.RELEASED
         lease_ = parse_lease(client.obj or {})
         assert lease_.info.master_replica_id is None
         assert (lease_.info.master_epoch, lease_.info.sync_state_set, lease_.info.sync_state_set_epoch) == \
@@ -270,7 +274,8 @@ def test_a_hand_over_no_slave_caught_up_for_writes_nothing_and_stays_master() ->
         client, replica = MemoryLeaseClient(), StubReplica(2, acked_offsets={1: 40})
         elector = await master_of_two(client, replica, timeout=0.2)
         written = len(client.writes)
-        assert not await elector.hand_over()
+        assert await elector.hand_over() is HandOver.NO_SLAVE_CAUGHT_UP
+        assert await elector.hand_over(to=3) is HandOver.NO_SLAVE_IN_SYNC  # not a member: no wait at all
         assert len(client.writes) == written
         assert elector.write_deadline() > time.monotonic()  # the last renewal's deadline is back
         assert parse_lease(client.obj or {}).info.master_replica_id == 2

@@ -11,7 +11,9 @@ CommitLog byte for byte. A kill loop repeats that and counts acknowledged and co
 a SIGSTOP longer than D checks that a paused master acknowledges nothing once it resumes. A
 SIGTERM of the master while a sender sends without pause is the planned hand-over (a rolling
 restart, a drain): the master fences, hands the Lease to the slave holding its log, and the
-longest gap between two acknowledged sends is the write pause docs/failover.md reports.
+longest gap between two acknowledged sends is the write pause docs/failover.md reports. An admin's
+hand-over request (CONTROLLER_ELECT_MASTER to the master) does the same without the exit: the old
+master stays up, follows the new one and rejoins its SyncStateSet.
 Run under ``flock /tmp/rocketstore-k8s.lock`` (it starts the control plane).
 """
 
@@ -35,6 +37,7 @@ from lease_group import commit_log, group_conf, lease_view, pulled, send, send_u
 from operator_support import broker_lease_kubeconfig
 from polling import wait_until
 
+from rocketstore.client import BrokerAdmin, RemotingError
 from rocketstore.operator.desired import Owner
 from rocketstore.remoting.codes import ResponseCode
 
@@ -285,3 +288,39 @@ def test_sigterm_of_the_master_hands_over_with_a_short_write_pause(kube: Any,
     assert set(acked) <= set(consumed)
     assert duplicates == 0
     assert max(pauses) < HANDOVER_PAUSE_LIMIT_S
+
+
+def test_an_admin_hand_over_moves_the_master_and_the_old_one_stays_up_as_its_slave(
+        kube: Any, group: tuple[str, list[Broker]]) -> None:
+    name, brokers = group
+    master, slave = _master(kube, name, brokers)
+    with BrokerAdmin(slave.addr) as admin, pytest.raises(RemotingError) as refused:
+        admin.hand_over_master()
+    assert refused.value.code == ResponseCode.CONTROLLER_INVALID_MASTER, refused.value
+    assert f"the master is {master.addr}" in refused.value.remark
+    with BrokerAdmin(master.addr) as admin, pytest.raises(RemotingError) as refused:
+        admin.hand_over_master(to=7)
+    assert refused.value.code == ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, refused.value
+    assert "replica 7 is not in the SyncStateSet [1, 2]" in refused.value.remark
+    _, epoch, _ = lease_view(kube, NS, name)
+    acked = [f"before-admin-hand-over-{i}".encode() for i in range(10)]
+    for body in acked:
+        assert _send(master, body) == ResponseCode.SUCCESS
+
+    asked = time.monotonic()
+    with BrokerAdmin(master.addr) as admin:
+        admin.hand_over_master(to=brokers.index(slave) + 1)
+    took, first = _take_over(slave, "admin", asked)
+    print(f"\nadmin hand-over to first acknowledged send: {took:.2f} s (D 3 s, R 1 s)")
+    assert took < HANDOVER_PAUSE_LIMIT_S
+    assert lease_view(kube, NS, name)[:2] == (brokers.index(slave) + 1, epoch + 1)
+    assert master.proc.poll() is None, "the old master keeps running"
+    assert _send(master, b"refused-after-hand-over") == ResponseCode.SERVICE_NOT_AVAILABLE
+    # it follows the new master and is back in its SyncStateSet, its log the new master's
+    wait_until("the old master back in the SyncStateSet", lambda: _lease(kube, name)[1] == [1, 2], 30)
+    wait_until("the old master holds the new master's log", lambda: commit_log(master) == commit_log(slave), 30)
+    assert set(acked) | {first} <= set(pulled(slave, TOPIC))
+    assert b"refused-after-hand-over" not in commit_log(slave)
+    with BrokerAdmin(master.addr) as admin, pytest.raises(RemotingError) as refused:
+        admin.hand_over_master()
+    assert refused.value.code == ResponseCode.CONTROLLER_INVALID_MASTER, refused.value

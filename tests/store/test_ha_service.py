@@ -646,3 +646,17 @@ def test_puts_that_do_not_wait_for_the_slave(tmp_path: Path, stores: list[Defaul
         assert master.request_transfer(end, lambda: None) is (role is BrokerRole.SYNC_MASTER)
     finally:
         slave.close()
+
+
+def test_closing_the_connections_does_not_wait_out_an_idle_writers_heartbeat(
+        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+    """An idle writer sleeps until its next heartbeat is due (haSendHeartbeatInterval, 5 s by
+    default); a close wakes it, so dropping the slaves (a master handing over) takes no heartbeat."""
+    master = open_master(stores, tmp_path / "master", ha_send_heartbeat_interval=5000)
+    slave = open_slave(stores, tmp_path / "slave", master.ha_service.listen_port, ha_send_heartbeat_interval=5000)
+    put(master, 5)
+    wait_caught_up(master, slave)
+    time.sleep(0.2)  # the writer has sent everything and sleeps in its wait for data
+    started = time.monotonic()
+    master.ha_service.close_connections()
+    assert time.monotonic() - started < 1.0

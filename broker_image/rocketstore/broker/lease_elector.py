@@ -64,6 +64,7 @@ __all__ = [
     "Action",
     "Candidate",
     "Decision",
+    "HandOver",
     "KubeLeaseClient",
     "LeaseClient",
     "LeaseConflict",
@@ -133,6 +134,19 @@ class Sighting:
     key: tuple[int | None, int, str | None]
     #: when the read that first showed it returned
     since: float
+
+
+class HandOver(enum.Enum):
+    """How a requested hand-over (:meth:`LeaseElector.hand_over`) ended."""
+
+    #: the Lease was released to the slaves holding the whole log: one of them takes it
+    RELEASED = "released"
+    #: this replica is not the master (or no longer: another replica wrote the Lease first)
+    NOT_MASTER = "not master"
+    #: the SyncStateSet names no slave (or not the one asked for): nobody may succeed
+    NO_SLAVE_IN_SYNC = "no slave in sync"
+    #: no slave of the SyncStateSet acknowledged the whole log within the hand-over timeout
+    NO_SLAVE_CAUGHT_UP = "no slave caught up"
 
 
 class Action(enum.Enum):
@@ -221,19 +235,21 @@ def released(info: ReplicaInfo) -> ReplicaInfo:
 
 
 def handed_over(info: ReplicaInfo, me: Candidate, held_epoch: int | None, acked: Mapping[int, int],
-                end_offset: int) -> ReplicaInfo | None:
+                end_offset: int, only: int | None = None) -> ReplicaInfo | None:
     """The released replica info of a planned step-down, or None while no slave may succeed yet.
 
     ``end_offset`` is the end of this master's log when it stopped acknowledging, ``acked`` each
     connected slave's acknowledged offset by replica id. The successors are the SyncStateSet's
-    slaves that hold the whole log, and the released Lease names them alone as the SyncStateSet:
-    a member that lags (acknowledgements that waited for fewer than all members) can then not be
-    elected and cut acknowledged messages. None too when this replica no longer holds the epoch
-    it was master of (someone else's Lease is not this replica's to hand over).
+    slaves that hold the whole log (``only``: that replica alone, an admin's designated one), and
+    the released Lease names them alone as the SyncStateSet: a member that lags (acknowledgements
+    that waited for fewer than all members) can then not be elected and cut acknowledged
+    messages. None too when this replica no longer holds the epoch it was master of (someone
+    else's Lease is not this replica's to hand over).
     """
     if info.master_replica_id != me.replica_id or held_epoch != info.master_epoch:
         return None
-    ready = frozenset(m for m in info.sync_state_set if m != me.replica_id and acked.get(m, -1) >= end_offset)
+    ready = frozenset(m for m in info.sync_state_set if m != me.replica_id and acked.get(m, -1) >= end_offset
+                      and only in (None, m))
     if not ready:
         return None
     return replace(released(info), sync_state_set=ready, sync_state_set_epoch=info.sync_state_set_epoch + 1)
@@ -449,42 +465,51 @@ class LeaseElector:
             except Exception as e:
                 log.warning("%s: could not release the master Lease (%s); it expires instead", self.name, e)
 
-    async def hand_over(self) -> bool:
+    async def hand_over(self, to: int | None = None) -> HandOver:
         """A planned step-down of a master that goes on running (an admin's request): stop
-        acknowledging, wait (``hand_over_timeout``) until an in-sync slave holds the whole log, and
-        release the Lease to the slaves that do; this replica then follows the one that takes it.
+        acknowledging, wait (``hand_over_timeout``) until an in-sync slave (``to``: that replica)
+        holds the whole log, and release the Lease to the slaves that do; this replica then
+        follows the one that takes it.
 
-        False, still master, when it is not master or no slave caught up in time: nothing was
-        written then, so the deadline of its last renewal still bounds its acknowledgements.
+        Anything but :attr:`HandOver.RELEASED` leaves it master with nothing written, so the
+        deadline of its last renewal still bounds its acknowledgements.
         """
         async with self._lock:
             held, epoch, deadline = self._held, self._held_epoch, self._deadline
-            if held is None or epoch is None:
-                return False
+            if held is None or epoch is None or self._clock() >= deadline:
+                return HandOver.NOT_MASTER
+            slaves = held.info.sync_state_set - {held.info.master_replica_id}
+            if not (slaves if to is None else slaves & {to}):
+                return HandOver.NO_SLAVE_IN_SYNC
             self._held_epoch, self._deadline = None, 0.0  # the fence: no acknowledgement from here on
-            successor = await self._successor(held.info, epoch)
+            successor = await self._successor(held.info, epoch, to)
             if successor is None:
                 self._held_epoch, self._deadline = epoch, deadline
                 log.warning("%s: no in-sync slave caught up within %.1f s: no hand-over", self.name,
                             self.hand_over_timeout)
-                return False
+                return HandOver.NO_SLAVE_CAUGHT_UP
             self._held = None
             # whatever the write's outcome, this replica stays fenced: a release whose answer was
             # lost lets a successor take over at once, so the old deadline no longer holds
-            return await self._release(successor, held)
+            return HandOver.RELEASED if await self._release(successor, held) else HandOver.NOT_MASTER
 
-    async def _successor(self, info: ReplicaInfo, epoch: int | None) -> ReplicaInfo | None:
+    async def _successor(self, info: ReplicaInfo, epoch: int | None, only: int | None = None) -> ReplicaInfo | None:
         """:func:`handed_over` once an in-sync slave acknowledged the log up to its end now (after
         the fence), polled until ``hand_over_timeout``; None if none did."""
         assert self._me is not None and self._replica is not None
         if not info.sync_state_set - {self._me.replica_id}:
             return None  # no slave in sync: nobody to wait for
         end_offset = self._replica.max_phy_offset
-        give_up = self._clock() + self.hand_over_timeout
+        fenced = self._clock()
+        give_up = fenced + self.hand_over_timeout
         while True:
-            successor = handed_over(info, self._me, epoch, self._replica.acked_offsets, end_offset)
-            if successor is not None or self._clock() >= give_up:
+            successor = handed_over(info, self._me, epoch, self._replica.acked_offsets, end_offset, only)
+            if successor is not None:
+                log.info("%s: hand-over: fenced at offset %d; slaves %s held it %.3f s later", self.name, end_offset,
+                         sorted(successor.sync_state_set), self._clock() - fenced)
                 return successor
+            if self._clock() >= give_up:
+                return None
             await asyncio.sleep(HAND_OVER_POLL_S)
 
     async def _release(self, info: ReplicaInfo, held: ReplicaLease) -> bool:

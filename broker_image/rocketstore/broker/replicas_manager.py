@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.lease_elector import HandOver, LeaseElector
 from rocketstore.broker.master_elector import MasterElector, RoleAssignment
 from rocketstore.common.mix_all import MASTER_ID
 from rocketstore.remoting.headers import NotifyBrokerRoleChangedRequestHeader
@@ -176,10 +177,27 @@ class ReplicasManager:
         if self.elector is not None:
             with contextlib.suppress(Exception):
                 await self.elector.stop()
-            self.store.ha_service.close_connections()
+            # off the loop: it joins each connection's threads, and the loop still answers sends
+            await asyncio.to_thread(self.store.ha_service.close_connections)
         self._stop_checking()
         for task in list(self._proposals):
             task.cancel()
+
+    async def hand_over(self, to: int | None = None) -> HandOver | None:
+        """A master's step-down on request (an admin before a drain): its Lease elector fences,
+        waits for an in-sync slave (``to``: that replica) to hold the whole log and releases the
+        Lease to it (docs/failover.md, planned hand-over); this broker stays up and follows the new
+        master at its elector's next read. The slaves' HA connections are then closed, as on
+        SIGTERM, so the successor reads the Lease at once rather than at its next periodic read.
+        None when the source of truth is not a Lease (Apache's controller elects by its own
+        ``electMaster``; without an elector nothing here can)."""
+        elector = self.elector
+        if not isinstance(elector, LeaseElector):
+            return None
+        outcome = await elector.hand_over(to)
+        if outcome is HandOver.RELEASED:
+            await asyncio.to_thread(self.store.ha_service.close_connections)
+        return outcome
 
     async def apply_role(self, assignment: RoleAssignment) -> None:
         async with self._lock:
@@ -260,6 +278,8 @@ class ReplicasManager:
     def _master_lost_from_ha_thread(self) -> None:
         loop, elector = self._loop, self.elector
         if elector is not None and loop is not None and not loop.is_closed():
+            log.info("the connection to master %s ended: asking the source of truth now",
+                     self.assignment.master_address if self.assignment is not None else None)
             loop.call_soon_threadsafe(elector.wake)
 
     def _spawn_proposal(self, members: frozenset[int]) -> None:

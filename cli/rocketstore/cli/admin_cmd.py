@@ -24,6 +24,8 @@
     producerConnection     -g GROUP -t TOPIC
     resetOffsetByTime      -g GROUP -t TOPIC -s (now | MILLIS | yyyy-MM-dd#HH:mm:ss:SSS) [-f true]
     brokerConsumeStats     -b BROKER_ADDR [-o false]   (-o: order topics only)
+    handOverMaster         -b MASTER_ADDR [-i BROKER_ID]   (a Lease-mode master hands over to an in-sync
+                           slave, to replica BROKER_ID with -i, and stays up as a slave: before a drain)
 
 Security (before or after the verb): ``--access-key AK`` with ``--secret-key-file FILE`` (or
 ``$ROCKETSTORE_ACCESS_KEY`` / ``$ROCKETSTORE_SECRET_KEY``; ``--secret-key SK`` works but warns, as
@@ -324,6 +326,13 @@ def register(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, metavar="HOST:PORT")
     p.add_argument("-o", "--order", type=java_boolean, default=False, metavar="true|false",
                    help="order topics only")
+
+    p = verb("handOverMaster", _hand_over_master,
+             "make a master elected by the Kubernetes Lease hand over to an in-sync slave and stay up as a slave")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, metavar="HOST:PORT",
+                   help="the group's master")
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, metavar="ID",
+                   help="the replica id of the slave to hand over to (default: any in-sync slave holding the log)")
 
 
 def _security_options(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -668,3 +677,12 @@ def _broker_consume_stats(args: argparse.Namespace, ctx: Context) -> Any:
         print()
         print(f"Diff Total: {total_diff}")
     return {"brokerAddr": args.broker_addr, "diffTotal": total_diff, "queues": rows}
+
+
+def _hand_over_master(args: argparse.Namespace, ctx: Context) -> Any:
+    """The broker answers once its Lease is released (or refuses, with why): the request's own
+    timeout must cover its wait for a slave to catch up, so it is at least 30 s."""
+    remark = ctx.broker(args.broker_addr).hand_over_master(args.broker_id, timeout=max(args.timeout, 30.0))
+    if not args.json:
+        print(remark)
+    return {"broker": args.broker_addr, "remark": remark}

@@ -115,6 +115,14 @@ def run(args: argparse.Namespace) -> int:
     loop_factory, loop_choice = event_loop_factory()
     log.info("event loop: %s", loop_choice)
     elector: MasterElector | None = None
+    if broker_config.enable_controller_mode and not (broker_config.controller_addr
+                                                     or broker_config.controller_lease_enable):
+        # nothing would ever make this broker master (Apache's broker starts, then retries its empty
+        # controller list every 5 s for ever): a misconfiguration, said at once (docs/failover.md)
+        print("rocketstore broker: error: enableControllerMode=true needs a source of truth for mastership: "
+              "controllerAddr (Apache RocketMQ's controller) or controllerLeaseEnable=true (the Kubernetes "
+              "Lease)", file=sys.stderr)
+        return 2
     if broker_config.enable_controller_mode and broker_config.controller_addr:
         try:
             elector = _controller_elector(broker_config, store_config)

@@ -64,6 +64,7 @@ from rocketstore.remoting.headers import (
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
+    ElectMasterRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
@@ -238,6 +239,15 @@ class BrokerAdmin:
     def ha_status(self) -> HARuntimeInfo:
         """GET_BROKER_HA_STATUS (907, RocketMQ 5's haStatus): a master's slaves, or a slave's master."""
         return _decode(HARuntimeInfo, self._call(RequestCode.GET_BROKER_HA_STATUS).body)
+
+    def hand_over_master(self, to: int | None = None, *, timeout: float = 30.0) -> str:
+        """CONTROLLER_ELECT_MASTER (1002, mqadmin's electMaster) sent to a master elected by the
+        Kubernetes Lease: it hands its mastership to an in-sync slave (``to``: that replica id)
+        and stays up as a slave. Returns the broker's remark; :class:`RemotingError` with the
+        broker's reason when it refuses. ``timeout`` covers the broker's wait for a slave to
+        catch up (controllerLeaseHandOverTimeoutMills, 2 s by default) and the Lease write."""
+        header = ElectMasterRequestHeader(broker_id=-1 if to is None else to, designate_elect=to is not None)
+        return str(self._call(RequestCode.CONTROLLER_ELECT_MASTER, header, timeout=timeout).remark or "")
 
     def delete_expired_commit_log(self) -> bool:
         """DELETE_EXPIRED_COMMITLOG (329): ask the broker to run its expired-file cleanup now."""

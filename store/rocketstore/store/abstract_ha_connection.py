@@ -48,6 +48,8 @@ class HAConnectionOwner(Protocol):
 
     def wait_for_data(self, offset: int, timeout_s: float) -> None: ...
 
+    def wake_writers(self) -> None: ...
+
 
 OwnerT = TypeVar("OwnerT", bound=HAConnectionOwner)
 
@@ -98,6 +100,9 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
             self._closed = True
         self._stopped = True
         self._wake_writer()
+        # an idle writer sleeps in the service's wait for data, up to haSendHeartbeatInterval:
+        # woken too, or shutdown()'s join (a master handing over) waits that out
+        self.service.wake_writers()
         close_socket(self.sock)  # the shutdown in it unblocks a writer stuck in sendmsg
         self.service.remove_connection(self)
 

@@ -172,8 +172,7 @@ class HAService:
             self._accept_thread = None
         self._server = None
         self.close_connections()
-        with self._data_cond:
-            self._data_cond.notify_all()
+        self.wake_writers()
         with self._waiters_lock:
             self._waiters.clear()
             self._group_waiters.clear()
@@ -309,6 +308,12 @@ class HAService:
         if self._waiting_writers:
             with self._data_cond:
                 self._data_cond.notify_all()
+
+    def wake_writers(self) -> None:
+        """Wake every writer idle in :meth:`wait_for_data`: each looks again at its connection (a
+        closed one ends its thread at once instead of after its heartbeat wait)."""
+        with self._data_cond:
+            self._data_cond.notify_all()
 
     def wait_for_data(self, offset: int, timeout_s: float) -> None:
         """Sleep until the CommitLog extends past ``offset``, the service stops, or ``timeout_s``."""

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import Broker
-from inprocess_broker import RawClient
+from inprocess_broker import RawClient, start_broker
 from java_rocketmq import AnchorError, RocketMQAnchor
 from polling import wait_until
 from ports import free_port
@@ -29,7 +28,7 @@ from rocketstore.store.epoch_file import decode_epoch_file
 
 pytestmark = pytest.mark.integration
 
-SEGMENT = 131072  # broker_process.Broker's mappedFileSizeCommitLog: both sides must cut segments alike
+SEGMENT = 131072  # both sides must cut segments alike
 BROKER_NAME = "autoswitch-pair"
 MESSAGES = 40
 
@@ -79,24 +78,25 @@ def test_our_slave_replicates_an_apache_controller_mode_master(apache_master: Ro
     finally:
         client.close()
 
-    (tmp_path / "ours").mkdir()
-    ours = Broker(tmp_path / "ours", f"brokerName={BROKER_NAME}\nenableControllerMode=true\nbrokerId=7\n"
-                  "brokerIP2=127.0.0.1\nhaSendHeartbeatInterval=1000\n")
-    ours.start()
+    # in this process, with no elector: ``rocketstore broker`` refuses controller mode without
+    # controllerAddr or controllerLeaseEnable, and the notification plays the controller here
+    ours_store = tmp_path / "ours"
+    ours = start_broker(ours_store, broker_name=BROKER_NAME, enable_controller_mode=True, broker_id=7,
+                        broker_ip2="127.0.0.1", ha_send_heartbeat_interval=1000, mapped_file_size_commit_log=SEGMENT)
     try:
         header = NotifyBrokerRoleChangedRequestHeader(master_address=anchor.broker_addr, master_epoch=1,
                                                       sync_state_set_epoch=1, master_broker_id=1)
         body = json.dumps({"syncStateSet": [1], "syncStateSetEpoch": 1}).encode()
         with RemotingClient() as remoting:
-            assert remoting.call(ours.addr, RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header, body).code == \
-                ResponseCode.SUCCESS
+            answer = remoting.call(f"127.0.0.1:{ours.port}", RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header, body)
+        assert answer.code == ResponseCode.SUCCESS
         apache_log = anchor.store_dir / "commitlog" / f"{0:020d}"
-        our_log = ours.store / "commitlog" / f"{0:020d}"
+        our_log = ours_store / "commitlog" / f"{0:020d}"
         wait_until("our CommitLog holds Apache's bytes",
                    lambda: our_log.exists() and our_log.read_bytes() == apache_log.read_bytes(), 60)
         assert b"apache-master-39" in our_log.read_bytes()
         ours_epochs = [(e.epoch, e.start_offset)
-                       for e in decode_epoch_file((ours.store / "epochFileCheckpoint").read_text())]
+                       for e in decode_epoch_file((ours_store / "epochFileCheckpoint").read_text())]
         assert ours_epochs == apache_epochs(anchor)
     finally:
         ours.stop()

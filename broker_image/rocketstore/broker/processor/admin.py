@@ -32,6 +32,14 @@
     INVOKE_BROKER_TO_RESET_OFFSET (222), INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
     GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309)
                                       answered by asking consumers (see broker2client)
+    CONTROLLER_ELECT_MASTER (1002)    sent to a master elected by the Kubernetes Lease (mqadmin's
+                                      electMaster; ``rocketstore admin handOverMaster``): it hands
+                                      its mastership to an in-sync slave holding its whole log
+                                      (``designateElect``: the ``brokerId`` one) and stays up as a
+                                      slave; refused with CONTROLLER_INVALID_REQUEST (not a Lease
+                                      replica, another group), CONTROLLER_INVALID_MASTER (not the
+                                      master) or CONTROLLER_ELECT_MASTER_FAILED (no slave in sync,
+                                      or none caught up within controllerLeaseHandOverTimeoutMills)
 
 Headers and bodies are the protocol package's (:mod:`rocketstore.remoting.headers`,
 :mod:`rocketstore.remoting.body`), which the admin client decodes with.
@@ -48,6 +56,7 @@ from collections.abc import Mapping
 from rocketstore.broker import broker2client
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.client_manager import ClientChannelInfo
+from rocketstore.broker.lease_elector import HandOver
 from rocketstore.broker.mq_version import BROKER_VERSION, BROKER_VERSION_DESC
 from rocketstore.broker.replicas_manager import role_assignment
 from rocketstore.broker.server import Connection, Handler
@@ -87,6 +96,7 @@ from rocketstore.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
+    ElectMasterRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -181,6 +191,7 @@ class AdminBrokerProcessor:
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.GET_BROKER_HA_STATUS: self.get_broker_ha_status,
             RequestCode.NOTIFY_BROKER_ROLE_CHANGED: self.notify_broker_role_changed,
+            RequestCode.CONTROLLER_ELECT_MASTER: self.hand_over_master,
         }
 
     # -- configuration -------------------------------------------------------------------------
@@ -285,6 +296,42 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         await manager.apply_role(assignment)
         return request.response(ResponseCode.SUCCESS)
+
+    async def hand_over_master(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """A person's or an operator's request that this Lease-mode master hand its mastership over
+        (before a node drain) and stay up as a slave: the planned hand-over of SIGTERM without the
+        exit (ReplicasManager.hand_over). The answer comes once the Lease is released (or not);
+        the successor takes it at its next read, woken by the closed HA connection."""
+        header = ElectMasterRequestHeader.from_ext_fields(request.ext_fields)
+        config = self.broker.broker_config
+        if header.broker_name and header.broker_name != config.broker_name:
+            return request.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
+                                    f"this broker is of group {config.broker_name}, not {header.broker_name}")
+        manager = self.broker.replicas_manager
+        to = header.broker_id if header.designate_elect and header.broker_id > 0 else None
+        log.warning("master hand-over requested by %s%s", conn.peer, "" if to is None else f" (to replica {to})")
+        outcome = None if manager is None else await manager.hand_over(to)
+        if manager is None or outcome is None:
+            return request.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
+                                    "not a Lease replica: a hand-over needs enableControllerMode=true and "
+                                    "controllerLeaseEnable=true (with controllerAddr, ask Apache's controller)")
+        current = manager.assignment
+        if outcome is HandOver.RELEASED:
+            return request.response(ResponseCode.SUCCESS, "released the master Lease to the in-sync slaves")
+        if outcome is HandOver.NOT_MASTER:
+            follows = current is not None and not manager.is_master
+            master = f"; the master is {current.master_address}" if follows and current is not None else ""
+            return request.response(ResponseCode.CONTROLLER_INVALID_MASTER,
+                                    f"this broker is not the master of {config.broker_name}{master}")
+        members = sorted(current.sync_state_set) if current is not None else []
+        if outcome is HandOver.NO_SLAVE_IN_SYNC:
+            who = "no slave is" if to is None else f"replica {to} is not"
+            return request.response(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
+                                    f"no hand-over: {who} in the SyncStateSet {members}; still master")
+        who = "no slave" if to is None else f"replica {to}"
+        return request.response(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
+                                f"no hand-over: {who} of the SyncStateSet {members} acknowledged the whole log within "
+                                f"{config.controller_lease_hand_over_timeout_mills} ms; still master")
 
     def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         log.warning("DELETE_EXPIRED_COMMITLOG from %s", conn.peer)
