@@ -571,9 +571,11 @@ class LeaseElector:
             except Exception as e:
                 log.warning("%s: the Lease could not be read or written: %s", self.name, e)
             await self._apply()
+            # asyncio.timeout, not wait_for: on Python 3.11 a stop's cancellation that comes with a
+            # wake-up would be swallowed by wait_for and the loop would run on
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(),
-                                       max(0.0, self.timing.renew_interval - (self._clock() - started)))
+                async with asyncio.timeout(max(0.0, self.timing.renew_interval - (self._clock() - started))):
+                    await self._woken.wait()
             self._woken.clear()
 
     async def _tick(self) -> None:
