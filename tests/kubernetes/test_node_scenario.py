@@ -1000,7 +1000,7 @@ def test_a_rolling_upgrade_of_the_lease_store_pauses_its_group_only_for_a_hand_o
     created = {name: p.metadata.creation_timestamp.timestamp() - patched_at for name, p in restarted.items()}
     print(f"\nrolling upgrade: {first} recreated {created[first]:.0f} s and {last} {created[last]:.0f} s after the "
           f"patch, the rollout done after {rolled_at - patched_at:.0f} s; {len(sent)} sends acknowledged, "
-          f"{stopped.summary.get('failed')} failed; longest gaps between acknowledged sends: " + "; ".join(
+          f"{len(stopped.errors)} failed; longest gaps between acknowledged sends: " + "; ".join(
               f"{group} " + ", ".join(f"{gap:.2f} s from {at - patched_at:.1f} s" for gap, at in gaps[:3])
               for group, gaps in pauses.items()))
     for group, gaps in pauses.items():
