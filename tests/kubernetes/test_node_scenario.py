@@ -97,7 +97,8 @@ RELAY_SENDS, RELAY_PAUSE_MS = 100_000, 100
 #: the rolling upgrade's send loop on the Lease store: one send per ROLL_PAUSE_MS, more than it
 #: gets through
 ROLL_TOPIC, ROLL_SENDS, ROLL_PAUSE_MS = "RollTopic", 100_000, 20
-#: the longest a rolling upgrade may leave the group without an acknowledged send: see the test
+#: the longest a rolling upgrade may leave the group without an acknowledged send: the test's
+#: docstring says why
 ROLL_GAP_LIMIT_S = 10
 #: the namespaces of the RocketStores, deleted again at the end
 STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS, RELAY_NS)
@@ -956,11 +957,19 @@ def test_a_rolling_upgrade_of_the_lease_store_pauses_its_group_only_for_a_hand_o
 
     Every pod must be replaced, the brokerName must stay, and every acknowledged message must be
     consumed afterwards. The longest gap between two acknowledged sends of the group must stay
-    within ROLL_GAP_LIMIT_S: the hand-over's own pause (0.52 s with broker processes; a Lease
-    write, the successor's read on its woken elector, its promotion and registration) plus what
-    the client adds on the node: the send in flight to the stopping master is refused or cut, and
-    the next one waits for the client's route refresh (every second here) to name the new master,
-    or for its send timeout (3 s) if it went to an address that no longer answers."""
+    within ROLL_GAP_LIMIT_S (10 s). The hand-over itself pauses writes for about half a second
+    (0.52 s with broker processes: a Lease write, the woken successor's read and promotion, its
+    registration); what a Java 4.x client sees is longer, as its sends reach the new master only
+    through its own failures: sends the fenced master refuses fail at once (the client's retry
+    goes to the same address), a send the stopping master leaves unanswered fails
+    after the client's 3 s send timeout, and the next one may be cut by the same 3 s budget before
+    the route refresh (every second here) names the new master. Two send timeouts, a route refresh
+    and the hand-over make about 7.5 s; the gaps measured on the node were 5.1 and 6.2 s (in the
+    second run one failed send took 3 s and one was cut by the budget; the test prints the
+    failures). 10 s leaves a busy two-core node
+    room and still fails a rollout that stalls a group's writes while a member restarts (a slave
+    dropped from the SyncStateSet only after ``haMaxTimeSlaveNotCatchup``, 15 s, or a master
+    restarted before its successor is in sync)."""
     store = relay_store
     master = store.settled(60)
     store.create_topic(ROLL_TOPIC)
@@ -1002,7 +1011,8 @@ def test_a_rolling_upgrade_of_the_lease_store_pauses_its_group_only_for_a_hand_o
           f"patch, the rollout done after {rolled_at - patched_at:.0f} s; {len(sent)} sends acknowledged, "
           f"{len(stopped.errors)} failed; longest gaps between acknowledged sends: " + "; ".join(
               f"{group} " + ", ".join(f"{gap:.2f} s from {at - patched_at:.1f} s" for gap, at in gaps[:3])
-              for group, gaps in pauses.items()))
+              for group, gaps in pauses.items())
+          + f"; the failed sends: {sorted({e.get('exception', e['error'])[:160] for e in stopped.errors})}")
     for group, gaps in pauses.items():
         gap, at = gaps[0]
         assert gap <= ROLL_GAP_LIMIT_S, f"{group} unwritable for {gap:.2f} s from {at - patched_at:.1f} s"
