@@ -20,7 +20,8 @@ The tests run in file order and build on each other: install, produce and consum
 a broker pod deleted, manual delete (which also deletes the first segment of broker-0, where the
 produce test's messages are), scaling 2 -> 3, a TLS store, a LoadBalancer store, a replicated
 store (master and slave) losing its master pod and rolling, a Lease failover store whose master
-moves within its group twice while Java 4.x and 5.x producers send, the RocketStore deleted.
+moves within its group twice while Java 4.x and 5.x producers send and which then rolls for an
+upgrade while a Java 4.x producer sends, the RocketStore deleted.
 """
 
 from __future__ import annotations
