@@ -147,6 +147,7 @@ def test_helm_install_and_least_privilege(helm: Path, control_plane: Any, kube: 
     assert allowed("patch", "statefulsets", "apps") and allowed("delete", "statefulsets", "apps")
     assert allowed("patch", "persistentvolumeclaims") and allowed("create", "events")
     assert allowed("delete", "services") and allowed("delete", "configmaps")  # external access pruned
+    assert allowed("delete", "pods")  # a Lease group's rolling restart (OnDelete), member by member
     # a RocketStore's NetworkPolicy, deleted once spec.networkPolicy is removed
     assert allowed("patch", "networkpolicies", "networking.k8s.io")
     assert allowed("delete", "networkpolicies", "networking.k8s.io")

@@ -64,9 +64,11 @@ app.kubernetes.io/component: test
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [get, list, patch]
+# delete: a Lease group's rolling restart (its StatefulSets update OnDelete): the operator deletes
+# each member's pod in turn, the Lease's master last
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list]
+  verbs: [get, list, delete]
 {{- if .Values.rbac.readReferencedSecrets }}
 # the ACL / TLS Secrets a RocketStore references: read to report a missing Secret or key
 - apiGroups: [""]
