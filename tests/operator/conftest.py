@@ -34,6 +34,7 @@ from operator_support import (
     SCALING_STORE,
     SECURED_NAMESPACE,
     SECURED_STORE,
+    SLAVE_HOST,
     STORAGE_CLASS,
     controlplane,
     free_port,
@@ -141,7 +142,9 @@ def operator_process(control_plane: Any, crd: dict[str, Any], broker_port: int, 
            # no broker listens there: the operator reads these masters' /metrics on the host of
            # its pinned address and the store's metrics port, where the test serves them
            f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-0=127.0.0.1:{free_port()};"
-           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-1=127.0.0.1:{free_port()}"]
+           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-1=127.0.0.1:{free_port()};"
+           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-slave-1-0={SLAVE_HOST}:{free_port()};"
+           f"{GROUPS_NAMESPACE}/{GROUPS_STORE}-slave-1-1={SLAVE_HOST}:{free_port()}"]
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
 

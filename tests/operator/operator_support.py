@@ -31,6 +31,7 @@ __all__ = [
     "SCALING_STORE",
     "SECURED_NAMESPACE",
     "SECURED_STORE",
+    "SLAVE_HOST",
     "STORAGE_CLASS",
     "broker_lease_kubeconfig",
     "controlplane",
@@ -57,6 +58,8 @@ EXTERNAL_STORE = "lb"
 #: where the test serves the masters' /metrics (the HA series) itself
 GROUPS_NAMESPACE = "groups"
 GROUPS_STORE = "rsg"
+#: where its slaves are pinned, another loopback address: the test serves their /metrics there
+SLAVE_HOST = "127.0.0.2"
 #: the RocketStore of test_operator_scaling_cluster.py: both its brokers are real processes
 SCALING_NAMESPACE = "scaling"
 SCALING_STORE = "rss"

@@ -11,6 +11,7 @@ import pytest
 
 from rocketstore.broker.broker_config import load_config
 from rocketstore.common.replica_lease import ReplicaInfo, lease_body
+from rocketstore.operator.brokers import ReplicationView, SlaveLag
 from rocketstore.operator.desired import (
     ROLE_LABEL,
     Owner,
@@ -24,7 +25,7 @@ from rocketstore.operator.desired import (
 )
 from rocketstore.operator.model import SpecError, parse_spec
 from rocketstore.operator.sizing import volume_size
-from rocketstore.operator.status import elections, masters_status
+from rocketstore.operator.status import elections, group_views, groups_status, masters_status
 
 OWNER = Owner(name="rs", namespace="ns", uid="1234")
 LEASE = {"brokers": 2, "replication": {"replicasPerGroup": 3, "failover": {"mode": "Lease"}}}
@@ -164,3 +165,33 @@ def test_an_unreadable_lease_raises_no_event() -> None:
     bad = {"metadata": {"name": "rs.rs-0", "annotations": {"rocketstore.io/sync-state-set": "{"}}, "spec": {}}
     before = masters_status([lease("rs-0", 1, 1, {1})])
     assert elections(before, masters_status([bad])) == []
+
+
+def _pod(ip: str) -> dict[str, Any]:
+    return {"status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_after_a_failover_status_groups_follow_the_brokers_roles_and_the_lease() -> None:
+    spec = parse_spec({**LEASE, "brokers": 1})
+    pods = {"rs-0": _pod("10.0.0.1"), "rs-slave-1-0": _pod("10.0.0.2"), "rs-slave-2-0": _pod("10.0.0.3")}
+    # member 1 (replica 2) won the election: it reports MASTER and the lag of the two others
+    seen = {"rs-0": ReplicationView("SLAVE", master_connected=True),
+            "rs-slave-1-0": ReplicationView("MASTER", (SlaveLag("10.0.0.1:40000", 0, 0.0),
+                                                       SlaveLag("10.0.0.3:40001", 3 * 1024**2, 2.5)), 1)}
+    info = ReplicaInfo(master_replica_id=2, master_address="10.0.0.2:10911", master_ha_address="10.0.0.2:10912",
+                       master_epoch=3,
+                       sync_state_set=frozenset({1, 2}), sync_state_set_epoch=5)
+    views = group_views(OWNER, spec, 1, pods, seen, {"rs-slave-2-0": "refused"}, {"rs-0": info})
+    entries, condition = groups_status(spec, views)
+    assert entries == [{"name": "rs-0", "mode": "Lease", "master": "rs-slave-1-0", "masterEpoch": 3,
+                        "syncStateSet": [1, 2], "syncStateSetEpoch": 5, "slavesInSync": 1, "members": [
+        {"name": "rs-0", "brokerId": 1, "ready": True, "role": "SLAVE", "inSyncStateSet": True, "inSync": True,
+         "haAddress": "10.0.0.1:40000", "lagBytes": 0, "lagSeconds": 0.0},
+        {"name": "rs-slave-1-0", "brokerId": 2, "ready": True, "role": "MASTER", "inSyncStateSet": True},
+        {"name": "rs-slave-2-0", "brokerId": 3, "ready": True, "inSyncStateSet": False, "inSync": False,
+         "haAddress": "10.0.0.3:40001", "lagBytes": 3 * 1024**2, "lagSeconds": 2.5, "message": "refused"}]}]
+    assert (condition.status, condition.reason) == (False, "SlavesBehind") and "rs-slave-2-0" in condition.message
+    # a deposed master that has not noticed yet: the Lease's master is the group's
+    seen["rs-0"] = ReplicationView("MASTER", (), 0)
+    master = group_views(OWNER, spec, 1, pods, seen, {}, {"rs-0": info})[0].master
+    assert master is not None and master.name == "rs-slave-1-0"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rocketstore.broker.broker_config import load_config
-from rocketstore.operator.brokers import BrokerAccess, BrokerAddressing, MasterReplication, SlaveLag, parse_ha_metrics
+from rocketstore.operator.brokers import BrokerAccess, BrokerAddressing, ReplicationView, SlaveLag, parse_ha_metrics
 from rocketstore.operator.desired import (
     POD_INDEX_LABEL,
     ROLE_LABEL,
@@ -306,8 +306,8 @@ def test_group_rollouts_from_statefulsets_pods_and_lag() -> None:
     spec = parse_spec(GROUPS)
     pods = {"rs-0": pod("rs-0", "rev-old"), "rs-1": pod("rs-1", "rev-old"),
             "rs-slave-1-0": pod("rs-slave-1-0", ip="10.0.0.5"), "rs-slave-1-1": pod("rs-slave-1-1", ip="10.0.0.6")}
-    masters = {0: MasterReplication((SlaveLag("10.0.0.5:41000", 10, 0.0),), 1),
-               1: MasterReplication((SlaveLag("10.0.0.6:41000", 5 * 1024**2, 3.0),), 0)}
+    masters = {"rs-0": ReplicationView("MASTER", (SlaveLag("10.0.0.5:41000", 10, 0.0),), 1),
+               "rs-1": ReplicationView("MASTER", (SlaveLag("10.0.0.6:41000", 5 * 1024**2, 3.0),), 0)}
     views = group_views(OWNER, spec, 2, pods, masters)
     rollouts = group_rollouts("rs", views, {"rs": sts("rs"), "rs-slave-1": sts("rs-slave-1")})
     assert rollouts == [GroupRollout(0, True, False, True, True), GroupRollout(1, True, False, True, False)]
@@ -333,35 +333,53 @@ rocketstore_ha_slaves_in_sync 1.0
 rocketstore_commitlog_max_offset 12345.0
 """
 
+#: a slave's HA families: the master's without samples, its own with
+SLAVE_METRICS = """\
+# TYPE rocketstore_ha_slave_lag_bytes gauge
+# TYPE rocketstore_ha_slaves_in_sync gauge
+# TYPE rocketstore_ha_master_connected gauge
+rocketstore_ha_master_connected 1.0
+# TYPE rocketstore_ha_slave_behind_refused gauge
+rocketstore_ha_slave_behind_refused 0.0
+"""
+
 
 def test_parse_ha_metrics() -> None:
-    assert parse_ha_metrics(METRICS) == MasterReplication(
-        (SlaveLag("10.0.0.5:41000", 0, 0.0), SlaveLag("10.0.0.7:52000", 2 * 1024**2, 4.5)), 1)
-    assert parse_ha_metrics("# no HA here\nup 1\n") == MasterReplication((), None)
+    assert parse_ha_metrics(METRICS) == ReplicationView(
+        "MASTER", (SlaveLag("10.0.0.5:41000", 0, 0.0), SlaveLag("10.0.0.7:52000", 2 * 1024**2, 4.5)), 1)
+    assert parse_ha_metrics("# no HA here\nup 1\n") == ReplicationView()
+    assert parse_ha_metrics(SLAVE_METRICS) == ReplicationView("SLAVE", master_connected=True)
     assert SlaveLag("[fd00::5]:41000").host == "fd00::5"
 
 
 def test_metrics_address_follows_the_broker_addressing() -> None:
     assert BrokerAddressing().http_address("rs", "ns", 1, 10925) == "rs-1.rs-headless.ns.svc:10925"
     assert BrokerAddressing.from_text("127.0.0.1:{port}").http_address("rs", "ns", 0, 18080) == "127.0.0.1:18080"
-    pinned = BrokerAddressing.from_text("ns/rs-0=127.0.0.1:20911")
+    pinned = BrokerAddressing.from_text("ns/rs-0=127.0.0.1:20911;ns/rs-slave-1-0=127.0.0.2:20912")
     assert pinned.http_address("rs", "ns", 0, 20925) == "127.0.0.1:20925"
+    assert pinned.http_address("rs", "ns", 0, 20925, slave=1) == "127.0.0.2:20925"
+    assert BrokerAddressing().http_address("rs", "ns", 1, 10925, slave=2) == "rs-slave-2-1.rs-headless.ns.svc:10925"
 
 
 def test_groups_status_lists_roles_and_lag() -> None:
     spec = parse_spec(SYNC)
     pods = {"rs-0": pod("rs-0"), "rs-slave-1-0": pod("rs-slave-1-0", ip="10.0.0.5"),
             "rs-slave-2-0": pod("rs-slave-2-0", ip="10.0.0.7", ready=False), "rs-1": pod("rs-1")}
-    views = group_views(OWNER, spec, 2, pods, {0: parse_ha_metrics(METRICS)}, {1: "rs-1:10925/metrics: refused"})
+    seen = {"rs-0": parse_ha_metrics(METRICS), "rs-slave-1-0": parse_ha_metrics(SLAVE_METRICS)}
+    views = group_views(OWNER, spec, 2, pods, seen, {"rs-1": "rs-1:10925/metrics: refused"})
     entries, condition = groups_status(spec, views)
-    assert entries[0] == {"name": "rs-0", "mode": "SYNC_MASTER", "slavesInSync": 1, "members": [
+    assert entries[0] == {"name": "rs-0", "mode": "SYNC_MASTER", "master": "rs-0", "slavesInSync": 1, "members": [
         {"name": "rs-0", "role": "MASTER", "brokerId": 0, "ready": True},
         {"name": "rs-slave-1-0", "role": "SLAVE", "brokerId": 1, "ready": True, "inSync": True,
          "haAddress": "10.0.0.5:41000", "lagBytes": 0, "lagSeconds": 0.0},
-        {"name": "rs-slave-2-0", "role": "SLAVE", "brokerId": 2, "ready": False, "inSync": False,
+        # its own /metrics not read: no role, the lag is still its master's word
+        {"name": "rs-slave-2-0", "brokerId": 2, "ready": False, "inSync": False,
          "haAddress": "10.0.0.7:52000", "lagBytes": 2 * 1024**2, "lagSeconds": 4.5}]}
     # group 1: its master's metrics could not be read, its slaves have no pods
-    assert entries[1]["message"] == "rs-1:10925/metrics: refused" and "slavesInSync" not in entries[1]
+    assert entries[1]["message"] == "no member reports the MASTER role (rs-1: rs-1:10925/metrics: refused)"
+    assert "slavesInSync" not in entries[1] and "master" not in entries[1]
+    assert entries[1]["members"][0] == {"name": "rs-1", "brokerId": 0, "ready": True, "inSync": False,
+                                        "message": "rs-1:10925/metrics: refused"}
     assert [m["inSync"] for m in entries[1]["members"][1:]] == [False, False]
     assert (condition.type, condition.status, condition.reason) == (REPLICATION_CONDITION, False, "SlavesBehind")
     assert "rs-slave-2-0" in condition.message and "rs-slave-1-0" not in condition.message
@@ -369,20 +387,23 @@ def test_groups_status_lists_roles_and_lag() -> None:
 
 def test_a_sync_master_without_a_slave_in_sync_is_its_own_reason() -> None:
     spec = parse_spec(SYNC)
-    views = group_views(OWNER, spec, 2, {}, {0: MasterReplication((), 1), 1: MasterReplication((), 0)})
+    views = group_views(OWNER, spec, 2, {}, {"rs-0": ReplicationView("MASTER", (), 1),
+                                              "rs-1": ReplicationView("MASTER", (), 0)})
     _, condition = groups_status(spec, views)
     assert (condition.status, condition.reason) == (False, "NoSlaveInSync")
     assert "rs-1" in condition.message and "rs-0" not in condition.message
     # ASYNC_MASTER takes writes without a slave: only behind
     async_spec = parse_spec(GROUPS)
-    _, condition = groups_status(async_spec, group_views(OWNER, async_spec, 1, {}, {0: MasterReplication((), 0)}))
+    _, condition = groups_status(async_spec, group_views(OWNER, async_spec, 1, {},
+                                                         {"rs-0": ReplicationView("MASTER", (), 0)}))
     assert condition.reason == "SlavesBehind"
 
 
 def test_every_slave_in_sync() -> None:
     spec = parse_spec(GROUPS)
     pods = {"rs-slave-1-0": pod("rs-slave-1-0", ip="10.0.0.5")}
-    views = group_views(OWNER, spec, 1, pods, {0: MasterReplication((SlaveLag("10.0.0.5:1", 1024**2, 0.1),), 1)})
+    master = ReplicationView("MASTER", (SlaveLag("10.0.0.5:1", 1024**2, 0.1),), 1)
+    views = group_views(OWNER, spec, 1, pods, {"rs-0": master})
     _, condition = groups_status(spec, views)
     assert (condition.status, condition.reason) == (True, "AllSlavesInSync")
 

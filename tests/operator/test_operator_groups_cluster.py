@@ -11,13 +11,13 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from operator_support import GROUPS_NAMESPACE, GROUPS_STORE, free_port, wait_until
+from operator_support import GROUPS_NAMESPACE, GROUPS_STORE, SLAVE_HOST, free_port, wait_until
 from test_operator_cluster import G, P, V, condition, create, get, make_ns, patch_spec, store
 
 from rocketstore.operator.model import format_quantity, parse_spec
@@ -74,16 +74,21 @@ def test_replication_defaults_and_what_the_schema_accepts_the_operator_accepts(k
     assert parse_spec(spec).replication.slaves == 3
 
 
+#: what the slaves' /metrics says (their addresses are pinned to this host): connected to a master
+SLAVE_BODY = "# TYPE rocketstore_ha_master_connected gauge\nrocketstore_ha_master_connected 1\n"
+
+
 class MasterMetrics:
-    """The masters' /metrics: one body for both (each master's view is matched by its slave's pod IP)."""
+    """The masters' /metrics: one body for both (each master's view is matched by its slave's pod
+    IP), on 127.0.0.1; the slaves' on SLAVE_HOST, the same port."""
 
     def __init__(self, kube: Any) -> None:
         self.core = client.CoreV1Api(kube)
         self.lag: dict[str, int] = {}  # slave pod -> lag bytes (absent: not connected)
         self.in_sync = 1
         self.port = free_port()
-        handler = self._handler()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), self._handler(self.body))
+        self.slaves = http.server.ThreadingHTTPServer((SLAVE_HOST, self.port), self._handler(lambda: SLAVE_BODY))
 
     def body(self) -> str:
         lines = ["# TYPE rocketstore_ha_slave_lag_bytes gauge", "# TYPE rocketstore_ha_slave_lag_seconds gauge"]
@@ -98,12 +103,11 @@ class MasterMetrics:
         lines += ["# TYPE rocketstore_ha_slaves_in_sync gauge", f"rocketstore_ha_slaves_in_sync {self.in_sync}"]
         return "\n".join(lines) + "\n"
 
-    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
-        metrics = self
-
+    @staticmethod
+    def _handler(body_of: Callable[[], str]) -> type[http.server.BaseHTTPRequestHandler]:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = metrics.body().encode()
+                body = body_of().encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -119,12 +123,13 @@ class MasterMetrics:
 @pytest.fixture
 def masters(kube: Any) -> Iterator[MasterMetrics]:
     m = MasterMetrics(kube)
-    thread = threading.Thread(target=m.server.serve_forever, daemon=True)
-    thread.start()
+    for server in (m.server, m.slaves):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield m
     finally:
         m.server.shutdown()
+        m.slaves.shutdown()
 
 
 def group(obj: dict[str, Any], name: str) -> dict[str, Any]:
@@ -175,12 +180,13 @@ def test_broker_groups_budgets_status_and_slaves_first(kube: Any, operator_proce
     assert found["rsg-1"].spec.min_available == 1
     assert found["rsg-1"].spec.selector.match_labels["apps.kubernetes.io/pod-index"] == "1"
 
-    # status: each group's roles and lag, every slave in sync
+    # status: each group's roles (each broker's own /metrics) and lag, every slave in sync
     obj = wait_until("groups in sync", lambda: (o := get(kube, ns, NAME)) and (c := condition(
         o, "ReplicationInSync")) and c["status"] == "True" and o, 90)
     assert [(m["name"], m["role"], m["brokerId"]) for m in group(obj, "rsg-1")["members"]] == [
         ("rsg-1", "MASTER", 0), ("rsg-slave-1-1", "SLAVE", 1)]
     assert group(obj, "rsg-0")["mode"] == "SYNC_MASTER" and group(obj, "rsg-0")["slavesInSync"] == 1
+    assert [group(obj, g)["master"] for g in ("rsg-0", "rsg-1")] == ["rsg-0", "rsg-1"]
     slave = member(obj, "rsg-slave-1-0")
     assert slave is not None and slave["inSync"] and slave["lagBytes"] == 0 and slave["ready"]
 

@@ -15,8 +15,9 @@ from rocketstore.operator.upgrade import statefulset_settled
 
 def members(*states: str) -> list[LeaseMember]:
     """Member k (replica id k + 1) of group 0 per state: u updated, s stale, each ready unless
-    followed by '!'."""
-    return [LeaseMember(f"p{k + 1}", k + 1, ready=not s.endswith("!"), updated=s.startswith("u"))
+    followed by '!'; then M or S: the role its broker reports (none: not known)."""
+    roles = {"M": "MASTER", "S": "SLAVE"}
+    return [LeaseMember(f"p{k + 1}", k + 1, ready="!" not in s, updated=s.startswith("u"), role=roles.get(s[-1]))
             for k, s in enumerate(states)]
 
 
@@ -46,10 +47,25 @@ def test_one_restart_at_a_time_but_a_broken_stale_member_goes_at_once() -> None:
 
 
 def test_without_a_master_the_stale_members_restart_in_turn() -> None:
-    # no master (a released Lease, or none yet): nobody to hand over from, highest id first
-    assert lease_group_restart(members("s", "s"), None, frozenset()) == "p2"
-    assert lease_group_restart(members("s", "u"), None, frozenset()) == "p1"
+    # no master (a released Lease) and every broker a slave: nobody to hand over from, highest id first
+    assert lease_group_restart(members("sS", "sS"), None, frozenset()) == "p2"
     assert lease_group_restart(members("s"), 1, frozenset({1})) == "p1"  # a group of one
+
+
+def test_switching_failover_on_restarts_the_serving_master_first() -> None:
+    # the brokers ran without failover, no Lease yet: the first member on the new template takes
+    # the Lease, so it must be the master, the one holding every acknowledged message
+    assert lease_group_restart(members("sM", "sS", "sS"), None, frozenset()) == "p1"
+    # after a failover without the operator's Lease mode, a slave StatefulSet's pod may serve
+    assert lease_group_restart(members("sS", "sM"), None, frozenset()) == "p2"
+    # its role not known, or a member already on the new template about to take the Lease: wait
+    assert lease_group_restart(members("s", "s"), None, frozenset()) is None
+    assert lease_group_restart(members("sS", "s"), None, frozenset()) is None
+    assert lease_group_restart(members("uS", "sS"), None, frozenset()) is None
+    # once it holds the Lease, the others follow
+    assert lease_group_restart(members("uM", "sS"), 1, frozenset({1})) == "p2"
+    # a master on the old template that crash-loops still restarts at once
+    assert lease_group_restart(members("sS", "s!"), None, frozenset()) == "p2"
 
 
 def test_every_statefulset_of_a_lease_store_updates_on_delete() -> None:

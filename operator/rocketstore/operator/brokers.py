@@ -11,10 +11,11 @@
   ``WIPE_WRITE_PERM_OF_BROKER`` (205) / ``ADD_WRITE_PERM_OF_BROKER`` (327);
 * scaling, again: a leaving master's ``/metrics``, the messages it holds for later delivery on
   itself only (delayed, timer and transaction half messages, :func:`parse_held_metrics`);
-* replication (broker groups): a master's ``/metrics`` on its HTTP port, the
-  ``rocketstore_ha_*`` series (:func:`parse_ha_metrics`). The same figures Prometheus alerts on, so
-  the operator's view of "in sync" and the dashboard's never disagree; and the one place a
-  master names each slave it streams to with its lag in bytes and seconds.
+* replication (broker groups): every member's ``/metrics`` on its HTTP port, the
+  ``rocketstore_ha_*`` series (:func:`parse_ha_metrics`): which of them has samples says the role
+  the broker serves in now, and a master's name each slave it streams to with its lag in bytes and
+  seconds. The same figures Prometheus alerts on, so the operator's view of "in sync" and the
+  dashboard's never disagree.
 
 Addressing: broker ``i`` of RocketStore ``NAME`` in ``NS`` is reached at
 ``NAME-i.NAME-headless.NS.svc:10911`` (its stable StatefulSet DNS name). A template overrides it,
@@ -60,7 +61,7 @@ __all__ = [
     "BrokerRuntime",
     "Brokers",
     "HeldMessages",
-    "MasterReplication",
+    "ReplicationView",
     "SlaveLag",
     "parse_ha_metrics",
     "parse_held_metrics",
@@ -183,25 +184,36 @@ class SlaveLag:
 
 
 @dataclass(frozen=True)
-class MasterReplication:
-    """A master's HA view: the slaves connected to it and how many the broker counts in sync."""
+class ReplicationView:
+    """One broker's HA view, from its ``/metrics``: the role it serves in now and, as a master,
+    the slaves connected to it and how many it counts in sync.
 
+    The role is the broker's own, read from which ``rocketstore_ha_*`` families carry samples (a
+    master's lag series, a slave's connection flag): with Lease failover it changes by election,
+    without it it is still what the broker runs, not what its StatefulSet was meant to make it."""
+
+    #: MASTER or SLAVE; None when neither family has samples (an image without them)
+    role: str | None = None
     slaves: tuple[SlaveLag, ...] = ()
     slaves_in_sync: int | None = None
+    #: a slave: whether its HA client is connected to a master
+    master_connected: bool | None = None
 
 
 HA_LAG_BYTES: Final = "rocketstore_ha_slave_lag_bytes"
 HA_LAG_SECONDS: Final = "rocketstore_ha_slave_lag_seconds"
 HA_SLAVES_IN_SYNC: Final = "rocketstore_ha_slaves_in_sync"
+HA_MASTER_CONNECTED: Final = "rocketstore_ha_master_connected"
 
 
-def parse_ha_metrics(text: str) -> MasterReplication:
-    """The ``rocketstore_ha_*`` series of a master's Prometheus text exposition."""
+def parse_ha_metrics(text: str) -> ReplicationView:
+    """The ``rocketstore_ha_*`` series of a broker's Prometheus text exposition."""
     from prometheus_client.parser import text_string_to_metric_families
 
     lag_bytes: dict[str, int] = {}
     lag_seconds: dict[str, float] = {}
     in_sync: int | None = None
+    connected: bool | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             slave = sample.labels.get("slave")
@@ -211,8 +223,12 @@ def parse_ha_metrics(text: str) -> MasterReplication:
                 lag_seconds[slave] = float(sample.value)
             elif sample.name == HA_SLAVES_IN_SYNC:
                 in_sync = int(sample.value)
+            elif sample.name == HA_MASTER_CONNECTED:
+                connected = sample.value > 0
     slaves = tuple(SlaveLag(a, lag_bytes.get(a), lag_seconds.get(a)) for a in sorted(lag_bytes.keys() | lag_seconds))
-    return MasterReplication(slaves, in_sync)
+    # a broker publishes samples of its own role's families only (rocketstore.broker.ha_metrics)
+    role = "MASTER" if in_sync is not None else "SLAVE" if connected is not None else None
+    return ReplicationView(role, slaves, in_sync, connected)
 
 
 @dataclass(frozen=True)
@@ -305,13 +321,14 @@ class BrokerAddressing:
                 return f"{pod_dns(name, namespace, ordinal, slave)}:{port}"
         return self.template.format(name=name, namespace=namespace, ordinal=ordinal, pod=pod, port=port)
 
-    def http_address(self, name: str, namespace: str, ordinal: int, port: int) -> str:
-        """Where broker ``ordinal`` serves HTTP (``/metrics``) on ``port``: the template's host with
-        that port, or a pinned broker's host with it."""
-        if self.pinned is not None and f"{namespace}/{pod_name(name, ordinal)}" in self.pinned:
-            host = self.pinned[f"{namespace}/{pod_name(name, ordinal)}"].rsplit(":", 1)[0]
+    def http_address(self, name: str, namespace: str, ordinal: int, port: int, slave: int = 0) -> str:
+        """Where broker ``ordinal`` (its group's slave ``slave``) serves HTTP (``/metrics``) on
+        ``port``: the template's host with that port, or a pinned broker's host with it."""
+        pod = slave_pod_name(name, slave, ordinal) if slave else pod_name(name, ordinal)
+        if self.pinned is not None and f"{namespace}/{pod}" in self.pinned:
+            host = self.pinned[f"{namespace}/{pod}"].rsplit(":", 1)[0]
             return f"{host}:{port}"
-        return self.address(name, namespace, ordinal, port)
+        return self.address(name, namespace, ordinal, port, slave)
 
 
 def _default_factory(addr: str, access: BrokerAccess) -> AdminClient:
@@ -388,8 +405,9 @@ class Brokers:
         conf = await self.config(addr, access)
         return {k: conf.get(k, "") for k in props}
 
-    async def replication(self, http_addr: str) -> MasterReplication:
-        """A master's slaves and their lag, from its ``/metrics`` at ``http_addr`` (host:port)."""
+    async def replication(self, http_addr: str) -> ReplicationView:
+        """A broker's role and, a master's, its slaves and their lag, from its ``/metrics`` at
+        ``http_addr`` (host:port)."""
         return await self._metrics(http_addr, parse_ha_metrics)
 
     async def held(self, http_addr: str) -> HeldMessages:

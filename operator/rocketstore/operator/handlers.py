@@ -199,7 +199,7 @@ async def _reconcile(cause: str, body: kopf.Body, spec: kopf.Spec, status: kopf.
                                       status=status)
         _post(body, applied)
         seen = {**dict(status), **applied.status}
-        observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, generation)
+        observed = await observe(memo.kube, memo.brokers, owner, applied.spec or parsed, seen, generation)
     _post(body, observed)
     new_status = {**applied.status, **observed.status}
     problems = [*applied.status["problems"], *observed.problems]
@@ -259,7 +259,8 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
             image, starts, queued = _broker_image(memo, owner, parsed, body, kwargs[INDEX])
             applied, failure = await _repair(memo, owner, parsed, status, image, starts)
             seen = {**dict(status), **applied.status}
-            observed = await observe(memo.kube, memo.brokers, owner, parsed, seen, int(meta.get("generation", 0)))
+            observed = await observe(memo.kube, memo.brokers, owner, applied.spec or parsed, seen,
+                                     int(meta.get("generation", 0)))
     _post(body, applied)
     _post(body, observed)
     patch.status.update({**applied.status, **observed.status})

@@ -37,7 +37,7 @@ from rocketstore.operator.brokers import (
     BrokerRuntime,
     Brokers,
     HeldMessages,
-    MasterReplication,
+    ReplicationView,
 )
 from rocketstore.operator.conditions import Condition, now
 from rocketstore.operator.desired import (
@@ -69,6 +69,7 @@ from rocketstore.operator.rollout import (
     LeaseMember,
     group_rollouts,
     held_masters,
+    lease_failover_kept,
     lease_group_restart,
     master_partition,
     pod_updated,
@@ -119,6 +120,9 @@ class Outcome:
     problems: list[dict[str, str]] = field(default_factory=list)
     #: condition types that no longer apply (ExternalAccessReady once external access is off)
     dropped: list[str] = field(default_factory=list)
+    #: the spec the apply step applied: the resource's, unless a change of it was refused (the
+    #: observer follows what runs); None: nothing applied
+    spec: Spec | None = None
 
 
 def _claim_size(sts: Mapping[str, Any]) -> int | None:
@@ -170,6 +174,10 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
             f"under diskMaxUsedSpaceRatio {spec.retention.disk_max_used_space_ratio}%")
     replicas, volume = spec.brokers, want_volume
     sts = await kube.get("apps/v1", "StatefulSet", owner.namespace, owner.name)
+    out.spec, refused = lease_failover_kept(spec, sts)
+    spec = out.spec
+    if refused is not None:
+        problems.append(refused)
     if sts is not None:
         current_replicas = int(sts.get("spec", {}).get("replicas", 0))
         if replicas < current_replicas and not spec.allow_scale_down:
@@ -207,6 +215,8 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
     plan = Plan(owner=owner, spec=spec, replicas=replicas, volume_bytes=volume, default_image=default_image,
                 external_addresses=addresses, operator_peer=operator_peer)
     desired = all_objects(plan)
+    if spec.replication.failover.lease:
+        await _on_delete(kube, owner)
     for obj in desired[:-1]:
         await _apply(kube, owner, obj, repair, out)
     masters = desired[-1]
@@ -246,6 +256,20 @@ async def apply_objects(kube: Kube, owner: Owner, spec: Spec, default_image: str
         "problems": problems,
     })
     return out
+
+
+async def _on_delete(kube: Kube, owner: Owner) -> None:
+    """Switch the store's StatefulSets that still roll (failover Lease just switched on) to
+    OnDelete, dropping their ``rollingUpdate``: the apply alone cannot, the API server refuses an
+    OnDelete strategy with a ``rollingUpdate`` and keeps the fields the apply does not own, the
+    partition the observer set by patch and the defaults it filled in itself."""
+    for sts in await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name)):
+        if (sts.get("spec", {}).get("updateStrategy") or {}).get("rollingUpdate") is None:
+            continue
+        name = str(sts["metadata"]["name"])
+        await _api_step("apply", f"switching StatefulSet {name} to OnDelete", kube.merge_patch(
+            "apps/v1", "StatefulSet", owner.namespace, name,
+            {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}}))
 
 
 def _observer_owned(owner: Owner, obj: Mapping[str, Any]) -> set[tuple[str, ...]]:
@@ -679,18 +703,35 @@ async def _converge_slaves(brokers: Brokers, access: BrokerAccess, owner: Owner,
 
 
 async def _group_views(brokers: Brokers | None, owner: Owner, spec: Spec, replicas: int,
-                       pods: Mapping[str, Mapping[str, Any]]) -> list[GroupView]:
-    """Each broker group with its slaves' lag, as its master's ``/metrics`` reports it."""
-    seen: dict[int, MasterReplication] = {}
-    errors: dict[int, str] = {}
+                       pods: Mapping[str, Mapping[str, Any]],
+                       leases: Sequence[Mapping[str, Any]] = ()) -> list[GroupView]:
+    """Each broker group with its members' roles and lag, from every member's ``/metrics`` (a
+    member without a pod is not asked: there is no broker to answer)."""
+    seen: dict[str, ReplicationView] = {}
+    errors: dict[str, str] = {}
     if brokers is not None:
-        for i in range(replicas):
-            addr = brokers.addressing.http_address(owner.name, owner.namespace, i, spec.metrics.port)
-            try:
-                seen[i] = await brokers.replication(addr)
-            except BrokerError as e:
-                errors[i] = str(e)
-    return group_views(owner, spec, replicas, pods, seen, errors)
+        for k in range(spec.replication.replicas_per_group):
+            for i in range(replicas):
+                name = slave_pod_name(owner.name, k, i) if k else pod_name(owner.name, i)
+                if k and name not in pods:
+                    continue
+                addr = brokers.addressing.http_address(owner.name, owner.namespace, i, spec.metrics.port, slave=k)
+                try:
+                    seen[name] = await brokers.replication(addr)
+                except BrokerError as e:
+                    errors[name] = str(e)
+    return group_views(owner, spec, replicas, pods, seen, errors, _lease_infos(leases))
+
+
+def _lease_infos(leases: Sequence[Mapping[str, Any]]) -> dict[str, replica_lease.ReplicaInfo]:
+    """The groups' Leases by brokerName (a Lease that cannot be read is left out here;
+    ``status.masters`` names it)."""
+    infos: dict[str, replica_lease.ReplicaInfo] = {}
+    for obj in leases:
+        with contextlib.suppress(replica_lease.LeaseFormatError):
+            lease = replica_lease.parse_lease(obj)
+            infos[lease.broker_name] = lease.info
+    return infos
 
 
 async def _group_rollouts(kube: Kube, owner: Owner, groups: list[GroupView]) -> list[GroupRollout]:
@@ -704,9 +745,9 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
                           out: Outcome) -> tuple[list[GroupView], list[str]]:
     """The groups' lag, and the masters' partition moved to what the groups allow now; returns
     the groups and the masters the partition holds back from a new template."""
-    groups = await _group_views(brokers, owner, spec, replicas, pods)
+    groups = await _group_views(brokers, owner, spec, replicas, pods, leases)
     if spec.replication.failover.lease:  # no partition: the Leases order each group's restarts
-        await _roll_lease_groups(kube, owner, spec, replicas, pods, leases, out)
+        await _roll_lease_groups(kube, owner, groups, leases, out)
         return groups, []
     rollouts = await _group_rollouts(kube, owner, groups)
     partition = master_partition(replicas, rollouts)
@@ -730,28 +771,24 @@ async def _observe_groups(kube: Kube, brokers: Brokers, owner: Owner, spec: Spec
     return groups, held
 
 
-async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int, pods: Mapping[str, Mapping[str, Any]],
+async def _roll_lease_groups(kube: Kube, owner: Owner, groups: Sequence[GroupView],
                              leases: Sequence[Mapping[str, Any]], out: Outcome) -> None:
     """With Lease failover every StatefulSet of the store updates OnDelete: this deletes, in each
     group, the member :func:`~rocketstore.operator.rollout.lease_group_restart` names, so the
-    Lease's master restarts last and hands its Lease over on SIGTERM."""
+    Lease's master restarts last and hands its Lease over on SIGTERM (and, while no Lease names a
+    master, the member serving as master first)."""
     statefulsets = {str(s["metadata"]["name"]): s
                     for s in await kube.list("apps/v1", "StatefulSet", owner.namespace, selector(owner.name))}
-    infos: dict[str, replica_lease.ReplicaInfo] = {}
-    for obj in leases:
-        with contextlib.suppress(replica_lease.LeaseFormatError):
-            lease = replica_lease.parse_lease(obj)
-            infos[lease.broker_name] = lease.info
-    for i in range(replicas):
+    infos = _lease_infos(leases)
+    for group in groups:
         members = []
-        for k in range(spec.replication.replicas_per_group):
-            sts_name = owner.name if k == 0 else slave_statefulset_name(owner.name, k)
-            name = pod_name(sts_name, i)
-            pod = pods.get(name)
+        for m in group.members:
+            sts_name = owner.name if m.member == 0 else slave_statefulset_name(owner.name, m.member)
+            pod = m.pod or None
             # an absent pod is being created from the update revision: it counts as updated, not ready
-            members.append(LeaseMember(name, replica_id(k), pod is not None and pod_ready(pod),
-                                       pod is None or pod_updated(statefulsets.get(sts_name), pod)))
-        info = infos.get(pod_name(owner.name, i))
+            members.append(LeaseMember(m.name, replica_id(m.member), pod is not None and pod_ready(pod),
+                                       pod is None or pod_updated(statefulsets.get(sts_name), pod), m.role))
+        info = infos.get(group.name)
         victim = lease_group_restart(members, None if info is None else info.master_replica_id,
                                      frozenset() if info is None else info.sync_state_set)
         if victim is None:
@@ -762,9 +799,14 @@ async def _roll_lease_groups(kube: Kube, owner: Owner, spec: Spec, replicas: int
             metrics.ERRORS.labels(step="rollout").inc()
             out.problems.append({"reason": "RolloutNotAdvanced", "message": f"pod {victim}: {e}"})
             continue
-        master = info is not None and any(m.pod == victim and m.replica_id == info.master_replica_id for m in members)
-        out.events.append(Event("Normal", "MemberRestarted", f"{victim} restarts for the new template" + (
-            " (the group's master: it hands its Lease to an in-sync member first)" if master else "")))
+        if info is not None and info.master_replica_id is not None:
+            master = any(m.pod == victim and m.replica_id == info.master_replica_id for m in members)
+            note = " (the group's master: it hands its Lease to an in-sync member first)"
+        else:
+            master = any(m.pod == victim and m.role == "MASTER" for m in members)
+            note = " (the group's master, before any other member: it takes the Lease with every acknowledged message)"
+        out.events.append(Event("Normal", "MemberRestarted",
+                                f"{victim} restarts for the new template" + (note if master else "")))
 
 
 def _observe_masters(spec: Spec, status: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], out: Outcome) -> None:

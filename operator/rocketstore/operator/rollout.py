@@ -32,14 +32,15 @@ listed and the lag it observed (:func:`rocketstore.operator.status.group_views`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from rocketstore.operator.desired import pod_name, slave_statefulset_name
+from rocketstore.operator.model import Spec
 from rocketstore.operator.status import GroupView, pod_ready
 
-__all__ = ["GroupRollout", "LeaseMember", "group_rollouts", "held_masters", "lease_group_restart", "master_partition",
-           "pod_updated"]
+__all__ = ["GroupRollout", "LeaseMember", "group_rollouts", "held_masters", "lease_failover_kept",
+           "lease_group_restart", "master_partition", "pod_updated"]
 
 #: the label the StatefulSet controller sets on each pod: the revision of the template it runs
 REVISION_LABEL: Final = "controller-revision-hash"
@@ -98,15 +99,17 @@ def group_rollouts(name: str, groups: Sequence[GroupView], statefulsets: Mapping
     masters = statefulsets.get(name)
     rollouts = []
     for g in groups:
+        # without failover member 0 is the master for good: its StatefulSet's pod, whatever it reports
+        master, *slaves = g.members
         slaves_updated = all(
-            pod_ready(m.pod) and pod_updated(statefulsets.get(slave_statefulset_name(name, m.broker_id)), m.pod)
-            for m in g.slaves)
+            pod_ready(m.pod) and pod_updated(statefulsets.get(slave_statefulset_name(name, m.member)), m.pod)
+            for m in slaves)
         rollouts.append(GroupRollout(
             ordinal=g.ordinal,
-            master_ready=pod_ready(g.master.pod),
-            master_updated=pod_updated(masters, g.master.pod),
+            master_ready=pod_ready(master.pod),
+            master_updated=pod_updated(masters, master.pod),
             slaves_updated=slaves_updated,
-            slaves_in_sync=all(m.in_sync for m in g.slaves),
+            slaves_in_sync=all(m.in_sync for m in slaves),
         ))
     return rollouts
 
@@ -121,6 +124,8 @@ class LeaseMember:
     ready: bool
     #: runs its StatefulSet's update revision
     updated: bool
+    #: MASTER or SLAVE as its broker reports it (None: not known)
+    role: str | None = None
 
 
 def lease_group_restart(members: Sequence[LeaseMember], master_replica_id: int | None,
@@ -136,7 +141,13 @@ def lease_group_restart(members: Sequence[LeaseMember], master_replica_id: int |
     * the members the Lease does not name restart first, the highest replica id first;
     * the master last, only when every other member is updated, ready and in the SyncStateSet,
       so that it hands the Lease over on SIGTERM instead of leaving the group without a master
-      until the Lease expires (a group of one member simply restarts).
+      until the Lease expires (a group of one member simply restarts);
+    * while the Lease names no master (failover just switched on, the brokers still running
+      without it; or an election pending), the first member to run the new template may take the
+      Lease, and its log becomes the group's: so the member serving as master now (its broker
+      reports MASTER), the one holding every acknowledged message, restarts first; and nothing
+      restarts while some member's role is not known or a member already runs the new template
+      (it is about to take the Lease: a second candidate would race it).
     """
     stale = [m for m in members if not m.updated]
     if not stale:
@@ -146,6 +157,12 @@ def lease_group_restart(members: Sequence[LeaseMember], master_replica_id: int |
         return broken[0].pod
     if any(not m.ready for m in members):
         return None
+    if master_replica_id is None:
+        serving = [m for m in stale if m.role == "MASTER"]
+        if serving:
+            return serving[0].pod
+        if len(stale) < len(members) or any(m.role is None for m in members):
+            return None
     slaves = sorted((m for m in stale if m.replica_id != master_replica_id), key=lambda m: -m.replica_id)
     if slaves:
         return slaves[0].pod
@@ -153,3 +170,24 @@ def lease_group_restart(members: Sequence[LeaseMember], master_replica_id: int |
     if not others or all(m.replica_id in sync_state_set for m in others):
         return stale[0].pod
     return None
+
+
+def lease_failover_kept(spec: Spec, masters: Mapping[str, Any] | None) -> tuple[Spec, dict[str, str] | None]:
+    """The spec to apply when ``spec`` switches Lease failover off on a store that runs it (its
+    masters' StatefulSet ``masters`` updates OnDelete, which only Lease failover sets), and the
+    refusal to report: the failover stays.
+
+    Switching off is not safe on a running store: the brokers' Lease Role goes with the first
+    apply, so the Lease's master can no longer renew and stops acknowledging sends (its group
+    takes no writes until it restarts), and the restarted brokers make member 0 (``NAME-<i>``) the
+    master for good, without the messages it lacks if another member held the Lease."""
+    running = ((((masters or {}).get("spec") or {}).get("updateStrategy") or {}).get("type")) == "OnDelete"
+    if spec.replication.failover.lease or not running or not spec.replication.slaves:
+        return spec, None
+    failover = replace(spec.replication.failover, mode="Lease")
+    kept = replace(spec, replication=replace(spec.replication, failover=failover))
+    return kept, {"reason": "FailoverOffRefused", "message": (
+        "spec.replication.failover.mode None on a store running Lease failover: refused, Lease failover stays "
+        "(its brokers would lose their Lease Role at once, so the masters stop taking writes, and member 0 "
+        "of each group would become master even where another member holds the acknowledged messages); "
+        "set mode: Lease again, see docs/operator.md")}

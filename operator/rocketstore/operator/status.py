@@ -11,10 +11,12 @@ What the status says:
   and CommitLog offsets, the retention it runs with, the last manual delete, the address outside
   clients reach); ``brokersReady``, ``diskUsage`` (the highest broker's), the retention in effect;
 * ``externalNamesrvAddr``: the name server address outside clients use (``spec.externalAccess``);
-* ``groups`` (broker groups, ``replication.replicasPerGroup`` above 1): each group's members with
-  their role, brokerId, readiness and, for slaves, the replication lag their master reports;
+* ``groups`` (broker groups, ``replication.replicasPerGroup`` above 1): each group's master, its
+  members with the role each broker reports, brokerId, readiness and, for the others, the
+  replication lag the master reports; with automatic failover also the group's master epoch and
+  SyncStateSet from its Lease;
 * with automatic failover, each group's master, master epoch and SyncStateSet as its Lease
-  records them (:func:`masters_status`);
+  records them (:func:`masters_status`), and an event for each election (:func:`elections`);
 * conditions ``Ready``, ``Progressing``, ``DiskPressure``, ``ExternalAccessReady``,
   ``ReplicationInSync`` (with slaves) and, from the problems found on the way, ``Degraded``.
 """
@@ -22,11 +24,11 @@ What the status says:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from rocketstore.common.replica_lease import LeaseFormatError, parse_lease
-from rocketstore.operator.brokers import BrokerRuntime, MasterReplication, SlaveLag
+from rocketstore.common.replica_lease import LeaseFormatError, ReplicaInfo, parse_lease
+from rocketstore.operator.brokers import BrokerRuntime, ReplicationView, SlaveLag
 from rocketstore.operator.conditions import Condition
 from rocketstore.operator.desired import (
     NAMESRV_PORT,
@@ -37,6 +39,7 @@ from rocketstore.operator.desired import (
     load_balancer_addresses,
     namesrv_external_name,
     pod_name,
+    replica_id,
     slave_pod_name,
 )
 from rocketstore.operator.model import Spec
@@ -174,58 +177,112 @@ class MemberView:
     """One member of a broker group as observed."""
 
     name: str
+    #: its place in the group: 0 for the masters' StatefulSet ``NAME``, k for ``NAME-slave-<k>``
+    member: int
+    #: its brokerId in broker.conf (with Lease failover its replica id, ``member + 1``)
     broker_id: int
     #: its pod ({} when there is none)
     pod: Mapping[str, Any]
-    #: a slave: the lag its master reports for it (None: the master names no connection from it)
+    #: MASTER or SLAVE as the broker itself reports it (None: its /metrics did not say)
+    role: str | None = None
+    #: not the group's master: the lag the master reports for it (None: the master names no
+    #: connection from it, or no master was observed)
     lag: SlaveLag | None = None
-    #: a slave: its lag is known and at most ``replication.maxInSyncLag``
+    #: not the group's master: its lag is known and at most ``replication.maxInSyncLag``
     in_sync: bool = False
+    #: with Lease failover: whether the Lease's SyncStateSet names it (None: no Lease read)
+    in_sync_state_set: bool | None = None
+    #: why its /metrics could not be read
+    error: str | None = None
 
 
 @dataclass(frozen=True)
 class GroupView:
-    """A broker group: its master, its slaves, and what the master's HA metrics said."""
+    """A broker group: its members in StatefulSet order, the one serving as master, and what that
+    master's HA metrics and (with Lease failover) the group's Lease said."""
 
     ordinal: int
     name: str
-    master: MemberView
-    slaves: tuple[MemberView, ...]
+    #: member 0 (the masters' StatefulSet) first, then the slaves' StatefulSets in order
+    members: tuple[MemberView, ...]
+    #: the member serving as master (None: none observed)
+    master: MemberView | None
     #: the master's own count of slaves in sync (``rocketstore_ha_slaves_in_sync``; None: unknown)
     slaves_in_sync: int | None
-    #: why the master's metrics could not be read
+    #: why no master's lag could be read
     error: str | None = None
+    #: with Lease failover, the group's Lease as the brokers wrote it (None: none, or not read)
+    lease: ReplicaInfo | None = None
+
+    @property
+    def slaves(self) -> tuple[MemberView, ...]:
+        """The members that are not the observed master (every member while none is)."""
+        return tuple(m for m in self.members if m is not self.master)
+
+
+def _group_master(members: Sequence[MemberView], lease: ReplicaInfo | None) -> MemberView | None:
+    """The member serving as master: the one whose broker reports MASTER. Two can while an
+    election settles (a deposed master has not noticed yet); the Lease's master is then the one,
+    as the others stop acknowledging sends within the Lease's margin."""
+    masters = [m for m in members if m.role == "MASTER"]
+    if len(masters) > 1 and lease is not None and lease.master_replica_id is not None:
+        named = [m for m in masters if m.broker_id == lease.master_replica_id]
+        masters = named or masters
+    return masters[0] if masters else None
 
 
 def group_views(owner: Owner, spec: Spec, replicas: int, pods: Mapping[str, Mapping[str, Any]],
-                masters: Mapping[int, MasterReplication], errors: Mapping[int, str] | None = None) -> list[GroupView]:
-    """Each group's members with their lag. A master names a slave by its end of the HA
-    connection (host:ephemeral port); the slave is the pod with that IP (``status.podIP``).
+                seen: Mapping[str, ReplicationView], errors: Mapping[str, str] | None = None,
+                leases: Mapping[str, ReplicaInfo] | None = None) -> list[GroupView]:
+    """Each group's members with their roles and lag.
 
-    ``pods`` by name; ``masters``: the HA view of each group's master that answered, by ordinal."""
+    ``pods``, ``seen`` (each member broker's HA view that answered) and ``errors`` (why the others
+    did not) by pod name; ``leases``: with Lease failover, each group's Lease by brokerName. Each
+    member's role is what its broker reports; the lag of the others is what the observed master
+    reports, which names each slave by its end of the HA connection (host:ephemeral port): the
+    slave is the member whose pod has that IP (``status.podIP``)."""
     max_lag = spec.replication.max_in_sync_lag
+    errors = errors or {}
+    lease_mode = spec.replication.failover.lease
     views: list[GroupView] = []
     for i in range(replicas):
-        seen = masters.get(i, MasterReplication())
-        by_host = {lag.host: lag for lag in seen.slaves}
-        slaves = []
-        for k in range(1, spec.replication.replicas_per_group):
-            name = slave_pod_name(owner.name, k, i)
-            pod = pods.get(name, {})
-            ip = pod.get("status", {}).get("podIP")
+        group = pod_name(owner.name, i)
+        lease = (leases or {}).get(group)
+        members = []
+        for k in range(spec.replication.replicas_per_group):
+            name = slave_pod_name(owner.name, k, i) if k else group
+            view = seen.get(name)
+            sync_set = None if lease is None else replica_id(k) in lease.sync_state_set
+            members.append(MemberView(name, k, replica_id(k) if lease_mode else k, pods.get(name, {}),
+                                      None if view is None else view.role, in_sync_state_set=sync_set,
+                                      error=errors.get(name)))
+        master = _group_master(members, lease)
+        ha = None if master is None else seen.get(master.name)
+        by_host = {} if ha is None else {lag.host: lag for lag in ha.slaves}
+        for n, m in enumerate(members):
+            if m is master:
+                continue
+            ip = m.pod.get("status", {}).get("podIP")
             lag = by_host.get(ip) if ip else None
-            in_sync = lag is not None and lag.lag_bytes is not None and lag.lag_bytes <= max_lag
-            slaves.append(MemberView(name, k, pod, lag, in_sync))
-        master = pod_name(owner.name, i)
-        views.append(GroupView(i, master, MemberView(master, 0, pods.get(master, {})), tuple(slaves),
-                               seen.slaves_in_sync if i in masters else None, (errors or {}).get(i)))
+            members[n] = replace(m, lag=lag, in_sync=lag is not None and lag.lag_bytes is not None
+                                 and lag.lag_bytes <= max_lag)
+        master = None if master is None else members[master.member]
+        error = None
+        if master is None:
+            unread = [f"{m.name}: {m.error}" for m in members if m.error]
+            error = "no member reports the MASTER role" + (f" ({'; '.join(unread)})" if unread else "")
+        views.append(GroupView(i, group, tuple(members), master, None if ha is None else ha.slaves_in_sync, error,
+                               lease))
     return views
 
 
-def _member_status(m: MemberView) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": m.name, "role": "SLAVE" if m.broker_id else "MASTER",
-                             "brokerId": m.broker_id, "ready": pod_ready(m.pod)}
-    if m.broker_id:
+def _member_status(m: MemberView, master: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": m.name, "brokerId": m.broker_id, "ready": pod_ready(m.pod)}
+    if m.role is not None:
+        entry["role"] = m.role
+    if m.in_sync_state_set is not None:
+        entry["inSyncStateSet"] = m.in_sync_state_set
+    if not master:
         entry["inSync"] = m.in_sync
         if m.lag is not None:
             entry["haAddress"] = m.lag.address
@@ -233,30 +290,41 @@ def _member_status(m: MemberView) -> dict[str, Any]:
                 entry["lagBytes"] = m.lag.lag_bytes
             if m.lag.lag_seconds is not None:
                 entry["lagSeconds"] = m.lag.lag_seconds
+    if m.error is not None:
+        entry["message"] = m.error[:300]
     return entry
 
 
 def groups_status(spec: Spec, groups: Sequence[GroupView]) -> tuple[list[dict[str, Any]], Condition]:
     """``status.groups`` and the ReplicationInSync condition.
 
+    Each group names the member serving as master (``master``) and, with Lease failover, its
+    Lease's ``masterEpoch``, ``syncStateSet`` and ``syncStateSetEpoch``; each member its role as
+    its broker reports it and, unless it is the master, its lag as the master reports it.
+
     False with reason ``NoSlaveInSync`` when a SYNC_MASTER group's master counts no slave in sync
     (its sends answer FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE: the store does not take writes
     there), with ``SlavesBehind`` when some slave lags more than ``maxInSyncLag``, is not
-    connected or its master's metrics are unreadable (an ASYNC_MASTER group keeps taking writes,
+    connected or no master's metrics could be read (an ASYNC_MASTER group keeps taking writes,
     but losing its master would lose what the slave lacks)."""
     mode = spec.replication.mode
     entries: list[dict[str, Any]] = []
     stalled: list[str] = []
     behind: list[str] = []
     for g in groups:
-        entry: dict[str, Any] = {"name": g.name, "mode": mode,
-                                 "members": [_member_status(m) for m in (g.master, *g.slaves)]}
+        entry: dict[str, Any] = {"name": g.name, "mode": "Lease" if spec.replication.failover.lease else mode,
+                                 "members": [_member_status(m, m is g.master) for m in g.members]}
+        if g.master is not None:
+            entry["master"] = g.master.name
+        if g.lease is not None:
+            entry.update({"masterEpoch": g.lease.master_epoch, "syncStateSet": sorted(g.lease.sync_state_set),
+                          "syncStateSetEpoch": g.lease.sync_state_set_epoch})
         if g.slaves_in_sync is not None:
             entry["slavesInSync"] = g.slaves_in_sync
         if g.error is not None:
             entry["message"] = g.error[:300]
         entries.append(entry)
-        if mode == "SYNC_MASTER" and g.slaves_in_sync == 0:
+        if mode == "SYNC_MASTER" and not spec.replication.failover.lease and g.slaves_in_sync == 0:
             stalled.append(g.name)
         behind.extend(m.name for m in g.slaves if not m.in_sync)
     if stalled:
@@ -383,8 +451,9 @@ def observed_status(spec: Spec, replicas: int, brokers: Sequence[BrokerObservati
             else f" (spec {spec.retention.file_reserved_time}h)"),
     }
     conditions = [] if external is None else [external.condition]
-    # with slaves, a group is whole with all its members (brokersReady counts masters, as before)
-    slaves = [m for g in groups for m in g.slaves]
+    # with slaves, a group is whole with all its members (brokersReady counts the masters'
+    # StatefulSet's pods, as before; these are the slaves' StatefulSets' pods, whatever their role)
+    slaves = [m for g in groups for m in g.members[1:]]
     slaves_ready = sum(1 for m in slaves if pod_ready(m.pod))
     all_ready = ready == spec.brokers == replicas and slaves_ready == len(slaves)
     conditions.append(Condition(
