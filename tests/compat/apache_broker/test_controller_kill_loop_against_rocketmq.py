@@ -16,6 +16,7 @@ message must be pullable from the last master, none twice.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import signal
 import time
@@ -171,6 +172,17 @@ def _master(controller: Controller, replicas: list[Replica]) -> tuple[Replica, R
     return master, slave
 
 
+def _first_acknowledged(slave: Replica, label: str) -> bytes:
+    """Send to ``slave`` every 50 ms until it acknowledges; the acknowledged body."""
+    attempts = itertools.count(1)
+
+    def acknowledged() -> bytes | None:
+        body = f"{label}-first-{next(attempts)}".encode()  # one body per attempt: a refused one is never counted
+        return body if _send(slave, body) == ResponseCode.SUCCESS else None
+
+    return wait_until("the slave is elected and acknowledges", acknowledged, 60, interval=0.05)
+
+
 @pytest.fixture(params=["ours", "apache"])
 def group(request: pytest.FixtureRequest, controller: Controller, tmp_path: Path) -> Iterator[list[Replica]]:
     kind = OurReplica if request.param == "ours" else ApacheReplica
@@ -197,15 +209,7 @@ def test_kill_loop_with_apache_controller(request: pytest.FixtureRequest, contro
             acked.append(body)
         killed = time.monotonic()
         master.kill()
-        attempt = 0
-
-        def acknowledged(cycle: int = cycle) -> bytes | None:
-            nonlocal attempt
-            attempt += 1
-            body = f"cycle-{cycle}-first-{attempt}".encode()  # one body per attempt: a refused one is never counted
-            return body if _send(slave, body) == ResponseCode.SUCCESS else None
-
-        first = wait_until("the slave is elected and acknowledges", acknowledged, 60, interval=0.05)
+        first = _first_acknowledged(slave, f"cycle-{cycle}")
         takeovers.append(time.monotonic() - killed)
         acked.append(first)
         master.start()
