@@ -13,7 +13,7 @@ from inprocess_broker import RawClient, decode_records
 
 from rocketstore.remoting.codes import ResponseCode
 
-__all__ = ["commit_log", "pulled", "raw_client"]
+__all__ = ["commit_log", "pulled", "pulled_from", "raw_client"]
 
 
 def raw_client(broker: Broker) -> RawClient:
@@ -24,7 +24,13 @@ def raw_client(broker: Broker) -> RawClient:
 
 def pulled(broker: Broker, topic: str) -> list[bytes]:
     """Every message of queue 0 of ``topic`` a consumer pulls from ``broker``, from offset 0."""
-    raw = raw_client(broker)
+    return pulled_from(broker.addr, topic)
+
+
+def pulled_from(addr: str, topic: str) -> list[bytes]:
+    """``pulled`` from any broker at ``addr`` (``host:port``): Apache's as well as ours."""
+    host, _, port = addr.rpartition(":")
+    raw = RawClient(host, int(port))
     bodies: list[bytes] = []
     try:
         while True:
