@@ -10,10 +10,15 @@ Everything above the bytes stays as it is: each connection is an ordinary
 :class:`~rocketstore.broker.server.Connection` (handlers, the ACL hook, tasks and their flow
 control, broker-initiated requests and their responses by opaque, the idle timeout, the connection
 cap, ``on_disconnect`` listeners), its transport a :class:`FrontTransport` that turns writes,
-closes and read pauses into requests to the front. The one difference is the write side's flow
-control: the front itself stops reading a connection whose client let more than 4 MiB of
-responses pile up (the asyncio server's write buffer high-water mark) and reads it again below
-1 MiB; ``pause_writing`` is never called, so responses are never held in Python.
+closes and read pauses into requests to the front.
+
+The write side's flow control is asyncio's: the transport counts the bytes written to it, and past
+``WRITE_BUFFER_HIGH`` it calls the connection's ``pause_writing`` (during the write that passed
+it) and asks the front to say when the connection's unwritten responses are down to
+``WRITE_BUFFER_LOW``; that event calls ``resume_writing``. Until then the count is an upper bound
+(only the front knows how much the client read). The front also stops reading a connection on its
+own when its client lets responses pile up, or while Python has not taken what it read
+(remoting_front.rs).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import logging
 import os
 from typing import Any, Final
 
-from rocketstore.broker.server import Connection, RemotingServer
+from rocketstore.broker.server import WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW, Connection, RemotingServer
 from rocketstore.common.native import NATIVE
 from rocketstore.remoting.command import (
     MAX_FRAME_SIZE,
@@ -40,11 +45,13 @@ _CONNECTED: Final = 0
 _COMMAND: Final = 1
 _FRAME: Final = 2
 _CLOSED: Final = 3
+_DRAINED: Final = 4
 _DATA: Final = 0
 _CLOSE: Final = 1
 _ABORT: Final = 2
 _PAUSE: Final = 3
 _RESUME: Final = 4
+_WATCH: Final = 5
 
 
 def front_threads() -> int:
@@ -61,18 +68,30 @@ def native_front_available() -> bool:
 class FrontTransport(asyncio.Transport):
     """A connection of the front, as the transport a :class:`Connection` writes to."""
 
-    def __init__(self, front: NativeRemotingFront, conn_id: int, peer: tuple[str, int]) -> None:
+    def __init__(self, front: NativeRemotingFront, conn_id: int, peer: tuple[str, int],
+                 connection: Connection) -> None:
         super().__init__(extra={"peername": peer})
         self._front = front
         self._id = conn_id
+        self._connection = connection
         self._closing = False
+        #: bytes written and, as far as Python knows, not sent yet (an upper bound)
+        self._buffered = 0
+        #: the connection's writing is paused until the front reports a drain
+        self._watching = False
 
     def is_closing(self) -> bool:
         return self._closing
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._closing:
-            self._front.request(self._id, _DATA, bytes(data))
+            data = bytes(data)
+            self._front.request(self._id, _DATA, data)
+            self._buffered += len(data)
+            if self._buffered > WRITE_BUFFER_HIGH and not self._watching:
+                self._watching = True
+                self._front.request(self._id, _WATCH)
+                self._connection.pause_writing()
 
     def writelines(self, list_of_data: Any) -> None:
         for data in list_of_data:
@@ -96,10 +115,17 @@ class FrontTransport(asyncio.Transport):
         self._front.request(self._id, _RESUME)
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        """The front applies the asyncio server's limits itself (see the module docstring)."""
+        """The server's limits (WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW) are the ones applied."""
 
     def get_write_buffer_size(self) -> int:
-        return 0
+        return self._buffered
+
+    def drained(self) -> None:
+        """The front's unsent responses fell to the low-water mark: answer and read again."""
+        self._buffered = min(self._buffered, WRITE_BUFFER_LOW)
+        if self._watching:
+            self._watching = False
+            self._connection.resume_writing()
 
     def lost(self) -> None:
         """The front ended the connection: nothing is written to it any more."""
@@ -182,13 +208,17 @@ class NativeRemotingFront:
                 conn, commands = None, []
                 if kind == _CONNECTED:
                     connection = Connection(self.server)
-                    transport = FrontTransport(self, conn_id, (event[2], event[3]))
+                    transport = FrontTransport(self, conn_id, (event[2], event[3]), connection)
                     connections[conn_id] = (connection, transport)
                     connection.connection_made(transport)
-                elif kind == _CLOSED and entry is not None:
+                elif entry is None:
+                    continue
+                elif kind == _CLOSED:
                     del connections[conn_id]
                     entry[1].lost()
                     entry[0].connection_lost(None)
+                elif kind == _DRAINED and not entry[1].is_closing():
+                    entry[1].drained()
             if conn is not None and commands:
                 conn.commands_received(commands)
         finally:
