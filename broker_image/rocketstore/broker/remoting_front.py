@@ -184,7 +184,7 @@ class NativeRemotingFront:
             for event in self._front.take():
                 kind, conn_id = event[0], event[1]
                 entry = connections.get(conn_id)
-                if kind == _COMMAND or kind == _FRAME:
+                if kind in (_COMMAND, _FRAME):
                     if entry is None or entry[1].is_closing():
                         continue
                     if entry[0] is not conn:
