@@ -6,8 +6,8 @@
 //! touches Python. Events (a call, a message of a client stream, a half-close, a cancel) go into
 //! a queue behind a mutex; a byte written to a socket pair, only when the queue turns non-empty,
 //! wakes Python's loop, which takes the whole batch in one call (`handoff.rs`, shared with the
-//! remoting front). Python hands back the answers of
-//! one pass of its loop in one call too; they go to each call's task through a channel.
+//! remoting front). Python hands back the answers of one pass of its loop in one call too; they go
+//! to each call's task through a channel.
 //! Protobuf is not decoded here: Python keeps the logic.
 
 use std::collections::HashMap;
