@@ -25,27 +25,32 @@ from ports import free_port
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.server import event_loop_factory
 from rocketstore.client import Producer
 from rocketstore.store.config import StoreConfig
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc), or of its thread ``tid`` only."""
+    stat = Path(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _run_broker(root: str, port: int, namesrv_port: int) -> None:
+def _run_broker(root: str, port: int, namesrv_port: int, native_front: bool = False) -> None:
+    """A broker whose event loop (the interpreter thread) is the process's main thread."""
     async def main() -> None:
         controller = BrokerController(
             BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=port,
-                         namesrv_listen_port=namesrv_port, http_listen_port=0, broker_name="broker-a"),
+                         namesrv_listen_port=namesrv_port, http_listen_port=0, broker_name="broker-a",
+                         grpc_listen_port=0, remoting_native_front=native_front),
             StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024 * 1024),
         )
         await controller.start()
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=event_loop_factory()[0]) as runner:  # the broker's own (uvloop)
+        runner.run(main())
 
 
 def main() -> None:

@@ -5,15 +5,13 @@
 //! context switches a call). Here one thread speaks HTTP/2 (`h2`) and gRPC framing; it never
 //! touches Python. Events (a call, a message of a client stream, a half-close, a cancel) go into
 //! a queue behind a mutex; a byte written to a socket pair, only when the queue turns non-empty,
-//! wakes Python's loop, which takes the whole batch in one call. Python hands back the answers of
-//! one pass of its loop in one call too; they go to each call's task through a channel.
+//! wakes Python's loop, which takes the whole batch in one call (`handoff.rs`, shared with the
+//! remoting front). Python hands back the answers of one pass of its loop in one call too; they go
+//! to each call's task through a channel.
 //! Protobuf is not decoded here: Python keeps the logic.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -29,6 +27,8 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use crate::handoff::Handoff;
 
 /// Event kinds, the first field of each tuple `take()` returns.
 pub const EV_CALL: u8 = 0;
@@ -128,11 +128,6 @@ async fn hand_out(shared: Arc<Shared>, mut batches: mpsc::UnboundedReceiver<Vec<
     }
 }
 
-struct Queue {
-    events: Vec<Event>,
-    signalled: bool,
-}
-
 /// The limits Python configures (broker.conf keys: see grpc_v2/server.py).
 #[derive(Clone, Copy)]
 struct Limits {
@@ -159,8 +154,7 @@ struct Counters {
 }
 
 struct Shared {
-    queue: Mutex<Queue>,
-    wake: UnixStream,
+    events: Handoff<Event>,
     calls: Mutex<HashMap<u64, mpsc::UnboundedSender<Out>>>,
     limits: Limits,
     counters: Counters,
@@ -169,13 +163,7 @@ struct Shared {
 
 impl Shared {
     fn push(&self, event: Event) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        queue.events.push(event);
-        if !queue.signalled {
-            queue.signalled = true;
-            // a full socket buffer means Python has bytes to read already: nothing is lost
-            let _ = (&self.wake).write(&[1]);
-        }
+        self.events.push(event);
     }
 }
 
@@ -821,7 +809,6 @@ impl Drop for OpenConnection {
 #[pyclass(module = "rocketstore.common._native")]
 pub struct GrpcFront {
     shared: Arc<Shared>,
-    wake_read: UnixStream,
     answers: mpsc::UnboundedSender<Vec<Answer>>,
     port: u16,
     stop: Option<oneshot::Sender<()>>,
@@ -861,15 +848,8 @@ impl GrpcFront {
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
         listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?.port();
-        let (wake_read, wake_write) = UnixStream::pair()?;
-        wake_read.set_nonblocking(true)?;
-        wake_write.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                events: Vec::new(),
-                signalled: false,
-            }),
-            wake: wake_write,
+            events: Handoff::new()?,
             calls: Mutex::new(HashMap::new()),
             limits: Limits {
                 max_message: max_message_bytes,
@@ -940,7 +920,6 @@ impl GrpcFront {
         })?;
         Ok(GrpcFront {
             shared,
-            wake_read,
             answers: answers_tx,
             port: bound,
             stop: Some(stop_tx),
@@ -971,20 +950,14 @@ impl GrpcFront {
 
     /// The descriptor to watch for readability (`loop.add_reader`): readable when events wait.
     fn fileno(&self) -> i32 {
-        self.wake_read.as_raw_fd()
+        self.shared.events.fileno()
     }
 
     /// Every waiting event, as tuples: `(0, id, path, metadata, peer, timeout_s | None, message | None)`
     /// for a call, `(1, id, message)` a message of a client stream, `(2, id)` its half-close,
     /// `(3, id)` a call that ended on the client's side (cancel, reset, deadline, connection lost).
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let events = {
-            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let mut sink = [0u8; 64];
-            while matches!((&self.wake_read).read(&mut sink), Ok(n) if n > 0) {}
-            queue.signalled = false;
-            std::mem::take(&mut queue.events)
-        };
+        let events = self.shared.events.take();
         let list = PyList::empty(py);
         for event in events {
             let item = match event {

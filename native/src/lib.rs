@@ -25,11 +25,13 @@ use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString,
 pub mod dispatch;
 pub mod grpc_convert;
 pub mod grpc_front;
+mod handoff;
 pub mod index;
 pub mod java;
 pub mod pull;
 pub mod record;
 pub mod remoting;
+pub mod remoting_front;
 pub mod send;
 
 /// Work below these sizes keeps the interpreter lock. Giving it up is cheap, taking it back is
@@ -491,6 +493,17 @@ fn decode_frame<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>) -> PyResult<Opt
         remoting::decode_binary(header)
     };
     let Some(h) = decoded else { return Ok(None) };
+    header_fields(py, &h, body, serialize).map(Some)
+}
+
+/// The fields tuple of `decode_frame` for a decoded header and its body (the remoting front hands
+/// Python the same tuple).
+pub(crate) fn header_fields<'py>(
+    py: Python<'py>,
+    h: &remoting::Header,
+    body: &[u8],
+    serialize: u8,
+) -> PyResult<Bound<'py, PyTuple>> {
     let ext = PyDict::new(py);
     for (key, value) in &h.ext_fields {
         ext.set_item(key, value)?;
@@ -505,12 +518,12 @@ fn decode_frame<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>) -> PyResult<Opt
         h.version,
         h.opaque,
         h.flag,
-        h.remark,
+        h.remark.as_deref(),
         ext,
         PyBytes::new(py, body),
         serialize,
     );
-    Ok(Some(fields.into_pyobject(py)?))
+    fields.into_pyobject(py)
 }
 
 /// An int that is not a bool, as the JSON encoder writes it; None for anything else.
@@ -634,6 +647,7 @@ fn decode_header_fields<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_front::GrpcFront>()?;
+    m.add_class::<remoting_front::RemotingFront>()?;
     m.add_class::<send::PlainSend>()?;
     m.add_function(wrap_pyfunction!(grpc_convert::received_message_response, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from ports import free_port
+from remoting_front_switch import native_front_requested
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
@@ -119,7 +120,8 @@ class Broker:
             f"listenHost={listen_host}\nstorePathRootDir={self.store}\nflushDiskType={flush_disk_type}\n"
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
             f"grpcListenPort={self.grpc_port}\n"
-            "mappedFileSizeCommitLog=131072\n" + extra_conf  # small segments: data spans several files
+            "mappedFileSizeCommitLog=131072\n"  # small segments: data spans several files
+            + ("remotingNativeFront=true\n" if native_front_requested() else "") + extra_conf
         )
         self.process: BrokerProcess | None = None
 

@@ -177,7 +177,8 @@ class BrokerController:
             self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager)
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
         self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port,
-                                       tls=broker_tls_settings(broker_config), limits=broker_config)
+                                       tls=broker_tls_settings(broker_config), limits=broker_config,
+                                       native_front=broker_config.remoting_native_front)
         #: the ACL check of every request, when aclEnable is set (acl/plain_access_validator.py)
         self.access_validator: PlainAccessValidator | None = None
         #: users and ACLs (auth/auth_metadata_manager.py), served to mqadmin whether or not auth is on

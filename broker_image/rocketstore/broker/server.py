@@ -77,7 +77,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from rocketstore.broker.tls_system_config import ReloadingSslContext, TlsMode, TlsSettings
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
@@ -89,6 +89,9 @@ from rocketstore.remoting.command import (
     ProtocolError,
     RemotingCommand,
 )
+
+if TYPE_CHECKING:
+    from rocketstore.broker.remoting_front import NativeRemotingFront
 
 log = logging.getLogger(__name__)
 
@@ -268,13 +271,18 @@ class Connection(asyncio.Protocol):
             listener(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_io = time.monotonic()
         try:
             commands = self.decoder.feed(data)
         except ProtocolError as exc:
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
+        self.commands_received(commands)
+
+    def commands_received(self, commands: list[RemotingCommand]) -> None:
+        """Commands read off the connection, in order: decoded here (:meth:`data_received`) or by
+        the native remoting front (remoting_front.py)."""
+        self.last_io = time.monotonic()
         # Responses answer our requests: :meth:`invoke` may wait for one; the rest (answers to
         # one-way notifications, or arriving after their waiter gave up) are dropped.
         for cmd in commands:
@@ -446,9 +454,13 @@ class RemotingServer:
     """Accepts connections and routes requests to handlers registered by request code."""
 
     def __init__(self, host: str, port: int, tls: TlsSettings | None = None,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, native_front: bool = False) -> None:
         self.host = host
         self.port = port
+        #: serve a plaintext port with the native remoting front (remoting_front.py) when the
+        #: extension has it; a TLS port stays on asyncio
+        self.native_front = native_front
+        self._front: NativeRemotingFront | None = None
         #: the idle timeout and the connection cap, read at each use
         self.limits: ConnectionLimits = limits if limits is not None else DefaultLimits()
         #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
@@ -538,6 +550,16 @@ class RemotingServer:
             self._listener = TlsSniffingListener(self, ReloadingSslContext(self.tls))
             self.port = await self._listener.start()
             return
+        if self.native_front:
+            from rocketstore.broker import remoting_front  # imports this module: not at its top
+
+            if remoting_front.native_front_available():
+                self._front = remoting_front.NativeRemotingFront(self, remoting_front.front_threads())
+                self.port = self._front.port
+                self._front.start()
+                return
+            log.warning("remotingNativeFront is set but the native extension has no RemotingFront: "
+                        "serving remoting on asyncio")
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -559,6 +581,8 @@ class RemotingServer:
                 task.cancel()
         for conn in list(self.connections):
             conn.close()
+        if self._front is not None:
+            await self._front.stop()
         if self._server is not None:
             await self._server.wait_closed()  # after the connections: 3.12+ waits for them
 
