@@ -81,6 +81,7 @@ from rocketstore.broker.processor.reply import ReplyMessageProcessor
 from rocketstore.broker.processor.send import SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.register_broker_service import RegisterBrokerService
+from rocketstore.broker.remoting_front import make_front
 from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
@@ -178,7 +179,7 @@ class BrokerController:
         self.store_host = HostAddress(broker_config.broker_ip1 or _local_ip(), broker_config.listen_port)
         self.remoting = RemotingServer(broker_config.listen_host, broker_config.listen_port,
                                        tls=broker_tls_settings(broker_config), limits=broker_config,
-                                       native_front=broker_config.remoting_native_front)
+                                       front=make_front if broker_config.remoting_native_front else None)
         #: the ACL check of every request, when aclEnable is set (acl/plain_access_validator.py)
         self.access_validator: PlainAccessValidator | None = None
         #: users and ACLs (auth/auth_metadata_manager.py), served to mqadmin whether or not auth is on

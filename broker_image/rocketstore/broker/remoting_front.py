@@ -65,6 +65,17 @@ def native_front_available() -> bool:
     return NATIVE is not None and hasattr(NATIVE, "RemotingFront")
 
 
+def make_front(server: RemotingServer) -> NativeRemotingFront | None:
+    """The :data:`~rocketstore.broker.server.FrontFactory` of remotingNativeFront: the native
+    front on :func:`front_threads` threads, or None (asyncio serves the port) when the extension
+    has none."""
+    if not native_front_available():
+        log.warning("remotingNativeFront is set but the native extension has no RemotingFront: "
+                    "serving remoting on asyncio")
+        return None
+    return NativeRemotingFront(server, front_threads())
+
+
 class FrontTransport(asyncio.Transport):
     """A connection of the front, as the transport a :class:`Connection` writes to."""
 

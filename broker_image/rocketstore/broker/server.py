@@ -77,7 +77,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from rocketstore.broker.tls_system_config import ReloadingSslContext, TlsMode, TlsSettings
 from rocketstore.common.message import DEFAULT_BORN_HOST, HostAddress
@@ -89,9 +89,6 @@ from rocketstore.remoting.command import (
     ProtocolError,
     RemotingCommand,
 )
-
-if TYPE_CHECKING:
-    from rocketstore.broker.remoting_front import NativeRemotingFront
 
 log = logging.getLogger(__name__)
 
@@ -450,17 +447,34 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
 
 
+class Front(Protocol):
+    """What serves a plaintext port in asyncio's place (remoting_front.py's native front): it
+    listens on :attr:`port` and feeds the server's connections."""
+
+    port: int
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+#: Makes the front of a server, or returns None to leave the port on asyncio (the broker passes
+#: remoting_front.py's when remotingNativeFront is set; this module does not import it, which
+#: imports this one).
+FrontFactory = Callable[["RemotingServer"], "Front | None"]
+
+
 class RemotingServer:
     """Accepts connections and routes requests to handlers registered by request code."""
 
     def __init__(self, host: str, port: int, tls: TlsSettings | None = None,
-                 limits: ConnectionLimits | None = None, native_front: bool = False) -> None:
+                 limits: ConnectionLimits | None = None, front: FrontFactory | None = None) -> None:
         self.host = host
         self.port = port
-        #: serve a plaintext port with the native remoting front (remoting_front.py) when the
-        #: extension has it; a TLS port stays on asyncio
-        self.native_front = native_front
-        self._front: NativeRemotingFront | None = None
+        #: serve a plaintext port with this front instead of asyncio's server (a TLS port stays on
+        #: asyncio)
+        self.front_factory = front
+        self._front: Front | None = None
         #: the idle timeout and the connection cap, read at each use
         self.limits: ConnectionLimits = limits if limits is not None else DefaultLimits()
         #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
@@ -550,16 +564,12 @@ class RemotingServer:
             self._listener = TlsSniffingListener(self, ReloadingSslContext(self.tls))
             self.port = await self._listener.start()
             return
-        if self.native_front:
-            from rocketstore.broker import remoting_front  # imports this module: not at its top
-
-            if remoting_front.native_front_available():
-                self._front = remoting_front.NativeRemotingFront(self, remoting_front.front_threads())
+        if self.front_factory is not None:
+            self._front = self.front_factory(self)
+            if self._front is not None:
                 self.port = self._front.port
                 self._front.start()
                 return
-            log.warning("remotingNativeFront is set but the native extension has no RemotingFront: "
-                        "serving remoting on asyncio")
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
