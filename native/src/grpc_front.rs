@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -22,12 +21,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
+use crate::front_thread::{self, FrontThread};
 use crate::handoff::Handoff;
 
 /// Event kinds, the first field of each tuple `take()` returns.
@@ -811,8 +811,7 @@ pub struct GrpcFront {
     shared: Arc<Shared>,
     answers: mpsc::UnboundedSender<Vec<Answer>>,
     port: u16,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: FrontThread,
 }
 
 #[pymethods]
@@ -844,10 +843,7 @@ impl GrpcFront {
                 "max_request_bytes_per_connection must hold at least one message of max_message_bytes",
             ));
         }
-        let listener = std::net::TcpListener::bind((host, port))
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
-        listener.set_nonblocking(true)?;
-        let bound = listener.local_addr()?.port();
+        let (listener, bound) = front_thread::listen(host, port)?;
         let shared = Arc::new(Shared {
             events: Handoff::new()?,
             calls: Mutex::new(HashMap::new()),
@@ -865,65 +861,45 @@ impl GrpcFront {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| PyOSError::new_err(format!("tokio runtime: {e}")))?;
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+            .map_err(front_thread::runtime_error)?;
         let (answers_tx, answers_rx) = mpsc::unbounded_channel::<Vec<Answer>>();
         let serving = shared.clone();
-        let thread = std::thread::Builder::new().name("grpc-front".into()).spawn(move || {
-            runtime.block_on(async move {
-                tokio::spawn(hand_out(serving.clone(), answers_rx));
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                    return;
-                };
-                let next_id = Arc::new(Mutex::new(0u64));
-                let (stopping_tx, stopping_rx) = watch::channel(false);
-                let mut connections = tokio::task::JoinSet::new();
-                let mut stop_rx = stop_rx;
-                loop {
-                    tokio::select! {
-                        accepted = listener.accept() => {
-                            if let Ok((socket, peer)) = accepted {
-                                let counters = &serving.counters;
-                                if counters.open_connections.load(Ordering::Relaxed) >= serving.limits.max_connections {
-                                    // closed at once: the cap bounds what connections can make us hold
-                                    counters.refused_connections.fetch_add(1, Ordering::Relaxed);
-                                    drop(socket);
-                                    continue;
-                                }
-                                counters.open_connections.fetch_add(1, Ordering::Relaxed);
-                                let open = OpenConnection(serving.clone());
-                                connections.spawn(serve_connection(
-                                    serving.clone(),
-                                    socket,
-                                    peer,
-                                    next_id.clone(),
-                                    stopping_rx.clone(),
-                                    open,
-                                ));
-                            }
-                        }
-                        Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                        _ = &mut stop_rx => break,
-                    }
+        let thread = FrontThread::spawn("grpc-front", runtime, move |stop| async move {
+            tokio::spawn(hand_out(serving.clone(), answers_rx));
+            let next_id = Arc::new(Mutex::new(0u64));
+            let (stopping_tx, stopping_rx) = watch::channel(false);
+            let accept = |socket: tokio::net::TcpStream, peer: SocketAddr| {
+                let counters = &serving.counters;
+                if counters.open_connections.load(Ordering::Relaxed) >= serving.limits.max_connections {
+                    // closed at once: the cap bounds what connections can make us hold
+                    counters.refused_connections.fetch_add(1, Ordering::Relaxed);
+                    drop(socket);
+                    return None;
                 }
-                drop(listener);
+                counters.open_connections.fetch_add(1, Ordering::Relaxed);
+                let open = OpenConnection(serving.clone());
+                Some(serve_connection(
+                    serving.clone(),
+                    socket,
+                    peer,
+                    next_id.clone(),
+                    stopping_rx.clone(),
+                    open,
+                ))
+            };
+            // answers Python gave before close() reach their clients; calls still open then
+            // (Python stopped waiting for them) are dropped with their connection after
+            // STOP_DRAIN, when the runtime is dropped with every connection and call task
+            let stopping = || {
                 let _ = stopping_tx.send(true);
-                // answers Python gave before close() reach their clients; calls still open then
-                // (Python stopped waiting for them) are dropped with their connection after
-                // STOP_DRAIN
-                let _ = tokio::time::timeout(STOP_DRAIN, async {
-                    while connections.join_next().await.is_some() {}
-                })
-                .await;
-            });
-            // dropping the runtime drops every connection and call task
+            };
+            front_thread::accept_until_stopped(listener, stop, STOP_DRAIN, accept, stopping).await;
         })?;
         Ok(GrpcFront {
             shared,
             answers: answers_tx,
             port: bound,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -1018,22 +994,7 @@ impl GrpcFront {
     /// Stops listening, sends every connection a GOAWAY and gives them up to `STOP_DRAIN` to write
     /// the answers already given, then drops them.
     fn close(&mut self, py: Python<'_>) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            py.detach(|| {
-                let _ = thread.join();
-            });
-        }
-    }
-}
-
-impl Drop for GrpcFront {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.thread.stop_and_join(py);
     }
 }
 

@@ -23,6 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 pub mod dispatch;
+mod front_thread;
 pub mod grpc_convert;
 pub mod grpc_front;
 mod handoff;

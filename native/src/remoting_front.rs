@@ -22,18 +22,18 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, Notify};
 
+use crate::front_thread::{self, FrontThread};
 use crate::handoff::Handoff;
 use crate::remoting;
 
@@ -357,8 +357,7 @@ pub struct RemotingFront {
     shared: Arc<Shared>,
     requests: mpsc::UnboundedSender<Vec<Request>>,
     port: u16,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: FrontThread,
 }
 
 #[pymethods]
@@ -371,10 +370,7 @@ impl RemotingFront {
         if threads == 0 {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        let listener = std::net::TcpListener::bind((host, port))
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
-        listener.set_nonblocking(true)?;
-        let bound = listener.local_addr()?.port();
+        let (listener, bound) = front_thread::listen(host, port)?;
         let shared = Arc::new(Shared {
             events: Handoff::new()?,
             connections: Mutex::new(HashMap::new()),
@@ -385,54 +381,35 @@ impl RemotingFront {
             .thread_name("remoting-front")
             .enable_all()
             .build()
-            .map_err(|e| PyOSError::new_err(format!("tokio runtime: {e}")))?;
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+            .map_err(front_thread::runtime_error)?;
         let (requests_tx, requests_rx) = mpsc::unbounded_channel::<Vec<Request>>();
         let serving = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("remoting-accept".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    tokio::spawn(hand_out(serving.clone(), requests_rx));
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    let mut next_conn = 0u64;
-                    let mut connections = tokio::task::JoinSet::new();
-                    let mut stop_rx = stop_rx;
-                    loop {
-                        tokio::select! {
-                            accepted = listener.accept() => {
-                                let Ok((socket, peer)) = accepted else { continue };
-                                next_conn += 1;
-                                let conn = next_conn;
-                                let (out_tx, out_rx) = mpsc::unbounded_channel();
-                                let flow = Flow::new();
-                                // registered before Python hears of it, so its first answers find it
-                                serving.connections.lock().unwrap_or_else(|e| e.into_inner())
-                                    .insert(conn, Connection { out: out_tx, flow: flow.clone() });
-                                serving.events.push(Event::Connected { conn, peer });
-                                connections.spawn(serve_connection(serving.clone(), conn, socket, out_rx, flow));
-                            }
-                            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                            _ = &mut stop_rx => break,
-                        }
-                    }
-                    drop(listener);
-                    // dropping the senders ends each connection once it wrote what it was given
-                    serving.connections.lock().unwrap_or_else(|e| e.into_inner()).clear();
-                    let _ =
-                        tokio::time::timeout(STOP_DRAIN, async { while connections.join_next().await.is_some() {} })
-                            .await;
-                });
-                // dropping the runtime drops every connection still open
-            })?;
+        let thread = FrontThread::spawn("remoting-accept", runtime, move |stop| async move {
+            tokio::spawn(hand_out(serving.clone(), requests_rx));
+            let mut next_conn = 0u64;
+            let accept = |socket: tokio::net::TcpStream, peer: SocketAddr| {
+                next_conn += 1;
+                let conn = next_conn;
+                let (out_tx, out_rx) = mpsc::unbounded_channel();
+                let flow = Flow::new();
+                // registered before Python hears of it, so its first answers find it
+                serving
+                    .connections
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(conn, Connection { out: out_tx, flow: flow.clone() });
+                serving.events.push(Event::Connected { conn, peer });
+                Some(serve_connection(serving.clone(), conn, socket, out_rx, flow))
+            };
+            // dropping the senders ends each connection once it wrote what it was given
+            let stopping = || serving.connections.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            front_thread::accept_until_stopped(listener, stop, STOP_DRAIN, accept, stopping).await;
+        })?;
         Ok(RemotingFront {
             shared,
             requests: requests_tx,
             port: bound,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -506,22 +483,7 @@ impl RemotingFront {
     /// Stops listening, lets every connection write what it was given (up to `STOP_DRAIN`), then
     /// drops them.
     fn close(&mut self, py: Python<'_>) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            py.detach(|| {
-                let _ = thread.join();
-            });
-        }
-    }
-}
-
-impl Drop for RemotingFront {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.thread.stop_and_join(py);
     }
 }
 
