@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker_process import Broker
 from inprocess_broker import RawClient
 from kubernetes import client
-from replica_log import commit_log, pulled, raw_client
+from replica_log import commit_log, pulled, send
 
 from rocketstore.common.replica_lease import lease_name, parse_lease
 from rocketstore.remoting.codes import RequestCode
@@ -42,20 +41,6 @@ def lease_view(kube: Any, namespace: str, group: str) -> tuple[int | None, int, 
         "coordination.k8s.io", "v1", namespace, "leases", lease_name(CLUSTER, group))
     info = parse_lease(obj).info
     return info.master_replica_id, info.master_epoch, sorted(info.sync_state_set)
-
-
-def send(broker: Broker, topic: str, body: bytes) -> int:
-    """A send's answer code (-1: no answer)."""
-    try:
-        raw = raw_client(broker)
-    except OSError:
-        return -1
-    try:
-        return int(raw.send_message(topic, body).code)
-    except Exception:
-        return -1
-    finally:
-        raw.close()
 
 
 def send_unanswered(raw: RawClient, topic: str, bodies: list[bytes]) -> None:

@@ -36,6 +36,7 @@ from kubernetes import client
 from lease_group import commit_log, group_conf, lease_view, pulled, send, send_unanswered
 from operator_support import broker_lease_kubeconfig
 from polling import wait_until
+from replica_log import acknowledged_sends, first_acknowledged
 
 from rocketstore.client import BrokerAdmin, RemotingError
 from rocketstore.operator.desired import Owner
@@ -121,15 +122,7 @@ def _kill_and_take_over(master: Broker, slave: Broker, label: str) -> tuple[floa
 
 def _take_over(slave: Broker, label: str, killed: float) -> tuple[float, bytes]:
     """The seconds from ``killed`` until ``slave`` acknowledged a send, and that send's body."""
-    attempt = 0
-
-    def acknowledged() -> bytes | None:
-        nonlocal attempt
-        attempt += 1
-        body = f"{label}-first-{attempt}".encode()  # one body per attempt: a refused one is never counted
-        return body if _send(slave, body) == ResponseCode.SUCCESS else None
-
-    body = wait_until("the slave takes over and acknowledges", acknowledged, 30, interval=0.05)
+    body = first_acknowledged(slave.addr, TOPIC, label, 30)
     return time.monotonic() - killed, body
 
 
@@ -191,10 +184,7 @@ def test_kill_loop_loses_no_acknowledged_message(kube: Any, group: tuple[str, li
     acked: list[bytes] = []
     takeovers = []
     for cycle in range(KILL_CYCLES):
-        for i in range(10):
-            body = f"cycle-{cycle}-{i}".encode()
-            assert _send(master, body) == ResponseCode.SUCCESS
-            acked.append(body)
+        acked += acknowledged_sends(master.addr, TOPIC, f"cycle-{cycle}")
         took, first = _kill_and_take_over(master, slave, f"cycle-{cycle}")
         takeovers.append(took)
         acked.append(first)

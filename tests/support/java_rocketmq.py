@@ -728,6 +728,15 @@ class RocketMQAnchor:
         self.stop()
 
 
+def embedded_controller_config(workdir: Path, dledger_port: int, group: str) -> dict[str, str]:
+    """namesrv.conf keys for a 5.x name server running its embedded controller, a one-node DLedger
+    group listening on ``dledger_port`` (the address brokers' ``controllerAddr`` names), its store
+    under ``workdir``."""
+    return {"enableControllerInNamesrv": "true", "controllerDLegerGroup": group,
+            "controllerDLegerPeers": f"n0-127.0.0.1:{dledger_port}", "controllerDLegerSelfId": "n0",
+            "controllerStorePath": str(workdir / "controller"), "mappedFileSize": str(4 * 1024 * 1024)}
+
+
 def plain_acl_anchor(workdir: Path, acl_file: str) -> RocketMQAnchor:
     """A RocketMQAnchor (not started) with ``aclEnable`` whose plain ACL is ``acl_file``: the text of
     ``conf/plain_acl.yml`` under its ROCKETMQ_HOME (broker_process.plain_acl_broker does the same for

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from inprocess_broker import RawClient, start_broker
-from java_rocketmq import AnchorError, RocketMQAnchor
+from java_rocketmq import AnchorError, RocketMQAnchor, embedded_controller_config
 from polling import wait_until
 from ports import free_port
 
@@ -40,11 +40,7 @@ def apache_master(java_client_built: None, tmp_path: Path) -> Iterator[RocketMQA
     dledger_port = free_port()
     anchor = RocketMQAnchor(
         workdir, version="5.3.3", broker_name=BROKER_NAME,
-        namesrv_config={
-            "enableControllerInNamesrv": "true", "controllerDLegerGroup": "autoswitch",
-            "controllerDLegerPeers": f"n0-127.0.0.1:{dledger_port}", "controllerDLegerSelfId": "n0",
-            "controllerStorePath": str(workdir / "controller"), "mappedFileSize": str(4 * 1024 * 1024),
-        },
+        namesrv_config=embedded_controller_config(workdir, dledger_port, "autoswitch"),
         broker_config={"enableControllerMode": "true", "mappedFileSizeCommitLog": str(SEGMENT),
                        "brokerIP2": "127.0.0.1"})
     anchor.broker_config["controllerAddr"] = f"127.0.0.1:{dledger_port}"  # the controller answers on its DLedger port

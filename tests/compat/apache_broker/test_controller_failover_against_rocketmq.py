@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from inprocess_broker import RawClient
-from java_rocketmq import AnchorError, RocketMQAnchor
+from java_rocketmq import AnchorError, RocketMQAnchor, embedded_controller_config
 from polling import wait_until
 from ports import free_port
-from replica_log import commit_log, pulled
+from replica_log import commit_log, pulled, send
 
 from rocketstore.broker.controller_elector import sync_state_set_of
 from rocketstore.client.remoting_client import RemotingClient
@@ -45,9 +44,7 @@ def controller(java_client_built: None, tmp_path: Path) -> Iterator[str]:
     workdir.mkdir()
     port = free_port()
     anchor = RocketMQAnchor(workdir, version="5.3.3", with_broker=False, namesrv_config={
-        "enableControllerInNamesrv": "true", "controllerDLegerGroup": "ctrl",
-        "controllerDLegerPeers": f"n0-127.0.0.1:{port}", "controllerDLegerSelfId": "n0",
-        "controllerStorePath": str(workdir / "controller"), "mappedFileSize": str(4 * 1024 * 1024),
+        **embedded_controller_config(workdir, port, "ctrl"),
         "scanNotActiveBrokerInterval": "1000", "scanInactiveMasterInterval": "1000"})
     try:
         anchor.start()
@@ -69,17 +66,7 @@ def _broker(tmp: Path, name: str, controller: str) -> Broker:
 
 def _send(broker: Broker, body: bytes) -> int:
     """A send's answer code (-1: no answer)."""
-    host, _, port = broker.addr.rpartition(":")
-    try:
-        client = RawClient(host, int(port))
-    except OSError:
-        return -1
-    try:
-        return int(client.send_message(TOPIC, body).code)
-    except Exception:
-        return -1
-    finally:
-        client.close()
+    return send(broker, TOPIC, body)
 
 
 def _send_unanswered(broker: Broker, bodies: list[bytes]) -> None:

@@ -16,7 +16,6 @@ message must be pullable from the last master, none twice.
 from __future__ import annotations
 
 import collections
-import itertools
 import os
 import signal
 import time
@@ -26,11 +25,10 @@ from pathlib import Path
 
 import pytest
 from broker_process import Broker
-from inprocess_broker import RawClient
-from java_rocketmq import AnchorError, RocketMQAnchor
+from java_rocketmq import AnchorError, RocketMQAnchor, embedded_controller_config
 from polling import wait_until
 from ports import free_port
-from replica_log import pulled_from
+from replica_log import acknowledged_sends, first_acknowledged, pulled_from, send_to
 
 from rocketstore.broker.controller_elector import sync_state_set_of
 from rocketstore.client.remoting_client import RemotingClient
@@ -65,10 +63,8 @@ def controller(java_client_built: None, tmp_path: Path) -> Iterator[Controller]:
     workdir = tmp_path / "controller"
     workdir.mkdir()
     port = free_port()
-    anchor = RocketMQAnchor(workdir, version="5.3.3", with_broker=False, namesrv_config={
-        "enableControllerInNamesrv": "true", "controllerDLegerGroup": "ctrl",
-        "controllerDLegerPeers": f"n0-127.0.0.1:{port}", "controllerDLegerSelfId": "n0",
-        "controllerStorePath": str(workdir / "controller"), "mappedFileSize": str(4 * 1024 * 1024)})
+    anchor = RocketMQAnchor(workdir, version="5.3.3", with_broker=False,
+                            namesrv_config=embedded_controller_config(workdir, port, "ctrl"))
     try:
         anchor.start()
     except AnchorError as exc:
@@ -138,17 +134,7 @@ Replica = OurReplica | ApacheReplica
 
 def _send(replica: Replica, body: bytes) -> int:
     """A send's answer code (-1: no answer)."""
-    host, _, port = replica.addr.rpartition(":")
-    try:
-        client = RawClient(host, int(port))
-    except OSError:
-        return -1
-    try:
-        return int(client.send_message(TOPIC, body).code)
-    except Exception:
-        return -1
-    finally:
-        client.close()
+    return send_to(replica.addr, TOPIC, body)
 
 
 def _replica_info(controller: Controller) -> tuple[str | None, list[int]]:
@@ -173,17 +159,6 @@ def _master(controller: Controller, replicas: list[Replica]) -> tuple[Replica, R
     return master, slave
 
 
-def _first_acknowledged(slave: Replica, label: str) -> bytes:
-    """Send to ``slave`` every 50 ms until it acknowledges; the acknowledged body."""
-    attempts = itertools.count(1)
-
-    def acknowledged() -> bytes | None:
-        body = f"{label}-first-{next(attempts)}".encode()  # one body per attempt: a refused one is never counted
-        return body if _send(slave, body) == ResponseCode.SUCCESS else None
-
-    return wait_until("the slave is elected and acknowledges", acknowledged, 60, interval=0.05)
-
-
 @pytest.fixture(params=["ours", "apache"])
 def group(request: pytest.FixtureRequest, controller: Controller, tmp_path: Path) -> Iterator[list[Replica]]:
     kind = OurReplica if request.param == "ours" else ApacheReplica
@@ -204,13 +179,10 @@ def test_kill_loop_with_apache_controller(request: pytest.FixtureRequest, contro
     acked: list[bytes] = []
     takeovers = []
     for cycle in range(KILL_CYCLES):
-        for i in range(10):
-            body = f"cycle-{cycle}-{i}".encode()
-            assert _send(master, body) == ResponseCode.SUCCESS
-            acked.append(body)
+        acked += acknowledged_sends(master.addr, TOPIC, f"cycle-{cycle}")
         killed = time.monotonic()
         master.kill()
-        first = _first_acknowledged(slave, f"cycle-{cycle}")
+        first = first_acknowledged(slave.addr, TOPIC, f"cycle-{cycle}", 60)
         takeovers.append(time.monotonic() - killed)
         acked.append(first)
         master.start()
