@@ -5,17 +5,20 @@ that it has an interpreter and GIL of its own; this process sends ``N`` 1 KiB me
 :class:`rocketstore.client.Producer` from one thread after a warm-up and prints, as its last
 line, msgs/s and the broker process's CPU time (user + system, from /proc) per message in us.
 The second number is the one the broker's code decides; the first is mostly round-trip latency.
+``spawned_broker`` starts that broker process for remoting_front_cpu.py as well.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,12 +56,14 @@ def _run_broker(root: str, port: int, namesrv_port: int, native_front: bool = Fa
         runner.run(main())
 
 
-def main() -> None:
-    count = int(sys.argv[1])
+@contextlib.contextmanager
+def spawned_broker(native_front: bool = False) -> Iterator[tuple[multiprocessing.process.BaseProcess, int]]:
+    """A broker (``_run_broker``, a scratch store) in a spawned child process, once its remoting port
+    accepts connections: the process and its embedded name server's port. Terminated on exit."""
     with tempfile.TemporaryDirectory() as root:
         port, namesrv_port = free_port(), free_port()
         broker = multiprocessing.get_context("spawn").Process(
-            target=_run_broker, args=(root, port, namesrv_port), daemon=True)
+            target=_run_broker, args=(root, port, namesrv_port, native_front), daemon=True)
         broker.start()
         try:
             deadline = time.monotonic() + 30
@@ -70,19 +75,25 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
-            body = b"x" * 1024
-            with Producer(f"127.0.0.1:{namesrv_port}", "bench-producer") as producer:
-                for _ in range(max(count // 10, 200)):  # warm-up: route, topic creation, caches
-                    producer.send("BenchTopic", body)
-                assert broker.pid is not None
-                cpu_before, start = _cpu_seconds(broker.pid), time.perf_counter()
-                for _ in range(count):
-                    producer.send("BenchTopic", body)
-                elapsed = time.perf_counter() - start
-                cpu = _cpu_seconds(broker.pid) - cpu_before
+            yield broker, namesrv_port
         finally:
             broker.terminate()
             broker.join(10)
+
+
+def main() -> None:
+    count = int(sys.argv[1])
+    with spawned_broker() as (broker, namesrv_port):
+        body = b"x" * 1024
+        with Producer(f"127.0.0.1:{namesrv_port}", "bench-producer") as producer:
+            for _ in range(max(count // 10, 200)):  # warm-up: route, topic creation, caches
+                producer.send("BenchTopic", body)
+            assert broker.pid is not None
+            cpu_before, start = _cpu_seconds(broker.pid), time.perf_counter()
+            for _ in range(count):
+                producer.send("BenchTopic", body)
+            elapsed = time.perf_counter() - start
+            cpu = _cpu_seconds(broker.pid) - cpu_before
     print(f"{count / elapsed:.1f} {cpu / count * 1e6:.1f}")
 
 

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import socket
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
-from _e2e_send import _cpu_seconds, _run_broker
-from ports import free_port
+from _e2e_send import _cpu_seconds, spawned_broker
 
 from rocketstore.client import Producer
 
@@ -47,41 +44,25 @@ def _produce(namesrv: str, count: int, start: multiprocessing.synchronize.Event)
 def _round(native_front: bool, producers: int, count: int) -> tuple[float, float, float]:
     """(sends/s, broker CPU us per send, interpreter thread CPU us per send) of one broker."""
     ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as root:
-        port, namesrv_port = free_port(), free_port()
-        broker = ctx.Process(target=_run_broker, args=(root, port, namesrv_port, native_front), daemon=True)
-        broker.start()
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
-            start = ctx.Event()
-            clients = [ctx.Process(target=_produce, args=(f"127.0.0.1:{namesrv_port}", count, start))
-                       for _ in range(producers)]
-            for client in clients:
-                client.start()
-            time.sleep(3)  # the warm-ups
-            assert broker.pid is not None
-            cpu, loop_cpu = _cpu_seconds(broker.pid), _cpu_seconds(broker.pid, broker.pid)
-            began = time.perf_counter()
-            start.set()
-            for client in clients:
-                client.join()
-                if client.exitcode != 0:
-                    raise RuntimeError(f"a producer failed: exit code {client.exitcode}")
-            elapsed = time.perf_counter() - began
-            sends = producers * count
-            cpu = _cpu_seconds(broker.pid) - cpu
-            loop_cpu = _cpu_seconds(broker.pid, broker.pid) - loop_cpu
-        finally:
-            broker.terminate()
-            broker.join(10)
+    with spawned_broker(native_front) as (broker, namesrv_port):
+        start = ctx.Event()
+        clients = [ctx.Process(target=_produce, args=(f"127.0.0.1:{namesrv_port}", count, start))
+                   for _ in range(producers)]
+        for client in clients:
+            client.start()
+        time.sleep(3)  # the warm-ups
+        assert broker.pid is not None
+        cpu, loop_cpu = _cpu_seconds(broker.pid), _cpu_seconds(broker.pid, broker.pid)
+        began = time.perf_counter()
+        start.set()
+        for client in clients:
+            client.join()
+            if client.exitcode != 0:
+                raise RuntimeError(f"a producer failed: exit code {client.exitcode}")
+        elapsed = time.perf_counter() - began
+        sends = producers * count
+        cpu = _cpu_seconds(broker.pid) - cpu
+        loop_cpu = _cpu_seconds(broker.pid, broker.pid) - loop_cpu
     return sends / elapsed, cpu / sends * 1e6, loop_cpu / sends * 1e6
 
 
