@@ -10,12 +10,17 @@ belongs outside the markers: it is the only part a person edits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import json
 import os
 import shlex
+import shutil
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,3 +103,28 @@ def add_output_arguments(ap: argparse.ArgumentParser, section: str, kept: str) -
     ap.add_argument("--json", metavar="OUT", help="also write all results as JSON")
     ap.add_argument("--dir", help="parent of the scratch directory (default: system temp dir)")
     ap.add_argument("--keep", action="store_true", help=f"keep the scratch dir ({kept})")
+
+
+@contextlib.contextmanager
+def scratch_dir(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
+    """The run's scratch directory, under ``--dir``: removed when the run is over, however it ends,
+    unless ``--keep`` (then its path is printed, to look at the stores and logs)."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))
+    try:
+        yield scratch
+    finally:
+        if args.keep:
+            print(f"kept scratch dir {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_outputs(args: argparse.Namespace, section: str, result: dict[str, Any], *parts: str) -> None:
+    """What ``--doc`` and ``--json`` ask for once a run is done: ``parts`` (see :func:`generated_body`)
+    put in the doc's section, ``result`` written as JSON."""
+    if args.doc is not None:
+        replace_section(args.doc, section, generated_body(*parts))
+        print(f"\nrewrote the bench:{section} block of {args.doc}", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)

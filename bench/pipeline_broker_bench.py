@@ -70,9 +70,7 @@ import functools
 import json
 import os
 import resource
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -83,6 +81,7 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT, ROOT / "bench", ROOT / "tests" / "support"):  # pipeline, run_broker_bench, java_rocketmq
     sys.path.insert(0, str(_path))
 
+import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402
 from java_rocketmq import ClientDriver  # noqa: E402
 from run_broker_bench import GiB, OurBroker, PinnedAnchor, cpu_times, fmt, proc_cpu_s, steal_share  # noqa: E402
@@ -464,7 +463,6 @@ def main() -> int:
     java_rocketmq.build_anchor()
     if not args.no_java:
         java_rocketmq.build_driver()
-    scratch = Path(tempfile.mkdtemp(prefix="pipeline-broker-bench-", dir=args.dir))
     t_start = time.monotonic()
     cpu_start = cpu_times()
     loadavg_start = tuple(round(x, 2) for x in os.getloadavg())
@@ -473,13 +471,8 @@ def main() -> int:
     def log(msg: str) -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
 
-    try:
+    with doc_blocks.scratch_dir(args, "pipeline-broker-bench-") as scratch:
         results = run(args, scratch, log, loads)
-    finally:
-        if args.keep:
-            print(f"kept scratch dir {scratch}", file=sys.stderr)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     loads.append(os.getloadavg()[0])
     setup = dict(messages=args.messages, body_size=args.body_size, cores=args.cores, repeat=args.repeat,
                  segment=args.segment, heap=args.heap, apache_version=java_rocketmq.ANCHOR_VERSION,

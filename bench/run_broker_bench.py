@@ -62,7 +62,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -814,7 +813,6 @@ def main() -> None:
     for contender in args.brokers:
         if contender in APACHE:
             java_rocketmq.build_anchor(APACHE[contender])
-    scratch = Path(tempfile.mkdtemp(prefix="brokerbench-", dir=args.dir))
     t_start = time.monotonic()
     cpu_start = cpu_times()
     loadavg_start = tuple(round(x, 2) for x in os.getloadavg())
@@ -822,16 +820,11 @@ def main() -> None:
     def log(msg: str) -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
 
-    try:
+    with doc_blocks.scratch_dir(args, "brokerbench-") as scratch:
         if args.profile:
             run_profile(args, durations, scratch)
             return
         sections = run_sections(args, durations, scratch, log)
-    finally:
-        if args.keep:
-            print(f"kept scratch dir {scratch}", file=sys.stderr)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", produce_s=durations["produce_s"],
                       warmup_s=durations["warmup_s"], consume_max_s=durations["consume_max_s"],

@@ -37,7 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -433,7 +432,6 @@ def main() -> None:
     if APACHE in contenders and not args.profile:
         java_rocketmq.build_anchor(APACHE_VERSION)  # the name server's classpath
         java_rocketmq.build_proxy_anchor()
-    scratch = Path(tempfile.mkdtemp(prefix="grpcbench-", dir=args.dir))
     t_start = time.monotonic()
     cpu_start = cpu_times()
     loadavg_start = tuple(round(x, 2) for x in os.getloadavg())
@@ -442,7 +440,7 @@ def main() -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
 
     turns: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
-    try:
+    with doc_blocks.scratch_dir(args, "grpcbench-") as scratch:
         if args.profile:
             run_profile(args, durations, scratch, log)
             return
@@ -450,11 +448,6 @@ def main() -> None:
             order = contenders if rnd % 2 == 0 else contenders[::-1]
             for name in order:
                 turns[name].append(run_turn(name, scratch, f"round{rnd + 1}", durations, args, log))
-    finally:
-        if args.keep:
-            print(f"kept scratch dir {scratch}", file=sys.stderr)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", **durations, body_size=BODY_SIZE,
                       inflight=args.inflight, receive_threads=args.receive_threads, rounds=args.rounds,

@@ -42,7 +42,6 @@ round of 5 s runs and a 256 MiB backlog (about 3 minutes). Default: 3 rounds of 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -496,13 +495,8 @@ def main() -> None:
     table = results_table(result)
     print(setup_text(result))
     print(table)
-    if args.doc is not None:
-        body = doc_blocks.generated_body(textwrap.fill(setup_text(result), 100, break_on_hyphens=False), table)
-        doc_blocks.replace_section(args.doc, DOC_SECTION, body)
-        print(f"\nrewrote the bench:{DOC_SECTION} block of {args.doc}", file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    doc_blocks.write_outputs(args, DOC_SECTION, result,
+                             textwrap.fill(setup_text(result), 100, break_on_hyphens=False), table)
 
 
 if __name__ == "__main__":

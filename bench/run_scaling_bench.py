@@ -35,7 +35,6 @@ about 15 minutes; ``--quick`` about 3.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -43,7 +42,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -380,25 +378,19 @@ def main() -> None:
     java_rocketmq.build_driver()
     if APACHE_4 in args.brokers:
         java_rocketmq.build_anchor(APACHE[APACHE_4])
-    scratch = Path(tempfile.mkdtemp(prefix="scalingbench-", dir=args.dir))
     t_start, cpu_start, load_start = time.monotonic(), cpu_times(), tuple(round(x, 2) for x in os.getloadavg())
 
     def log(msg: str) -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
 
     turns: dict[str, dict[str, list[dict[str, Any]]]] = {c: {b: [] for b in BUDGETS} for c in args.brokers}
-    try:
+    with doc_blocks.scratch_dir(args, "scalingbench-") as scratch:
         for round_no in range(rounds):
             for i, budget in enumerate(BUDGETS):
                 for contender in turn_order(args.brokers, i, round_no):
                     where = scratch / f"round{round_no}"
                     where.mkdir(exist_ok=True)
                     turns[contender][budget].append(run_turn(contender, budget, args, durations, where, log))
-    finally:
-        if args.keep:
-            print(f"kept scratch dir {scratch}", file=sys.stderr)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", rounds=rounds, threads=args.threads,
                       produce_s=durations["produce_s"], warmup_s=durations["warmup_s"], heap=args.heap,
@@ -409,13 +401,8 @@ def main() -> None:
     }
     table, arithmetic = render(result)
     print("\n" + setup_text(result) + "\n\n" + table + "\n\n" + arithmetic)
-    if args.doc is not None:
-        doc_blocks.replace_section(args.doc, DOC_SECTION, doc_blocks.generated_body(
-            textwrap.fill(setup_text(result), 100, break_on_hyphens=False), table, arithmetic))
-        print(f"\nrewrote the bench:{DOC_SECTION} block of {args.doc}", file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    doc_blocks.write_outputs(args, DOC_SECTION, result,
+                             textwrap.fill(setup_text(result), 100, break_on_hyphens=False), table, arithmetic)
 
 
 if __name__ == "__main__":
