@@ -20,6 +20,7 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntFunction;
 
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
@@ -653,10 +654,7 @@ public final class ClientDriver {
         int size = args.integer("-s", 128);
         int seconds = args.integer("-d", 10);
         DefaultMQProducer p = producer(namesrv, args.get("--group", "client_driver_bench"));
-        // Random bytes: the client zips bodies over 4 KiB (compressMsgBodyOverHowmuch), and a
-        // padded body would shrink to almost nothing on the wire and in the store.
-        byte[] payload = new byte[size];
-        new Random(42).nextBytes(payload);
+        byte[] payload = randomBody(size);
         // One untimed send first: route lookup and (with autoCreateTopicEnable) topic creation.
         SendResult first = firstSend(p, new Message(topic, payload));
         System.err.println("bench-produce: warm-up send " + first.getSendStatus() + ", starting " + threads
@@ -665,33 +663,28 @@ public final class ClientDriver {
         AtomicLong sent = new AtomicLong();
         AtomicLong failed = new AtomicLong();
         Latencies[] lat = new Latencies[threads];
-        Thread[] workers = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            lat[t] = new Latencies();
+        }
         long begin = System.nanoTime();
         long end = begin + seconds * 1_000_000_000L;
-        for (int t = 0; t < threads; t++) {
-            Latencies mine = new Latencies();
-            lat[t] = mine;
-            workers[t] = new Thread(() -> {
-                while (System.nanoTime() < end) {
-                    long t0 = System.nanoTime();
-                    try {
-                        SendResult r = p.send(new Message(topic, payload));
-                        mine.add(System.nanoTime() - t0);
-                        if (r.getSendStatus() == SendStatus.SEND_OK) {
-                            sent.incrementAndGet();
-                        } else {
-                            failed.incrementAndGet();
-                        }
-                    } catch (Exception e) {
+        runThreads(threads, "bench-sender-", t -> () -> {
+            Latencies mine = lat[t];
+            while (System.nanoTime() < end) {
+                long t0 = System.nanoTime();
+                try {
+                    SendResult r = p.send(new Message(topic, payload));
+                    mine.add(System.nanoTime() - t0);
+                    if (r.getSendStatus() == SendStatus.SEND_OK) {
+                        sent.incrementAndGet();
+                    } else {
                         failed.incrementAndGet();
                     }
+                } catch (Exception e) {
+                    failed.incrementAndGet();
                 }
-            }, "bench-sender-" + t);
-            workers[t].start();
-        }
-        for (Thread w : workers) {
-            w.join();
-        }
+            }
+        });
         double elapsed = (System.nanoTime() - begin) / 1e9;
         p.shutdown();
         int n = 0;
@@ -737,6 +730,29 @@ public final class ClientDriver {
         }
     }
 
+    /**
+     * A benchmark's message body: random bytes, as the client zips bodies over 4 KiB
+     * (compressMsgBodyOverHowmuch) and a padded body would shrink to almost nothing on the wire
+     * and in the store.
+     */
+    private static byte[] randomBody(int size) {
+        byte[] payload = new byte[size];
+        new Random(42).nextBytes(payload);
+        return payload;
+    }
+
+    /** Runs {@code work.apply(t)} on threads {@code name + t}, t in 0..threads-1, and waits for them all. */
+    private static void runThreads(int threads, String name, IntFunction<Runnable> work) throws InterruptedException {
+        Thread[] workers = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            workers[t] = new Thread(work.apply(t), name + t);
+            workers[t].start();
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+    }
+
     private static double percentile(long[] sorted, double q) {
         if (sorted.length == 0) {
             return 0.0;
@@ -777,11 +793,18 @@ public final class ClientDriver {
         long n = consumed.get();
         double active = (lastNs.get() - firstNs.get()) / 1e9;
         c.shutdown();
+        return consumeSummary(n, elapsed, active);
+    }
+
+    /**
+     * A consumption benchmark's summary line: the rate while messages flowed ({@code active}, first
+     * to last delivery), so an early-drained backlog is not diluted by the idle rest of the window,
+     * and {@code tps_window} over the whole window; true when anything was consumed.
+     */
+    private static boolean consumeSummary(long n, double elapsed, double active) {
         Map<String, Object> s = line("summary");
         s.put("consumed", n);
         s.put("seconds", elapsed);
-        // Rate while messages flowed (first to last delivery), so an early-drained backlog is not
-        // diluted by the idle rest of the window; tps_window divides by the whole window.
         s.put("tps", n > 1 && active > 0 ? n / active : n / elapsed);
         s.put("tps_window", n / elapsed);
         emit(s);
@@ -801,47 +824,39 @@ public final class ClientDriver {
         int batch = args.integer("--batch", 32);
         int seconds = args.integer("-d", 600);
         DefaultMQProducer p = producer(namesrv, args.get("--group", "client_driver_fill"));
-        byte[] payload = new byte[size];
-        new Random(42).nextBytes(payload);
+        byte[] payload = randomBody(size);
         SendResult first = firstSend(p, new Message(topic, payload));  // route lookup, topic creation
         AtomicLong claimed = new AtomicLong(1);
         AtomicLong sent = new AtomicLong(first.getSendStatus() == SendStatus.SEND_OK ? 1 : 0);
         AtomicLong failed = new AtomicLong();
         long begin = System.nanoTime();
         long end = begin + seconds * 1_000_000_000L;
-        Thread[] workers = new Thread[threads];
-        for (int t = 0; t < threads; t++) {
-            workers[t] = new Thread(() -> {
-                while (System.nanoTime() < end) {
-                    long from = claimed.getAndAdd(batch);
-                    int n = (int) Math.min(batch, count - from);
-                    if (n <= 0) {
-                        return;
-                    }
-                    List<Message> msgs = new ArrayList<>(n);
-                    for (int i = 0; i < n; i++) {
-                        msgs.add(new Message(topic, payload));
-                    }
-                    // A backlog is written, not measured: a batch that failed (a timeout on a
-                    // loaded machine) is sent again, up to five times, the first failure reported.
-                    boolean ok = false;
-                    for (int attempt = 1; attempt <= 5 && !ok; attempt++) {
-                        try {
-                            ok = p.send(msgs).getSendStatus() == SendStatus.SEND_OK;
-                        } catch (Exception e) {
-                            if (attempt == 1) {
-                                System.err.println("bench-fill: batch failed (" + e + "), sending it again");
-                            }
+        runThreads(threads, "bench-fill-", t -> () -> {
+            while (System.nanoTime() < end) {
+                long from = claimed.getAndAdd(batch);
+                int n = (int) Math.min(batch, count - from);
+                if (n <= 0) {
+                    return;
+                }
+                List<Message> msgs = new ArrayList<>(n);
+                for (int i = 0; i < n; i++) {
+                    msgs.add(new Message(topic, payload));
+                }
+                // A backlog is written, not measured: a batch that failed (a timeout on a
+                // loaded machine) is sent again, up to five times, the first failure reported.
+                boolean ok = false;
+                for (int attempt = 1; attempt <= 5 && !ok; attempt++) {
+                    try {
+                        ok = p.send(msgs).getSendStatus() == SendStatus.SEND_OK;
+                    } catch (Exception e) {
+                        if (attempt == 1) {
+                            System.err.println("bench-fill: batch failed (" + e + "), sending it again");
                         }
                     }
-                    (ok ? sent : failed).addAndGet(n);
                 }
-            }, "bench-fill-" + t);
-            workers[t].start();
-        }
-        for (Thread w : workers) {
-            w.join();
-        }
+                (ok ? sent : failed).addAndGet(n);
+            }
+        });
         double elapsed = (System.nanoTime() - begin) / 1e9;
         p.shutdown();
         Map<String, Object> s = line("summary");
@@ -886,12 +901,6 @@ public final class ClientDriver {
         double elapsed = (System.nanoTime() - begin) / 1e9;
         double active = (lastNs - firstNs) / 1e9;
         c.shutdown();
-        Map<String, Object> s = line("summary");
-        s.put("consumed", n);
-        s.put("seconds", elapsed);
-        s.put("tps", n > 1 && active > 0 ? n / active : n / elapsed);
-        s.put("tps_window", n / elapsed);
-        emit(s);
-        return n > 0;
+        return consumeSummary(n, elapsed, active);
     }
 }
