@@ -393,11 +393,13 @@ impl RemotingFront {
                 let (out_tx, out_rx) = mpsc::unbounded_channel();
                 let flow = Flow::new();
                 // registered before Python hears of it, so its first answers find it
-                serving
-                    .connections
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(conn, Connection { out: out_tx, flow: flow.clone() });
+                serving.connections.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                    conn,
+                    Connection {
+                        out: out_tx,
+                        flow: flow.clone(),
+                    },
+                );
                 serving.events.push(Event::Connected { conn, peer });
                 Some(serve_connection(serving.clone(), conn, socket, out_rx, flow))
             };
