@@ -933,10 +933,8 @@ impl GrpcFront {
     /// for a call, `(1, id, message)` a message of a client stream, `(2, id)` its half-close,
     /// `(3, id)` a call that ended on the client's side (cancel, reset, deadline, connection lost).
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let events = self.shared.events.take();
-        let list = PyList::empty(py);
-        for event in events {
-            let item = match event {
+        self.shared.events.take_list(py, |event| {
+            Ok(match event {
                 Event::Call {
                     id,
                     path,
@@ -963,10 +961,8 @@ impl GrpcFront {
                     .into_any(),
                 Event::HalfClose { id } => (EV_HALF_CLOSE, id).into_pyobject(py)?.into_any(),
                 Event::Cancel { id } => (EV_CANCEL, id).into_pyobject(py)?.into_any(),
-            };
-            list.append(item)?;
-        }
-        Ok(list)
+            })
+        })
     }
 
     /// Python's answers of one pass of its loop, in order: each `(id, message | None, status | None,

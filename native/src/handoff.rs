@@ -10,6 +10,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
 struct Queue<E> {
     events: Vec<E>,
     /// a wake-up byte was written and not read yet
@@ -62,6 +65,20 @@ impl<E> Handoff<E> {
         while matches!((&self.wake_read).read(&mut sink), Ok(n) if n > 0) {}
         queue.signalled = false;
         std::mem::take(&mut queue.events)
+    }
+
+    /// Every queued event as Python takes them: a list, each event made a tuple by `to_py` (the
+    /// tuples are each front's own).
+    pub fn take_list<'py>(
+        &self,
+        py: Python<'py>,
+        mut to_py: impl FnMut(E) -> PyResult<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for event in self.take() {
+            list.append(to_py(event)?)?;
+        }
+        Ok(list)
     }
 
     /// The descriptor Python watches: readable while events wait.

@@ -432,10 +432,8 @@ impl RemotingFront {
     /// `(3, conn)` a connection that ended (closed by either side, or a malformed frame length),
     /// `(4, conn)` a connection whose responses fell to the low-water mark after a watch request.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let events = self.shared.events.take();
-        let list = PyList::empty(py);
-        for event in events {
-            let item = match event {
+        self.shared.events.take_list(py, |event| {
+            Ok(match event {
                 Event::Connected { conn, peer } => (EV_CONNECTED, conn, peer.ip().to_string(), peer.port())
                     .into_pyobject(py)?
                     .into_any(),
@@ -454,10 +452,8 @@ impl RemotingFront {
                 }
                 Event::Closed { conn } => (EV_CLOSED, conn).into_pyobject(py)?.into_any(),
                 Event::Drained { conn } => (EV_DRAINED, conn).into_pyobject(py)?.into_any(),
-            };
-            list.append(item)?;
-        }
-        Ok(list)
+            })
+        })
     }
 
     /// Python's requests of one pass of its loop, in order, each `(conn, what, data)`: `what` 0
