@@ -11,22 +11,30 @@ as brokerId 0 keeps its route.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+import json
 import re
 import signal
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from broker_process import Broker
 from inprocess_broker import RawClient
+from java_rocketmq import ClientDriver
 from polling import wait_until
+from tool_support import require_executable
 
 from rocketstore.broker.route_info_manager import RouteInfoManager
 from rocketstore.broker.server import RemotingServer
+from rocketstore.client import BrokerAdmin, MQAdmin
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.topic_config import TopicConfig
+from rocketstore.remoting.body import TopicRouteData
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 from rocketstore.remoting.register_broker_body import TopicConfigSerializeWrapper
@@ -150,3 +158,55 @@ def test_a_stopped_master_unregistering_keeps_its_successors_route() -> None:
     assert [b.broker_addrs for b in route[1]] == [{0: "10.0.0.2:10911"}]
     routes.unregister_broker("C", "10.0.0.2:10911", "b", 0)
     assert routes.pickup_topic_route(TOPIC) is None
+
+
+@pytest.mark.integration
+def test_a_java_producer_loses_no_send_timeout_when_one_of_two_brokers_stops(tmp_path: Path) -> None:
+    """The client's view: a Java 4.x producer sends synchronously every 20 ms over two brokers
+    (round robin over their queues) while one stops (SIGTERM). What that broker reads while it
+    stops it answers SERVICE_NOT_AVAILABLE, and the client retries such a send on the other broker
+    at once: no send waits for the 3 s send timeout, and acknowledged sends never pause for long."""
+    require_executable("java", "runs Apache RocketMQ's 4.x Java client (tests/support/drivers/java4)")
+    require_executable("mvn", "builds the Java client driver")
+    (tmp_path / "ns").mkdir()
+    namesrv = Broker(tmp_path / "ns", "brokerName=namesrv-only\n")
+    brokers = []
+    for name in ("stop-a", "stop-b"):
+        (tmp_path / name).mkdir()
+        brokers.append(Broker(tmp_path / name, f"brokerName={name}\n"))
+    with contextlib.ExitStack() as running:
+        running.enter_context(namesrv.running())
+        for broker in brokers:
+            broker.conf.write_text(broker.conf.read_text() + f"namesrvAddr={namesrv.namesrv}\n")
+            running.enter_context(broker.running())
+            with BrokerAdmin(broker.addr) as admin:
+                admin.create_topic(TOPIC, 2, 2)
+        wait_until("both brokers in the route", lambda: len(_route(namesrv.namesrv).broker_datas) == 2, 30)
+        driver = ClientDriver(namesrv.namesrv, tmp_path / "java", poll_namesrv_ms=1000)
+        loop = driver.start("produce", "-t", TOPIC, "-c", 100_000, "--mode", "sync", "--pause", 20, "--timeout", 300,
+                            check=False)
+        try:
+            def acked() -> list[dict[str, Any]]:
+                return [line for line in loop.lines_so_far() if line.get("kind") == "sent"
+                        and line["status"] == "SEND_OK"]
+
+            wait_until("the producer sending", lambda: len(acked()) >= 50, 120, interval=0.2)
+            stopped_at_ms = time.time() * 1000
+            assert brokers[0].stop() == 0
+            wait_until("sends after the stop", lambda: sum(line["at_ms"] > stopped_at_ms + 3000
+                                                           for line in acked()) >= 20, 60, interval=0.2)
+        finally:
+            loop.kill()
+        lines = loop.lines_so_far()
+    errors = [line for line in lines if line.get("kind") == "error"]
+    assert not [e for e in errors if "timeout" in json.dumps(e).lower()], errors
+    times = sorted(line["at_ms"] for line in lines if line.get("kind") == "sent" and line["status"] == "SEND_OK")
+    gaps = [(b - a, a - stopped_at_ms) for a, b in itertools.pairwise(times) if b > stopped_at_ms - 1000]
+    longest = max(gaps)
+    assert longest[0] < 1000, f"no acknowledged send for {longest[0]} ms from {longest[1]:.0f} ms after the stop"
+
+
+def _route(namesrv: str) -> TopicRouteData:
+    with MQAdmin(namesrv) as admin:
+        route: TopicRouteData = admin.route(TOPIC)
+    return route
