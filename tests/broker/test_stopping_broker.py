@@ -32,6 +32,7 @@ from tool_support import require_executable
 from rocketstore.broker.route_info_manager import RouteInfoManager
 from rocketstore.broker.server import RemotingServer
 from rocketstore.client import BrokerAdmin, MQAdmin
+from rocketstore.client.remoting_client import RemotingError
 from rocketstore.common.data_version import DataVersion
 from rocketstore.common.topic_config import TopicConfig
 from rocketstore.remoting.body import TopicRouteData
@@ -107,6 +108,43 @@ def test_a_stopping_broker_answers_every_request_it_reads_then_closes(broker: Br
     finally:
         producer.close()
         consumer.close()
+
+
+@pytest.mark.integration
+def test_with_shutdown_gracefully_a_stopping_broker_leaves_the_routes_then_answers_for_the_wait(
+        tmp_path: Path) -> None:
+    """enableShutdownGracefully: the broker unregisters at once and keeps answering
+    SERVICE_NOT_AVAILABLE for shutdownWaitTimeSeconds, time for clients' routes to move off it
+    before its address goes."""
+    (tmp_path / "ns").mkdir()
+    (tmp_path / "b").mkdir()
+    namesrv = Broker(tmp_path / "ns", "brokerName=namesrv-only\n")
+    with namesrv.running():
+        broker = Broker(tmp_path / "b", f"brokerName=lingering\nnamesrvAddr={namesrv.namesrv}\n"
+                        "enableShutdownGracefully=true\nshutdownWaitTimeSeconds=3\n")
+        broker.start()
+        host, port = broker.addr.rsplit(":", 1)
+        producer = RawClient(host, int(port))
+        try:
+            with BrokerAdmin(broker.addr) as admin:
+                admin.create_topic(TOPIC, 2, 2)
+            wait_until("the broker in the route", lambda: _route(namesrv.namesrv).broker_datas, 30)
+            broker.proc.send_signal(signal.SIGTERM)
+            stopping_at = time.monotonic()
+            wait_until("the route without the broker", lambda: not _route_or_none(namesrv.namesrv), 2, 0.05)
+            answered = []
+            while time.monotonic() - stopping_at < 2.5:
+                answered.append(producer.send_message(TOPIC, b"m").code)
+                time.sleep(0.1)
+            assert answered[-1] == ResponseCode.SERVICE_NOT_AVAILABLE, answered
+            assert broker.proc.poll() is None  # still answering, 2.5 s into its 3 s wait
+            assert _closed_by_peer(producer, 10)
+            assert broker.proc.wait(30) == 0
+            assert time.monotonic() - stopping_at >= 3
+        finally:
+            producer.close()
+            if broker.proc.poll() is None:
+                broker.stop()
 
 
 @pytest.mark.integration
@@ -210,3 +248,11 @@ def _route(namesrv: str) -> TopicRouteData:
     with MQAdmin(namesrv) as admin:
         route: TopicRouteData = admin.route(TOPIC)
     return route
+
+
+def _route_or_none(namesrv: str) -> TopicRouteData | None:
+    """The topic's route, None once no broker serves it (the name server answers TOPIC_NOT_EXIST)."""
+    try:
+        return _route(namesrv)
+    except RemotingError:
+        return None

@@ -343,6 +343,13 @@ class BrokerController:
         await self.register_broker_service.stop_registering()
         # routes stop naming this broker before the grace waits, not after them
         await self.register_broker_service.unregister()
+        if self.broker_config.enable_shutdown_gracefully and self.broker_config.shutdown_wait_time_seconds > 0:
+            # NettyServerConfig's graceful shutdown: clients' routes move off this broker (their
+            # next route poll) while it still answers, rather than after its address is gone
+            log.info("broker %s: answering SERVICE_NOT_AVAILABLE for %d s before it closes "
+                     "(shutdownWaitTimeSeconds)", self.broker_config.broker_name,
+                     self.broker_config.shutdown_wait_time_seconds)
+            await asyncio.sleep(self.broker_config.shutdown_wait_time_seconds)
         if self.namesrv is not None:
             await self.namesrv.stop(grace_s)
         if self.grpc is not None:
