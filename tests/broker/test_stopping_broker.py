@@ -62,6 +62,23 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
             broker.stop()
 
 
+def _refused_or_reset(host: str, port: int) -> bool:
+    """Whether a new connection is refused (asyncio's listener is closed) or, accepted by the native
+    front, which listens until the end, closed at once unserved."""
+    try:
+        late = socket.create_connection((host, port), timeout=PROMPT_S)
+    except OSError:
+        return True
+    with late:
+        late.settimeout(PROMPT_S)
+        try:
+            return late.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+
 def _closed_by_peer(client: RawClient, timeout: float) -> bool:
     """Whether the broker closes the connection within ``timeout`` without sending more."""
     client.sock.settimeout(timeout)
@@ -102,8 +119,7 @@ def test_a_stopping_broker_answers_every_request_it_reads_then_closes(broker: Br
         assert codes[-1] == ResponseCode.SERVICE_NOT_AVAILABLE, codes
         assert time.monotonic() - stopping_at < 0.9  # within the wait: what follows checks it too
         # a new connection is not taken: the client's reconnect fails at once too
-        with pytest.raises(OSError):
-            socket.create_connection((host, int(port)), timeout=PROMPT_S).close()
+        assert _refused_or_reset(host, int(port))
         # the pull held at the stop is answered, not cut with its connection
         answer = consumer.receive(held, timeout=5)
         assert answer.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,  # the first send may wake it

@@ -590,7 +590,8 @@ class RemotingServer:
         self.port = sock.getsockname()[1]
 
     async def go_away(self) -> None:
-        """The broker is stopping: take no new connection (a client's connect fails at once), and
+        """The broker is stopping: take no new connection (a client's connect fails at once; the
+        native front, which listens until :meth:`stop`, closes a new one unserved at once), and
         answer every request read from now on SERVICE_NOT_AVAILABLE at once, without its handler,
         on connections that stay open until :meth:`stop` closes them.
 
