@@ -325,6 +325,8 @@ class BrokerController:
         self.transactional_message_service.stopped = True  # a check pass in its thread ends early
         if self.replicas_manager is not None:  # a master hands its mastership over first
             await self.replicas_manager.stop()
+        # then its clients hear at once that it goes: answered, never left to their send timeout
+        await self.remoting.go_away()
         for listener in self.shutdown_listeners:
             try:
                 listener()
@@ -339,12 +341,20 @@ class BrokerController:
         self._tasks.clear()
         self._role_tasks.clear()
         await self.register_broker_service.stop_registering()
+        # routes stop naming this broker before the grace waits, not after them
+        await self.register_broker_service.unregister()
+        if self.broker_config.enable_shutdown_gracefully and self.broker_config.shutdown_wait_time_seconds > 0:
+            # NettyServerConfig's graceful shutdown: clients' routes move off this broker (their
+            # next route poll) while it still answers, rather than after its address is gone
+            log.info("broker %s: answering SERVICE_NOT_AVAILABLE for %d s before it closes "
+                     "(shutdownWaitTimeSeconds)", self.broker_config.broker_name,
+                     self.broker_config.shutdown_wait_time_seconds)
+            await asyncio.sleep(self.broker_config.shutdown_wait_time_seconds)
         if self.namesrv is not None:
             await self.namesrv.stop(grace_s)
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
         await self.remoting.stop(grace_s)
-        await self.register_broker_service.unregister()
         await self.config_persist_service.persist_all(self._config_tables)
         await asyncio.to_thread(self.store.shutdown)
         if self.http is not None:

@@ -24,6 +24,12 @@ The transaction keys take effect: ``rejectTransactionMessage``, ``transactionTim
 which is its default here. So does ``serverChannelMaxIdleTimeSeconds`` (default 120): a remoting
 connection (broker or name-server port) that neither read nor wrote for that long, and has no
 request in progress (a long-polling pull, say), is closed; 0 or less keeps idle connections.
+``enableShutdownGracefully`` (default false) and ``shutdownWaitTimeSeconds`` (default 30) are
+NettyServerConfig's too: on a stop, once this broker has handed its mastership over (if it had one),
+stopped taking connections, started answering every request SERVICE_NOT_AVAILABLE and unregistered
+from its name servers, it waits that long before it closes its connections and exits, so that
+clients' routes move to other brokers while this one still answers (a client whose route names a
+broker that is gone, its address with it, waits for its connect timeout instead).
 
 RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a shared broker.conf):
 
@@ -314,9 +320,11 @@ class BrokerConfig:
     send_heartbeat_timeout_millis: int = 1000
     sync_broker_metadata_period: int = 5 * 1000  # Java long
     broker_election_priority: int = 2**31 - 1
-    # NettyServerConfig.listenPort, as BrokerStartup sets it, and its idle timeout.
+    # NettyServerConfig.listenPort, as BrokerStartup sets it, its idle timeout and its graceful shutdown.
     listen_port: int = 10911
     server_channel_max_idle_time_seconds: int = 120
+    enable_shutdown_gracefully: bool = False
+    shutdown_wait_time_seconds: int = 30
     # -- RocketStore extensions (see the module docstring) --
     listen_host: str = "0.0.0.0"
     namesrv_listen_port: int = 9876

@@ -147,7 +147,11 @@ class RouteInfoManager:
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
-        broker_data.broker_addrs.pop(broker_id, None)
+        # by address, not by id (RocketMQ 5's unregisterBroker): a master that hands over and
+        # stops unregisters as brokerId 0 after its successor may have registered as 0
+        for listed_id, addr in list(broker_data.broker_addrs.items()):
+            if addr == broker_addr:
+                del broker_data.broker_addrs[listed_id]
         if broker_data.broker_addrs:
             return
         del self.broker_addr_table[broker_name]

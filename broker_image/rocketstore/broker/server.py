@@ -237,7 +237,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        if not self.server.admit(self.peer):
+        if not self.server.admit(self.peer) or self.server.going_away:
             self.refused = True
             transport.abort()
             return
@@ -319,9 +319,10 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         backlog = self.backlog
+        going_away = self.server.going_away
         while backlog and not self.writing_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION:
             request = backlog.popleft()
-            reply = self._call_handler(request)
+            reply = going_away_response(request) if going_away else self._call_handler(request)
             if reply is None or isinstance(reply, RemotingCommand):
                 if reply is not None and not request.is_oneway:
                     data = reply.encode()
@@ -373,6 +374,11 @@ class Connection(asyncio.Protocol):
         response: RemotingCommand | None
         try:
             response = await waiting
+        except asyncio.CancelledError:
+            # the broker stops past its grace: the request is answered, not left to the client's timeout
+            if not request.is_oneway:
+                self.send(going_away_response(request))
+            raise
         except Exception as exc:
             response = self._error_response(request, exc)
         if response is not None and not request.is_oneway:
@@ -443,6 +449,13 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
 
+def going_away_response(request: RemotingCommand) -> RemotingCommand:
+    """The answer to a request read while the broker stops: SERVICE_NOT_AVAILABLE, which a 4.x
+    and a 5.x client retry at once (their retryResponseCodes), where a request left unanswered
+    costs them their whole send timeout."""
+    return request.response(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is stopping")
+
+
 def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
 
@@ -496,6 +509,8 @@ class RemotingServer:
         self._idle_closed = SparseLog()
         self._server: asyncio.Server | None = None
         self._idle_sweep: asyncio.Task[None] | None = None
+        #: set by :meth:`go_away`: every request read is answered SERVICE_NOT_AVAILABLE
+        self.going_away = False
 
     @property
     def malformed_requests(self) -> int:
@@ -574,21 +589,42 @@ class RemotingServer:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
 
-    async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close."""
-        if self._idle_sweep is not None:
-            self._idle_sweep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._idle_sweep
+    async def go_away(self) -> None:
+        """The broker is stopping: take no new connection (a client's connect fails at once; the
+        native front, which listens until :meth:`stop`, closes a new one unserved at once), and
+        answer every request read from now on SERVICE_NOT_AVAILABLE at once, without its handler,
+        on connections that stay open until :meth:`stop` closes them.
+
+        Why: a Java 4.x client whose connection ends with a request unanswered fails that request
+        only at its send timeout (3 s) when the end is a FIN (only a reset fails its pending
+        requests at once), while SERVICE_NOT_AVAILABLE is in the 4.x and 5.x producers'
+        retryResponseCodes: the send is retried at once. Closing a connection per answer would
+        race each client's next request (its immediate retry) against the FIN; keeping them open
+        leaves a single close, at the end of the stop. (RocketMQ 5.3 answers GO_AWAY, to 5.3.2+
+        clients only, and serves the older ones as usual until it closes.)"""
+        if self.going_away:
+            return
+        self.going_away = True
         if self._server is not None:
             self._server.close()
         if self._listener is not None:
             await self._listener.stop()
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """:meth:`go_away`, let in-flight requests finish (up to ``grace_s``; those still running are
+        answered SERVICE_NOT_AVAILABLE), then close."""
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_sweep
+        await self.go_away()
         pending = [t for c in self.connections for t in c.tasks]
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace_s)
             for task in still:
                 task.cancel()
+            if still:  # each writes its answer as the cancellation reaches it (Connection._finish)
+                await asyncio.wait(still)
         for conn in list(self.connections):
             conn.close()
         if self._front is not None:
