@@ -116,7 +116,11 @@ pub fn batch_items<'a>(data: &'a [u8], batch_properties: &str) -> Option<(Vec<Ba
         push_items(&mut properties, text, &[], false)?;
         wire_size += 22 + body_length as usize + properties.len().saturating_sub(1);
         properties.push_str(batch_properties);
-        items.push(BatchItem { flag, body: &data[body_start..body_end], properties });
+        items.push(BatchItem {
+            flag,
+            body: &data[body_start..body_end],
+            properties,
+        });
         pos = end;
     }
     Some((items, wire_size))
@@ -162,6 +166,9 @@ pub fn response_frame(
     frame.extend_from_slice(&header);
     frame
 }
+
+/// A put's outcome: bytes written, records written, the response frame, the message id(s).
+type Put<'py> = (usize, usize, Bound<'py, PyBytes>, String);
 
 /// What stays the same for every send of one broker: set up once, used per send.
 #[pyclass(module = "rocketstore.common._native", frozen)]
@@ -247,7 +254,7 @@ impl PlainSend {
         language: &str,
         opaque: i64,
         version: i64,
-    ) -> PyResult<Option<(usize, usize, Bound<'py, PyBytes>, String)>> {
+    ) -> PyResult<Option<Put<'py>>> {
         let Some(header) = plain_header(py, fields, false, topic, born_host)? else {
             return Ok(None);
         };
@@ -281,7 +288,15 @@ impl PlainSend {
         // encoded and stamped off the mapping, then copied in at once
         let mut encoded = vec![0u8; length];
         record::encode_into(&new, &mut encoded);
-        record::stamp_records(&mut encoded, 1, queue_offset, physical_offset, store_timestamp, new.sys_flag, true);
+        record::stamp_records(
+            &mut encoded,
+            1,
+            queue_offset,
+            physical_offset,
+            store_timestamp,
+            new.sys_flag,
+            true,
+        );
         copy_into(mapping, position, &encoded)?;
         let msg_id = message_id(&self.store_host, physical_offset);
         let frame = self.frame(&msg_id, queue_id, queue_offset, language, opaque, version);
@@ -315,7 +330,7 @@ impl PlainSend {
         language: &str,
         opaque: i64,
         version: i64,
-    ) -> PyResult<Option<(usize, usize, Bound<'py, PyBytes>, String)>> {
+    ) -> PyResult<Option<Put<'py>>> {
         let Some(header) = plain_header(py, fields, true, topic, born_host)? else {
             return Ok(None);
         };
@@ -397,8 +412,25 @@ impl PlainSend {
         stored_properties(text, &self.cluster, &self.refused, batch)
     }
 
-    fn frame(&self, msg_id: &str, queue_id: i32, queue_offset: i64, language: &str, opaque: i64, version: i64) -> Vec<u8> {
-        response_frame(&self.region, &self.trace, msg_id, queue_id, queue_offset, language, opaque, version)
+    fn frame(
+        &self,
+        msg_id: &str,
+        queue_id: i32,
+        queue_offset: i64,
+        language: &str,
+        opaque: i64,
+        version: i64,
+    ) -> Vec<u8> {
+        response_frame(
+            &self.region,
+            &self.trace,
+            msg_id,
+            queue_id,
+            queue_offset,
+            language,
+            opaque,
+            version,
+        )
     }
 }
 
@@ -494,7 +526,11 @@ fn copy_into(mapping: &Bound<'_, PyAny>, position: usize, encoded: &[u8]) -> PyR
     // SAFETY: the buffer stays exported while `view` lives, the interpreter lock is held
     // throughout and the range was checked against its length.
     unsafe {
-        std::ptr::copy_nonoverlapping(encoded.as_ptr(), (view.buf_ptr() as *mut u8).add(position), encoded.len());
+        std::ptr::copy_nonoverlapping(
+            encoded.as_ptr(),
+            (view.buf_ptr() as *mut u8).add(position),
+            encoded.len(),
+        );
     }
     Ok(())
 }
@@ -507,10 +543,19 @@ mod tests {
     fn properties_drop_wait_true_and_append_the_cluster() {
         let refused = vec!["DELAY".to_string()];
         assert_eq!(
-            stored_properties("UNIQ_KEY\u{1}ab\u{2}WAIT\u{1}true\u{2}TAGS\u{1}T\u{2}", "C", &refused, false).as_deref(),
+            stored_properties(
+                "UNIQ_KEY\u{1}ab\u{2}WAIT\u{1}true\u{2}TAGS\u{1}T\u{2}",
+                "C",
+                &refused,
+                false
+            )
+            .as_deref(),
             Some("UNIQ_KEY\u{1}ab\u{2}TAGS\u{1}T\u{2}CLUSTER\u{1}C")
         );
-        assert_eq!(stored_properties("", "C", &refused, false).as_deref(), Some("CLUSTER\u{1}C"));
+        assert_eq!(
+            stored_properties("", "C", &refused, false).as_deref(),
+            Some("CLUSTER\u{1}C")
+        );
         assert_eq!(
             stored_properties("x\u{2}\u{1}ab\u{2}TAGS\u{1}T", "C", &refused, false).as_deref(),
             Some("TAGS\u{1}T\u{2}CLUSTER\u{1}C")
