@@ -11,8 +11,9 @@
 //! `pull_messages` (pull.rs) is a PULL_MESSAGE of a tag subscription from the ConsumeQueue entries to
 //! the response frame, twin of `rocketstore.store.pull_transfer.pull_messages_python`.
 //!
-//! `PlainSend` (send.rs) is a plain SEND_MESSAGE_V2 from its extFields to the stamped record in the
-//! mapped CommitLog and the response frame; its reference is the send path it shortcuts.
+//! `PlainSend` (send.rs) is a plain SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE from its extFields to the
+//! stamped record(s) in the mapped CommitLog and the response frame; its reference is the send path
+//! it shortcuts.
 //!
 //! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
 //! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.

@@ -1,5 +1,5 @@
-//! A plain SEND_MESSAGE_V2 in one call: from the request's extFields and body to the stamped
-//! record in the mapped CommitLog segment and the encoded SEND_OK response frame.
+//! A plain SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE in one call: from the request's extFields and
+//! body to the stamped record(s) in the mapped CommitLog segment and the encoded SEND_OK frame.
 //!
 //! Python decides whether a send is plain (`rocketstore.broker.processor.send`: the topic's
 //! cached state, the broker's and the store's) and holds the put lock around the call; this
@@ -12,6 +12,13 @@
 //! reference would treat otherwise (a property that routes the message elsewhere, a field that
 //! does not decode, a record that does not fit the segment's room) makes it write nothing and
 //! answer None, and the send takes the reference path.
+//!
+//! A batch (`PlainSend::put_batch`) stands for `SendMessageProcessor._put`'s batch branch then
+//! `CommitLog.put_messages`: its body split as `decode_batch` splits it, each item's properties
+//! as `properties_to_string(string_to_properties(...))` writes them with the batch's own (the
+//! request's, `WAIT` kept, `CLUSTER` appended) after them, the records appended at once in one
+//! segment with consecutive queue offsets, and the response's message id the comma-joined offset
+//! ids of every record. A malformed body answers None too: the reference then answers the error.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -29,20 +36,20 @@ const MAX_TOPIC_LENGTH_V1: usize = 127;
 const RPC_TYPE_RESPONSE: i64 = 1;
 const SUCCESS: i64 = 0;
 
-/// The stored properties of a plain send, or None when the request's properties are not plain:
-/// one of `refused` names present, a name twice (the reference keeps the first one's place and
-/// the last one's value), or `WAIT` with a value other than `true` (kept and acted upon there).
-/// Items `string_to_properties` skips (shorter than 3 characters, no non-empty name and value
-/// around the first `\x01`) are skipped here too.
-pub fn stored_properties(text: &str, cluster: &str, refused: &[String]) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + cluster.len() + 9);
+/// Appends to `out` the items of `text` that `string_to_properties` keeps, each followed by
+/// `\x02`; None when a name comes twice (the reference keeps the first one's place and the last
+/// one's value), a `refused` name is present, or, with `drop_wait_true`, `WAIT` has a value other
+/// than `true` (kept and acted upon there); `WAIT=true` itself is then left out. Items
+/// `string_to_properties` skips (shorter than 3 characters, no non-empty name and value around
+/// the first `\x01`) are skipped here too.
+fn push_items(out: &mut String, text: &str, refused: &[String], drop_wait_true: bool) -> Option<()> {
     let mut names: Vec<&str> = Vec::with_capacity(8);
     for (item, name, value) in property_items(text) {
         if names.contains(&name) || refused.iter().any(|r| r == name) {
             return None;
         }
         names.push(name);
-        if name == "WAIT" {
+        if drop_wait_true && name == "WAIT" {
             if value != "true" {
                 return None;
             }
@@ -51,9 +58,72 @@ pub fn stored_properties(text: &str, cluster: &str, refused: &[String]) -> Optio
         out.push_str(item);
         out.push('\u{2}');
     }
+    Some(())
+}
+
+/// The stored properties of a plain send, or None when the request's properties are not plain
+/// (see [`push_items`]), with `CLUSTER` appended. A single send's drop `WAIT=true` (4.9.8 does not
+/// store the default); a batch's keep `WAIT` as the client sent it, as the reference's batch put
+/// does.
+pub fn stored_properties(text: &str, cluster: &str, refused: &[String], batch: bool) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + cluster.len() + 9);
+    push_items(&mut out, text, refused, !batch)?;
     out.push_str("CLUSTER\u{1}");
     out.push_str(cluster);
     Some(out)
+}
+
+/// One message of a plain batch body: its flag, its body, and its record's properties (its own,
+/// then the batch's).
+pub struct BatchItem<'a> {
+    pub flag: i32,
+    pub body: &'a [u8],
+    pub properties: String,
+}
+
+fn be_i32(data: &[u8], pos: usize) -> i32 {
+    i32::from_be_bytes(data[pos..pos + 4].try_into().expect("4 bytes"))
+}
+
+/// The items of a batch body and the batch's wire size (per item 20 + body + 2 + its own stored
+/// properties, what the reference holds against maxMessageSize); None when the body is malformed
+/// as `decode_batch` finds it (truncated, inconsistent sizes, properties not UTF-8) or an item's
+/// properties name one property twice (the reference keeps the first place and the last value).
+/// Each item's own properties are the ones `string_to_properties` keeps, and `batch_properties`
+/// follow them after a separator.
+pub fn batch_items<'a>(data: &'a [u8], batch_properties: &str) -> Option<(Vec<BatchItem<'a>>, usize)> {
+    let mut items = Vec::new();
+    let mut wire_size = 0usize;
+    let mut pos = 0usize;
+    while pos < data.len() {
+        if pos + 20 > data.len() {
+            return None;
+        }
+        let (size, flag, body_length) = (be_i32(data, pos), be_i32(data, pos + 12), be_i32(data, pos + 16));
+        let end = pos as i64 + i64::from(size);
+        if size < 22 || end > data.len() as i64 || body_length < 0 || pos as i64 + 22 + i64::from(body_length) > end {
+            return None;
+        }
+        let end = end as usize;
+        let body_start = pos + 20;
+        let body_end = body_start + body_length as usize;
+        let properties_length = i16::from_be_bytes([data[body_end], data[body_end + 1]]);
+        if properties_length < 0 || body_end + 2 + properties_length as usize != end {
+            return None;
+        }
+        let text = std::str::from_utf8(&data[body_end + 2..end]).ok()?;
+        let mut properties = String::with_capacity(text.len() + batch_properties.len() + 1);
+        push_items(&mut properties, text, &[], false)?;
+        wire_size += 22 + body_length as usize + properties.len().saturating_sub(1);
+        properties.push_str(batch_properties);
+        items.push(BatchItem {
+            flag,
+            body: &data[body_start..body_end],
+            properties,
+        });
+        pos = end;
+    }
+    Some((items, wire_size))
 }
 
 /// RocketMQ's offset message id: the store host's address and port, then the offset, in upper hex.
@@ -96,6 +166,9 @@ pub fn response_frame(
     frame.extend_from_slice(&header);
     frame
 }
+
+/// A put's outcome: bytes written, records written, the response frame, the message id(s).
+type Put<'py> = (usize, usize, Bound<'py, PyBytes>, String);
 
 /// What stays the same for every send of one broker: set up once, used per send.
 #[pyclass(module = "rocketstore.common._native", frozen)]
@@ -156,9 +229,9 @@ impl PlainSend {
     }
 
     /// Put one plain SEND_MESSAGE_V2 at `position` of `mapping` (a segment starting at CommitLog
-    /// offset `file_from_offset`, `room` bytes left to its end): (bytes written, the response
-    /// frame, the offset message id), or None with nothing written when the send is not plain
-    /// after all.
+    /// offset `file_from_offset`, `room` bytes left to its end): (bytes written, records written
+    /// (1), the response frame, the offset message id), or None with nothing written when the
+    /// send is not plain after all.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (fields, body, topic, queue_id, sys_flag_bits, born_host, mapping, position, room,
                         file_from_offset, queue_offset, store_timestamp, max_body, language, opaque, version))]
@@ -181,71 +254,27 @@ impl PlainSend {
         language: &str,
         opaque: i64,
         version: i64,
-    ) -> PyResult<Option<(usize, Bound<'py, PyBytes>, String)>> {
-        let Ok(fields) = fields.cast_exact::<PyDict>() else {
+    ) -> PyResult<Option<Put<'py>>> {
+        let Some(header) = plain_header(py, fields, false, topic, born_host)? else {
             return Ok(None);
         };
-        // the required fields of SendMessageRequestHeaderV2 the reference decodes
-        for name in [intern!(py, "a"), intern!(py, "c")] {
-            if text(fields, name)?.is_none() {
-                return Ok(None);
-            }
+        if body.len() > max_body {
+            return Ok(None);
         }
-        let (Some(_), Some(sys_flag), Some(born_timestamp), Some(flag), Some(reconsume_times)) = (
-            number(fields, intern!(py, "d"), I32_RANGE, true)?,
-            number(fields, intern!(py, "f"), I32_RANGE, true)?,
-            number(fields, intern!(py, "g"), I64_RANGE, true)?,
-            number(fields, intern!(py, "h"), I32_RANGE, true)?,
-            number(fields, intern!(py, "j"), I32_RANGE, false)?,
-        ) else {
+        let Some(properties) = self.properties(&header, false) else {
             return Ok(None);
         };
-        if number(fields, intern!(py, "l"), I32_RANGE, false)?.is_none() {
-            return Ok(None);
-        }
-        // unitMode and batch are bools the reference lowercases: ASCII only here, and no batch
-        for (name, batch) in [(intern!(py, "k"), false), (intern!(py, "m"), true)] {
-            if !fields.contains(name)? {
-                continue;
-            }
-            let Some(value) = text(fields, name)? else {
-                return Ok(None);
-            };
-            let Ok(value) = value.to_str() else { return Ok(None) };
-            if !value.is_ascii() || batch && value.eq_ignore_ascii_case("true") {
-                return Ok(None);
-            }
-        }
-        let sys_flag = sys_flag as i32;
-        if sys_flag & (record::TRANSACTION_TYPE_MASK | record::SYS_FLAG_BORNHOST_V6 | record::SYS_FLAG_STOREHOST_V6)
-            != 0
-            || born_host.len() != 8
-            || topic.len() > MAX_TOPIC_LENGTH_V1
-            || body.len() > max_body
-        {
-            return Ok(None);
-        }
-        let properties_name = intern!(py, "i");
-        let properties = match text(fields, properties_name)? {
-            Some(value) => {
-                let Ok(value) = value.to_str() else { return Ok(None) };
-                stored_properties(value, &self.cluster, &self.refused)
-            }
-            None if fields.contains(properties_name)? => None,
-            None => stored_properties("", &self.cluster, &self.refused),
-        };
-        let Some(properties) = properties else { return Ok(None) };
         let new = NewRecord {
             topic: topic.as_bytes(),
             body,
             properties: properties.as_bytes(),
             queue_id,
-            flag: flag as i32,
-            sys_flag: sys_flag | sys_flag_bits,
-            born_timestamp,
+            flag: header.flag,
+            sys_flag: header.sys_flag | sys_flag_bits,
+            born_timestamp: header.born_timestamp,
             born_host,
             store_host: &self.store_host,
-            reconsume_times: reconsume_times as i32,
+            reconsume_times: header.reconsume_times,
             prepared_transaction_offset: 0,
             crc: None,
         };
@@ -268,30 +297,242 @@ impl PlainSend {
             new.sys_flag,
             true,
         );
-        let view = PyBuffer::<u8>::get(mapping)?;
-        if view.readonly() || !view.is_c_contiguous() || position + length > view.len_bytes() {
-            return Err(PyValueError::new_err(
-                "the segment mapping must be a writable buffer holding the record",
-            ));
-        }
-        // SAFETY: the buffer stays exported while `view` lives, the interpreter lock is held
-        // throughout and the range was checked against its length.
-        unsafe {
-            std::ptr::copy_nonoverlapping(encoded.as_ptr(), (view.buf_ptr() as *mut u8).add(position), length);
-        }
+        copy_into(mapping, position, &encoded)?;
         let msg_id = message_id(&self.store_host, physical_offset);
-        let frame = response_frame(
+        let frame = self.frame(&msg_id, queue_id, queue_offset, language, opaque, version);
+        Ok(Some((length, 1, PyBytes::new(py, &frame), msg_id)))
+    }
+
+    /// Put one plain SEND_BATCH_MESSAGE's records back to back at `position` of `mapping` (as
+    /// [`PlainSend::put`]; queue offsets from `queue_offset` on, one per record): (bytes written,
+    /// records written, the response frame, the comma-joined offset message ids), or None with
+    /// nothing written when the batch is not plain after all, its body is malformed or empty, it
+    /// is over `max_body` on the wire or its records do not fit the segment's room.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (fields, body, topic, queue_id, sys_flag_bits, born_host, mapping, position, room,
+                        file_from_offset, queue_offset, store_timestamp, max_body, language, opaque, version))]
+    fn put_batch<'py>(
+        &self,
+        py: Python<'py>,
+        fields: &Bound<'py, PyAny>,
+        body: &[u8],
+        topic: &str,
+        queue_id: i32,
+        sys_flag_bits: i32,
+        born_host: &[u8],
+        mapping: &Bound<'py, PyAny>,
+        position: usize,
+        room: usize,
+        file_from_offset: i64,
+        queue_offset: i64,
+        store_timestamp: i64,
+        max_body: usize,
+        language: &str,
+        opaque: i64,
+        version: i64,
+    ) -> PyResult<Option<Put<'py>>> {
+        let Some(header) = plain_header(py, fields, true, topic, born_host)? else {
+            return Ok(None);
+        };
+        let Some(batch_properties) = self.properties(&header, true) else {
+            return Ok(None);
+        };
+        if batch_properties.len() > i16::MAX as usize {
+            return Ok(None);
+        }
+        let Some((items, wire_size)) = batch_items(body, &batch_properties) else {
+            return Ok(None);
+        };
+        if items.is_empty() || wire_size > max_body {
+            return Ok(None);
+        }
+        let sys_flag = header.sys_flag | sys_flag_bits;
+        let mut records = Vec::with_capacity(items.len());
+        let mut total = 0usize;
+        for item in &items {
+            let new = NewRecord {
+                topic: topic.as_bytes(),
+                body: item.body,
+                properties: item.properties.as_bytes(),
+                queue_id,
+                flag: item.flag,
+                sys_flag,
+                born_timestamp: header.born_timestamp,
+                born_host,
+                store_host: &self.store_host,
+                reconsume_times: header.reconsume_times,
+                prepared_transaction_offset: 0,
+                crc: None,
+            };
+            let Ok(length) = record::encoded_length(&new) else {
+                return Ok(None);
+            };
+            total += length;
+            records.push((new, length));
+        }
+        if total + END_FILE_MIN_BLANK_LENGTH > room {
+            return Ok(None);
+        }
+        let physical_offset = file_from_offset + position as i64;
+        // encoded and stamped off the mapping, then copied in at once
+        let mut encoded = vec![0u8; total];
+        let mut msg_ids = String::with_capacity(records.len() * 33);
+        let mut pos = 0;
+        for (new, length) in &records {
+            record::encode_into(new, &mut encoded[pos..pos + length]);
+            if pos > 0 {
+                msg_ids.push(',');
+            }
+            msg_ids.push_str(&message_id(&self.store_host, physical_offset + pos as i64));
+            pos += length;
+        }
+        record::stamp_records(
+            &mut encoded,
+            records.len(),
+            queue_offset,
+            physical_offset,
+            store_timestamp,
+            sys_flag,
+            true,
+        );
+        copy_into(mapping, position, &encoded)?;
+        let frame = self.frame(&msg_ids, queue_id, queue_offset, language, opaque, version);
+        Ok(Some((total, records.len(), PyBytes::new(py, &frame), msg_ids)))
+    }
+}
+
+impl PlainSend {
+    /// The stored properties of the request's (a single send's or a batch's), or None when they
+    /// are not plain or not text.
+    fn properties(&self, header: &SendHeader<'_>, batch: bool) -> Option<String> {
+        let text = match &header.properties {
+            Some(value) => value.to_str().ok()?,
+            None => "",
+        };
+        stored_properties(text, &self.cluster, &self.refused, batch)
+    }
+
+    fn frame(
+        &self,
+        msg_id: &str,
+        queue_id: i32,
+        queue_offset: i64,
+        language: &str,
+        opaque: i64,
+        version: i64,
+    ) -> Vec<u8> {
+        response_frame(
             &self.region,
             &self.trace,
-            &msg_id,
+            msg_id,
             queue_id,
             queue_offset,
             language,
             opaque,
             version,
-        );
-        Ok(Some((length, PyBytes::new(py, &frame), msg_id)))
+        )
     }
+}
+
+/// The header fields of a plain send, as the reference decodes them.
+struct SendHeader<'py> {
+    sys_flag: i32,
+    born_timestamp: i64,
+    flag: i32,
+    reconsume_times: i32,
+    /// The request's properties text; None when the field is absent.
+    properties: Option<Bound<'py, PyString>>,
+}
+
+/// The fields of SendMessageRequestHeaderV2 a plain send (`batch`: a plain batch, whose header
+/// says so) takes from the request, or None when the reference would decode or treat them
+/// otherwise: a required field missing or not a number, a flag of the other kind of send, a
+/// transactional or IPv6 sysFlag, an IPv6 producer, a topic too long.
+fn plain_header<'py>(
+    py: Python<'py>,
+    fields: &Bound<'py, PyAny>,
+    batch: bool,
+    topic: &str,
+    born_host: &[u8],
+) -> PyResult<Option<SendHeader<'py>>> {
+    let Ok(fields) = fields.cast_exact::<PyDict>() else {
+        return Ok(None);
+    };
+    for name in [intern!(py, "a"), intern!(py, "c")] {
+        if text(fields, name)?.is_none() {
+            return Ok(None);
+        }
+    }
+    let (Some(_), Some(sys_flag), Some(born_timestamp), Some(flag), Some(reconsume_times)) = (
+        number(fields, intern!(py, "d"), I32_RANGE, true)?,
+        number(fields, intern!(py, "f"), I32_RANGE, true)?,
+        number(fields, intern!(py, "g"), I64_RANGE, true)?,
+        number(fields, intern!(py, "h"), I32_RANGE, true)?,
+        number(fields, intern!(py, "j"), I32_RANGE, false)?,
+    ) else {
+        return Ok(None);
+    };
+    if number(fields, intern!(py, "l"), I32_RANGE, false)?.is_none() {
+        return Ok(None);
+    }
+    // unitMode and batch are bools the reference lowercases: ASCII only here; the batch flag
+    // must say what kind of send this is
+    for (name, is_batch_flag) in [(intern!(py, "k"), false), (intern!(py, "m"), true)] {
+        let value = if fields.contains(name)? {
+            let Some(value) = text(fields, name)? else {
+                return Ok(None);
+            };
+            let Ok(value) = value.to_str() else { return Ok(None) };
+            if !value.is_ascii() {
+                return Ok(None);
+            }
+            value.eq_ignore_ascii_case("true")
+        } else {
+            false
+        };
+        if is_batch_flag && value != batch {
+            return Ok(None);
+        }
+    }
+    let sys_flag = sys_flag as i32;
+    if sys_flag & (record::TRANSACTION_TYPE_MASK | record::SYS_FLAG_BORNHOST_V6 | record::SYS_FLAG_STOREHOST_V6) != 0
+        || born_host.len() != 8
+        || topic.len() > MAX_TOPIC_LENGTH_V1
+    {
+        return Ok(None);
+    }
+    let properties_name = intern!(py, "i");
+    let properties = text(fields, properties_name)?;
+    if properties.is_none() && fields.contains(properties_name)? {
+        return Ok(None);
+    }
+    Ok(Some(SendHeader {
+        sys_flag,
+        born_timestamp,
+        flag: flag as i32,
+        reconsume_times: reconsume_times as i32,
+        properties,
+    }))
+}
+
+/// Copy stamped records into `mapping` at `position`.
+fn copy_into(mapping: &Bound<'_, PyAny>, position: usize, encoded: &[u8]) -> PyResult<()> {
+    let view = PyBuffer::<u8>::get(mapping)?;
+    if view.readonly() || !view.is_c_contiguous() || position + encoded.len() > view.len_bytes() {
+        return Err(PyValueError::new_err(
+            "the segment mapping must be a writable buffer holding the record",
+        ));
+    }
+    // SAFETY: the buffer stays exported while `view` lives, the interpreter lock is held
+    // throughout and the range was checked against its length.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            encoded.as_ptr(),
+            (view.buf_ptr() as *mut u8).add(position),
+            encoded.len(),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -302,17 +543,71 @@ mod tests {
     fn properties_drop_wait_true_and_append_the_cluster() {
         let refused = vec!["DELAY".to_string()];
         assert_eq!(
-            stored_properties("UNIQ_KEY\u{1}ab\u{2}WAIT\u{1}true\u{2}TAGS\u{1}T\u{2}", "C", &refused).as_deref(),
+            stored_properties(
+                "UNIQ_KEY\u{1}ab\u{2}WAIT\u{1}true\u{2}TAGS\u{1}T\u{2}",
+                "C",
+                &refused,
+                false
+            )
+            .as_deref(),
             Some("UNIQ_KEY\u{1}ab\u{2}TAGS\u{1}T\u{2}CLUSTER\u{1}C")
         );
-        assert_eq!(stored_properties("", "C", &refused).as_deref(), Some("CLUSTER\u{1}C"));
         assert_eq!(
-            stored_properties("x\u{2}\u{1}ab\u{2}TAGS\u{1}T", "C", &refused).as_deref(),
+            stored_properties("", "C", &refused, false).as_deref(),
+            Some("CLUSTER\u{1}C")
+        );
+        assert_eq!(
+            stored_properties("x\u{2}\u{1}ab\u{2}TAGS\u{1}T", "C", &refused, false).as_deref(),
             Some("TAGS\u{1}T\u{2}CLUSTER\u{1}C")
         );
-        assert_eq!(stored_properties("DELAY\u{1}3", "C", &refused), None);
-        assert_eq!(stored_properties("WAIT\u{1}false", "C", &refused), None);
-        assert_eq!(stored_properties("A\u{1}1\u{2}A\u{1}2", "C", &refused), None);
+        assert_eq!(stored_properties("DELAY\u{1}3", "C", &refused, false), None);
+        assert_eq!(stored_properties("WAIT\u{1}false", "C", &refused, false), None);
+        assert_eq!(stored_properties("A\u{1}1\u{2}A\u{1}2", "C", &refused, false), None);
+    }
+
+    #[test]
+    fn a_batch_keeps_wait() {
+        assert_eq!(
+            stored_properties("WAIT\u{1}false\u{2}K\u{1}v", "C", &[], true).as_deref(),
+            Some("WAIT\u{1}false\u{2}K\u{1}v\u{2}CLUSTER\u{1}C")
+        );
+    }
+
+    fn item(flag: i32, body: &[u8], properties: &[u8]) -> Vec<u8> {
+        let size = (20 + body.len() + 2 + properties.len()) as i32;
+        let mut out = Vec::new();
+        for field in [size, 0, 0, flag, body.len() as i32] {
+            out.extend_from_slice(&field.to_be_bytes());
+        }
+        out.extend_from_slice(body);
+        out.extend_from_slice(&(properties.len() as i16).to_be_bytes());
+        out.extend_from_slice(properties);
+        out
+    }
+
+    #[test]
+    fn batch_items_append_the_batch_properties_and_count_the_wire_size() {
+        let mut body = item(3, b"abc", b"TAGS\x01T\x02x\x02");
+        body.extend(item(0, b"", b""));
+        let (items, wire_size) = batch_items(&body, "CLUSTER\u{1}C").expect("well formed");
+        assert_eq!(items.len(), 2);
+        assert_eq!((items[0].flag, items[0].body), (3, &b"abc"[..]));
+        assert_eq!(items[0].properties, "TAGS\u{1}T\u{2}CLUSTER\u{1}C");
+        assert_eq!(items[1].properties, "CLUSTER\u{1}C");
+        assert_eq!(wire_size, (22 + 3 + 6) + 22);
+    }
+
+    #[test]
+    fn malformed_batch_bodies_are_none() {
+        let good = item(0, b"abc", b"K\x01v");
+        assert!(batch_items(&good[..good.len() - 1], "").is_none()); // truncated
+        assert!(batch_items(&good[..19], "").is_none()); // a header cut short
+        let mut negative = good.clone();
+        negative[16..20].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(batch_items(&negative, "").is_none());
+        assert!(batch_items(&item(0, b"", b"K\x01\xff"), "").is_none()); // not UTF-8
+        assert!(batch_items(&item(0, b"", b"K\x011\x02K\x012"), "").is_none()); // a name twice
+        assert_eq!(batch_items(b"", "").map(|(items, _)| items.len()), Some(0));
     }
 
     #[test]

@@ -1,33 +1,40 @@
-"""Differential test of the plain send path: the native one-call SEND_MESSAGE_V2 against the reference.
+"""Differential test of the plain send path: the native one-call SEND_MESSAGE_V2 and
+SEND_BATCH_MESSAGE against the reference.
 
 Two brokers in this process take the same sequence of sends through their registered SEND_MESSAGE_V2
 / SEND_MESSAGE / SEND_BATCH_MESSAGE handlers (as a connection calls them inline), one with the
 native plain send path, one with the processor's native switch off (the path every send took before:
-the header decoded, the checks, ``put_message``). The clock is fixed, so the CommitLogs, the
-ConsumeQueues (once dispatched) and every response frame must be byte-identical. The sequence mixes
-plain sends (whose responses must come from the native put) with every kind the plain path must
-leave to the reference: delays, timers, half messages, ``WAIT=false``, retry topics, batches,
-unknown topics, out-of-range queues, malformed fields and a record that does not fit the segment's
-room.
+the header decoded, the checks, ``put_message`` or ``put_messages``). The clock is fixed, so the
+CommitLogs, the ConsumeQueues (once dispatched), every response frame and the statistics must be
+identical. The sequence mixes plain sends and batches (whose responses must come from the native
+put) with every kind the plain path must leave to the reference: delays, timers, half messages,
+``WAIT=false`` on a single send, retry topics, unknown topics, out-of-range queues, malformed fields,
+malformed, empty and oversized batch bodies, and records that do not fit the segment's room. A
+hypothesis test sends generated batches (sizes, bodies, flags, properties, malformed bodies) the
+same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import struct
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tool_support import require_tool
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.processor import send as send_module
 from rocketstore.broker.server import Connection
-from rocketstore.common.message import BatchItem, HostAddress, encode_batch
+from rocketstore.common.message import BatchItem, HostAddress, decode_message_id, encode_batch
 from rocketstore.common.native import NATIVE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.remoting.codes import RequestCode
@@ -40,7 +47,9 @@ require_tool("the native extension with PlainSend", NATIVE is not None and hasat
 
 NOW_S = 2_000_000_000.0  # after any real start: the broker refuses sends timed before startAcceptSendRequestTimeStamp
 SEGMENT = 64 * 1024
+MAX_MESSAGE = 48 * 1024  # below the segment, so that a batch can be refused for its size
 ROLLING_SENDS = 60
+ROLLING_BATCHES = 12
 
 
 def _request(topic: str, properties: str | None, *, body: bytes = b"x" * 100, queue_id: int = 0, code: int =
@@ -54,19 +63,36 @@ def _request(topic: str, properties: str | None, *, body: bytes = b"x" * 100, qu
     return RemotingCommand(code=code, opaque=opaque, ext_fields=ext, body=body, version=435)
 
 
-def _sends() -> list[tuple[RemotingCommand, bool]]:
-    """(request, whether the plain path must answer it) in order."""
+def _raw_batch(items: Sequence[tuple[bytes, int, bytes]]) -> bytes:
+    """A batch body of (body, flag, properties as sent) items, malformed properties included."""
+    return b"".join(struct.pack(">iiiii", 22 + len(body) + len(props), 0, 0, flag, len(body)) + body
+                    + struct.pack(">h", len(props)) + props for body, flag, props in items)
+
+
+def _batch(topic: str, properties: str | None, body: bytes, *, opaque: int, queue_id: int = 0,
+           **fields: str) -> RemotingCommand:
+    return _request(topic, properties, body=body, queue_id=queue_id, opaque=opaque,
+                    code=RequestCode.SEND_BATCH_MESSAGE, batch=True, **fields)
+
+
+#: a plain send in a sequence the segment's end cuts: the native path answers it unless it is the one
+#: that found the segment full (and went to the reference path, which rolled the segment)
+ROLLING = None
+
+
+def _sends() -> list[tuple[RemotingCommand, bool | None]]:
+    """(request, whether the plain path must answer it, or ROLLING) in order."""
     java = "UNIQ_KEY\x017F0000010000{:08X}\x02WAIT\x01true\x02TAGS\x01TagA\x02"
-    sends: list[tuple[RemotingCommand, bool]] = []
+    sends: list[tuple[RemotingCommand, bool | None]] = []
     opaque = 0
 
-    def add(plain: bool, topic: str, properties: str | None, **kwargs: object) -> None:
+    def add(plain: bool | None, topic: str, properties: str | None, **kwargs: object) -> None:
         nonlocal opaque
         opaque += 1
         sends.append((_request(topic, properties, opaque=opaque, **kwargs), plain))  # type: ignore[arg-type]
 
-    for i in range(40):
-        add(True, "Plain", java.format(i), queue_id=i % 4, body=bytes([i]) * (i * 37 % 900))
+    for i in range(40):  # the first finds no segment: the reference path creates one
+        add(i > 0, "Plain", java.format(i), queue_id=i % 4, body=bytes([i]) * (i * 37 % 900))
     add(True, "Plain", None)
     add(True, "Plain", "")
     add(True, "Plain", "KEYS\x01k1 k2\x02x\x02\x01v\x02n\x01\x02TAGS\x01ключ")  # skipped items, no WAIT
@@ -86,10 +112,35 @@ def _sends() -> list[tuple[RemotingCommand, bool]]:
     add(False, "Unknown", None)  # auto-created from TBW102, then plain
     add(True, "Unknown", None)
     add(False, "Plain", None, code=RequestCode.SEND_MESSAGE)
-    add(False, "Plain", "", batch=True, code=RequestCode.SEND_BATCH_MESSAGE,
-        body=encode_batch([BatchItem(b"b0", 0, {"TAGS": "x"}), BatchItem(b"b1", 0, {})]))
+    batch = RequestCode.SEND_BATCH_MESSAGE
+    two = encode_batch([BatchItem(b"b0", 0, {"TAGS": "x"}), BatchItem(b"b1", 0, {})])
+    add(True, "Plain", "", batch=True, code=batch, body=two)
+    add(True, "Plain", "WAIT\x01true", batch=True, code=batch, queue_id=2, body=encode_batch(
+        [BatchItem(bytes([i]) * i * 41, i, {"UNIQ_KEY": f"U{i}", "KEYS": "k1 k2", "TAGS": "T"}) for i in range(7)]))
+    add(True, "Plain", "WAIT\x01false\x02TAGS\x01B", batch=True, code=batch, body=two)  # a batch keeps WAIT
+    add(True, "Multi", None, batch=True, code=batch, body=encode_batch([BatchItem(b"m", 5, {"TAGS": "a||b"})]))
+    add(True, "Plain", "x\x02\x01v", batch=True, code=batch,  # skipped items, in the header and the items
+        body=_raw_batch([(b"s", 1, b"x\x02\x01v\x02n\x01\x02TAGS\x01\xd0\xba"), (b"", -7, b"")]))
+    add(False, "Plain", "DELAY\x012", batch=True, code=batch, body=two)  # a batch cannot be delayed
+    add(False, "Plain", "CLUSTER\x01Mine", batch=True, code=batch, body=two)
+    add(False, "Plain", "A\x011\x02A\x012", batch=True, code=batch, body=two)
+    add(False, "Plain", "", batch=True, code=batch, body=_raw_batch([(b"d", 0, b"A\x011\x02A\x012")]))
+    add(False, "Plain", "", batch=True, code=batch, body=b"")  # no message
+    add(False, "Plain", "", batch=True, code=batch, body=two[:-3])  # truncated
+    add(False, "Plain", "", batch=True, code=batch, body=two[:15])  # an item's header cut short
+    add(False, "Plain", "", batch=True, code=batch, body=b"\x00\x00\x00\x15" + two[4:])  # sizes that disagree
+    add(False, "Plain", "", batch=True, code=batch, body=_raw_batch([(b"u", 0, b"K\x01\xff\xfe")]))  # not UTF-8
+    add(False, "Plain", "", batch=True, code=batch, body=encode_batch([BatchItem(b"o" * 1000)] * 50))  # too big
+    add(False, "Plain", "", batch=True, code=batch, body=two, f="8")  # a transactional sysFlag
+    add(False, "Plain", "", batch=True, code=batch, body=two, queue_id=-1)
+    add(False, "Plain", "", batch=True, code=batch, body=two, m="yes")  # the header says: not a batch
+    add(False, "Plain", "", batch=True, body=two)  # SEND_MESSAGE_V2 whose header says batch
+    add(False, "Plain", "TAGS\x01T", code=batch)  # SEND_BATCH_MESSAGE whose header says one message
     for i in range(ROLLING_SENDS):  # past the 64 KiB segment: the one that does not fit rolls it on the reference path
-        add(True, "Plain", java.format(100 + i), body=b"y" * 1500)
+        add(ROLLING, "Plain", java.format(100 + i), body=b"y" * 1500)
+    for i in range(ROLLING_BATCHES):  # the same for batches of 8 records of 1.5 KiB
+        add(ROLLING, "Plain", java.format(300 + i), batch=True, code=batch, queue_id=i % 4, body=encode_batch(
+            [BatchItem(bytes([j]) * 1500, j, {"UNIQ_KEY": f"B{i}-{j}", "TAGS": "R"}) for j in range(8)]))
     return sends
 
 
@@ -102,11 +153,12 @@ class Run(NamedTuple):
     stats: tuple[object, ...]
 
 
-async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> Run:
+async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand]
+               ) -> Run:
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
                      http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
-        StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
+        StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT, max_message_size=MAX_MESSAGE,
                     message_delay_level="1d 1d 1d"))  # the delayed send stays in SCHEDULE_TOPIC_XXXX
     await broker.start()
     # the clock stays fixed until the broker has stopped: a background service reading it after
@@ -126,7 +178,7 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> Run
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
             if not native:
                 patched.setattr(send_module, "NATIVE", None)
-            for request, _ in _sends():
+            for request in requests:
                 reply = conn._call_handler(request)  # as the server calls it inline: errors answered
                 assert isinstance(reply, RemotingCommand), reply
                 frames.append(reply.encode())
@@ -151,25 +203,15 @@ def _files(root: Path, folder: str) -> Iterator[tuple[str, bytes]]:
             yield str(path.relative_to(root)), path.read_bytes()
 
 
-def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
-    native_root, reference_root = tmp_path / "native", tmp_path / "reference"
-    native = asyncio.run(_run(native_root, True, monkeypatch))
-    reference = asyncio.run(_run(reference_root, False, monkeypatch))
-    native_frames, native_answers = native.frames, native.native_answers
-    reference_frames, reference_answers = reference.frames, reference.native_answers
-    expected = [plain for _, plain in _sends()]
-    rolled = len(expected) - ROLLING_SENDS
-    assert native_answers[:rolled] == expected[:rolled]
-    assert native_answers[rolled:].count(False) == 1  # the send that found the segment full
-    assert not any(reference_answers)
-    for i, (mine, theirs) in enumerate(zip(native_frames, reference_frames, strict=True)):
+def _assert_same(native_root: Path, native: Run, reference_root: Path, reference: Run) -> None:
+    """Both runs answered, stored and counted alike; the reference run never took the plain path."""
+    assert not any(reference.native_answers)
+    for i, (mine, theirs) in enumerate(zip(native.frames, reference.frames, strict=True)):
         assert mine == theirs, f"send {i}"
     assert native.responses == reference.responses
     assert native.stats == reference.stats
     for folder in ("commitlog", "consumequeue"):
         native_files = dict(_files(native_root, folder))
-        assert len(native_files) > (1 if folder == "commitlog" else 4)
         reference_files = dict(_files(reference_root, folder))
         assert native_files.keys() == reference_files.keys()
         for name, data in native_files.items():
@@ -177,3 +219,94 @@ def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, mo
             first = next((i for i, (a, b) in enumerate(zip(data, other, strict=True)) if a != b), None)
             assert first is None, f"{name} differs from byte {first}: {data[first - 8:first + 64]!r} != " \
                                   f"{other[first - 8:first + 64]!r}"
+
+
+def _starts_a_segment(response: tuple[int, int, int, int, dict[str, str]]) -> bool:
+    """Whether a stored send's (first) record begins a CommitLog segment: where a send that found
+    the segment full lands once the reference path has rolled it."""
+    _, offset = decode_message_id(response[4]["msgId"].split(",")[0])
+    return offset % SEGMENT == 0
+
+
+def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    native_root, reference_root = tmp_path / "native", tmp_path / "reference"
+    sends = _sends()
+    requests = [request for request, _ in sends]
+    native = asyncio.run(_run(native_root, True, monkeypatch, requests))
+    reference = asyncio.run(_run(reference_root, False, monkeypatch, requests))
+    _assert_same(native_root, native, reference_root, reference)
+    assert len(dict(_files(native_root, "commitlog"))) > 2
+    assert len(dict(_files(native_root, "consumequeue"))) > 4
+    rolled = {"single": 0, "batch": 0}
+    for i, ((request, plain), answered) in enumerate(zip(sends, native.native_answers, strict=True)):
+        if plain is not ROLLING:
+            assert answered == plain, f"send {i}"
+        elif not answered:
+            assert _starts_a_segment(native.responses[i]), f"send {i} fell back, yet the segment had room"
+            rolled["batch" if request.code == RequestCode.SEND_BATCH_MESSAGE else "single"] += 1
+    assert rolled == {"single": 1, "batch": 3}  # 60 x 1.5 KiB, then 12 x 8 x 1.5 KiB (4 a segment), 64 KiB segments
+    assert native.responses[len(sends) - 1][4]["msgId"].count(",") == 7
+
+
+_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", "\u043a\u043b\u044e\u0447"])
+_VALUES = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1,
+                  max_size=6)
+#: properties text as a client may send it: items string_to_properties skips, names twice, names
+#: that make a batch not plain (DELAY, CLUSTER)
+_ANY_PROPERTIES = st.lists(st.one_of(
+    st.tuples(st.one_of(_NAMES, st.sampled_from(["DELAY", "CLUSTER"])), _VALUES).map("\x01".join),
+    st.sampled_from(["", "x", "\x01v", "n\x01", "ab"])), max_size=4).map("\x02".join)
+#: properties text a plain batch carries: distinct names, each with a value
+_PLAIN_PROPERTIES = st.dictionaries(_NAMES, _VALUES, max_size=4).map(
+    lambda props: "\x02".join(f"{name}\x01{value}" for name, value in props.items()))
+_BODIES = st.one_of(st.binary(max_size=64), st.integers(0, 4000).map(lambda n: b"z" * n))
+
+
+@st.composite
+def _generated_batch(draw: st.DrawFn) -> tuple[str | None, bytes, bool | None]:
+    """(the header's properties, the batch body, whether the batch is plain, or None when it may
+    be either): plain ones have plain properties and a well-formed body that fits maxMessageSize;
+    the others may have anything, a body cut, its sizes garbled or its properties not UTF-8. Not
+    plain for certain: no message, properties not UTF-8, or a header naming DELAY or CLUSTER."""
+    plain = draw(st.booleans())
+    properties = _PLAIN_PROPERTIES if plain else _ANY_PROPERTIES
+    items = draw(st.lists(st.tuples(_BODIES, st.integers(-2**31, 2**31 - 1), properties.map(str.encode)),
+                          min_size=1 if plain else 0, max_size=12))
+    if plain:
+        wire = sum(22 + len(body) + len(props) for body, _, props in items)
+        if wire > MAX_MESSAGE:
+            items = items[:1]
+        return draw(st.one_of(st.none(), _PLAIN_PROPERTIES)), _raw_batch(items), True
+    body = _raw_batch(items)
+    cut = draw(st.sampled_from(["none", "truncate", "size", "utf8"]))
+    if cut == "truncate" and body:
+        body = body[:draw(st.integers(0, len(body) - 1))]
+    elif cut == "size" and body:
+        at = draw(st.integers(0, len(body) - 4))
+        body = body[:at] + draw(st.binary(min_size=4, max_size=4)) + body[at + 4:]
+    elif cut == "utf8":
+        body = _raw_batch([*items, (b"", 0, b"K\x01\xc3")])
+    header = draw(_ANY_PROPERTIES)
+    refused = any(item.split("\x01")[0] in ("DELAY", "CLUSTER") for item in header.split("\x02"))
+    return header, body, False if refused or not body or cut == "utf8" else None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.tuples(_generated_batch(), st.integers(0, 3)), min_size=1, max_size=8))
+def test_generated_batches_store_and_answer_what_the_reference_does(
+        monkeypatch: pytest.MonkeyPatch, batches: list[tuple[tuple[str | None, bytes, bool | None], int]]) -> None:
+    # a single send first, so that the store has its first segment (the reference path makes it)
+    requests = [_request("Plain", None, opaque=1)] + [_batch("Plain", header, body, opaque=i + 2, queue_id=queue_id)
+                                                       for i, ((header, body, _), queue_id) in enumerate(batches)]
+    with tempfile.TemporaryDirectory() as tmp:
+        native_root, reference_root = Path(tmp) / "native", Path(tmp) / "reference"
+        native = asyncio.run(_run(native_root, True, monkeypatch, requests))
+        reference = asyncio.run(_run(reference_root, False, monkeypatch, requests))
+        _assert_same(native_root, native, reference_root, reference)
+    for i, (((_, _, plain), _), answered) in enumerate(zip(batches, native.native_answers[1:], strict=True)):
+        if plain is True and not answered:
+            assert _starts_a_segment(native.responses[i + 1]), f"batch {i} is plain and the segment had room"
+        elif plain is False:
+            assert not answered, f"batch {i} is not plain"

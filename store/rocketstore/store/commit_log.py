@@ -99,23 +99,37 @@ class MessageBatch:
     reconsume_times: int = 0
 
 
-class PlainSendEncoder(Protocol):
-    """The native ``PlainSend`` (native/src/send.rs): a plain send's record and response frame."""
+class PlainSendPut(Protocol):
+    """One of the native ``PlainSend``'s puts (native/src/send.rs): ``put`` for a plain
+    SEND_MESSAGE_V2, ``put_batch`` for a plain SEND_BATCH_MESSAGE. (bytes written, records
+    written, the response frame, the message id(s)), or None with nothing written."""
 
-    def put(self, fields: dict[str, str], body: bytes, topic: str, queue_id: int, sys_flag_bits: int,
-            born_host: bytes, mapping: mmap.mmap, position: int, room: int, file_from_offset: int,
-            queue_offset: int, store_timestamp: int, max_body: int, language: str, opaque: int,
-            version: int) -> tuple[int, bytes, str] | None: ...
+    def __call__(self, fields: dict[str, str], body: bytes, topic: str, queue_id: int, sys_flag_bits: int,
+                 born_host: bytes, mapping: mmap.mmap, position: int, room: int, file_from_offset: int,
+                 queue_offset: int, store_timestamp: int, max_body: int, language: str, opaque: int,
+                 version: int) -> tuple[int, int, bytes, str] | None: ...
+
+
+class PlainSendEncoder(Protocol):
+    """The native ``PlainSend`` (native/src/send.rs): a plain send's or batch's records and response frame."""
+
+    @property
+    def put(self) -> PlainSendPut: ...
+
+    @property
+    def put_batch(self) -> PlainSendPut: ...
 
 
 class PlainPut(NamedTuple):
-    """Where a plain send landed, its offset message id, its encoded SEND_OK response frame and
-    how long the put took (from taking the put lock to the wake-ups after it: one clock pair
-    serves the store's put statistics and the broker's send latency)."""
+    """Where a plain send landed, how many records it wrote (a batch's, or 1), its offset message
+    id (a batch's: every record's, comma-joined), its encoded SEND_OK response frame and how long
+    the put took (from taking the put lock to the wake-ups after it: one clock pair serves the
+    store's put statistics and the broker's send latency)."""
 
     wrote_offset: int
     wrote_bytes: int
     queue_offset: int
+    msg_num: int
     msg_id: str
     frame: bytes
     elapsed_s: float
@@ -317,39 +331,41 @@ class CommitLog:
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
 
-    def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
+    def put_plain_send(self, put: PlainSendPut, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
                        sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
                        version: int) -> PlainPut | None:
-        """A plain send (see ``rocketstore.broker.processor.send``) put in one native call under the
-        lock: its record encoded, stamped and copied in at the end of the last segment and its
-        SEND_OK frame (to a request of ``language``, ``opaque`` and ``version``) encoded
-        (``send.put``, the native ``PlainSend``). None, with the log untouched, when the call finds
-        the send not plain or the record not fitting the segment's room: the caller then takes the
-        reference path, which also rolls the segment.
+        """A plain send or batch (see ``rocketstore.broker.processor.send``) put in one native call
+        under the lock: its records encoded, stamped (consecutive queue offsets for a batch) and
+        copied in at the end of the last segment and its SEND_OK frame (to a request of
+        ``language``, ``opaque`` and ``version``) encoded (``put``: the native ``PlainSend``'s
+        ``put`` or ``put_batch``). None, with the log untouched, when the call finds the send not
+        plain, no segment yet or its records not fitting the segment's room: the caller then takes
+        the reference path, which also creates and rolls segments.
         """
         key = f"{topic}-{queue_id}"
         with self.put_lock:
             self.begin_time_in_lock = begin = time.monotonic()
             try:
-                mapped = self.mapped_file_queue.get_last_mapped_file(0)
+                # the reference path creates segments: a put it refuses leaves the store without one
+                mapped = self.mapped_file_queue.get_last_mapped_file(0, need_create=False)
                 if mapped is None:
                     return None
                 now_ms = int(time.time() * 1000)
                 queue_offset = self.topic_queue_table.get(key, 0)
                 pos = mapped.wrote_position
-                done = send.put(fields, body, topic, queue_id, sys_flag_bits, born_host, mapped.buffer, pos,
-                                mapped.file_size - pos, mapped.file_from_offset, queue_offset, now_ms,
-                                self.settings.max_message_size(), language, opaque, version)
+                done = put(fields, body, topic, queue_id, sys_flag_bits, born_host, mapped.buffer, pos,
+                           mapped.file_size - pos, mapped.file_from_offset, queue_offset, now_ms,
+                           self.settings.max_message_size(), language, opaque, version)
                 if done is None:
                     return None
-                wrote_bytes, encoded, msg_id = done
-                mapped.advance(wrote_bytes)  # published after the stamped record is in place
+                wrote_bytes, msg_num, encoded, msg_id = done
+                mapped.advance(wrote_bytes)  # published after the stamped records are in place
                 mapped.store_timestamp = now_ms
-                self.topic_queue_table[key] = queue_offset + 1
+                self.topic_queue_table[key] = queue_offset + msg_num
             finally:
                 self.begin_time_in_lock = 0.0
         self.on_appended()
-        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_id, encoded,
+        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_num, msg_id, encoded,
                         time.monotonic() - begin)
 
     @staticmethod

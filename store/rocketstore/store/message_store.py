@@ -34,7 +34,7 @@ from rocketstore.store.commit_log import (
     CommitLogSettings,
     MessageBatch,
     PlainPut,
-    PlainSendEncoder,
+    PlainSendPut,
     PutMessageResult,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -583,22 +583,23 @@ class DefaultMessageStore:
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
         return result
 
-    def put_plain_send(self, send: PlainSendEncoder, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
+    def put_plain_send(self, put: PlainSendPut, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
                        sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
                        version: int) -> PlainPut | None:
-        """A plain send's put (:meth:`CommitLog.put_plain_send`), when nothing about the store makes
-        it more than an append: a writable ASYNC_FLUSH ASYNC_MASTER, whose puts wait for neither a
-        flush nor a slave. None when it is not, or the CommitLog finds the send not plain: the
-        caller then puts the message through :meth:`put_message`, which decides the same again."""
+        """A plain send's or batch's put (:meth:`CommitLog.put_plain_send`), when nothing about the
+        store makes it more than an append: a writable ASYNC_FLUSH ASYNC_MASTER, whose puts wait for
+        neither a flush nor a slave. None when it is not, or the CommitLog finds the send not plain:
+        the caller then puts the message through :meth:`put_message` (a batch through
+        :meth:`put_messages`), which decides the same again."""
         config = self.config
         if (config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or config.broker_role is not BrokerRole.ASYNC_MASTER
                 or self._check_store_status() is not None):
             return None
-        put = self.commit_log.put_plain_send(send, fields, body, topic, queue_id, sys_flag_bits, born_host, language,
-                                             opaque, version)
-        if put is not None:
-            self.stats.record_stored(1, put.wrote_bytes, put.elapsed_s, topic)
-        return put
+        done = self.commit_log.put_plain_send(put, fields, body, topic, queue_id, sys_flag_bits, born_host, language,
+                                              opaque, version)
+        if done is not None:
+            self.stats.record_stored(done.msg_num, done.wrote_bytes, done.elapsed_s, topic)
+        return done
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""

@@ -104,6 +104,10 @@ NOT_PLAIN_PROPERTIES: Final = (
 )
 
 
+#: The request codes a send may take the plain path for (:meth:`SendMessageProcessor._plain_send`).
+_PLAIN_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+
+
 def random_queue_id(queue_nums: int) -> int:
     """RocketMQ's ``nextInt(99999999) % n``: a uniformly random queue (0 when n <= 0)."""
     return _RANDOM.randrange(queue_nums) if queue_nums > 0 else 0
@@ -433,7 +437,7 @@ class SendMessageProcessor:
 
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
         """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
-        if NATIVE is not None and request.code == RequestCode.SEND_MESSAGE_V2:
+        if NATIVE is not None and request.code in _PLAIN_CODES:
             plain = self._plain_send(conn, request)
             if plain is not None:
                 return plain
@@ -445,15 +449,17 @@ class SendMessageProcessor:
     def _plain_send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """The common send in one native call, or None for the reference path (:meth:`send`).
 
-        Plain is a SEND_MESSAGE_V2 (JSON header) from an IPv4 producer to an existing topic that
-        is not a retry topic, to a given queue, with no property that delays, times, prepares or
-        re-routes it (:data:`NOT_PLAIN_PROPERTIES`), on a broker that takes sends now and whose
-        store waits for neither a flush nor a slave. The decisions stay here and in the store,
-        on state cached per topic; the native ``PlainSend`` checks the header fields and the
-        properties as bytes, encodes and stamps the record into the mapped CommitLog and encodes
-        the SEND_OK frame, which is what the reference path would store and answer, byte for
-        byte (tests/broker/test_send_plain.py). Anything it finds not plain costs a fallback
-        that stores nothing.
+        Plain is a SEND_MESSAGE_V2, or a SEND_BATCH_MESSAGE whose header says batch (JSON header),
+        from an IPv4 producer to an existing topic that is not a retry topic, to a given queue,
+        with no property that delays, times, prepares or re-routes it
+        (:data:`NOT_PLAIN_PROPERTIES`), on a broker that takes sends now and whose store waits for
+        neither a flush nor a slave. The decisions stay here and in the store, on state cached
+        per topic; the native ``PlainSend`` checks the header fields and the properties as bytes
+        (a batch's body split there too), encodes and stamps the record(s) into the mapped
+        CommitLog and encodes the SEND_OK frame, which is what the reference path would store and
+        answer, byte for byte (tests/broker/test_send_plain.py). Anything it finds not plain (a
+        malformed batch body included: the reference answers its error) costs a fallback that
+        stores nothing.
         """
         fields = request.ext_fields
         topic = fields.get("b")
@@ -483,15 +489,16 @@ class SendMessageProcessor:
         if encoder is None:
             return None
         put = broker.store.put_plain_send(
-            encoder, fields, request.body, topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(),
-            language_name(request.language), request.opaque, request.version)
+            encoder.put if request.code == RequestCode.SEND_MESSAGE_V2 else encoder.put_batch, fields, request.body,
+            topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(), language_name(request.language),
+            request.opaque, request.version)
         if put is None:
             return None
         stats = self.stats
         stats.send_latency.observe(put.elapsed_s)
         if manager is not None and not manager.may_acknowledge():
             return self.respond(request, SendOutcome(*NOT_MASTER))
-        stats.inc_topic_put(topic, 1, put.wrote_bytes)
+        stats.inc_topic_put(topic, put.msg_num, put.wrote_bytes)
         return SendOkResponse(request, put, queue_id, cfg.region_id, "true" if cfg.trace_on else "false")
 
     def _plain_sys_flag_bits(self, topic: str, config: TopicConfig) -> int | None:
