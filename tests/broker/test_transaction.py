@@ -189,13 +189,16 @@ def test_check_back_goes_to_a_live_producer_and_its_commit_lands(
     register_producer(producer)
     reply = send_half(producer, "TxTopic", b"later")
     _, first_offset = decode_message_id(reply.ext_fields["msgId"])
-    assert metric(broker, "transaction_half_messages_pending", "") == 1
+    # the gauge reads the half topic's ConsumeQueue, which dispatch fills after the answer
+    wait_until("the half message counted pending",
+               lambda: metric(broker, "transaction_half_messages_pending", "") == 1, timeout=10, interval=0.02)
     check = wait_request(producer, RequestCode.CHECK_TRANSACTION_STATE)
     assert check.is_oneway
     # once the pass has moved its offset past the original it put back: one pending, not two
     wait_until("the pass's half offset past the original", lambda: broker.controller.consumer_offset_manager
                .query_offset("CID_RMQ_SYS_TRANS", HALF, 0) >= 1, timeout=10, interval=0.02)
-    assert metric(broker, "transaction_half_messages_pending", "") == 1
+    wait_until("the copy counted pending once dispatched",
+               lambda: metric(broker, "transaction_half_messages_pending", "") == 1, timeout=10, interval=0.02)
     header = CheckTransactionStateRequestHeader.from_ext_fields(check.ext_fields)
     # the copy the pass appended to the half queue is what is asked about
     assert header.tran_state_table_offset == 1 and header.commit_log_offset > first_offset

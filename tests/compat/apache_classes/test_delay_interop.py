@@ -35,7 +35,10 @@ LEVELS = "3s 5s"
 DELAYS_MS = parse_delay_levels(LEVELS)
 TOPIC = "InteropDelayed"  # StoreDriver.DELAYED_TOPIC
 COUNT = 40
-ON_TIME_MS = 1000
+#: how late a delivery may be: below the shortest level (3 s), so a message held back for one more
+#: period of its level still fails, and above the 1.3 s a JVM delivered late on a 2-core machine
+#: under a load average of 10 (a CI run beside other work)
+ON_TIME_MS = 2000
 
 
 def _check_timing(delivered: dict[str, int], due: dict[str, int], started_ms: int) -> None:
