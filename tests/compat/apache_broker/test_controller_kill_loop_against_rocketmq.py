@@ -159,7 +159,13 @@ def _master(controller: Controller, replicas: list[Replica]) -> tuple[Replica, R
     return master, slave
 
 
-@pytest.fixture(params=["ours", "apache"])
+#: Apache's own brokers in this loop are the benchmark's anchor, not a proof about ours: only
+#: bench/run_failover_bench.py, which sets CONTROLLER_FAILOVER_CYCLES, runs them (the compat tier
+#: saves their two minutes)
+KINDS = ["ours", "apache"] if "CONTROLLER_FAILOVER_CYCLES" in os.environ else ["ours"]
+
+
+@pytest.fixture(params=KINDS)
 def group(request: pytest.FixtureRequest, controller: Controller, tmp_path: Path) -> Iterator[list[Replica]]:
     kind = OurReplica if request.param == "ours" else ApacheReplica
     replicas: list[Replica] = [kind(tmp_path, f"{request.param}-{i}", controller) for i in (1, 2)]
