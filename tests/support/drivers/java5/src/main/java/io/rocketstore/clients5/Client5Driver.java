@@ -102,15 +102,18 @@ public final class Client5Driver {
                 MessageBuilder builder = provider.newMessageBuilder().setTopic(topic).setTag("TagJ")
                     .setKeys(prefix + "-key-" + i).addProperty("index", String.valueOf(i))
                     .setBody((prefix + "-" + i).getBytes(StandardCharsets.UTF_8));
+                // when the message is due (0: at once); a send's own duration must not move it
+                long deliverAtMs = 0;
                 if (variant.equals("fifo")) {
                     builder.setMessageGroup(args[6]);
                 } else if (variant.equals("delay")) {
-                    builder.setDeliveryTimestamp(System.currentTimeMillis() + Long.parseLong(args[6]));
+                    deliverAtMs = System.currentTimeMillis() + Long.parseLong(args[6]);
+                    builder.setDeliveryTimestamp(deliverAtMs);
                 }
                 Message message = builder.build();
                 SendReceipt receipt = producer.send(message);
                 emit("sent", Map.of("index", i, "message_id", receipt.getMessageId().toString(),
-                    "at_ms", System.currentTimeMillis()));
+                    "at_ms", System.currentTimeMillis(), "deliver_at_ms", deliverAtMs));
             }
         }
     }
