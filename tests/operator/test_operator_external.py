@@ -186,7 +186,8 @@ def test_load_balancer_addresses_reach_the_brokers(kube: Any, operator_process: 
         assert (spec.ports[0].port, spec.ports[0].target_port) == (LB_BASE_PORT + i, LB_BASE_PORT + i)
     namesrv = svcs["lb-namesrv-external"].spec
     assert namesrv.type == "LoadBalancer" and namesrv.ports[0].port == 9876
-    pod: Any = apps.read_namespaced_stateful_set(name, ns).spec.template
+    # applied after the Services (all_objects' order): on a busy machine a look may come between
+    pod: Any = wait_until("the StatefulSet", lambda: apps.read_namespaced_stateful_set(name, ns).spec.template, 30)
     assert [c.name for c in pod.spec.init_containers] == ["wait-for-address"]
     assert core.read_namespaced_config_map("lb-addresses", ns).data in (None, {})
 
