@@ -343,6 +343,15 @@ class BrokerController:
         await self.register_broker_service.stop_registering()
         # routes stop naming this broker before the grace waits, not after them
         await self.register_broker_service.unregister()
+        # The embedded name server and the gRPC port go before the grace waits: a client's route
+        # poll on a name server connection it keeps to this pod (through a Service) would be
+        # answered from this broker's own view, naming it as its group's master until it exits,
+        # and a 5.x client's channel would stay here the same way. Closed, both reconnect, through
+        # the Service, to a pod that stays, whose routes name the group's new master.
+        if self.namesrv is not None:
+            await self.namesrv.stop(grace_s)
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
         if self.broker_config.enable_shutdown_gracefully and self.broker_config.shutdown_wait_time_seconds > 0:
             # NettyServerConfig's graceful shutdown: clients' routes move off this broker (their
             # next route poll) while it still answers, rather than after its address is gone
@@ -350,10 +359,6 @@ class BrokerController:
                      "(shutdownWaitTimeSeconds)", self.broker_config.broker_name,
                      self.broker_config.shutdown_wait_time_seconds)
             await asyncio.sleep(self.broker_config.shutdown_wait_time_seconds)
-        if self.namesrv is not None:
-            await self.namesrv.stop(grace_s)
-        if self.grpc is not None:
-            await self.grpc.stop(grace_s)
         await self.remoting.stop(grace_s)
         await self.config_persist_service.persist_all(self._config_tables)
         await asyncio.to_thread(self.store.shutdown)
