@@ -102,6 +102,36 @@ def test_the_timings_reach_broker_conf() -> None:
             conf["controllerLeaseMarginMills"]) == ("6000", "2000", "300")
 
 
+def test_lease_members_stop_gracefully_within_their_pods_grace_period() -> None:
+    """A stopping member answers for the Java clients' route poll (30 s) and its pod has room for
+    that beyond the minute a stop takes; brokerConfig may shorten the wait, and the pods follow."""
+    conf = broker_conf(plan(LEASE), 1)
+    assert (conf["enableShutdownGracefully"], conf["shutdownWaitTimeSeconds"]) == ("true", "30")
+    bcfg, _ = load_config({**conf, "brokerName": "rs-1"})
+    assert bcfg.enable_shutdown_gracefully and bcfg.shutdown_wait_time_seconds == 30
+    assert pod_grace(statefulset(plan(LEASE))) == pod_grace(slave_statefulset(plan(LEASE), 1)) == 90
+    short = plan({**LEASE, "brokerConfig": {"shutdownWaitTimeSeconds": "3"}})
+    assert broker_conf(short, 2)["shutdownWaitTimeSeconds"] == "3"
+    assert pod_grace(slave_statefulset(short, 2)) == 63
+    off = plan({**LEASE, "brokerConfig": {"enableShutdownGracefully": "false"}})
+    assert pod_grace(statefulset(off)) == 60
+    # without failover no member can take the writes: the broker's default (no wait) stands
+    plain = plan({"replication": {"replicasPerGroup": 2}})
+    assert "enableShutdownGracefully" not in broker_conf(plain, 1)
+    assert pod_grace(statefulset(plain)) == pod_grace(slave_statefulset(plain, 1)) == 60
+
+
+def pod_grace(sts: dict[str, Any]) -> int:
+    return int(sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+
+
+@pytest.mark.parametrize("wait", ["-1", "thirty", "601", "2.5"])
+def test_a_bad_shutdown_wait_names_the_key(wait: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec({**LEASE, "brokerConfig": {"shutdownWaitTimeSeconds": wait}})
+    assert e.value.field == "brokerConfig.shutdownWaitTimeSeconds" and repr(wait) in str(e.value)
+
+
 def test_failover_conf_parses_with_the_brokers_own_loader() -> None:
     for k in range(3):
         bcfg, scfg = load_config({**broker_conf(plan(LEASE), k), "brokerName": "rs-1"})

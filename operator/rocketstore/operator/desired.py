@@ -171,6 +171,10 @@ POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 TMP_DIR: Final = "/tmp"
 #: The image's user (Dockerfile: useradd --uid 10001, whose user group gets the same id)
 BROKER_UID: Final = 10001
+#: what a broker pod is given to stop beyond a graceful stop's wait: a hand-over, the flush, the close
+STOP_GRACE_S: Final = 60
+#: a Lease failover member's graceful stop: as long as the Java clients' default route poll
+DEFAULT_SHUTDOWN_WAIT_S: Final = 30
 IMAGE_REPOSITORY: Final = "rocketstore/rocketstore"
 
 #: Container resources when spec.resources is empty. The broker is one Python process: one core
@@ -414,7 +418,22 @@ def failover_properties(spec: Spec) -> dict[str, str]:
         "controllerLeaseRenewIntervalMills": str(failover.renew_interval_ms),
         "controllerLeaseMarginMills": str(failover.margin_ms),
         "allAckInSyncStateSet": "true",
+        # a stopping member (a rolling upgrade's) hands the Lease over, leaves the routes and then
+        # answers SERVICE_NOT_AVAILABLE for the wait: clients fail fast and move to the successor at
+        # their next route poll (30 s by default in both Java clients), instead of each send waiting
+        # for its timeout on a deleted pod's address. brokerConfig may change the wait
+        "enableShutdownGracefully": "true",
+        "shutdownWaitTimeSeconds": str(DEFAULT_SHUTDOWN_WAIT_S),
     }
+
+
+def termination_grace_seconds(conf: Mapping[str, str]) -> int:
+    """A broker pod's terminationGracePeriodSeconds: STOP_GRACE_S to hand over, flush and close,
+    plus the graceful stop's wait when ``enableShutdownGracefully`` is on (the broker's default wait
+    is 30 s), so the kubelet's SIGKILL never cuts the wait short."""
+    if conf.get("enableShutdownGracefully", "false").lower() != "true":
+        return STOP_GRACE_S
+    return STOP_GRACE_S + int(conf.get("shutdownWaitTimeSeconds", str(DEFAULT_SHUTDOWN_WAIT_S)))
 
 
 def acl_properties(acl: Acl) -> dict[str, str]:
@@ -914,7 +933,7 @@ def _broker_statefulset(plan: Plan, slave: int) -> dict[str, Any]:
         "serviceAccountName": broker_service_account_name(owner.name),
         # the Lease elector's only credentials; without failover the brokers never call the API
         "automountServiceAccountToken": spec.replication.failover.lease,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": termination_grace_seconds(conf),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": BROKER_UID,

@@ -452,6 +452,8 @@ FAILOVER_BROKER_KEYS: Final = frozenset({
     "controllerLeaseKubeconfig", "controllerLeaseDurationMills", "controllerLeaseRenewIntervalMills",
     "controllerLeaseMarginMills", "allAckInSyncStateSet",
 })
+#: the longest graceful stop (brokerConfig shutdownWaitTimeSeconds) a pod is given room for
+MAX_SHUTDOWN_WAIT_S: Final = 600
 TLS_BROKER_KEYS: Final = frozenset({
     "tls.server.mode", "tls.server.certPath", "tls.server.keyPath", "tls.server.trustCertPath",
     "tls.server.need.client.auth", "tls.config.file",
@@ -739,6 +741,11 @@ def parse_spec(spec: Mapping[str, Any]) -> Spec:
     reserved = sorted(RESERVED_BROKER_KEYS & broker_config.keys())
     if reserved:
         raise SpecError(f"brokerConfig.{reserved[0]}", "is set by the operator; use the dedicated spec field")
+    wait = broker_config.get("shutdownWaitTimeSeconds")
+    if wait is not None and not (wait.isdigit() and int(wait) <= MAX_SHUTDOWN_WAIT_S):
+        # it sets the pods' terminationGracePeriodSeconds too, so it is checked here, not at the broker
+        raise SpecError("brokerConfig.shutdownWaitTimeSeconds",
+                        f"expected whole seconds in 0..{MAX_SHUTDOWN_WAIT_S}, got {wait!r}")
     acl, tls, auth = _parse_acl(spec), _parse_tls(spec), _parse_auth(spec)
     if acl is not None and auth is not None:
         raise SpecError("auth", "spec.acl (plain ACL, RocketMQ 4.x) and spec.auth (RocketMQ 5.3) are exclusive: "
