@@ -100,7 +100,7 @@ RELAY_SENDS, RELAY_PAUSE_MS = 100_000, 100
 ROLL_TOPIC, ROLL_SENDS, ROLL_PAUSE_MS = "RollTopic", 100_000, 20
 #: the longest a rolling upgrade may leave the group without an acknowledged send: the test's
 #: docstring says why
-ROLL_GAP_LIMIT_S = 10
+ROLL_GAP_LIMIT_S = 3
 #: the namespaces of the RocketStores, deleted again at the end
 STORE_NAMESPACES = (NS, SECURE_NS, EDGE_NS, LEDGER_NS, RELAY_NS)
 #: the store left when the chart is uninstalled (the other order of uninstalling), made at the end
@@ -836,8 +836,9 @@ def test_lease_failover_moves_the_master_within_its_group_while_java_4_and_5_cli
     behind the store's client Service) and a Java 5.x producer (gRPC, the client Service's gRPC
     port as its access point) send in paced loops while the master is lost twice: its pod
     force-deleted (``--grace-period=0 --force``), then, once the replacement has rejoined the
-    SyncStateSet, the new master's broker process SIGKILLed in its container. Each time the other
-    member takes the Lease for the same brokerName within TAKEOVER_LIMIT_S, both clients' sends
+    SyncStateSet, the new master's broker process SIGKILLed in its container. Each time a member
+    takes the Lease for the same brokerName in a newer epoch within TAKEOVER_LIMIT_S (the other
+    member, or, after the SIGKILL, the killed one when its container restarts within D), both clients' sends
     are acknowledged by that brokerName again, and at the end a Java 4.x consumer reads every
     message either client was acknowledged (``allAckInSyncStateSet``: an acknowledged message is
     on every member in sync, so on whichever becomes master).
@@ -863,19 +864,24 @@ def test_lease_failover_moves_the_master_within_its_group_while_java_4_and_5_cli
                         and line["at_ms"] >= since_ms]}
 
     def lose_master(how: str, kill: Callable[[Any], None]) -> None:
-        """Lose the master by ``kill`` (its pod); the other member must take over and both clients
-        resume on the group; then wait for the lost member back in the SyncStateSet."""
+        """Lose the master by ``kill`` (its pod); a member must take the Lease in a newer epoch and
+        both clients resume on the group; then wait for the other member in the SyncStateSet.
+
+        Which member: usually the other one, but a killed broker whose container restarts within
+        D finds the Lease still naming it and takes it back at once (``decide``: its own Lease
+        from before a restart), which is as good (it has every acknowledged message)."""
         info = store.lease()
         assert info is not None and info.master_replica_id is not None
-        old, new = info.master_replica_id, 3 - info.master_replica_id
+        old = info.master_replica_id
         pod = store.pods()[RELAY_MEMBERS[old]]
         killed_at = time.time()
         kill(pod)
         try:
-            wait_until(f"replica {new} master after the {how}", lambda: (i := store.lease()) is not None
-                       and i.master_replica_id == new and i.master_epoch > info.master_epoch, TAKEOVER_LIMIT_S,
-                       interval=0.2)
+            taken = wait_until(f"a master of a newer epoch after the {how}", lambda: (i := store.lease()) is not None
+                               and i.master_replica_id is not None and i.master_epoch > info.master_epoch and i,
+                               TAKEOVER_LIMIT_S, interval=0.2)
             taken_at = time.time()
+            new = taken.master_replica_id
 
             def resumed_on_new_master() -> dict[str, list[dict[str, Any]]] | None:
                 # acknowledged after the new Lease was seen, so by its master: the old one was dead
@@ -889,14 +895,15 @@ def test_lease_failover_moves_the_master_within_its_group_while_java_4_and_5_cli
             raise store.diagnose(exc) from exc
         took = taken_at - killed_at
         first = {client_: min(line["at_ms"] for line in lines) / 1000 - killed_at for client_, lines in resumed.items()}
-        print(f"\n{how} of {RELAY_MEMBERS[old]}: the Lease named {RELAY_MEMBERS[new]} after {took:.1f} s; "
+        print(f"\n{how} of {RELAY_MEMBERS[old]}: the Lease named {RELAY_MEMBERS[new]} in epoch {taken.master_epoch} "
+              f"after {took:.1f} s; "
               f"first acknowledged send after {first['4.x']:.1f} s (Java 4.x), {first['5.x']:.1f} s (Java 5.x)")
-        # the same brokerName, now at the other member's address
+        # the same brokerName, at the new master's address
         assert {line["brokerName"] for lines in resumed.values() for line in lines} == {RELAY_GROUP}, resumed
         assert store.lease().master_address == store.member_addr(new)  # type: ignore[union-attr]
         try:
             wait_until(f"status.masters naming replica {new}", lambda: store.shown_master() == new, 60, interval=1)
-            # the lost member back (a new pod, or its container restarted) and in sync again
+            # both members in the SyncStateSet again (the lost one a new pod, or its container restarted)
             wait_until(f"{RELAY_MEMBERS[old]} back in the SyncStateSet", lambda: store.in_sync_master() == new, 300,
                        interval=1)
         except AssertionError as exc:
@@ -958,19 +965,18 @@ def test_a_rolling_upgrade_of_the_lease_store_pauses_its_group_only_for_a_hand_o
 
     Every pod must be replaced, the brokerName must stay, and every acknowledged message must be
     consumed afterwards. The longest gap between two acknowledged sends of the group must stay
-    within ROLL_GAP_LIMIT_S (10 s). The hand-over itself pauses writes for about half a second
-    (0.52 s with broker processes: a Lease write, the woken successor's read and promotion, its
-    registration); what a Java 4.x client sees is longer, as its sends reach the new master only
-    through its own failures: sends the fenced master refuses fail at once (the client's retry
-    goes to the same address), a send the stopping master leaves unanswered fails
-    after the client's 3 s send timeout, and the next one may be cut by the same 3 s budget before
-    the route refresh (every second here) names the new master. Two send timeouts, a route refresh
-    and the hand-over make about 7.5 s; the gaps measured on the node were 5.1 and 6.2 s (in the
-    second run one failed send took 3 s and one was cut by the budget; the test prints the
-    failures). 10 s leaves a busy two-core node
-    room and still fails a rollout that stalls a group's writes while a member restarts (a slave
-    dropped from the SyncStateSet only after ``haMaxTimeSlaveNotCatchup``, 15 s, or a master
-    restarted before its successor is in sync)."""
+    within ROLL_GAP_LIMIT_S (3 s). What a Java 4.x client sees is the hand-over (0.13 to 0.2 s
+    with broker processes: the Lease released to the in-sync member, its promotion and
+    registration) and then its own route poll (every second here): meanwhile the stopping master,
+    unregistered and with its name server and gRPC port closed, answers its sends
+    SERVICE_NOT_AVAILABLE, which the client retries at once and then reports as failed, for the
+    operator's ``shutdownWaitTimeSeconds`` (30 s), so no send waits for a timeout on a deleted
+    pod's address. Measured on the node on 2026-11-28: 0.76 s (29 sends failed, within 2 to
+    34 ms each). Without that wait the gap was 3.63 s (a connect timeout to the deleted pod), and
+    before the stopping broker answered at all 5.1 and 6.2 s (send timeouts): 3 s fails both, and
+    a rollout that stalls a group's writes while a member restarts (a slave dropped from the
+    SyncStateSet only after ``haMaxTimeSlaveNotCatchup``, 15 s, or a master restarted before its
+    successor is in sync), and leaves a busy two-core node twice the route poll and hand-over."""
     store = relay_store
     master = store.settled(60)
     store.create_topic(ROLL_TOPIC)
