@@ -431,7 +431,7 @@ def termination_grace_seconds(conf: Mapping[str, str]) -> int:
     """A broker pod's terminationGracePeriodSeconds: STOP_GRACE_S to hand over, flush and close,
     plus the graceful stop's wait when ``enableShutdownGracefully`` is on (the broker's default wait
     is 30 s), so the kubelet's SIGKILL never cuts the wait short."""
-    if conf.get("enableShutdownGracefully", "false").lower() != "true":
+    if conf.get("enableShutdownGracefully", "false").strip().lower() != "true":  # as the broker parses it
         return STOP_GRACE_S
     return STOP_GRACE_S + int(conf.get("shutdownWaitTimeSeconds", str(DEFAULT_SHUTDOWN_WAIT_S)))
 
