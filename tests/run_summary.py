@@ -30,15 +30,21 @@ GREEN = "\033[32;1m"
 RESET = "\033[0m"
 
 
+#: how much of a failure's message the summary shows: its first line, cut to this length
+REASON_CHARS = 300
+
+
 @dataclass
 class Counts:
-    """Test outcomes of one JUnit report; ``failed_tests`` names the failed and errored ones."""
+    """Test outcomes of one JUnit report; ``failed_tests`` names the failed and errored ones and
+    ``reasons`` gives each its message's first line (a CI log may keep only the summary)."""
 
     passed: int = 0
     failed: int = 0
     skipped: int = 0
     errors: int = 0
     failed_tests: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,13 +87,18 @@ def read_report(path: Path) -> Counts:
     """
     counts = Counts()
     for case in ET.parse(path).getroot().iter("testcase"):
-        outcomes = {child.tag for child in case}
-        if "failure" in outcomes:
-            counts.failed += 1
-            counts.failed_tests.append(node_id(case))
-        elif "error" in outcomes:
-            counts.errors += 1
-            counts.failed_tests.append(f"{node_id(case)} (error)")
+        outcomes = {child.tag: child for child in case}
+        if "failure" in outcomes or "error" in outcomes:
+            failed = "failure" in outcomes
+            name = node_id(case) if failed else f"{node_id(case)} (error)"
+            if failed:
+                counts.failed += 1
+            else:
+                counts.errors += 1
+            counts.failed_tests.append(name)
+            message = (outcomes["failure" if failed else "error"].get("message") or "").strip()
+            if message:
+                counts.reasons[name] = message.splitlines()[0][:REASON_CHARS]
         elif "skipped" in outcomes:
             counts.skipped += 1
         else:
@@ -138,7 +149,14 @@ def render(phases: list[Phase], *, color: bool, run_seconds: float | None = None
             detail = f"  (exit status {phase.status}" + (", no tests collected)" if phase.status == 5 else ")")
         lines.append(f"{phase.name:<{width}}  {result:<6}  {numbers}  {minutes(phase.seconds):>7}{detail}")
     total = sum(phase.seconds for phase in phases) if run_seconds is None else run_seconds
-    names = [f"  {phase.name}: {test}" for phase in phases if phase.counts for test in phase.counts.failed_tests]
+    names = []
+    for phase in phases:
+        counts = phase.counts
+        for test in counts.failed_tests if counts is not None else []:
+            names.append(f"  {phase.name}: {test}")
+            reason = counts.reasons.get(test) if counts is not None else None
+            if reason:
+                names.append(f"      {reason}")
     if names:
         lines.append("failed tests:")
         lines.extend(names)

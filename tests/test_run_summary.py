@@ -56,6 +56,7 @@ def test_a_report_is_counted_per_outcome_and_names_what_failed_as_node_ids(tmp_p
         "tests/demo/test_demo.py::test_teardown_error (error)",
         "tests.demo.test_broken (error)",
     ]
+    assert counts.reasons["tests/demo/test_demo.py::test_bad"] == "assert 1 == 2"
 
 
 def test_a_failed_run_ends_with_every_phase_the_failed_tests_and_a_failed_verdict(
@@ -77,6 +78,11 @@ def test_a_failed_run_ends_with_every_phase_the_failed_tests_and_a_failed_verdic
     assert lines[2].split() == ["tiers", "FAILED", "1", "2", "1", "2", "27m05s"]
     assert lines[3].split() == ["pure-python", "passed", "1", "0", "0", "0", "1m35s"]
     assert "  tiers: tests/demo/test_demo.py::TestGroup::test_in_class" in lines
+    # each failed test's message follows its name: a CI log may keep only the summary
+    at = lines.index("  tiers: tests/demo/test_demo.py::TestGroup::test_in_class")
+    assert lines[at + 1] == "      assert False"
+    assert lines[lines.index("  tiers: tests/demo/test_demo.py::test_teardown_error (error)") + 1] == (
+        '      failed on teardown with "RuntimeError: teardown"')
     assert lines[-1] == "tests/run: FAILED: tiers (total 29m42s)"
     assert "\033[" not in out, "no color when stdout is not a terminal"
 
