@@ -152,11 +152,12 @@ def render(phases: list[Phase], *, color: bool, run_seconds: float | None = None
     names = []
     for phase in phases:
         counts = phase.counts
-        for test in counts.failed_tests if counts is not None else []:
+        if counts is None:
+            continue
+        for test in counts.failed_tests:
             names.append(f"  {phase.name}: {test}")
-            reason = counts.reasons.get(test) if counts is not None else None
-            if reason:
-                names.append(f"      {reason}")
+            if test in counts.reasons:
+                names.append(f"      {counts.reasons[test]}")
     if names:
         lines.append("failed tests:")
         lines.extend(names)
