@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ __all__ = [
     "broker_lease_kubeconfig",
     "controlplane",
     "free_port",
+    "namespaced_operator",
     "standalone_stopped",
     "wait_until",
     "write_kubeconfig",
@@ -67,6 +70,18 @@ SCALING_STORE = "rss"
 #: NetworkPolicy lets in (--operator-pod-selector, --operator-namespace)
 OPERATOR_NAMESPACE = "rso-system"
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "rocketstore-operator", "app.kubernetes.io/component": "operator"}
+
+
+def namespaced_operator(kubeconfig: Path, namespace: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """An operator process of a test's own, watching only ``namespace`` and observing every second,
+    its output appended to ``log``; ``args`` are further options. Run it inside
+    :func:`standalone_stopped`."""
+    cmd = [sys.executable, "-m", "rocketstore.cli", "operator", "--namespace", namespace,
+           "--bind-address", "127.0.0.1", "--liveness-port", str(free_port()), "--metrics-port", "0",
+           "--interval", "1", *args]
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=out,
+                                stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
 @contextlib.contextmanager

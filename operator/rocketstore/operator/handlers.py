@@ -17,14 +17,18 @@ spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
 hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 
-There is no delete handler: owner references let the garbage collector remove the objects, and
-the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless
-``storage.deleteClaim`` is true. kopf still puts a finalizer, ``rocketstore.io/operator``
-(``settings.persistence.finalizer``), on every RocketStore: timers need one (``kopf.timer``
-registers with ``requires_finalizer=True``), so that deletion waits until the timer is stopped.
-While the operator runs, a deleted RocketStore loses the finalizer at once and goes. Without a
-running operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until
-the finalizer is removed: the chart's pre-delete hook does that when the chart is uninstalled
+No delete handler removes anything (the one there forgets the store's metrics): owner references
+let the garbage collector remove the objects, and the StatefulSet's
+``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless ``storage.deleteClaim`` is true.
+kopf still puts a finalizer, ``rocketstore.io/operator`` (``settings.persistence.finalizer``), on
+every RocketStore: timers need one (``kopf.timer`` registers with ``requires_finalizer=True``), so
+that deletion waits until the timer is stopped. While the operator runs, a deleted RocketStore
+loses the finalizer within a second or two of its timer's run and goes: kopf does not cancel a
+running timer, it waits for the run to end and looks again every
+``settings.background.cancellation_polling`` seconds, 60 by default and 1 here (a store deleted
+while its observation waited on a broker otherwise lingered for a minute). Without a running
+operator it stays ``Terminating`` (and so do its namespace and the CRD, if deleted) until the
+finalizer is removed: the chart's pre-delete hook does that when the chart is uninstalled
 (:mod:`uninstall`); docs/operator.md ("Uninstalling") and the chart README say how by hand.
 
 kopf logs in with the operator's own client (:meth:`Kube.kopf_credentials`), not with its built-in
@@ -84,6 +88,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         # with --leader-elect: which replica posted an event (its Lease identity)
         settings.posting.reporting_instance = memo.identity
     settings.execution.max_workers = 4
+    # how soon a deleted store's finalizer goes once its running timer finishes (see the docstring)
+    settings.background.cancellation_polling = 1.0
     if getattr(memo, "brokers", None) is None:
         memo.brokers = Brokers()
     if getattr(memo, "broker_image", None) is None:
