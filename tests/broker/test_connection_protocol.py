@@ -1,5 +1,6 @@
 """Connection as an asyncio Protocol, driven byte by byte: framing, flow control both ways, errors,
-and handlers that answer inline (no task) with their responses to one read written at once.
+handlers that answer inline (no task) with their responses to one read written at once, and
+handlers that return a future, whose responses that come due together are written at once.
 
 :class:`FakeTransport` stands in for asyncio's socket transport. A real socket cannot be made to
 split a frame at a chosen byte, nor to pass its write buffer's high-water mark at a chosen
@@ -35,6 +36,8 @@ from rocketstore.remoting.command import RPC_ONEWAY, FrameDecoder, MalformedRequ
 ECHO, GATED, BIG, MALFORMED, BUGGY = 1, 2, 3, 4, 5
 # handlers that answer inline (plain functions), and one that waits only for even opaques
 INLINE_ECHO, INLINE_BIG, INLINE_MALFORMED, INLINE_BUGGY, INLINE_REFUSED, REFUSED, FAST_OR_GATED = range(6, 13)
+# a handler that returns a future of its response (as a plain send waiting for its slave does)
+PROMISED = 13
 
 
 class FakeTransport(asyncio.Transport):
@@ -117,6 +120,8 @@ class Harness:
         self.server.register(INLINE_REFUSED, self._inline_refused)
         self.server.register(REFUSED, self._refused)
         self.server.register(FAST_OR_GATED, self._fast_or_gated)
+        self.server.register(PROMISED, self._promised)
+        self.promises: dict[int, asyncio.Future[RemotingCommand]] = {}
 
     def connect(self) -> tuple[Connection, FakeTransport]:
         conn = Connection(self.server)
@@ -173,6 +178,18 @@ class Harness:
         if request.opaque % 2:
             return request.response(ResponseCode.SUCCESS)
         return self._gated(conn, request)
+
+
+    def _promised(self, conn: Connection, request: RemotingCommand) -> Reply:
+        self.promises[request.opaque] = promise = asyncio.get_running_loop().create_future()
+        return promise
+
+    def keep(self, opaques: range) -> None:
+        """Resolve the promised responses of ``opaques``, one after the other, as a store thread's
+        callbacks do when one slave report covers several sends."""
+        for opaque in opaques:
+            self.promises[opaque].set_result(RemotingCommand(code=ResponseCode.SUCCESS, opaque=opaque,
+                                                             flag=1, body=b"kept"))
 
 
 def frames(code: int, opaques: range, body: bytes = b"", flag: int = 0) -> bytes:
@@ -433,3 +450,58 @@ def test_inline_responses_pause_writing_in_the_middle_of_a_read() -> None:
         assert [r.opaque for r in transport.responses()] == list(range(1, 11))
         assert transport.reading and not conn.writing_paused
     run(test)
+
+
+# -- handlers that return a future --------------------------------------------------------------
+
+
+def test_future_replies_that_come_due_together_are_one_write_without_a_task() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        tasks_before = len(asyncio.all_tasks())
+        conn.data_received(frames(PROMISED, range(1, 11)) + frames(INLINE_ECHO, range(11, 12)))
+        assert [r.opaque for r in transport.responses()] == [11]
+        assert len(conn.tasks) == 10 and len(asyncio.all_tasks()) == tasks_before  # in-flight slots, no task
+        h.keep(range(1, 8))
+        await settle()
+        assert transport.writes == 2 and [r.opaque for r in transport.responses()] == [11, *range(1, 8)]
+        assert all(r.body == b"kept" for r in transport.responses()[1:])
+        h.keep(range(8, 11))
+        await settle()
+        assert transport.writes == 3 and len(transport.responses()) == 11 and not conn.tasks
+    run(test)
+
+
+def test_future_replies_count_against_the_in_flight_cap() -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(PROMISED, range(1, MAX_IN_FLIGHT_PER_CONNECTION + 3)))
+        assert len(conn.tasks) == MAX_IN_FLIGHT_PER_CONNECTION and len(conn.backlog) == 2 and not transport.reading
+        h.keep(range(1, 3))
+        await settle()
+        assert not conn.backlog and not transport.reading  # the backlog took the two free slots
+        assert len(conn.tasks) == MAX_IN_FLIGHT_PER_CONNECTION
+        h.keep(range(3, MAX_IN_FLIGHT_PER_CONNECTION // 2 + 4))
+        await settle()
+        assert transport.reading  # fewer than half the slots held: reading resumes
+        assert len(transport.responses()) == MAX_IN_FLIGHT_PER_CONNECTION // 2 + 3
+    run(test)
+
+
+def test_a_failed_or_cancelled_future_reply_is_answered(caplog: pytest.LogCaptureFixture) -> None:
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(PROMISED, range(1, 4)))
+        h.promises[1].set_exception(RequestError(ResponseCode.NO_PERMISSION, "not for you"))
+        h.promises[2].set_exception(RuntimeError("a real bug"))
+        h.promises[3].cancel()  # the broker stops past its grace
+        await settle()
+        answers = {r.opaque: (r.code, r.remark) for r in transport.responses()}
+        assert answers == {1: (ResponseCode.NO_PERMISSION, "not for you"),
+                           2: (ResponseCode.SYSTEM_ERROR, "RuntimeError: a real bug"),
+                           3: (ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is stopping")}
+        assert not conn.tasks and not transport.closing
+
+    with caplog.at_level(logging.ERROR, logger="rocketstore.broker.server"):
+        run(test)
+    assert [r.exc_info[0] if r.exc_info else None for r in caplog.records] == [RuntimeError]

@@ -11,19 +11,21 @@ put) with every kind the plain path must leave to the reference: delays, timers,
 ``WAIT=false`` on a single send, retry topics, unknown topics, out-of-range queues, malformed fields,
 malformed, empty and oversized batch bodies, and records that do not fit the segment's room. A
 hypothesis test sends generated batches (sizes, bodies, flags, properties, malformed bodies) the
-same way.
+same way. The sequence runs on three stores (:data:`STORE_MODES`): the plain path also takes the
+sends of a store whose puts wait for their flush or slave, and answers them after the wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import struct
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,10 +39,11 @@ from rocketstore.broker.server import Connection
 from rocketstore.common.message import BatchItem, HostAddress, decode_message_id, encode_batch
 from rocketstore.common.native import NATIVE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
-from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader
-from rocketstore.store.config import StoreConfig
+from rocketstore.store.commit_log import PlainPut
+from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 require_tool("the native extension with PlainSend", NATIVE is not None and hasattr(NATIVE, "PlainSend"),
              "`pip install -e .` builds it when cargo is on PATH (and ROCKETSTORE_NATIVE is not 0)")
@@ -80,8 +83,10 @@ def _batch(topic: str, properties: str | None, body: bytes, *, opaque: int, queu
 ROLLING = None
 
 
-def _sends() -> list[tuple[RemotingCommand, bool | None]]:
-    """(request, whether the plain path must answer it, or ROLLING) in order."""
+def _sends(waits: bool = False) -> list[tuple[RemotingCommand, bool | None]]:
+    """(request, whether the plain path must answer it, or ROLLING) in order; ``waits``: on a store
+    whose puts wait for a flush or a slave, where a send that says ``WAIT=false`` (a batch too)
+    goes to the reference path."""
     java = "UNIQ_KEY\x017F0000010000{:08X}\x02WAIT\x01true\x02TAGS\x01TagA\x02"
     sends: list[tuple[RemotingCommand, bool | None]] = []
     opaque = 0
@@ -117,7 +122,7 @@ def _sends() -> list[tuple[RemotingCommand, bool | None]]:
     add(True, "Plain", "", batch=True, code=batch, body=two)
     add(True, "Plain", "WAIT\x01true", batch=True, code=batch, queue_id=2, body=encode_batch(
         [BatchItem(bytes([i]) * i * 41, i, {"UNIQ_KEY": f"U{i}", "KEYS": "k1 k2", "TAGS": "T"}) for i in range(7)]))
-    add(True, "Plain", "WAIT\x01false\x02TAGS\x01B", batch=True, code=batch, body=two)  # a batch keeps WAIT
+    add(not waits, "Plain", "WAIT\x01false\x02TAGS\x01B", batch=True, code=batch, body=two)  # a batch keeps WAIT
     add(True, "Multi", None, batch=True, code=batch, body=encode_batch([BatchItem(b"m", 5, {"TAGS": "a||b"})]))
     add(True, "Plain", "x\x02\x01v", batch=True, code=batch,  # skipped items, in the header and the items
         body=_raw_batch([(b"s", 1, b"x\x02\x01v\x02n\x01\x02TAGS\x01\xd0\xba"), (b"", -7, b"")]))
@@ -153,13 +158,24 @@ class Run(NamedTuple):
     stats: tuple[object, ...]
 
 
-async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand]
-               ) -> Run:
+#: the stores the sequence runs on: the plain path's own (ASYNC_FLUSH, ASYNC_MASTER), one whose
+#: puts wait for the group commit, and a SYNC_MASTER without a slave (every stored send answered
+#: SLAVE_NOT_AVAILABLE, at once); waiting for a slave is tested with one (test_replication.py)
+STORE_MODES = {
+    "async": {},
+    "sync-flush": {"flush_disk_type": FlushDiskType.SYNC_FLUSH},
+    "sync-master": {"broker_role": BrokerRole.SYNC_MASTER},
+}
+
+
+async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand],
+               mode: str = "async") -> Run:
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
                      http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
         StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT, max_message_size=MAX_MESSAGE,
-                    message_delay_level="1d 1d 1d"))  # the delayed send stays in SCHEDULE_TOPIC_XXXX
+                    message_delay_level="1d 1d 1d",  # the delayed send stays in SCHEDULE_TOPIC_XXXX
+                    **STORE_MODES[mode]))  # type: ignore[arg-type]
     await broker.start()
     # the clock stays fixed until the broker has stopped: a background service reading it after
     # the sends (the schedule service, which delivers at once a delayed message stored "in the
@@ -178,11 +194,25 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, reques
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
             if not native:
                 patched.setattr(send_module, "NATIVE", None)
+            plain_puts = []
+            put_plain_send = broker.store.put_plain_send
+
+            def spied(*args: Any, **kwargs: Any) -> PlainPut | None:
+                put = put_plain_send(*args, **kwargs)
+                plain_puts.append(put is not None)
+                return put
+
+            patched.setattr(broker.store, "put_plain_send", spied)
             for request in requests:
+                plain_puts.clear()
                 reply = conn._call_handler(request)  # as the server calls it inline: errors answered
+                if mode == "async":
+                    assert isinstance(reply, RemotingCommand), reply  # never waits
+                if isinstance(reply, asyncio.Future) or inspect.iscoroutine(reply):
+                    reply = await reply  # the flush: a future on the plain path, a coroutine on the other
                 assert isinstance(reply, RemotingCommand), reply
                 frames.append(reply.encode())
-                native_answers.append(isinstance(reply, send_module.SendOkResponse))
+                native_answers.append(any(plain_puts))
                 responses.append((reply.code, reply.opaque, reply.language, reply.version, reply.ext_fields))
             assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
             store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
@@ -228,14 +258,17 @@ def _starts_a_segment(response: tuple[int, int, int, int, dict[str, str]]) -> bo
     return offset % SEGMENT == 0
 
 
-def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+@pytest.mark.parametrize("mode", list(STORE_MODES))
+def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              mode: str) -> None:
     native_root, reference_root = tmp_path / "native", tmp_path / "reference"
-    sends = _sends()
+    sends = _sends(waits=mode != "async")
     requests = [request for request, _ in sends]
-    native = asyncio.run(_run(native_root, True, monkeypatch, requests))
-    reference = asyncio.run(_run(reference_root, False, monkeypatch, requests))
+    native = asyncio.run(_run(native_root, True, monkeypatch, requests, mode))
+    reference = asyncio.run(_run(reference_root, False, monkeypatch, requests, mode))
     _assert_same(native_root, native, reference_root, reference)
+    stored_codes = {code for (code, *_), (_, plain) in zip(native.responses, sends, strict=True) if plain}
+    assert stored_codes == {ResponseCode.SLAVE_NOT_AVAILABLE if mode == "sync-master" else ResponseCode.SUCCESS}
     assert len(dict(_files(native_root, "commitlog"))) > 2
     assert len(dict(_files(native_root, "consumequeue"))) > 4
     rolled = {"single": 0, "batch": 0}

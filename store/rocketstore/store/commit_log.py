@@ -133,6 +133,9 @@ class PlainPut(NamedTuple):
     msg_id: str
     frame: bytes
     elapsed_s: float
+    #: PUT_OK, or SLAVE_NOT_AVAILABLE: a SYNC_MASTER put stored while no slave was OK
+    #: (:meth:`DefaultMessageStore.put_plain_send`)
+    status: PutMessageStatus = PutMessageStatus.PUT_OK
 
 
 @dataclass(frozen=True, slots=True)

@@ -585,20 +585,33 @@ class DefaultMessageStore:
 
     def put_plain_send(self, put: PlainSendPut, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
                        sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
-                       version: int) -> PlainPut | None:
+                       version: int, *, caller_waits: bool = False) -> PlainPut | None:
         """A plain send's or batch's put (:meth:`CommitLog.put_plain_send`), when nothing about the
-        store makes it more than an append: a writable ASYNC_FLUSH ASYNC_MASTER, whose puts wait for
-        neither a flush nor a slave. None when it is not, or the CommitLog finds the send not plain:
-        the caller then puts the message through :meth:`put_message` (a batch through
-        :meth:`put_messages`), which decides the same again."""
+        store makes it more than an append: a writable master whose puts wait for neither a flush
+        nor a slave (ASYNC_FLUSH, ASYNC_MASTER) or, with ``caller_waits``, one whose caller waits
+        for both itself (:meth:`request_flush`, :meth:`request_transfer`), as it does after
+        :meth:`put_message` with ``wait_flush=False``; it must not pass ``caller_waits`` for a
+        message that says ``WAIT=false``. A SYNC_MASTER put stored while no slave is OK says
+        SLAVE_NOT_AVAILABLE (``PlainPut.status``), as :meth:`_handle_disk_flush_and_ha` decides.
+        None when the store is none of these, controller mode has too few in-sync replicas, or the
+        CommitLog finds the send not plain: the caller then puts the message through
+        :meth:`put_message` (a batch through :meth:`put_messages`), which decides the same again."""
         config = self.config
-        if (config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or config.broker_role is not BrokerRole.ASYNC_MASTER
-                or self._check_store_status() is not None):
+        role = config.broker_role
+        if caller_waits:
+            if role is BrokerRole.SLAVE or not self._enough_in_sync_replicas(True):
+                return None
+        elif config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or role is not BrokerRole.ASYNC_MASTER:
+            return None
+        if self._check_store_status() is not None:
             return None
         done = self.commit_log.put_plain_send(put, fields, body, topic, queue_id, sys_flag_bits, born_host, language,
                                               opaque, version)
-        if done is not None:
-            self.stats.record_stored(done.msg_num, done.wrote_bytes, done.elapsed_s, topic)
+        if done is None:
+            return None
+        self.stats.record_stored(done.msg_num, done.wrote_bytes, done.elapsed_s, topic)
+        if role is BrokerRole.SYNC_MASTER and not self.is_slave_ok(done.wrote_offset + done.wrote_bytes):
+            return done._replace(status=PutMessageStatus.SLAVE_NOT_AVAILABLE)
         return done
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:

@@ -50,6 +50,7 @@ from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.broker.transaction.bridge import half_message
 from rocketstore.common.message import (
+    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     HostAddress,
     Message,
@@ -107,16 +108,15 @@ NOT_PLAIN_PROPERTIES: Final = (
 #: The request codes a send may take the plain path for (:meth:`SendMessageProcessor._plain_send`).
 _PLAIN_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
+#: In a send's properties text: the producer asks not to wait for the flush or a slave (its
+#: ``WAIT`` property false), which the plain path leaves to the reference path. Any property
+#: whose text merely contains this goes there too, at no risk.
+_WAIT_FALSE: Final = f"{PROPERTY_WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}false"
+
 
 def random_queue_id(queue_nums: int) -> int:
     """RocketMQ's ``nextInt(99999999) % n``: a uniformly random queue (0 when n <= 0)."""
     return _RANDOM.randrange(queue_nums) if queue_nums > 0 else 0
-
-
-def _complete(future: asyncio.Future[None]) -> None:
-    """Resolve ``future`` unless its waiter gave up (timed out or was cancelled) meanwhile."""
-    if not future.done():
-        future.set_result(None)
 
 
 NOT_MASTER: Final = (ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -202,62 +202,111 @@ def store_waits(store_config: StoreConfig, properties: Mapping[str, str]) -> tup
             store_config.broker_role is BrokerRole.SYNC_MASTER)
 
 
+def when_stored(broker: BrokerContext, status: PutMessageStatus, end: int, *, flush: bool, replica: bool,
+                done: Callable[[PutMessageStatus], None]) -> bool:
+    """Have ``done(status)`` called on the running loop once a put ending at ``end`` is durable
+    (``flush``) and on a slave (``replica``); False, with ``done`` never called, when there is
+    nothing to wait for.
+
+    Both waits run at once, as RocketMQ's CommitLog combines its flush and replica futures. The
+    store has already said SLAVE_NOT_AVAILABLE for a SYNC_MASTER put when no slave was OK right
+    after the append (isSlaveOK); only a PUT_OK put waits for a slave. Outcomes, in RocketMQ's
+    precedence: the flush not done within syncFlushTimeout is FLUSH_DISK_TIMEOUT; no slave past
+    the put within slaveTimeout is FLUSH_SLAVE_TIMEOUT, and a slave status (that or
+    SLAVE_NOT_AVAILABLE) wins over the flush's.
+
+    No thread and no task waits: the flush and HA threads call back onto the loop, and each wait
+    holds one timer for its deadline. A waiting SYNC_MASTER send cost its own task, a timeout
+    scope and a response written on its own, which took the master's event loop twice the CPU of
+    an ASYNC_MASTER send (docs/benchmarks.md, "Replication").
+    """
+    if not (flush or replica) or not status.ok:
+        return False
+    wait = _StoreWait(status, done)
+    return wait.start(broker, end, flush=flush, replica=replica and status is PutMessageStatus.PUT_OK)
+
+
+class _StoreWait:
+    """One put's waits for its flush and its slave (:func:`when_stored`): each pending one holds
+    the loop timer of its deadline, None once it completed or timed out."""
+
+    __slots__ = ("_done", "_flush_timer", "_replica_timer", "_status")
+
+    def __init__(self, status: PutMessageStatus, done: Callable[[PutMessageStatus], None]) -> None:
+        self._status = status
+        self._done = done
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._replica_timer: asyncio.TimerHandle | None = None
+
+    def start(self, broker: BrokerContext, end: int, *, flush: bool, replica: bool) -> bool:
+        loop = asyncio.get_running_loop()
+        store = broker.store
+        cfg = broker.store_config
+        if flush and store.request_flush(end, _on_loop(loop, self._flushed)):
+            self._flush_timer = loop.call_later(cfg.sync_flush_timeout / 1000, self._flush_timed_out, end,
+                                                cfg.sync_flush_timeout)
+        if replica and store.request_transfer(end, _on_loop(loop, self._transferred)):
+            self._replica_timer = loop.call_later(cfg.slave_timeout / 1000, self._replica_timed_out, end,
+                                                  cfg.slave_timeout)
+        return self._flush_timer is not None or self._replica_timer is not None
+
+    def _flushed(self) -> None:
+        if self._flush_timer is not None:  # else it timed out before
+            self._flush_timer.cancel()
+            self._flush_timer = None
+            self._end_if_done()
+
+    def _transferred(self) -> None:
+        if self._replica_timer is not None:
+            self._replica_timer.cancel()
+            self._replica_timer = None
+            self._end_if_done()
+
+    def _flush_timed_out(self, end: int, timeout_ms: int) -> None:
+        log.warning("sync flush of offset %d timed out after %d ms", end, timeout_ms)
+        self._flush_timer = None
+        if self._status is PutMessageStatus.PUT_OK:
+            self._status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        self._end_if_done()
+
+    def _replica_timed_out(self, end: int, timeout_ms: int) -> None:
+        log.warning("no slave reported offset %d within slaveTimeout %d ms", end, timeout_ms)
+        self._replica_timer = None
+        self._status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        self._end_if_done()
+
+    def _end_if_done(self) -> None:
+        if self._flush_timer is None and self._replica_timer is None:
+            self._done(self._status)
+
+
 async def wait_until_stored(broker: BrokerContext, result: PutMessageResult, *, flush: bool,
                             replica: bool) -> PutMessageResult:
-    """``result`` once the put is durable (``flush``) and on a slave (``replica``), both waited for
-    at once, as RocketMQ's CommitLog combines its flush and replica futures.
-
-    The store has already answered SLAVE_NOT_AVAILABLE for a SYNC_MASTER put when no slave was OK
-    right after the append (isSlaveOK); only a PUT_OK put waits for a slave. Outcomes, in
-    RocketMQ's precedence: the flush not done within syncFlushTimeout is FLUSH_DISK_TIMEOUT; no
-    slave past the record within slaveTimeout is FLUSH_SLAVE_TIMEOUT, and a slave status (that or
-    SLAVE_NOT_AVAILABLE) wins over the flush's. No thread waits: the flush and HA threads complete
-    futures on the loop.
-    """
+    """``result`` once the put is durable (``flush``) and on a slave (``replica``), with its status
+    as :func:`when_stored` decides it: for callers that wait in a coroutine anyway (a send that
+    is not plain, an end-transaction's commit)."""
     append = result.append
-    if not result.ok or append is None or not (flush or replica):
+    if append is None:
         return result
-    store = broker.store
-    cfg = broker.store_config
-    loop = asyncio.get_running_loop()
-    end = append.wrote_offset + append.wrote_bytes
-    durable: asyncio.Future[None] | None = None
-    transferred: asyncio.Future[None] | None = None
-    if flush:
-        durable = loop.create_future()
-        if not store.request_flush(end, _completer(loop, durable)):
-            durable = None
-    if replica and result.status is PutMessageStatus.PUT_OK:
-        transferred = loop.create_future()
-        if not store.request_transfer(end, _completer(loop, transferred)):
-            transferred = None
-    status = result.status
-    begin = loop.time()
-    if durable is not None and not await _within(durable, begin + cfg.sync_flush_timeout / 1000):
-        log.warning("sync flush of offset %d timed out after %d ms", end, cfg.sync_flush_timeout)
-        if status is PutMessageStatus.PUT_OK:
-            status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-    if transferred is not None and not await _within(transferred, begin + cfg.slave_timeout / 1000):
-        log.warning("no slave reported offset %d within slaveTimeout %d ms", end, cfg.slave_timeout)
-        status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    future: asyncio.Future[PutMessageStatus] = asyncio.get_running_loop().create_future()
+    if not when_stored(broker, result.status, append.wrote_offset + append.wrote_bytes, flush=flush,
+                       replica=replica, done=lambda status: _resolve(future, status)):
+        return result
+    status = await future
     return result if status is result.status else PutMessageResult(status, append)
 
 
-def _completer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> Callable[[], None]:
-    """A callback for a store thread (flush, HA) that resolves ``future`` on ``loop``."""
-    def complete() -> None:
-        loop.call_soon_threadsafe(_complete, future)
-    return complete
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:
+    """``callback`` for a store thread (flush, HA) to call: it runs on ``loop``."""
+    def call() -> None:
+        loop.call_soon_threadsafe(callback)
+    return call
 
 
-async def _within(future: asyncio.Future[None], deadline: float) -> bool:
-    """Whether ``future`` completes before the loop time ``deadline``."""
-    try:
-        async with asyncio.timeout_at(deadline):
-            await future
-    except TimeoutError:
-        return False
-    return True
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    """Resolve ``future`` unless its waiter gave up (was cancelled) meanwhile."""
+    if not future.done():
+        future.set_result(value)
 
 
 class SendOkResponse(RemotingCommand):
@@ -287,6 +336,11 @@ class SendOkResponse(RemotingCommand):
         self.serialize_type = SerializeType.JSON
         self.frame = put.frame
         self._put = (put, queue_id, region, trace)
+
+    @property
+    def put(self) -> PlainPut:
+        """The put the frame answers."""
+        return self._put[0]
 
     @property
     def ext_fields(self) -> dict[str, str]:  # type: ignore[override]  # read-only: the frame is made
@@ -446,20 +500,25 @@ class SendMessageProcessor:
             return self.respond(request, sent)
         return self._respond_when_sent(request, sent)
 
-    def _plain_send(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+    def _plain_send(self, conn: Connection, request: RemotingCommand) -> Reply:
         """The common send in one native call, or None for the reference path (:meth:`send`).
 
         Plain is a SEND_MESSAGE_V2, or a SEND_BATCH_MESSAGE whose header says batch (JSON header),
         from an IPv4 producer to an existing topic that is not a retry topic, to a given queue,
         with no property that delays, times, prepares or re-routes it
-        (:data:`NOT_PLAIN_PROPERTIES`), on a broker that takes sends now and whose store waits for
-        neither a flush nor a slave. The decisions stay here and in the store, on state cached
-        per topic; the native ``PlainSend`` checks the header fields and the properties as bytes
-        (a batch's body split there too), encodes and stamps the record(s) into the mapped
-        CommitLog and encodes the SEND_OK frame, which is what the reference path would store and
-        answer, byte for byte (tests/broker/test_send_plain.py). Anything it finds not plain (a
-        malformed batch body included: the reference answers its error) costs a fallback that
+        (:data:`NOT_PLAIN_PROPERTIES`), on a master that takes sends now. The decisions stay here
+        and in the store, on state cached per topic; the native ``PlainSend`` checks the header
+        fields and the properties as bytes (a batch's body split there too), encodes and stamps
+        the record(s) into the mapped CommitLog and encodes the SEND_OK frame, which is what the
+        reference path would store and answer, byte for byte (tests/broker/test_send_plain.py).
+        Anything it finds not plain (a malformed batch body included: the reference answers its
+        error) costs a fallback that
         stores nothing.
+
+        On a SYNC_FLUSH or SYNC_MASTER store the put is the same (a send that says ``WAIT=false``
+        excepted), and its answer a future that :func:`when_stored` resolves once the flush and
+        the slave are done or their deadlines pass: the connection writes it then, together with
+        the other answers that came due at the same time.
         """
         fields = request.ext_fields
         topic = fields.get("b")
@@ -488,18 +547,48 @@ class SendMessageProcessor:
         encoder = self._plain_encoder_now()
         if encoder is None:
             return None
+        store_config = broker.store_config
+        flush = store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        replica = store_config.broker_role is BrokerRole.SYNC_MASTER
+        if (flush or replica) and _WAIT_FALSE in fields.get("i", ""):
+            return None
         put = broker.store.put_plain_send(
             encoder.put if request.code == RequestCode.SEND_MESSAGE_V2 else encoder.put_batch, fields, request.body,
             topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(), language_name(request.language),
-            request.opaque, request.version)
+            request.opaque, request.version, caller_waits=flush or replica)
         if put is None:
             return None
         stats = self.stats
+        ok = SendOkResponse(request, put, queue_id, cfg.region_id, "true" if cfg.trace_on else "false")
+        if flush or replica:
+            start = time.perf_counter()
+            answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+            def answer_when(status: PutMessageStatus) -> None:
+                stats.send_latency.observe(put.elapsed_s + time.perf_counter() - start)
+                if not answer.done():  # else the broker stopped and cancelled it
+                    answer.set_result(self._plain_answer(request, ok, topic, status))
+
+            if when_stored(broker, put.status, put.wrote_offset + put.wrote_bytes, flush=flush, replica=replica,
+                           done=answer_when):
+                return answer
         stats.send_latency.observe(put.elapsed_s)
-        if manager is not None and not manager.may_acknowledge():
+        return self._plain_answer(request, ok, topic, put.status)
+
+    def _plain_answer(self, request: RemotingCommand, ok: SendOkResponse, topic: str,
+                      status: PutMessageStatus) -> RemotingCommand:
+        """A stored plain send's answer once its waits are over, as :meth:`_outcome` and
+        :meth:`respond` make it: NOT_MASTER from a controller-mode broker that lost its mastership
+        meanwhile; else ``ok`` as the put encoded it, or its fields under the code of ``status``
+        (a timeout, SLAVE_NOT_AVAILABLE)."""
+        if not self._may_acknowledge():
             return self.respond(request, SendOutcome(*NOT_MASTER))
-        stats.inc_topic_put(topic, put.msg_num, put.wrote_bytes)
-        return SendOkResponse(request, put, queue_id, cfg.region_id, "true" if cfg.trace_on else "false")
+        put = ok.put
+        self.stats.inc_topic_put(topic, put.msg_num, put.wrote_bytes)
+        if status is PutMessageStatus.PUT_OK:
+            return ok
+        code, remark = put_status_response(self.broker, status)
+        return request.response(code, remark, ok.ext_fields)
 
     def _plain_sys_flag_bits(self, topic: str, config: TopicConfig) -> int | None:
         """What msgCheck and handleRetryAndDLQ decide of a topic once: the sysFlag bits its sends
