@@ -1,4 +1,4 @@
-"""``when_stored``: how a send that must wait for its flush (SYNC_FLUSH) or its slave
+"""StoreWaits: how a send that must wait for its flush (SYNC_FLUSH) or its slave
 (SYNC_MASTER) learns the outcome, on a real broker's store and its real flush thread.
 
 The slave's report is made by calling the store's ``notify_transfer_some`` from a thread, which is
@@ -19,7 +19,6 @@ import pytest
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
-from rocketstore.broker.processor.send import when_stored
 from rocketstore.common.message import Message
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.status import PutMessageStatus
@@ -70,7 +69,7 @@ class Outcomes:
 def test_a_sync_flush_put_is_answered_once_durable(tmp_path: Path) -> None:
     async def test(broker: BrokerController) -> None:
         out = Outcomes()
-        assert when_stored(broker, PutMessageStatus.PUT_OK, _put(broker), flush=True, replica=False, done=out.done)
+        assert broker.store_waits.add(PutMessageStatus.PUT_OK, _put(broker), flush=True, replica=False, done=out.done)
         status, _ = await out.first()
         assert status is PutMessageStatus.PUT_OK
         await asyncio.sleep(0.1)
@@ -82,7 +81,7 @@ def test_a_slave_report_past_the_put_answers_it_before_the_deadline(tmp_path: Pa
     async def test(broker: BrokerController) -> None:
         out = Outcomes()
         end = _put(broker)
-        assert when_stored(broker, PutMessageStatus.PUT_OK, end, flush=False, replica=True, done=out.done)
+        assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=True, done=out.done)
         await asyncio.sleep(0.05)
         assert not out.calls
         short = threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(end - 1,))
@@ -103,7 +102,7 @@ def test_no_slave_report_within_slave_timeout_is_flush_slave_timeout_whatever_th
         out = Outcomes()
         end = _put(broker)
         sync_flush = flush is FlushDiskType.SYNC_FLUSH
-        assert when_stored(broker, PutMessageStatus.PUT_OK, end, flush=sync_flush, replica=True, done=out.done)
+        assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=sync_flush, replica=True, done=out.done)
         status, after = await out.first()
         assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         assert SLAVE_TIMEOUT_MS / 1000 <= after < SLAVE_TIMEOUT_MS / 1000 + 1
@@ -118,7 +117,7 @@ def test_slave_not_available_waits_for_the_flush_only_and_keeps_its_status(tmp_p
     async def test(broker: BrokerController) -> None:
         out = Outcomes()
         begin = time.monotonic()
-        assert when_stored(broker, PutMessageStatus.SLAVE_NOT_AVAILABLE, _put(broker), flush=True, replica=True,
+        assert broker.store_waits.add(PutMessageStatus.SLAVE_NOT_AVAILABLE, _put(broker), flush=True, replica=True,
                            done=out.done)
         status, _ = await out.first()
         assert status is PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -130,11 +129,39 @@ def test_nothing_to_wait_for_calls_nothing(tmp_path: Path) -> None:
     async def test(broker: BrokerController) -> None:
         out = Outcomes()
         end = _put(broker)
-        assert not when_stored(broker, PutMessageStatus.PUT_OK, end, flush=False, replica=False, done=out.done)
+        assert not broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=False, done=out.done)
         # an ASYNC_FLUSH store's flush and a put that failed wait for nothing either
-        assert not when_stored(broker, PutMessageStatus.PUT_OK, end, flush=True, replica=False, done=out.done)
-        assert not when_stored(broker, PutMessageStatus.MESSAGE_ILLEGAL, end, flush=True, replica=True,
+        assert not broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=True, replica=False, done=out.done)
+        assert not broker.store_waits.add(PutMessageStatus.MESSAGE_ILLEGAL, end, flush=True, replica=True,
                                done=out.done)
         await asyncio.sleep(0.05)
         assert not out.calls
     _on_broker(tmp_path, test)
+
+
+def test_one_slave_report_answers_every_put_it_covers_in_order(tmp_path: Path) -> None:
+    async def test(broker: BrokerController) -> None:
+        outs = [Outcomes() for _ in range(5)]
+        ends = [_put(broker) for _ in outs]
+        for end, out in zip(ends, outs, strict=True):
+            assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=True, done=out.done)
+        report = threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(ends[2],))
+        report.start()
+        report.join()
+        await outs[2].first()
+        await asyncio.sleep(0.05)
+        assert [len(out.calls) for out in outs] == [1, 1, 1, 0, 0]
+        assert all(out.calls[0][0] is PutMessageStatus.PUT_OK for out in outs[:3])
+        # the rest time out together, each once
+        for out in outs[3:]:
+            status, after = await out.first()
+            assert status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT and after >= SLAVE_TIMEOUT_MS / 1000
+        # a put made after they expired waits for a report of its own
+        late = Outcomes()
+        end = _put(broker)
+        assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=True, done=late.done)
+        threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(end,)).start()
+        status, after = await late.first()
+        assert status is PutMessageStatus.PUT_OK and after < SLAVE_TIMEOUT_MS / 1000
+        assert [len(out.calls) for out in outs] == [1] * 5
+    _on_broker(tmp_path, test, broker_role=BrokerRole.SYNC_MASTER)

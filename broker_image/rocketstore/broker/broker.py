@@ -85,6 +85,7 @@ from rocketstore.broker.remoting_front import make_front
 from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.server import Connection, RemotingServer, loop_name
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
+from rocketstore.broker.store_waits import StoreWaits
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketstore.broker.tls_system_config import broker_tls_settings
 from rocketstore.broker.topic_config_manager import TopicConfigManager
@@ -193,6 +194,8 @@ class BrokerController:
         self._arrivals_scheduled = False
         self.shutdown_listeners: list[Callable[[], None]] = []
         self.store = DefaultMessageStore(store_config, on_message_arriving=self._on_message_arriving)
+        #: the puts answered once durable or on a slave (SYNC_FLUSH, SYNC_MASTER)
+        self.store_waits = StoreWaits(self.store, store_config)
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()

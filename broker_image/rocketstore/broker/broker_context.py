@@ -25,6 +25,7 @@ from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterMana
 from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.server import Handler, RemotingServer
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
+from rocketstore.broker.store_waits import StoreWaits
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketstore.broker.topic_config_manager import TopicConfigManager
 from rocketstore.broker.transaction.service import TransactionalMessageService
@@ -45,6 +46,7 @@ class BrokerContext(Protocol):
     broker_config: BrokerConfig
     store_config: StoreConfig
     store: DefaultMessageStore
+    store_waits: StoreWaits
     store_host: HostAddress
     topic_config_manager: TopicConfigManager
     subscription_group_manager: SubscriptionGroupManager

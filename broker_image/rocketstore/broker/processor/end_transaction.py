@@ -24,7 +24,7 @@ import logging
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.processor.send import put_status_response, store_waits, wait_until_stored
+from rocketstore.broker.processor.send import put_status_response, put_waits, wait_until_stored
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.broker.transaction.bridge import PROPERTY_PRODUCER_GROUP, commit_message
 from rocketstore.common.message import StoredMessage, SysFlag
@@ -100,7 +100,7 @@ class EndTransactionProcessor:
             return request.response(code, remark)
         op = self.bridge.put_op_message(half)
         self.metrics.commits += 1
-        flush, replica = store_waits(self.broker.store_config, msg.properties)
+        flush, replica = put_waits(self.broker.store_config, msg.properties)
         if flush or replica:
             return self._answer_when_stored(request, op if op.ok else result, flush=flush, replica=replica)
         return request.response(ResponseCode.SUCCESS, None)

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Mapping
 
 from rocketstore.broker.broker_context import BrokerContext
-from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome, random_queue_id, store_waits
+from rocketstore.broker.processor.send import SendMessageProcessor, SendOutcome, put_waits, random_queue_id
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress, Message, properties_to_string, string_to_properties
@@ -159,7 +159,7 @@ class ReplyMessageProcessor(SendMessageProcessor):
     async def _store(self, request: RemotingCommand, msg: Message) -> dict[str, str]:
         """Put the reply in the reply topic; its response-header fields when stored, else none (logged)."""
         result = self.broker.store.put_message(msg, wait_flush=False)
-        flush, replica = store_waits(self.broker.store_config, msg.properties)
+        flush, replica = put_waits(self.broker.store_config, msg.properties)
         outcome = await self._outcome_when_stored(result, msg.topic, msg.queue_id, batch=False, flush=flush,
                                                   replica=replica)
         stored = self.respond(request, outcome)

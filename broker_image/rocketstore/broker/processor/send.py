@@ -43,7 +43,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, Final, NamedTuple
 
 from rocketstore.broker.broker_context import BrokerContext
@@ -190,7 +190,7 @@ def put_status_response(broker: BrokerContext, status: PutMessageStatus) -> tupl
     return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
 
-def store_waits(store_config: StoreConfig, properties: Mapping[str, str]) -> tuple[bool, bool]:
+def put_waits(store_config: StoreConfig, properties: Mapping[str, str]) -> tuple[bool, bool]:
     """(flush, replica): what a put with these properties waits for before it is answered.
 
     SYNC_FLUSH waits for the group commit, SYNC_MASTER for a slave to report past the record;
@@ -202,105 +202,20 @@ def store_waits(store_config: StoreConfig, properties: Mapping[str, str]) -> tup
             store_config.broker_role is BrokerRole.SYNC_MASTER)
 
 
-def when_stored(broker: BrokerContext, status: PutMessageStatus, end: int, *, flush: bool, replica: bool,
-                done: Callable[[PutMessageStatus], None]) -> bool:
-    """Have ``done(status)`` called on the running loop once a put ending at ``end`` is durable
-    (``flush``) and on a slave (``replica``); False, with ``done`` never called, when there is
-    nothing to wait for.
-
-    Both waits run at once, as RocketMQ's CommitLog combines its flush and replica futures. The
-    store has already said SLAVE_NOT_AVAILABLE for a SYNC_MASTER put when no slave was OK right
-    after the append (isSlaveOK); only a PUT_OK put waits for a slave. Outcomes, in RocketMQ's
-    precedence: the flush not done within syncFlushTimeout is FLUSH_DISK_TIMEOUT; no slave past
-    the put within slaveTimeout is FLUSH_SLAVE_TIMEOUT, and a slave status (that or
-    SLAVE_NOT_AVAILABLE) wins over the flush's.
-
-    No thread and no task waits: the flush and HA threads call back onto the loop, and each wait
-    holds one timer for its deadline. A waiting SYNC_MASTER send cost its own task, a timeout
-    scope and a response written on its own, which took the master's event loop twice the CPU of
-    an ASYNC_MASTER send (docs/benchmarks.md, "Replication").
-    """
-    if not (flush or replica) or not status.ok:
-        return False
-    wait = _StoreWait(status, done)
-    return wait.start(broker, end, flush=flush, replica=replica and status is PutMessageStatus.PUT_OK)
-
-
-class _StoreWait:
-    """One put's waits for its flush and its slave (:func:`when_stored`): each pending one holds
-    the loop timer of its deadline, None once it completed or timed out."""
-
-    __slots__ = ("_done", "_flush_timer", "_replica_timer", "_status")
-
-    def __init__(self, status: PutMessageStatus, done: Callable[[PutMessageStatus], None]) -> None:
-        self._status = status
-        self._done = done
-        self._flush_timer: asyncio.TimerHandle | None = None
-        self._replica_timer: asyncio.TimerHandle | None = None
-
-    def start(self, broker: BrokerContext, end: int, *, flush: bool, replica: bool) -> bool:
-        loop = asyncio.get_running_loop()
-        store = broker.store
-        cfg = broker.store_config
-        if flush and store.request_flush(end, _on_loop(loop, self._flushed)):
-            self._flush_timer = loop.call_later(cfg.sync_flush_timeout / 1000, self._flush_timed_out, end,
-                                                cfg.sync_flush_timeout)
-        if replica and store.request_transfer(end, _on_loop(loop, self._transferred)):
-            self._replica_timer = loop.call_later(cfg.slave_timeout / 1000, self._replica_timed_out, end,
-                                                  cfg.slave_timeout)
-        return self._flush_timer is not None or self._replica_timer is not None
-
-    def _flushed(self) -> None:
-        if self._flush_timer is not None:  # else it timed out before
-            self._flush_timer.cancel()
-            self._flush_timer = None
-            self._end_if_done()
-
-    def _transferred(self) -> None:
-        if self._replica_timer is not None:
-            self._replica_timer.cancel()
-            self._replica_timer = None
-            self._end_if_done()
-
-    def _flush_timed_out(self, end: int, timeout_ms: int) -> None:
-        log.warning("sync flush of offset %d timed out after %d ms", end, timeout_ms)
-        self._flush_timer = None
-        if self._status is PutMessageStatus.PUT_OK:
-            self._status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        self._end_if_done()
-
-    def _replica_timed_out(self, end: int, timeout_ms: int) -> None:
-        log.warning("no slave reported offset %d within slaveTimeout %d ms", end, timeout_ms)
-        self._replica_timer = None
-        self._status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-        self._end_if_done()
-
-    def _end_if_done(self) -> None:
-        if self._flush_timer is None and self._replica_timer is None:
-            self._done(self._status)
-
-
 async def wait_until_stored(broker: BrokerContext, result: PutMessageResult, *, flush: bool,
                             replica: bool) -> PutMessageResult:
     """``result`` once the put is durable (``flush``) and on a slave (``replica``), with its status
-    as :func:`when_stored` decides it: for callers that wait in a coroutine anyway (a send that
+    as :meth:`StoreWaits.add` decides it: for callers that wait in a coroutine anyway (a send that
     is not plain, an end-transaction's commit)."""
     append = result.append
     if append is None:
         return result
     future: asyncio.Future[PutMessageStatus] = asyncio.get_running_loop().create_future()
-    if not when_stored(broker, result.status, append.wrote_offset + append.wrote_bytes, flush=flush,
-                       replica=replica, done=lambda status: _resolve(future, status)):
+    if not broker.store_waits.add(result.status, append.wrote_offset + append.wrote_bytes, flush=flush,
+                                  replica=replica, done=lambda status: _resolve(future, status)):
         return result
     status = await future
     return result if status is result.status else PutMessageResult(status, append)
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:
-    """``callback`` for a store thread (flush, HA) to call: it runs on ``loop``."""
-    def call() -> None:
-        loop.call_soon_threadsafe(callback)
-    return call
 
 
 def _resolve(future: asyncio.Future[Any], value: Any) -> None:
@@ -516,7 +431,7 @@ class SendMessageProcessor:
         stores nothing.
 
         On a SYNC_FLUSH or SYNC_MASTER store the put is the same (a send that says ``WAIT=false``
-        excepted), and its answer a future that :func:`when_stored` resolves once the flush and
+        excepted), and its answer a future that :class:`StoreWaits` resolves once the flush and
         the slave are done or their deadlines pass: the connection writes it then, together with
         the other answers that came due at the same time.
         """
@@ -569,8 +484,8 @@ class SendMessageProcessor:
                 if not answer.done():  # else the broker stopped and cancelled it
                     answer.set_result(self._plain_answer(request, ok, topic, status))
 
-            if when_stored(broker, put.status, put.wrote_offset + put.wrote_bytes, flush=flush, replica=replica,
-                           done=answer_when):
+            if broker.store_waits.add(put.status, put.wrote_offset + put.wrote_bytes, flush=flush, replica=replica,
+                                      done=answer_when):
                 return answer
         stats.send_latency.observe(put.elapsed_s)
         return self._plain_answer(request, ok, topic, put.status)
@@ -702,7 +617,7 @@ class SendMessageProcessor:
                 properties=batch_props, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born_host, store_host=self.broker.store_host, reconsume_times=header.reconsume_times or 0,
             )
-            flush, replica = store_waits(self.broker.store_config, batch_props)
+            flush, replica = put_waits(self.broker.store_config, batch_props)
             stored = store.put_messages(batch, wait_flush=False)  # the waits are on the loop, below
             if flush or replica:
                 return self._outcome_when_stored(stored, header.topic, queue_id, batch=True, flush=flush,
@@ -733,7 +648,7 @@ class SendMessageProcessor:
         )
         if prepared:  # the response still names the real queue, as RocketMQ's does
             msg = half_message(msg)
-        flush, replica = store_waits(self.broker.store_config, properties)
+        flush, replica = put_waits(self.broker.store_config, properties)
         result = store.put_message(msg, wait_flush=False)  # the waits are on the loop, below
         if prepared and result.ok:
             self.broker.transactional_message_service.metrics.half_messages += 1
