@@ -140,6 +140,20 @@ def _images(apps: Any, ns: str) -> dict[str, tuple[str, bool]]:
     return out
 
 
+def _rollout_state(kube: Any, ns: str) -> str:
+    """What a rollout that did not settle is waiting for: each StatefulSet's status counts and each
+    pod's phase and readiness (a failure message's detail)."""
+    sets = [(s.metadata.name, s.status.replicas, s.status.ready_replicas, s.status.updated_replicas,
+             s.status.current_revision == s.status.update_revision)
+            for s in client.AppsV1Api(kube).list_namespaced_stateful_set(ns).items]
+    pods = [(p.metadata.name, p.status.phase, p.spec.node_name,
+             [(c.type, c.status) for c in p.status.conditions or []])
+            for p in client.CoreV1Api(kube).list_namespaced_pod(ns).items]
+    claims = [(c.metadata.name, c.status.phase) for c in client.CoreV1Api(kube).list_namespaced_persistent_volume_claim(
+        ns).items]
+    return f"statefulsets (name, replicas, ready, updated, at update revision): {sets}; pods: {pods}; PVCs: {claims}"
+
+
 def _all_settled_on(apps: Any, ns: str, names: tuple[str, ...], image: str) -> bool:
     seen = _images(apps, ns)
     return set(seen) == set(names) and all(i == image and settled for i, settled in seen.values())
@@ -160,7 +174,10 @@ def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
                 create(kube, ns, store(name, brokers=2))
             for name in names:
                 wait_until(f"{name} reconciled", lambda name=name: reconciled(kube, ns, name), 60)
-            wait_until("every store rolled out", lambda: _all_settled_on(apps, ns, names, OLD), 90)
+            try:  # six pods made ready one after the other by kwok: slow on a busy machine
+                wait_until("every store rolled out", lambda: _all_settled_on(apps, ns, names, OLD), 180)
+            except AssertionError as e:
+                raise AssertionError(f"{e}; {_rollout_state(kube, ns)}") from None
             controlplane.terminate(old, 15)
 
             # the upgraded operator: a new default image
@@ -170,7 +187,7 @@ def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
             most_rolling = 0
             #: UpgradeQueued messages of stores seen still on OLD while another rolled
             queued: dict[str, str] = {}
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + 300
             while len(settled_at) < len(names) and time.monotonic() < deadline:
                 seen = _images(apps, ns)
                 now = time.monotonic()
@@ -186,7 +203,8 @@ def test_an_operator_upgrade_rolls_the_stores_one_at_a_time(
                         if settled:
                             settled_at.setdefault(n, now)
                 time.sleep(0.1)
-            assert set(settled_at) == set(names), (started, settled_at, _images(apps, ns), log.read_text()[-3000:])
+            assert set(settled_at) == set(names), (started, settled_at, _rollout_state(kube, ns),
+                                                   log.read_text()[-3000:])
             assert most_rolling == 1
             order = sorted(names, key=lambda n: started[n])
             for before, after in itertools.pairwise(order):
