@@ -405,7 +405,8 @@ class SendMessageProcessor:
             within.clear()
 
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
-        """The send's response, or a coroutine when it must wait (back-pressure, SYNC_FLUSH)."""
+        """The send's response; when it must wait, a future of it (a plain send waiting for its
+        flush or slave) or a coroutine (back-pressure, the reference path's waits)."""
         if NATIVE is not None and request.code in _PLAIN_CODES:
             plain = self._plain_send(conn, request)
             if plain is not None:
