@@ -52,8 +52,10 @@ def control_plane() -> Iterator[Any]:
           file=sys.stderr)
     cp.add_storage_class(STORAGE_CLASS, expandable=True)
     # PVCs outlive their RocketStores (the default keeps them) and volumes are Retain, so each
-    # claim of the session takes one for good: 24 ran out once replication added slave claims
-    cp.add_volumes(64, "100Gi", STORAGE_CLASS)
+    # claim of the session takes one for good: 24 ran out once replication added slave claims,
+    # 64 once the session reached 418 tests (the last stores' claims stayed Pending, their pods
+    # unscheduled); volumes are API objects only, so there are plenty
+    cp.add_volumes(192, "100Gi", STORAGE_CLASS)
     try:
         yield cp
     finally:
