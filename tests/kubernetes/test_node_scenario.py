@@ -189,7 +189,9 @@ def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> st
     out = []
     for p in core.list_namespaced_pod(namespace).items:
         states = [(c.name, c.ready, c.restart_count, c.state.to_dict()) for c in p.status.container_statuses or []]
-        out.append(f"-- {p.metadata.name}: {p.status.phase} {states}")
+        # a pod never scheduled has no container state: its conditions say why (PodScheduled's message)
+        unmet = [(c.type, c.reason, c.message) for c in p.status.conditions or [] if c.status != "True"]
+        out.append(f"-- {p.metadata.name}: {p.status.phase} {states} {unmet}")
         try:
             out.append(core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail) or "(empty log)")
         except Exception as exc:  # the pod may not have started: say so instead of hiding the cause
