@@ -972,18 +972,27 @@ impl GrpcFront {
     /// woken once for all of them: waking each call's task from here cost a wake-up per answer,
     /// each a system call made with the interpreter lock held and, on a core both threads share,
     /// often a context switch. Answers to calls that are gone are dropped: the client ended them.
-    fn answer(&self, answers: Vec<(u64, Option<PyBackedBytes>, Option<u32>, String)>) -> PyResult<()> {
+    fn answer(
+        &self,
+        py: Python<'_>,
+        answers: Vec<(u64, Option<PyBackedBytes>, Option<u32>, String)>,
+    ) -> PyResult<()> {
         if let Some((_, _, Some(status), _)) = answers.iter().find(|a| a.2.is_some_and(|s| s > 16)) {
             return Err(PyValueError::new_err(format!("not a gRPC status code: {status}")));
         }
+        // the messages' bytes are kept, not copied: the front's thread holds the Python objects
         let batch: Vec<Answer> = answers
             .into_iter()
             .map(|(id, message, status, details)| {
-                (id, message.map(|m| Bytes::copy_from_slice(&m)), status.map(|s| (s, details)))
+                (id, message.map(Bytes::from_owner), status.map(|s| (s, details)))
             })
             .collect();
-        // fails only once the front's thread has ended (after close): nobody is left to answer
-        let _ = self.answers.send(batch);
+        // Waking the front's thread may be a system call and a context switch: made with the
+        // interpreter lock let go, as the remoting front's `send` does. It fails only once the
+        // front's thread has ended (after close): nobody is left to answer.
+        py.detach(|| {
+            let _ = self.answers.send(batch);
+        });
         Ok(())
     }
 
