@@ -64,8 +64,11 @@ def _pull_frames(count: int) -> bytes:
                     for n in range(1, count + 1))
 
 
-def test_client_that_never_reads_cannot_grow_the_broker(tmp_path: Path) -> None:
-    broker = Broker(tmp_path)
+# Both remoting servers, whatever ROCKETSTORE_TEST_REMOTING_FRONT says: the bound is each one's own
+# (the front's read and write pauses in native/src/remoting_front.rs; asyncio's, which a TLS port runs).
+@pytest.mark.parametrize("native_front", [True, False], ids=["native-front", "asyncio"])
+def test_client_that_never_reads_cannot_grow_the_broker(tmp_path: Path, native_front: bool) -> None:
+    broker = Broker(tmp_path, extra_conf=f"remotingNativeFront={str(native_front).lower()}\n")
     broker.start()
     pid = broker.proc.pid
     good = RawClient("127.0.0.1", broker.listen_port)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from ports import free_port
-from remoting_front_switch import native_front_requested
+from remoting_front_switch import front_requested
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
@@ -121,7 +121,8 @@ class Broker:
             f"listenPort={self.listen_port}\nnamesrvListenPort={self.namesrv_port}\nhttpListenPort={self.http_port}\n"
             f"grpcListenPort={self.grpc_port}\n"
             "mappedFileSizeCommitLog=131072\n"  # small segments: data spans several files
-            + ("remotingNativeFront=true\n" if native_front_requested() else "") + extra_conf
+            + ("" if (front := front_requested()) is None else f"remotingNativeFront={str(front).lower()}\n")
+            + extra_conf
         )
         self.process: BrokerProcess | None = None
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ports import free_port
-from remoting_front_switch import native_front_requested
+from remoting_front_switch import front_requested
 
 from rocketstore.broker.auth.auth_config import AuthConfig
 from rocketstore.broker.broker import BrokerController
@@ -228,8 +228,9 @@ def start_broker(root: Path, auth_config: AuthConfig | None = None, elector: Mas
     broker_values: dict[str, Any] = {
         "broker_ip1": "127.0.0.1", "listen_host": "127.0.0.1", "listen_port": 0, "namesrv_listen_port": 0,
         "http_listen_port": free_port(), "broker_name": "broker-a", "grpc_listen_port": 0,
-        "remoting_native_front": native_front_requested(),
     }
+    if (front := front_requested()) is not None:
+        broker_values["remoting_native_front"] = front
     store_values: dict[str, Any] = {"store_path_root_dir": str(root), **TINY_STORE}
     for key, value in overrides.items():
         if key in _BROKER_FIELDS:

@@ -1,10 +1,12 @@
-"""``ROCKETSTORE_TEST_REMOTING_FRONT=native``: the brokers the tests start serve their remoting port
-with the native remoting front (``remotingNativeFront=true``) instead of asyncio.
+"""``ROCKETSTORE_TEST_REMOTING_FRONT``: which server the brokers the tests start put on their remoting
+port. ``native``: the native remoting front (``remotingNativeFront=true``, the broker's default);
+``asyncio``: the asyncio server (``remotingNativeFront=false``, what a TLS port, or a broker without
+the native extension, runs):
 
-    ROCKETSTORE_TEST_REMOTING_FRONT=native python3 -m pytest tests/broker/test_send.py -q
+    ROCKETSTORE_TEST_REMOTING_FRONT=asyncio python3 -m pytest tests/broker/test_send.py -q
 
 Both harnesses read it (inprocess_broker.start_broker and broker_process.Broker); a test that sets
-``remotingNativeFront`` itself keeps its value. Any other value, or none, leaves the default.
+``remotingNativeFront`` itself keeps its value. Any other value, or none, leaves the broker's default.
 """
 
 from __future__ import annotations
@@ -15,6 +17,6 @@ from typing import Final
 ENV: Final = "ROCKETSTORE_TEST_REMOTING_FRONT"
 
 
-def native_front_requested() -> bool:
-    """Whether the tests' brokers should run the native remoting front."""
-    return os.environ.get(ENV, "") == "native"
+def front_requested() -> bool | None:
+    """``remotingNativeFront`` for the tests' brokers: True (native), False (asyncio) or None (the default)."""
+    return {"native": True, "asyncio": False}.get(os.environ.get(ENV, ""))
