@@ -2,10 +2,14 @@
 """Core scaling: our broker and Apache RocketMQ 4.9.7 on 1 core and on 2, the load generator on the same machine.
 
     python3 bench/run_scaling_bench.py [--quick] [--doc docs/benchmarks.md] [--json OUT] [--rounds 3]
-                                       [--seconds 15] [--threads 32] [--brokers rocketstore,apache-4.9.7]
+                                       [--seconds 15] [--threads 32]
+                                       [--brokers rocketstore,rocketstore-front,apache-4.9.7]
 
 Two core budgets, each broker alone on a fresh store (ASYNC_FLUSH, 1 GiB segments), saturated by
-``--threads`` (32) closed-loop senders of 1 KiB messages from the Java 4.x client (``bench-produce``):
+``--threads`` (32) closed-loop senders of 1 KiB messages from the Java 4.x client (``bench-produce``).
+Ours runs twice per budget, with the asyncio remoting server (``rocketstore``) and with the native
+remoting front (``rocketstore-front``, ``remotingNativeFront=true``), whose threads may use a core
+the interpreter thread does not. The budgets:
 
 * ``1 core``: the broker under ``taskset -c 0``, the client JVM under ``taskset -c 1``;
 * ``2 cores``: the broker and the client both under ``taskset -c 0,1``, sharing them, which is what
@@ -28,8 +32,8 @@ busiest thread ``1e6 / (its us per message)`` and, for ours, the ceiling of the 
 model, not a measurement. Contenders alternate their
 order each round; every figure is the median of ``--rounds`` (3; ``--quick``: 1 round of 3 s).
 ``--doc FILE`` rewrites the block between ``<!-- bench:scaling:begin -->`` and
-``<!-- bench:scaling:end -->``. A full run (3 rounds x 2 budgets x 2 brokers, 15 s runs) takes
-about 15 minutes; ``--quick`` about 3.
+``<!-- bench:scaling:end -->``. A full run (3 rounds x 2 budgets x 3 contenders, 15 s runs) takes
+about 22 minutes; ``--quick`` about 4.
 """
 
 from __future__ import annotations
@@ -77,7 +81,13 @@ from run_broker_bench import (  # noqa: E402
 )
 
 DOC_SECTION = "scaling"
-CONTENDERS = (OURS, APACHE_4)
+#: our broker with the native remoting front (``remotingNativeFront=true``): socket reads, framing
+#: and response writes on the front's threads, off the interpreter thread (docs/performance.md)
+OURS_FRONT = "rocketstore-front"
+CONTENDERS = (OURS, OURS_FRONT, APACHE_4)
+#: broker.conf keys per contender of ours
+OUR_CONFIG: dict[str, dict[str, str]] = {OURS: {"remotingNativeFront": "false"},
+                                         OURS_FRONT: {"remotingNativeFront": "true"}}
 # budget -> (broker CPUs, client CPUs) for taskset -c
 BUDGETS: dict[str, tuple[str, str]] = {"1 core": ("0", "1"), "2 cores": ("0,1", "0,1")}
 PROFILES: dict[str, dict[str, int]] = {
@@ -212,7 +222,7 @@ def run_turn(contender: str, budget: str, args: argparse.Namespace, durations: d
         anchor.pin = broker_cpus
         server = anchor.start()
     else:
-        server = OurBroker(workdir, "ASYNC_FLUSH", GiB, broker_cpus).start()
+        server = OurBroker(workdir, "ASYNC_FLUSH", GiB, broker_cpus, config=OUR_CONFIG[contender]).start()
     try:
         driver = PinnedDriver(server.namesrv_addr, workdir / "client")
         driver.pin = client_cpus
@@ -320,7 +330,7 @@ def render(result: dict[str, Any]) -> tuple[str, str]:
         f = figs["1 core"]
         broker_us, gil_us, label = med(f["broker_us"]) or 0.0, med(f["gil_us"]), "GIL (py-spy)"
         # a share over 100% counts holders the OS preempted (a loaded machine): not the lock's CPU
-        if (gil_us is None or (med(f["gil_share"]) or 0.0) > 1.0) and contender == OURS \
+        if (gil_us is None or (med(f["gil_share"]) or 0.0) > 1.0) and contender in OUR_CONFIG \
                 and (user := med(f["user_share"])) is not None:
             gil_us, label = user * broker_us, "GIL (estimated as the user-space share)"
         pred = predict(PREDICT_CORES, broker_us, med(f["client_us"]) or 0.0, med(f["thread_us"]) or 0.0, gil_us,
@@ -342,7 +352,9 @@ def setup_text(result: dict[str, Any]) -> str:
             f"{s['threads']} closed-loop senders of {BODY_SIZE} B messages (rocketmq-client "
             f"{java_rocketmq.CLIENT_VERSION}) for {s['produce_s']} s after a {s['warmup_s']} s warm-up; "
             "ASYNC_FLUSH, fresh store per turn. "
-            f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][0]}`; Apache RocketMQ 4.9.7: name "
+            f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][0]}`, asyncio remoting server; "
+            "rocketstore-front: the same with the native remoting front (remotingNativeFront=true); "
+            "Apache RocketMQ 4.9.7: name "
             f"server and broker JVMs, -Xms/-Xmx {s['heap']}. Each cell is the median with [min-max] over the "
             f"rounds. GIL share: py-spy --gil samples at {PYSPY_RATE} Hz in a second run of the same turn "
             f"(n/a: py-spy absent or not allowed to attach); user share: utime / (utime + stime) of the broker "
