@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any, Final
 
+from rocketstore.broker.cpu_budget import usable_cores
 from rocketstore.broker.server import WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW, Connection, RemotingServer
 from rocketstore.common.native import NATIVE
 from rocketstore.remoting.command import (
@@ -55,9 +55,10 @@ _WATCH: Final = 5
 
 
 def front_threads() -> int:
-    """Threads of the front: one per CPU this process may run on (its affinity, what a pod's
-    cpuset gives it), so that reading and writing use every core the broker is given."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """Threads of the front: one per core this process may use (its affinity, what a pod's cpuset
+    gives it, capped by its CPU quota, what a pod's CPU limit gives it: :func:`usable_cores`), so
+    that reading and writing use every core the broker is given and no more."""
+    return usable_cores()
 
 
 def native_front_available() -> bool:
