@@ -88,7 +88,8 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        false keeps grpcio
 ``remotingNativeFront`` serve the remoting port (``listenPort``) with the Rust remoting front
                        (``native/src/remoting_front.rs``, ``rocketstore.broker.remoting_front``):
-                       one thread per CPU of the process reads, splits and decodes requests and
+                       one thread per core the process may use (its affinity capped by its CPU
+                       quota: ``rocketstore.broker.cpu_budget``) reads, splits and decodes requests and
                        writes responses off the interpreter lock; handlers stay in Python. Only
                        when the native extension is loaded and TLS is off (TLS stays on asyncio).
                        Default true; false keeps the asyncio server
