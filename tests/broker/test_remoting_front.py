@@ -3,8 +3,8 @@ asyncio server does, it does (frames split across and joined in reads, pipelined
 by opaque, one-way requests unanswered, broker-initiated requests and their responses, the client
 manager hearing of closed connections), and a malformed frame closes only its own connection.
 
-It is the broker's default, so every other broker test runs on it too; they run on the asyncio
-server with ``ROCKETSTORE_TEST_REMOTING_FRONT=asyncio`` (tests/support/remoting_front_switch.py).
+The other broker tests run on it too with ``ROCKETSTORE_TEST_REMOTING_FRONT=native``
+(tests/support/remoting_front_switch.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``ROCKETSTORE_TEST_REMOTING_FRONT``: which server the brokers the tests start put on their remoting
-port. ``native``: the native remoting front (``remotingNativeFront=true``, the broker's default);
-``asyncio``: the asyncio server (``remotingNativeFront=false``, what a TLS port, or a broker without
-the native extension, runs):
+port. ``native``: the native remoting front (``remotingNativeFront=true``); ``asyncio``: the asyncio
+server (``remotingNativeFront=false``, the broker's default, and what a TLS port or a broker without
+the native extension runs):
 
-    ROCKETSTORE_TEST_REMOTING_FRONT=asyncio python3 -m pytest tests/broker/test_send.py -q
+    ROCKETSTORE_TEST_REMOTING_FRONT=native python3 -m pytest tests/broker/test_send.py -q
 
 Both harnesses read it (inprocess_broker.start_broker and broker_process.Broker); a test that sets
 ``remotingNativeFront`` itself keeps its value. Any other value, or none, leaves the broker's default.

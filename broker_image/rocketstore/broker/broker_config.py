@@ -92,7 +92,8 @@ RocketStore extensions (not RocketMQ keys; a RocketMQ broker ignores them in a s
                        quota: ``rocketstore.broker.cpu_budget``) reads, splits and decodes requests and
                        writes responses off the interpreter lock; handlers stay in Python. Only
                        when the native extension is loaded and TLS is off (TLS stays on asyncio).
-                       Default true; false keeps the asyncio server
+                       Default false: on 1 and 2 cores the asyncio server serves more sends per
+                       second (docs/performance.md, "Measured")
 ``minInvisibleTimeMillsForRecv``, ``maxInvisibleTimeMills``  the range of invisible durations a
                        gRPC ReceiveMessage may ask for (defaults 10 s and 12 h, as RocketMQ's
                        proxy: its rmq-proxy.json keys of the same names)
@@ -337,7 +338,7 @@ class BrokerConfig:
     grpc_listen_port: int = 8081
     grpc_advertised_port_offset: int = 0
     grpc_native_front: bool = True
-    remoting_native_front: bool = True
+    remoting_native_front: bool = False
     min_invisible_time_mills_for_recv: int = 10_000  # Java long
     max_invisible_time_mills: int = 12 * 3600 * 1000  # Java long
     default_invisible_time_mills: int = 60_000  # Java long

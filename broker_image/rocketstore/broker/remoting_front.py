@@ -1,7 +1,7 @@
 """NativeRemotingFront: the remoting port served by the Rust front (``RemotingFront`` in
 native/src/remoting_front.rs) instead of asyncio's transports.
 
-With ``remotingNativeFront=true`` (the default; plaintext listeners only: a TLS port stays on asyncio), the
+With ``remotingNativeFront=true`` (plaintext listeners only: a TLS port stays on asyncio), the
 front's threads accept connections, read them, split frames, decode headers and write responses,
 off the interpreter lock. Python takes what they read in one call per wake-up of the loop and
 hands back what its handlers wrote in one call per pass of the loop (:meth:`_hand_over`).
@@ -71,10 +71,8 @@ def make_front(server: RemotingServer) -> NativeRemotingFront | None:
     front on :func:`front_threads` threads, or None (asyncio serves the port) when the extension
     has none."""
     if not native_front_available():
-        # the default asks for the front: a broker without the extension (ROCKETSTORE_NATIVE=0, no
-        # build) is not misconfigured, so which server it runs is news, not a warning
-        log.info("remotingNativeFront: the native extension is not loaded (or has no RemotingFront): "
-                 "serving remoting on asyncio")
+        log.warning("remotingNativeFront is set but the native extension is not loaded (or has no "
+                    "RemotingFront): serving remoting on asyncio")
         return None
     threads = front_threads()
     log.info("remotingNativeFront: serving remoting with the native front on %d thread(s)", threads)
