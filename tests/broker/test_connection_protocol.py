@@ -122,6 +122,7 @@ class Harness:
         self.server.register(FAST_OR_GATED, self._fast_or_gated)
         self.server.register(PROMISED, self._promised)
         self.promises: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.promised: dict[int, RemotingCommand] = {}
 
     def connect(self) -> tuple[Connection, FakeTransport]:
         conn = Connection(self.server)
@@ -182,6 +183,7 @@ class Harness:
 
     def _promised(self, conn: Connection, request: RemotingCommand) -> Reply:
         self.promises[request.opaque] = promise = asyncio.get_running_loop().create_future()
+        self.promised[request.opaque] = request
         return promise
 
     def keep(self, opaques: range) -> None:
@@ -190,6 +192,14 @@ class Harness:
         for opaque in opaques:
             self.promises[opaque].set_result(RemotingCommand(code=ResponseCode.SUCCESS, opaque=opaque,
                                                              flag=1, body=b"kept"))
+
+
+    def answer_now(self, conn: Connection, opaques: range) -> None:
+        """Answer the promised requests of ``opaques`` with Connection.answer_now, as a plain
+        send's StoreWaits callback does on the loop."""
+        for opaque in opaques:
+            conn.answer_now(self.promised[opaque], self.promises[opaque],
+                            RemotingCommand(code=ResponseCode.SUCCESS, opaque=opaque, flag=1, body=b"now"))
 
 
 def frames(code: int, opaques: range, body: bytes = b"", flag: int = 0) -> bytes:
@@ -469,6 +479,29 @@ def test_future_replies_that_come_due_together_are_one_write_without_a_task() ->
         h.keep(range(8, 11))
         await settle()
         assert transport.writes == 3 and len(transport.responses()) == 11 and not conn.tasks
+    run(test)
+
+
+def test_answers_given_now_are_one_write_in_the_same_pass_once_flushed() -> None:
+    """Connection.answer_now gathers a future's answer; RemotingServer.flush_answers writes all of
+    a connection's at once, in the caller's pass (a slave report's, for SYNC_MASTER sends), not in
+    the passes of the futures' callbacks; nobody flushing, the next pass does. Each answer once."""
+    async def test(h: Harness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(PROMISED, range(1, 11)))
+        h.answer_now(conn, range(1, 8))
+        assert transport.writes == 0 and len(conn.tasks) == 3
+        h.server.flush_answers()
+        assert transport.writes == 1 and [r.opaque for r in transport.responses()] == list(range(1, 8))
+        assert all(r.body == b"now" for r in transport.responses())
+        await settle()  # the futures' own callbacks run: they must not answer again
+        assert transport.writes == 1 and len(transport.responses()) == 7
+        h.promises[8].cancel()  # the broker stops past its grace: answered by the future's callback
+        h.answer_now(conn, range(8, 11))  # 8 is done already: left alone
+        await settle()  # nobody flushed: the pass answer_now scheduled does
+        answers = {r.opaque: r.code for r in transport.responses()}
+        assert len(transport.responses()) == 10 and answers[8] == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert all(answers[n] == ResponseCode.SUCCESS for n in (9, 10)) and not conn.tasks
     run(test)
 
 

@@ -165,3 +165,40 @@ def test_one_slave_report_answers_every_put_it_covers_in_order(tmp_path: Path) -
         assert status is PutMessageStatus.PUT_OK and after < SLAVE_TIMEOUT_MS / 1000
         assert [len(out.calls) for out in outs] == [1] * 5
     _on_broker(tmp_path, test, broker_role=BrokerRole.SYNC_MASTER)
+
+
+def test_one_report_answers_its_puts_then_calls_on_settled_once_in_the_same_pass(tmp_path: Path) -> None:
+    """The broker writes the answers a report released in on_settled (RemotingServer.flush_answers):
+    it must come after every one of them and before the loop's next pass, and once per report."""
+    async def test(broker: BrokerController) -> None:
+        loop = asyncio.get_running_loop()
+        events: list[str] = []
+        marker_ran = False
+
+        def marker() -> None:
+            nonlocal marker_ran
+            marker_ran = True
+
+        def done(status: PutMessageStatus) -> None:
+            nonlocal marker_ran
+            events.append(f"done {status.name}")
+            marker_ran = False
+            loop.call_soon(marker)  # runs in the next pass
+
+        def settled() -> None:
+            events.append(f"settled{' late' if marker_ran else ''}")
+
+        broker.store_waits.on_settled = settled
+        ends = [_put(broker) for _ in range(3)]
+        for end in ends:
+            assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=True, done=done)
+        threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(ends[1],)).start()
+        deadline = loop.time() + 5
+        while "settled" not in events and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert events == ["done PUT_OK", "done PUT_OK", "settled"]
+        threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(ends[2],)).start()
+        while len(events) < 5 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert events[3:] == ["done PUT_OK", "settled"]
+    _on_broker(tmp_path, test, broker_role=BrokerRole.SYNC_MASTER)

@@ -196,6 +196,7 @@ class BrokerController:
         self.store = DefaultMessageStore(store_config, on_message_arriving=self._on_message_arriving)
         #: the puts answered once durable or on a slave (SYNC_FLUSH, SYNC_MASTER)
         self.store_waits = StoreWaits(self.store, store_config)
+        self.store_waits.on_settled = self.remoting.flush_answers
         self.consumer_manager = ConsumerManager(lambda: self.broker_config.notify_consumer_ids_changed_enable)
         self.consumer_filter_manager = ConsumerFilterManager(self.consumer_manager)
         self.producer_manager = ProducerManager()

@@ -4,7 +4,7 @@ native/src/remoting_front.rs) instead of asyncio's transports.
 With ``remotingNativeFront=true`` (plaintext listeners only: a TLS port stays on asyncio), the
 front's threads accept connections, read them, split frames, decode headers and write responses,
 off the interpreter lock. Python takes what they read in one call per wake-up of the loop and
-hands back what its handlers wrote in one call per pass of the loop (:meth:`_hand_over`).
+hands back what its handlers wrote in one call per pass of the loop (:meth:`hand_over`).
 
 Everything above the bytes stays as it is: each connection is an ordinary
 :class:`~rocketstore.broker.server.Connection` (handlers, the ACL hook, tasks and their flow
@@ -171,7 +171,7 @@ class NativeRemotingFront:
         connection; their ``connection_lost`` run here."""
         if self._loop is not None:
             self._loop.remove_reader(self._front.fileno())
-        self._hand_over()
+        self.hand_over()
         await asyncio.to_thread(self._front.close)
         self._drain()
 
@@ -179,10 +179,11 @@ class NativeRemotingFront:
         """Queue a request to the front, handed over at the end of this pass of the loop."""
         if not self._outbox and not self._draining:
             assert self._loop is not None, "NativeRemotingFront.start() first"
-            self._loop.call_soon(self._hand_over)
+            self._loop.call_soon(self.hand_over)
         self._outbox.append((conn_id, what, data))
 
-    def _hand_over(self) -> None:
+    def hand_over(self) -> None:
+        """Give the front the requests queued so far (one call, which lets the lock go)."""
         if self._outbox:
             requests, self._outbox = self._outbox, []
             self._front.send(requests)
@@ -237,4 +238,4 @@ class NativeRemotingFront:
                 conn.commands_received(commands)
         finally:
             self._draining = False
-            self._hand_over()
+            self.hand_over()

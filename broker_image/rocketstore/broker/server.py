@@ -235,6 +235,8 @@ class Connection(asyncio.Protocol):
     _out_bytes: int = 0
     #: a :meth:`_pump` is scheduled for the responses of completed futures (:meth:`_answer_later`)
     _pump_due: bool = False
+    #: among the server's connections with answers to flush (:meth:`answer_now`)
+    _flush_due: bool = False
     #: time.monotonic() of the last read or write (the idle timeout)
     last_io: float = 0.0
     #: closed by the connection cap as it arrived: never served, so nobody hears of its end
@@ -320,6 +322,8 @@ class Connection(asyncio.Protocol):
         write at the end of this loop pass (:meth:`_pump`) with every other response that came
         due in it. Written even while the client does not read, unlike a task's: what is held is
         bounded by :data:`MAX_IN_FLIGHT_PER_CONNECTION` small responses, and a future cannot wait."""
+        if future not in self.tasks and not future.cancelled():
+            return  # answered by answer_now, or the connection ended
         self.tasks.discard(future)
         if future.cancelled():  # the broker stops past its grace: answered, not left to the client's timeout
             response: RemotingCommand | None = going_away_response(request)
@@ -338,6 +342,28 @@ class Connection(asyncio.Protocol):
     def _pump_later(self) -> None:
         self._pump_due = False
         self._pump()
+
+    def answer_now(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand],
+                   response: RemotingCommand) -> None:
+        """Answer a handler's pending future from the loop, in the caller's pass.
+
+        Setting the future's result would answer it through its callbacks (:meth:`_answer_later`),
+        which the loop runs a pass later, whose write then waits a pass more; each pass may first
+        handle a whole batch of new requests. The response joins the others due and is written
+        when the server flushes them (:meth:`RemotingServer.flush_answers`): at the latest in the
+        next pass, at once when the caller flushes itself (:class:`StoreWaits` does, after each
+        slave report or flush). A future already done (cancelled by a stop) was answered by its
+        callback.
+        """
+        if future.done():
+            return
+        self.tasks.discard(future)  # so that _answer_later, run when the result is set, leaves it alone
+        future.set_result(response)
+        if not request.is_oneway:
+            data = response.encode()
+            self._out.append(data)
+            self._out_bytes += len(data)
+        self.server.answers_due(self)
 
     def _pump(self) -> None:
         """Dispatch backlogged requests as far as flow control allows; pause or resume reading to match.
@@ -503,6 +529,9 @@ class Front(Protocol):
 
     def start(self) -> None: ...
 
+    def hand_over(self) -> None:
+        """Give the front what the connections wrote so far, now (else at the end of the pass)."""
+
     async def stop(self) -> None: ...
 
 
@@ -523,6 +552,10 @@ class RemotingServer:
         #: asyncio)
         self.front_factory = front
         self._front: Front | None = None
+        #: connections with answers to write (:meth:`Connection.answer_now`), and whether a
+        #: :meth:`flush_answers` is scheduled
+        self._answers_due: list[Connection] = []
+        self._flush_scheduled = False
         #: the idle timeout and the connection cap, read at each use
         self.limits: ConnectionLimits = limits if limits is not None else DefaultLimits()
         #: TLS on this port (tls_system_config.py); None or mode disabled: plain connections only
@@ -644,6 +677,30 @@ class RemotingServer:
             self._server.close()
         if self._listener is not None:
             await self._listener.stop()
+
+    def answers_due(self, conn: Connection) -> None:
+        """``conn`` has answers to write (:meth:`Connection.answer_now`): flushed with the others
+        due by :meth:`flush_answers`, scheduled for the next pass unless someone flushes first."""
+        if not conn._flush_due:
+            conn._flush_due = True
+            self._answers_due.append(conn)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_answers_later)
+
+    def _flush_answers_later(self) -> None:
+        self._flush_scheduled = False
+        self.flush_answers()
+
+    def flush_answers(self) -> None:
+        """Write every answer given with :meth:`Connection.answer_now` since the last flush, one
+        write per connection, and hand them to the front now rather than at the end of the pass."""
+        due, self._answers_due = self._answers_due, []
+        for conn in due:
+            conn._flush_due = False
+            conn._pump()  # writes what is gathered, and takes backlogged requests as the answers free room
+        if due and self._front is not None:
+            self._front.hand_over()
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """:meth:`go_away`, let in-flight requests finish (up to ``grace_s``; those still running are

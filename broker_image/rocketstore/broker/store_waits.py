@@ -59,11 +59,14 @@ class _Wait:
 class _WaitQueue:
     """The puts waiting for one kind of completion (the flush, or a slave), oldest first."""
 
-    __slots__ = ("_armed", "_entries", "_expired", "_loop", "_request", "_timeout_ms", "_timer", "_what")
+    __slots__ = ("_armed", "_entries", "_expired", "_loop", "_request", "_settled", "_timeout_ms", "_timer",
+                 "_what")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, request: Callable[[int, Callable[[], None]], bool],
-                 timeout_ms: Callable[[], int], expired: Callable[[_Wait], None], what: str) -> None:
+                 timeout_ms: Callable[[], int], expired: Callable[[_Wait], None], what: str,
+                 settled: Callable[[], None]) -> None:
         self._loop = loop
+        self._settled = settled
         self._request = request
         self._timeout_ms = timeout_ms
         self._expired = expired
@@ -96,8 +99,9 @@ class _WaitQueue:
         while entries:
             if request(entries[0][0], wake):
                 self._armed = True
-                return
+                break
             entries.popleft()[2].settle()
+        self._settled()
 
     def _expire_due(self) -> None:
         self._timer = None
@@ -109,6 +113,7 @@ class _WaitQueue:
             self._expired(wait)
         if entries:
             self._timer = self._loop.call_at(entries[0][1], self._expire_due)
+        self._settled()
 
 
 class StoreWaits:
@@ -117,6 +122,9 @@ class StoreWaits:
     def __init__(self, store: DefaultMessageStore, store_config: StoreConfig) -> None:
         self._store = store
         self._config = store_config
+        #: called on the loop after each pass that answered puts (a report, a flush, a timeout),
+        #: once for all of them: the broker writes their answers then (RemotingServer.flush_answers)
+        self.on_settled: Callable[[], None] = lambda: None
         self._queues: tuple[asyncio.AbstractEventLoop, _WaitQueue, _WaitQueue] | None = None
 
     def add(self, status: PutMessageStatus, end: int, *, flush: bool, replica: bool, done: Done) -> bool:
@@ -154,10 +162,14 @@ class StoreWaits:
             queues = self._queues = (
                 loop,
                 _WaitQueue(loop, store.request_flush, lambda: config.sync_flush_timeout, _flush_timed_out,
-                           "sync flush"),
+                           "sync flush", self._on_settled),
                 _WaitQueue(loop, store.request_transfer, lambda: config.slave_timeout, _transfer_timed_out,
-                           "the slaves' copy"))
+                           "the slaves' copy", self._on_settled))
         return queues
+
+
+    def _on_settled(self) -> None:
+        self.on_settled()
 
 
 def _flush_timed_out(wait: _Wait) -> None:

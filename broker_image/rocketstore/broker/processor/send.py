@@ -483,7 +483,7 @@ class SendMessageProcessor:
             def answer_when(status: PutMessageStatus) -> None:
                 stats.send_latency.observe(put.elapsed_s + time.perf_counter() - start)
                 if not answer.done():  # else the broker stopped and cancelled it
-                    answer.set_result(self._plain_answer(request, ok, topic, status))
+                    conn.answer_now(request, answer, self._plain_answer(request, ok, topic, status))
 
             if broker.store_waits.add(put.status, put.wrote_offset + put.wrote_bytes, flush=flush, replica=replica,
                                       done=answer_when):
