@@ -233,9 +233,7 @@ class Connection(asyncio.Protocol):
     #: Encoded inline responses not written yet, and their size (see :meth:`_pump`).
     _out: list[bytes] = field(default_factory=list)
     _out_bytes: int = 0
-    #: a :meth:`_pump` is scheduled for the responses of completed futures (:meth:`_answer_later`)
-    _pump_due: bool = False
-    #: among the server's connections with answers to flush (:meth:`answer_now`)
+    #: among the server's connections with futures' answers to flush (:meth:`_gather_answer`)
     _flush_due: bool = False
     #: time.monotonic() of the last read or write (the idle timeout)
     last_io: float = 0.0
@@ -319,9 +317,10 @@ class Connection(asyncio.Protocol):
 
     def _answer_later(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand]) -> None:
         """A handler's future is done: its response joins the ones waiting to be written, in one
-        write at the end of this loop pass (:meth:`_pump`) with every other response that came
-        due in it. Written even while the client does not read, unlike a task's: what is held is
-        bounded by :data:`MAX_IN_FLIGHT_PER_CONNECTION` small responses, and a future cannot wait."""
+        write with every other response that came due in this loop pass
+        (:meth:`RemotingServer.flush_answers`). Written even while the client does not read, unlike
+        a task's: what is held is bounded by :data:`MAX_IN_FLIGHT_PER_CONNECTION` small responses,
+        and a future cannot wait."""
         if future not in self.tasks and not future.cancelled():
             return  # answered by answer_now, or the connection ended
         self.tasks.discard(future)
@@ -331,17 +330,7 @@ class Connection(asyncio.Protocol):
             response = self._error_response(request, exc if isinstance(exc, Exception) else RuntimeError(exc))
         else:
             response = future.result()
-        if response is not None and not request.is_oneway:
-            data = response.encode()
-            self._out.append(data)
-            self._out_bytes += len(data)
-        if not self._pump_due:
-            self._pump_due = True
-            asyncio.get_running_loop().call_soon(self._pump_later)
-
-    def _pump_later(self) -> None:
-        self._pump_due = False
-        self._pump()
+        self._gather_answer(request, response)
 
     def answer_now(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand],
                    response: RemotingCommand) -> None:
@@ -359,7 +348,12 @@ class Connection(asyncio.Protocol):
             return
         self.tasks.discard(future)  # so that _answer_later, run when the result is set, leaves it alone
         future.set_result(response)
-        if not request.is_oneway:
+        self._gather_answer(request, response)
+
+    def _gather_answer(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """A future's answer (None: none to write), to be written by the server's next flush, which
+        also takes backlogged requests now that the future's in-flight slot is free."""
+        if response is not None and not request.is_oneway:
             data = response.encode()
             self._out.append(data)
             self._out_bytes += len(data)
@@ -679,7 +673,7 @@ class RemotingServer:
             await self._listener.stop()
 
     def answers_due(self, conn: Connection) -> None:
-        """``conn`` has answers to write (:meth:`Connection.answer_now`): flushed with the others
+        """``conn`` has futures' answers to write (:meth:`Connection._gather_answer`): flushed with the others
         due by :meth:`flush_answers`, scheduled for the next pass unless someone flushes first."""
         if not conn._flush_due:
             conn._flush_due = True
@@ -693,8 +687,8 @@ class RemotingServer:
         self.flush_answers()
 
     def flush_answers(self) -> None:
-        """Write every answer given with :meth:`Connection.answer_now` since the last flush, one
-        write per connection, and hand them to the front now rather than at the end of the pass."""
+        """Write every future's answer gathered since the last flush, one write per connection, and
+        hand them to the front now rather than at the end of the pass."""
         due, self._answers_due = self._answers_due, []
         for conn in due:
             conn._flush_due = False
