@@ -75,13 +75,11 @@ def cgroup_quota_cores(root: Path = CGROUP_ROOT, proc_cgroup: str | None = None)
     if proc_cgroup is None:
         proc_cgroup = _read(Path("/proc/self/cgroup")) or ""
     v2, v1 = _own_paths(proc_cgroup)
-    for base in dict.fromkeys([root / v2.lstrip("/") if v2 is not None else None, root]):
-        if base is not None and (text := _read(base / "cpu.max")) is not None:
+    for base in ([root / v2.lstrip("/")] if v2 is not None else []) + [root]:
+        if (text := _read(base / "cpu.max")) is not None:
             return quota_cores(text)
     for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-        for base in dict.fromkeys([root / mount / v1.lstrip("/") if v1 is not None else None, root / mount]):
-            if base is None:
-                continue
+        for base in ([root / mount / v1.lstrip("/")] if v1 is not None else []) + [root / mount]:
             quota, period = _read(base / "cpu.cfs_quota_us"), _read(base / "cpu.cfs_period_us")
             if quota is not None and period is not None:
                 return quota_cores(quota, period)

@@ -167,7 +167,6 @@ class StoreWaits:
                            "the slaves' copy", self._on_settled))
         return queues
 
-
     def _on_settled(self) -> None:
         self.on_settled()
 
