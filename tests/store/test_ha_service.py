@@ -1,14 +1,19 @@
 """Replication between real stores over real sockets (HAService, HAConnection, HAClient).
 
 Two DefaultMessageStores run in this process on temporary directories with 4 KiB CommitLog
-segments, each HA listener on a free port. Where a fault cannot be produced with the real parts
-(a slave that stops acknowledging while its connection stays up, a master sending a frame at the
-wrong offset, a peer that goes silent) a raw socket plays that peer, speaking the protocol
-through ha_protocol's encoders; each such test says so.
+segments, each HA listener on a free port. Every test runs twice: with the master's HA threads
+alone (a store on its own) and with its 4.x connections served on an event loop running in a
+thread of the test (``HAService.attach_loop``, as a broker attaches its own loop).
+
+Where a fault cannot be produced with the real parts (a slave that stops acknowledging while its
+connection stays up, a master sending a frame at the wrong offset, a peer that goes silent) a raw
+socket plays that peer, speaking the protocol through ha_protocol's encoders; each such test says
+so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -40,24 +45,54 @@ pytestmark = pytest.mark.integration
 FAST_HA: dict[str, Any] = {"ha_listen_port": 0, "ha_send_heartbeat_interval": 200, "ha_housekeeping_interval": 20_000}
 
 
-@pytest.fixture
-def stores() -> Iterator[list[DefaultMessageStore]]:
+LOOP_THREAD = "ha-test-loop"
+
+
+class Stores(list[DefaultMessageStore]):
+    """The stores a test opens, and the event loop their masters serve slaves on (None: threads)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        super().__init__()
+        self.loop = loop
+
+    @property
+    def reader_thread(self) -> str:
+        """The name of the thread a master reads its slaves' reports in."""
+        return "HAReadSocketService" if self.loop is None else LOOP_THREAD
+
+
+@pytest.fixture(params=["threads", "loop"])
+def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     """Stores a test opens; each is shut down at teardown unless the test already did."""
-    opened: list[DefaultMessageStore] = []
+    loop = asyncio.new_event_loop() if request.param == "loop" else None
+    runner = threading.Thread(target=loop.run_forever, name=LOOP_THREAD, daemon=True) if loop else None
+    if runner is not None:
+        runner.start()
+    opened = Stores(loop)
     yield opened
     for store in reversed(opened):
         if not store.shutdown_flag:
             store.shutdown()
+    if loop is not None and runner is not None:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(timeout=10)
+        loop.close()
 
 
-def open_master(stores: list[DefaultMessageStore], root: Path, role: BrokerRole = BrokerRole.ASYNC_MASTER,
+def open_master(stores: Stores, root: Path, role: BrokerRole = BrokerRole.ASYNC_MASTER,
                 **overrides: Any) -> DefaultMessageStore:
     store = start_store(small_config(root, broker_role=role, **{**FAST_HA, **overrides}))
     stores.append(store)
+    if stores.loop is not None:  # before any slave connects, as the broker attaches its loop
+
+        async def attach() -> None:
+            store.ha_service.attach_loop(asyncio.get_running_loop())
+
+        asyncio.run_coroutine_threadsafe(attach(), stores.loop).result(timeout=10)
     return store
 
 
-def open_slave(stores: list[DefaultMessageStore], root: Path, master_port: int | None,
+def open_slave(stores: Stores, root: Path, master_port: int | None,
                **overrides: Any) -> DefaultMessageStore:
     address = f"127.0.0.1:{master_port}" if master_port is not None else None
     store = start_store(small_config(root, broker_role=BrokerRole.SLAVE, ha_master_address=address,
@@ -120,12 +155,24 @@ def log_digest(store: DefaultMessageStore) -> str:
 
 
 class FakeSlave:
-    """A raw HA client: reports what the test says, reads (and counts) what the master streams."""
+    """A raw HA client: reports what the test says, reads (and counts) what the master streams.
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    ``reading=False``: it reads nothing until :meth:`start_reading`, with a small receive buffer,
+    so that the master's socket fills (a slave stalled on its disk).
+    """
+
+    def __init__(self, port: int, reading: bool = True) -> None:
+        self.sock = socket.socket()
+        if not reading:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.settimeout(10)
+        self.sock.connect(("127.0.0.1", port))
         self.received = bytearray()
         self._reader = threading.Thread(target=self._read, daemon=True)
+        if reading:
+            self.start_reading()
+
+    def start_reading(self) -> None:
         self._reader.start()
 
     def report(self, offset: int) -> None:
@@ -153,7 +200,7 @@ class FakeSlave:
 # -- streaming and catch-up ------------------------------------------------------------------
 
 
-def test_a_fresh_slave_starts_at_the_masters_last_segment(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_fresh_slave_starts_at_the_masters_last_segment(tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master")
     put(master, 100)  # ~20 KB: several 4 KiB segments
     last_start = master.commit_log.mapped_file_queue.mapped_files[-1].file_from_offset
@@ -178,7 +225,7 @@ def test_a_fresh_slave_starts_at_the_masters_last_segment(tmp_path: Path, stores
     assert state.connected and state.max_offset == master.max_phy_offset and state.refused_reason is None
 
 
-def _catch_up(tmp_path: Path, stores: list[DefaultMessageStore], backlog: int) -> None:
+def _catch_up(tmp_path: Path, stores: Stores, backlog: int) -> None:
     segment = 16 * 1024 * 1024
     master = open_master(stores, tmp_path / "master", mapped_file_size_commit_log=segment,
                          ha_transfer_batch_size=32 * 1024)
@@ -211,19 +258,19 @@ def _catch_up(tmp_path: Path, stores: list[DefaultMessageStore], backlog: int) -
         assert slave.get_max_offset_in_queue("Big", queue_id) == master.get_max_offset_in_queue("Big", queue_id)
 
 
-def test_a_slave_far_behind_catches_up(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_far_behind_catches_up(tmp_path: Path, stores: Stores) -> None:
     """64 MiB backlog: a few seconds. The 1 GiB version of the issue is the slow test below."""
     _catch_up(tmp_path, stores, 64 * 1024 * 1024)
 
 
 @pytest.mark.slow
-def test_a_slave_1_gib_behind_catches_up(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_1_gib_behind_catches_up(tmp_path: Path, stores: Stores) -> None:
     """The issue's 1 GiB backlog (2 GiB of temporary disk, about a minute): slow tier only."""
     _catch_up(tmp_path, stores, 1024 * 1024 * 1024)
 
 
 def test_the_slave_resumes_from_its_own_offset_after_the_master_restarts(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master")
     port = master.ha_service.listen_port
     put(master, 30)
@@ -243,7 +290,7 @@ def test_the_slave_resumes_from_its_own_offset_after_the_master_restarts(
         bodies(master, "T", 0, slave.get_min_offset_in_queue("T", 0))
 
 
-def test_the_slave_resumes_after_its_own_restart(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_the_slave_resumes_after_its_own_restart(tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master")
     put(master, 20)
     slave = open_slave(stores, tmp_path / "slave", master.ha_service.listen_port)
@@ -259,7 +306,7 @@ def test_the_slave_resumes_after_its_own_restart(tmp_path: Path, stores: list[De
 # -- refusing a diverged slave ---------------------------------------------------------------
 
 
-def test_a_slave_with_a_tail_the_master_lacks_is_refused(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_with_a_tail_the_master_lacks_is_refused(tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master")
     put(master, 10)
     # the slave's directory holds more than the master has (say, an old master's unreplicated tail)
@@ -286,7 +333,7 @@ def test_a_slave_with_a_tail_the_master_lacks_is_refused(tmp_path: Path, stores:
 
 
 def test_a_frame_that_does_not_continue_the_slaves_log_is_refused(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays a master whose log differs: it sends a frame 10 bytes before the slave's end."""
     own = open_master(stores, tmp_path / "slave")
     put(own, 5)
@@ -311,7 +358,7 @@ def test_a_frame_that_does_not_continue_the_slaves_log_is_refused(
 # -- SYNC_MASTER -----------------------------------------------------------------------------
 
 
-def test_sync_master_answers_by_its_slave(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_sync_master_answers_by_its_slave(tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master", BrokerRole.SYNC_MASTER)
     assert put(master, 1) == [PutMessageStatus.SLAVE_NOT_AVAILABLE]
     # WAIT=false: the producer does not want to wait for anything, so neither for a slave
@@ -326,7 +373,7 @@ def test_sync_master_answers_by_its_slave(tmp_path: Path, stores: list[DefaultMe
     assert_same_log(master, slave)
 
 
-def test_sync_master_times_out_when_the_slave_stalls(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_sync_master_times_out_when_the_slave_stalls(tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays a slave that stops acknowledging with its connection up (a real slave
     acknowledges whatever it receives): the put waits slaveTimeout, then FLUSH_SLAVE_TIMEOUT."""
     master = open_master(stores, tmp_path / "master", BrokerRole.SYNC_MASTER, slave_timeout=300)
@@ -348,7 +395,7 @@ def test_sync_master_times_out_when_the_slave_stalls(tmp_path: Path, stores: lis
 
 
 def test_sync_master_without_a_slave_in_reach_is_not_available(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     """isSlaveOK: a connected slave trailing by haSlaveFallbehindMax or more does not count."""
     master = open_master(stores, tmp_path / "master", BrokerRole.SYNC_MASTER, ha_slave_fallbehind_max=1000)
     put(master, 20, wait_flush=False)
@@ -364,7 +411,7 @@ def test_sync_master_without_a_slave_in_reach_is_not_available(
 
 
 def test_request_transfer_calls_back_once_a_slave_reports_past_the_offset(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     """HAServerTest's putRequest cases: each waiter is released by the first report that covers it."""
     master = open_master(stores, tmp_path / "master", BrokerRole.SYNC_MASTER)
     put(master, 5, wait_flush=False)
@@ -379,7 +426,7 @@ def test_request_transfer_calls_back_once_a_slave_reports_past_the_offset(
         assert released == []
         slave.report(end - 50)
         wait_until("the first waiter", lambda: len(released) == 1)
-        assert released[0][0] == "first" and released[0][1].startswith("HAReadSocketService")
+        assert released[0][0] == "first" and released[0][1].startswith(stores.reader_thread)
         slave.report(end)
         wait_until("the second waiter", lambda: len(released) == 2)
         assert [name for name, _ in released] == ["first", "second"]
@@ -393,7 +440,7 @@ def test_request_transfer_calls_back_once_a_slave_reports_past_the_offset(
 # -- connections and housekeeping (HAServerTest) ---------------------------------------------
 
 
-def test_push2slave_max_offset_is_the_best_slaves_report(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_push2slave_max_offset_is_the_best_slaves_report(tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master")
     put(master, 5)
     slaves = [FakeSlave(master.ha_service.listen_port) for _ in range(3)]
@@ -413,7 +460,7 @@ def test_push2slave_max_offset_is_the_best_slaves_report(tmp_path: Path, stores:
 
 
 def test_the_master_streams_from_the_first_report_in_batches_with_heartbeats(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     master = open_master(stores, tmp_path / "master", ha_transfer_batch_size=1000)
     put(master, 30)  # several segments
     slave = FakeSlave(master.ha_service.listen_port)
@@ -439,7 +486,42 @@ def test_the_master_streams_from_the_first_report_in_batches_with_heartbeats(
         slave.close()
 
 
-def test_the_master_drops_a_silent_slave(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_that_stops_reading_gets_every_byte_in_order_once_it_reads_again(
+        tmp_path: Path, stores: Stores) -> None:
+    """A raw socket plays a slave that stops reading while the master appends 8 MiB: the master's
+    socket fills and its sends stop part-way through a frame. Once the slave reads again, every
+    byte arrives once and in order. With the loop this is the push that leaves the tail of a frame
+    and the rest of the log to the writer thread; with threads, the writer blocked in sendmsg."""
+    master = open_master(stores, tmp_path / "master", mapped_file_size_commit_log=1 << 20,
+                         ha_transfer_batch_size=32 * 1024)
+    put(master, 1)
+    start = master.max_phy_offset
+    slave = FakeSlave(master.ha_service.listen_port, reading=False)
+    try:
+        slave.report(start)
+        wait_until("the report", lambda: master.ha_service.push2slave_max_offset == start)
+        body = os.urandom(1000)
+        while master.max_phy_offset < start + 8 * 1024 * 1024:
+            master.put_message(Message(topic="T", body=body, queue_id=0), wait_flush=False)
+        end = master.max_phy_offset
+        slave.start_reading()
+        wait_until("the whole log to arrive", lambda: (f := slave.frames()) and f[-1][0] + f[-1][1] >= end,
+                   timeout=60, interval=0.05)
+        frames = [f for f in slave.frames() if f[1] > 0]
+        assert frames[0][0] == start
+        for (offset, size), (next_offset, _) in itertools.pairwise(frames):
+            assert offset + size == next_offset
+        assert frames[-1][0] + frames[-1][1] == end
+        pos, data = 0, bytearray()
+        while (frame := next_frame(slave.received, pos, len(slave.received))) is not None:
+            data += slave.received[frame.body_start:frame.end]
+            pos = frame.end
+        assert bytes(data) == read_log(master, start, end)
+    finally:
+        slave.close()
+
+
+def test_the_master_drops_a_silent_slave(tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays a slave that reports once and then never again (no heartbeats)."""
     master = open_master(stores, tmp_path / "master", ha_housekeeping_interval=1000)
     slave = FakeSlave(master.ha_service.listen_port)
@@ -451,7 +533,7 @@ def test_the_master_drops_a_silent_slave(tmp_path: Path, stores: list[DefaultMes
         slave.close()
 
 
-def test_the_slave_drops_a_silent_master(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_the_slave_drops_a_silent_master(tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays a master that accepts and then sends nothing, not even heartbeats."""
     with closing(socket.create_server(("127.0.0.1", 0))) as server:
         server.settimeout(10)
@@ -466,7 +548,7 @@ def test_the_slave_drops_a_silent_master(tmp_path: Path, stores: list[DefaultMes
     assert slave.ha_service.client_state().refused_reason is None
 
 
-def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: Stores) -> None:
     with closing(socket.create_server(("127.0.0.1", 0))) as server:
         server.settimeout(10)
         open_slave(stores, tmp_path / "slave", server.getsockname()[1], ha_send_heartbeat_interval=200)
@@ -482,7 +564,7 @@ def test_a_slave_heartbeats_its_offset(tmp_path: Path, stores: list[DefaultMessa
             assert time.monotonic() - began >= 0.35
 
 
-def test_a_slave_reports_a_burst_once_it_is_appended(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_slave_reports_a_burst_once_it_is_appended(tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays the master and sends about 1 MiB of frames, then nothing. While more bytes
     wait the slave reports only every READ_BUFFER_SIZE (4 MiB); once nothing waits it must report its
     new end at once, not at the next heartbeat (20 s here: a SYNC_MASTER send would wait that long)."""
@@ -526,7 +608,7 @@ def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:
 
 
 def test_records_split_across_frames_are_dispatched_whole(
-        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, stores: Stores, caplog: pytest.LogCaptureFixture) -> None:
     """With 37-byte frames nearly every record arrives in pieces: the slave's dispatch must wait for
     the rest of a record, never index a half-written one (tags, keys and sizes come from its tail)."""
     master = open_master(stores, tmp_path / "master", ha_transfer_batch_size=37)
@@ -552,7 +634,7 @@ def test_records_split_across_frames_are_dispatched_whole(
 
 
 def test_a_record_half_arrived_is_not_dispatched_until_whole(
-        tmp_path: Path, stores: list[DefaultMessageStore], caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, stores: Stores, caplog: pytest.LogCaptureFixture) -> None:
     """A raw socket plays the master, to hold a record's last bytes back: the slave's dispatch must
     not index the part it has (its properties, hence tags and keys, are at the record's end)."""
     source = open_master(stores, tmp_path / "source")
@@ -578,7 +660,7 @@ def test_a_record_half_arrived_is_not_dispatched_until_whole(
     assert [r.getMessage() for r in caplog.records if r.name == "rocketstore.store.dispatch"] == []
 
 
-def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: Stores) -> None:
     """A raw socket plays a slave that acknowledges only what the test says."""
     master = open_master(stores, tmp_path / "master")
     first = master.put_message(Message(topic="Lag", body=b"old", queue_id=0)).append
@@ -605,7 +687,7 @@ def test_slave_lag_in_bytes_and_seconds(tmp_path: Path, stores: list[DefaultMess
         slave.close()
 
 
-def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: Stores) -> None:
     """HAClientTest's updateHaMasterAddress, with raw sockets as the two masters."""
     slave = open_slave(stores, tmp_path / "slave", None)
     assert slave.ha_service.client_state().master_address is None
@@ -631,7 +713,7 @@ def test_a_new_master_address_moves_the_connection(tmp_path: Path, stores: list[
 
 
 @pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
-def test_puts_that_do_not_wait_for_the_slave(tmp_path: Path, stores: list[DefaultMessageStore],
+def test_puts_that_do_not_wait_for_the_slave(tmp_path: Path, stores: Stores,
                                              role: BrokerRole) -> None:
     """ASYNC_MASTER never waits; a SYNC_MASTER put with ``wait_flush=False`` leaves the wait to its
     caller (request_transfer). A raw socket plays a slave that never acknowledges again."""
@@ -651,7 +733,7 @@ def test_puts_that_do_not_wait_for_the_slave(tmp_path: Path, stores: list[Defaul
 
 
 def test_closing_the_connections_does_not_wait_out_an_idle_writers_heartbeat(
-        tmp_path: Path, stores: list[DefaultMessageStore]) -> None:
+        tmp_path: Path, stores: Stores) -> None:
     """An idle writer sleeps until its next heartbeat is due (haSendHeartbeatInterval, 5 s by
     default); a close wakes it, so dropping the slaves (a master handing over) takes no heartbeat."""
     master = open_master(stores, tmp_path / "master", ha_send_heartbeat_interval=5000)

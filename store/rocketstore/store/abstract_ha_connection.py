@@ -8,7 +8,8 @@ holds only its frames:
 * the two daemon threads, their start, and a close that runs once whichever thread (or the
   service) gets there first, wakes the writer and tells the service;
 * the reader: it waits for the slave's bytes, drops a slave silent for
-  ``haHousekeepingInterval``, and hands what arrived to :meth:`_on_read`;
+  ``haHousekeepingInterval``, and hands what arrived to :meth:`_on_read`; a thread, or, given
+  the broker's event loop, a reader callback on that loop (the 4.x connection takes it);
 * the writer: it runs :meth:`_stream` and, whenever that finds nothing to send,
   :meth:`_idle` sends a heartbeat after ``haSendHeartbeatInterval`` without a write and sleeps
   until the log grows;
@@ -18,6 +19,8 @@ holds only its frames:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import socket
 import threading
@@ -58,8 +61,10 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
     """One slave: its reader and writer threads and its offsets; subclasses speak the protocol."""
 
     def __init__(self, service: OwnerT, sock: socket.socket, address: str, reader_name: str,
-                 writer_name: str) -> None:
+                 writer_name: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.service = service
+        #: the broker's event loop when the reports are read there (see :meth:`start`), else None
+        self.loop = loop
         self.sock = sock
         self.address = address
         sock.setblocking(True)
@@ -75,11 +80,21 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         self._closed_lock = threading.Lock()
         self._closed = False
         self._last_write_ms = now_ms()
+        self._last_read_ms = now_ms()
+        self._pending = bytearray()
+        self._housekeeping: asyncio.TimerHandle | None = None
         self._reader = threading.Thread(target=self._read_loop, name=f"{reader_name}-{address}", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name=f"{writer_name}-{address}", daemon=True)
 
     def start(self) -> None:
-        self._reader.start()
+        """Start the writer, and the reader: a thread of its own, or, with a :attr:`loop`, a
+        reader callback on that loop, so that a report releases its SYNC_MASTER waiters in the
+        loop's own pass instead of crossing from a thread (a wake-up and a hand-over of the
+        interpreter lock per report)."""
+        if self.loop is None:
+            self._reader.start()
+        else:
+            self.loop.call_soon_threadsafe(self._read_on_loop)
         self._writer.start()
 
     def shutdown(self) -> None:
@@ -103,8 +118,32 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         # an idle writer sleeps in the service's wait for data, up to haSendHeartbeatInterval:
         # woken too, or shutdown()'s join (a master handing over) waits that out
         self.service.wake_writers()
-        close_socket(self.sock)  # the shutdown in it unblocks a writer stuck in sendmsg
+        if self.loop is None:
+            close_socket(self.sock)  # the shutdown in it unblocks a writer stuck in sendmsg
+        else:
+            self._close_on_loop()
         self.service.remove_connection(self)
+
+    def _close_on_loop(self) -> None:
+        """Shut the socket down now (a writer stuck in sendmsg returns), and close it on the loop
+        once the loop no longer watches it: a descriptor closed under the loop's poller could be
+        reused by another socket before the loop forgets it."""
+        loop = self.loop
+        assert loop is not None
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        try:
+            loop.call_soon_threadsafe(self._detach)
+        except RuntimeError:  # the loop is closed: it watches nothing any more
+            close_socket(self.sock)
+
+    def _detach(self) -> None:
+        assert self.loop is not None
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        if self.sock.fileno() >= 0:
+            self.loop.remove_reader(self.sock.fileno())
+        close_socket(self.sock)
 
     def _wake_writer(self) -> None:
         with self._wake:
@@ -135,6 +174,50 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
                 log.warning("HA: connection to slave %s failed: %s", self.address, exc)
         finally:
             self._close()
+
+    def _read_on_loop(self) -> None:
+        """On the loop: watch the socket for reports and the clock for the slave's silence."""
+        loop = self.loop
+        assert loop is not None
+        if self._stopped:
+            return
+        self._last_read_ms = now_ms()
+        loop.add_reader(self.sock.fileno(), self._readable)
+        self._housekeeping = loop.call_later(READ_POLL_S, self._housekeep)
+
+    def _readable(self) -> None:
+        """The loop's reader: what one non-blocking read brings, handed to :meth:`_on_read`."""
+        if self._stopped:  # shut down, and the loop has not yet forgotten the socket
+            return
+        try:
+            data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
+            if not data:
+                log.info("HA: slave %s closed the connection", self.address)
+                self._close()
+                return
+            self._last_read_ms = now_ms()
+            self._pending += data
+            if not self._on_read(self._pending):
+                self._close()
+        except (BlockingIOError, InterruptedError):
+            return
+        except (OSError, ValueError) as exc:
+            if not self._stopped:
+                log.warning("HA: connection to slave %s failed: %s", self.address, exc)
+            self._close()
+
+    def _housekeep(self) -> None:
+        """Drop a slave silent for haHousekeepingInterval (the loop's reader has no poll timeout)."""
+        loop = self.loop
+        assert loop is not None
+        if self._stopped:
+            return
+        silent = now_ms() - self._last_read_ms
+        if silent > self.service.config.ha_housekeeping_interval:
+            self._log_silent(silent)
+            self._close()
+            return
+        self._housekeeping = loop.call_later(READ_POLL_S, self._housekeep)
 
     @abstractmethod
     def _on_read(self, pending: bytearray) -> bool:

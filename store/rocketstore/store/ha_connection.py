@@ -1,6 +1,7 @@
 """HAConnection: the master's side of one slave connection (RocketMQ's HAConnection).
 
-Two threads, as in RocketMQ (abstract_ha_connection runs them; this module holds the 4.x frames):
+A reader and a writer, as in RocketMQ (abstract_ha_connection runs them; this module holds the
+4.x frames):
 
 * the reader takes the slave's 8-byte offset reports: the first one says where to start, every
   one acknowledges (and releases SYNC_MASTER waiters through the service). A slave silent for
@@ -12,13 +13,20 @@ Two threads, as in RocketMQ (abstract_ha_connection runs them; this module holds
 The writer sends straight from the segment mappings: one ``sendmsg`` carries a run of frames
 (header bytes plus memoryviews of the mapping, no copy in Python) up to :data:`GATHER_BYTES`.
 The segments are held while their views are out, so deletion waits for the send.
+
+On a broker (HAService.attach_loop) the reports are read on its event loop, and the loop sends
+what each of its passes appended itself (:meth:`HAConnection.push`): a SYNC_MASTER send's round
+trip then has no thread in it. The writer thread keeps what would make the loop wait: the
+catch-up, the heartbeats, and the rest of a send the socket did not take at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
+import threading
 from typing import Final, Protocol
 
 from rocketstore.common.clock import now_ms
@@ -51,9 +59,16 @@ class ConnectionOwner(HAConnectionOwner, Protocol):
 class HAConnection(AbstractHAConnection[ConnectionOwner]):
     """One slave: its offset reports in, the CommitLog's frames out."""
 
-    def __init__(self, service: ConnectionOwner, sock: socket.socket, address: str) -> None:
-        super().__init__(service, sock, address, "HAReadSocketService", "HAWriteSocketService")
+    def __init__(self, service: ConnectionOwner, sock: socket.socket, address: str,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(service, sock, address, "HAReadSocketService", "HAWriteSocketService", loop)
         self._lag_boundary = -1  # a record start at or before acked_offset, for lag_seconds
+        #: whoever sends holds it: the writer thread, or the loop's :meth:`push` (which never waits for it)
+        self._send_lock = threading.Lock()
+        #: the tail of a frame the loop's push could not finish; the writer sends it first
+        self._unsent = b""
+        #: the loop's push left data to the writer thread (the socket was full, or a batch was large)
+        self._handed_over = False
 
     # -- reader ----------------------------------------------------------------------------
     def _on_read(self, pending: bytearray) -> bool:
@@ -91,15 +106,68 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
         with self._wake:  # the reader sets next_transfer_from from the slave's first report
             self._wake.wait_for(lambda: self.next_transfer_from >= 0 or self._stopped)
         while not self._stopped:
-            if not self._send_data():
+            with self._send_lock:
+                sent = self._send_unsent() or self._send_data()
+                if not sent:
+                    self._handed_over = False
+            if not sent:
                 self._idle()
+
+    def _idle(self) -> None:
+        if self.loop is None:
+            super()._idle()
+            return
+        # the loop pushes new data itself: this thread waits only for what the loop hands over,
+        # and for the heartbeat
+        heartbeat_ms = self.service.config.ha_send_heartbeat_interval
+        if now_ms() - self._last_write_ms > heartbeat_ms:
+            with self._send_lock:
+                if not self._unsent:
+                    self._send_heartbeat()
+        with self._wake:
+            self._wake.wait_for(lambda: self._handed_over or self._stopped,
+                                max(heartbeat_ms - (now_ms() - self._last_write_ms), 1) / 1000)
+
+    def push(self) -> None:
+        """On the loop, after a pass that appended: send the new data now, without waiting.
+
+        It sends what the socket takes at once (MSG_DONTWAIT) and never waits for the writer
+        thread: when that thread is sending, it sends the new data too. What the socket did not
+        take, or a batch past :data:`GATHER_BYTES`, is handed over to the thread.
+        """
+        if self.next_transfer_from < 0 or self._stopped or not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            if self._handed_over:
+                return
+            try:
+                self._send_data(nonblocking=True)
+            except OSError as exc:  # the writer thread meets the same error and closes
+                log.debug("HA: push to slave %s failed: %s", self.address, exc)
+                self._handed_over = True
+        finally:
+            self._send_lock.release()
+        if self._handed_over:
+            self._wake_writer()
+
+    def _send_unsent(self) -> bool:
+        if not self._unsent:
+            return False
+        self.sock.sendall(self._unsent)
+        self._unsent = b""
+        self._last_write_ms = now_ms()
+        return True
 
     def _send_heartbeat(self) -> None:
         self.sock.sendall(encode_header(self.next_transfer_from, 0))
         self._last_write_ms = now_ms()
 
-    def _send_data(self) -> bool:
-        """Send a run of frames from ``next_transfer_from``; False when there is nothing to send."""
+    def _send_data(self, nonblocking: bool = False) -> bool:
+        """Send a run of frames from ``next_transfer_from``; False when there is nothing to send.
+
+        ``nonblocking`` (the loop's push): one sendmsg that does not wait; a frame it sent in part
+        leaves its tail in :attr:`_unsent`, and the frames after it stay for the writer thread
+        (:attr:`_handed_over`), as does anything past a full gather."""
         commit_log = self.service.commit_log
         batch = self.service.config.ha_transfer_batch_size
         offset = self.next_transfer_from
@@ -125,7 +193,10 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
                     break
             if not parts:
                 return False
-            send_all(self.sock, parts)
+            if nonblocking:
+                offset = self._send_now(parts, offset, total >= GATHER_BYTES or len(parts) >= 2 * GATHER_FRAMES)
+            else:
+                send_all(self.sock, parts)
         finally:
             for part in parts:
                 if isinstance(part, memoryview):
@@ -136,6 +207,34 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
         self.next_transfer_from = offset
         self._last_write_ms = now_ms()
         return True
+
+    def _send_now(self, parts: list[bytes | memoryview], end: int, more: bool) -> int:
+        """One non-blocking sendmsg of ``parts`` (header, body pairs ending at ``end``); returns
+        where the next transfer starts."""
+        try:
+            sent = self.sock.sendmsg(parts, [], socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        total = sum(len(part) for part in parts)
+        if sent == total:
+            if more:
+                self._handed_over = True
+            return end
+        self._handed_over = True
+        # walk the frames to the one the send stopped in: its tail is copied, the rest resent
+        offset = self.next_transfer_from
+        pos = 0
+        for index in range(0, len(parts), 2):
+            header, body = parts[index], parts[index + 1]
+            frame = len(header) + len(body)
+            if pos + frame > sent:
+                if sent > pos:  # stopped inside this frame: it must be finished before any other
+                    self._unsent = (bytes(header) + bytes(body))[sent - pos:]
+                    return offset + len(body)
+                return offset
+            pos += frame
+            offset += len(body)
+        return offset
 
     # -- lag -------------------------------------------------------------------------------
     def lag_seconds(self, master_max: int) -> float:

@@ -5,8 +5,8 @@ Every store runs one, whatever its role (RocketMQ does too):
 * it listens on ``haListenPort``; each slave that connects gets an :class:`HAConnection`
   (ha_connection) that streams the CommitLog to it and reads its offset reports;
 * it holds ``push2SlaveMaxOffset``, the highest offset any slave has reported, and the
-  SYNC_MASTER waiters on it (RocketMQ's GroupTransferService, without its thread: the
-  connection thread that reads a report releases the waiters it satisfies);
+  SYNC_MASTER waiters on it (RocketMQ's GroupTransferService, without its thread: whoever reads
+  a report, the connection's thread or the broker's event loop, releases the waiters it satisfies);
 * it owns the :class:`HAClient` (ha_client), which replicates from ``haMasterAddress`` while
   the store is a SLAVE.
 
@@ -22,6 +22,7 @@ too, idle while it has no master address. A 4.x slave ahead of its master is sti
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import itertools
@@ -118,6 +119,10 @@ class HAService:
         self._waiting_writers = 0
         self._server: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        #: the broker's event loop, when it serves the 4.x connections (see :meth:`attach_loop`)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = -1
+        self._push_scheduled = False
         self._stopped = True
         self.listen_port = 0
         self.client: HAClient | AutoSwitchHAClient = HAClient(config, commit_log)
@@ -157,6 +162,18 @@ class HAService:
             self._accept_thread.start()
             log.info("HA service listening on port %d", self.listen_port)
         self.client.start()
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve 4.x slaves on ``loop`` (the broker's, from its thread, before :meth:`start`).
+
+        Each slave's reports are then read on the loop, and the data a pass of the loop appended
+        is sent from the loop at the end of that pass; the writer thread keeps the catch-up, the
+        heartbeats and whatever the socket cannot take at once. A SYNC_MASTER send is answered
+        with no thread in its path, where each hand-over between a thread and the loop was a
+        wake-up and a pass of the interpreter lock (docs/replication.md, "Sends").
+        """
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
 
     def shutdown(self) -> None:
         """Stop the client, the listener and every connection; waiters left are dropped (their
@@ -202,7 +219,7 @@ class HAService:
             if self.controller_mode:
                 conn = AutoSwitchHAConnection(self, sock, address)
             else:
-                conn = HAConnection(self, sock, address)
+                conn = HAConnection(self, sock, address, self._loop)
             with self._connections_lock:
                 self._connections.append(conn)
             conn.start()
@@ -299,7 +316,8 @@ class HAService:
 
     # -- master side: new data -------------------------------------------------------------
     def notify_appended(self) -> None:
-        """Called after every append to this store's CommitLog: wakes writers idle for want of data.
+        """Called after every append to this store's CommitLog: wakes writers idle for want of data
+        and, with a loop attached, has the loop send the new data once at the end of its pass.
 
         One attribute read per put while no writer sleeps. A writer registers itself before its
         last look at the log's end, and an append publishes the end before reading the count, so
@@ -308,6 +326,21 @@ class HAService:
         if self._waiting_writers:
             with self._data_cond:
                 self._data_cond.notify_all()
+        if self._loop is not None and self._connections and not self._push_scheduled:
+            self._push_scheduled = True
+            if threading.get_ident() == self._loop_thread:
+                self._loop.call_soon(self._push)
+            else:  # a put from another thread (the schedule service's, the timer's); if the loop
+                # is closed, each writer thread sends the data by its next heartbeat
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._push)
+
+    def _push(self) -> None:
+        """On the loop, once per pass that appended: each 4.x slave gets the new data now."""
+        self._push_scheduled = False
+        for conn in list(self._connections):
+            if isinstance(conn, HAConnection):
+                conn.push()
 
     def wake_writers(self) -> None:
         """Wake every writer idle in :meth:`wait_for_data`: each looks again at its connection (a
