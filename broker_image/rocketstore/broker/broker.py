@@ -269,6 +269,7 @@ class BrokerController:
                 await self.http.start()
             await asyncio.to_thread(self.config_persist_service.load, self._config_tables)
             await asyncio.to_thread(self.store.load)
+            self.store.ha_service.attach_loop(self.loop)
             await asyncio.to_thread(self.store.start)
             self.register_processors()
             await self._start_acl()

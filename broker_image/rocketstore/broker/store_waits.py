@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 
@@ -59,13 +60,14 @@ class _Wait:
 class _WaitQueue:
     """The puts waiting for one kind of completion (the flush, or a slave), oldest first."""
 
-    __slots__ = ("_armed", "_entries", "_expired", "_loop", "_request", "_settled", "_timeout_ms", "_timer",
-                 "_what")
+    __slots__ = ("_armed", "_entries", "_expired", "_loop", "_request", "_settled", "_thread", "_timeout_ms",
+                 "_timer", "_what")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, request: Callable[[int, Callable[[], None]], bool],
                  timeout_ms: Callable[[], int], expired: Callable[[_Wait], None], what: str,
                  settled: Callable[[], None]) -> None:
         self._loop = loop
+        self._thread = threading.get_ident()  # the loop's: a queue is made on it
         self._settled = settled
         self._request = request
         self._timeout_ms = timeout_ms
@@ -90,8 +92,12 @@ class _WaitQueue:
         return True
 
     def _wake(self) -> None:
-        """The store's callback, in its flush or HA thread."""
-        self._loop.call_soon_threadsafe(self._woken)
+        """The store's callback: in its flush thread, or on the loop when the loop read the slave's
+        report (HAService.attach_loop), where the waits are settled in the same pass."""
+        if threading.get_ident() == self._thread:
+            self._woken()
+        else:
+            self._loop.call_soon_threadsafe(self._woken)
 
     def _woken(self) -> None:
         self._armed = False
