@@ -1,9 +1,10 @@
 """StoreWaits: how a send that must wait for its flush (SYNC_FLUSH) or its slave
 (SYNC_MASTER) learns the outcome, on a real broker's store and its real flush thread.
 
-The slave's report is made by calling the store's ``notify_transfer_some`` from a thread, which is
-what the HA connection's reader thread calls when a slave reports an offset; a real slave
-acknowledging, timing out and missing is in test_replication.py, through the plain send path.
+The slave's report is made by calling the store's ``notify_transfer_some``, from a thread (as a
+store's own HA reader thread does) or on the loop (as the broker's loop does when it reads the
+report itself); a real slave acknowledging, timing out and missing is in test_replication.py,
+through the plain send path.
 """
 
 from __future__ import annotations
@@ -200,5 +201,22 @@ def test_one_report_answers_its_puts_then_calls_on_settled_once_in_the_same_pass
         threading.Thread(target=broker.store.ha_service.notify_transfer_some, args=(ends[2],)).start()
         while len(events) < 5 and loop.time() < deadline:
             await asyncio.sleep(0.01)
+        assert events[3:] == ["done PUT_OK", "settled"]
+    _on_broker(tmp_path, test, broker_role=BrokerRole.SYNC_MASTER)
+
+
+def test_a_report_read_on_the_loop_answers_its_puts_before_the_read_returns(tmp_path: Path) -> None:
+    """The broker's loop reads slave reports itself (HAService.attach_loop): the puts a report
+    covers are answered, and on_settled called, inside that read, with no later pass."""
+    async def test(broker: BrokerController) -> None:
+        events: list[str] = []
+        broker.store_waits.on_settled = lambda: events.append("settled")
+        ends = [_put(broker) for _ in range(3)]
+        for end in ends:
+            assert broker.store_waits.add(PutMessageStatus.PUT_OK, end, flush=False, replica=True,
+                                          done=lambda status: events.append(f"done {status.name}"))
+        broker.store.ha_service.notify_transfer_some(ends[1])
+        assert events == ["done PUT_OK", "done PUT_OK", "settled"]
+        broker.store.ha_service.notify_transfer_some(ends[2])
         assert events[3:] == ["done PUT_OK", "settled"]
     _on_broker(tmp_path, test, broker_role=BrokerRole.SYNC_MASTER)
