@@ -1,9 +1,10 @@
 """Replication between real stores over real sockets (HAService, HAConnection, HAClient).
 
 Two DefaultMessageStores run in this process on temporary directories with 4 KiB CommitLog
-segments, each HA listener on a free port. Every test runs twice: with the master's HA threads
-alone (a store on its own) and with its 4.x connections served on an event loop running in a
-thread of the test (``HAService.attach_loop``, as a broker attaches its own loop).
+segments, each HA listener on a free port. Every test runs three times: with the master's HA threads
+alone (a store on its own), and with its 4.x connections served on an event loop running in a
+thread of the test (``HAService.attach_loop``, as a broker attaches its own), uvloop's and
+asyncio's.
 
 Where a fault cannot be produced with the real parts (a slave that stops acknowledging while its
 connection stays up, a master sending a frame at the wrong offset, a peer that goes silent) a raw
@@ -22,12 +23,13 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 from commit_log_files import read_commit_log
 from polling import wait_until
 from store_support import SEGMENT, small_config, start_store
@@ -61,10 +63,15 @@ class Stores(list[DefaultMessageStore]):
         return "HAReadSocketService" if self.loop is None else LOOP_THREAD
 
 
-@pytest.fixture(params=["threads", "loop"])
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop,
+                                                              "uvloop": uvloop.new_event_loop}
+"""The broker's loop (uvloop, which makes a watched descriptor non-blocking) and asyncio's (without uvloop)."""
+
+
+@pytest.fixture(params=["threads", *LOOPS])
 def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     """Stores a test opens; each is shut down at teardown unless the test already did."""
-    loop = asyncio.new_event_loop() if request.param == "loop" else None
+    loop = LOOPS[request.param]() if request.param in LOOPS else None
     runner = threading.Thread(target=loop.run_forever, name=LOOP_THREAD, daemon=True) if loop else None
     if runner is not None:
         runner.start()

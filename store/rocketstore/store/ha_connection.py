@@ -153,13 +153,13 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
     def _send_unsent(self) -> bool:
         if not self._unsent:
             return False
-        self.sock.sendall(self._unsent)
+        send_all(self.sock, [self._unsent])
         self._unsent = b""
         self._last_write_ms = now_ms()
         return True
 
     def _send_heartbeat(self) -> None:
-        self.sock.sendall(encode_header(self.next_transfer_from, 0))
+        send_all(self.sock, [encode_header(self.next_transfer_from, 0)])
         self._last_write_ms = now_ms()
 
     def _send_data(self, nonblocking: bool = False) -> bool:

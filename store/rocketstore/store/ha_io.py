@@ -26,11 +26,28 @@ def wait_readable(sock: socket.socket, timeout_s: float) -> bool:
     return bool(poller.poll(max(int(timeout_s * 1000), 0)))
 
 
+def wait_writable(sock: socket.socket) -> None:
+    """Wait until ``sock`` takes bytes again, or is shut down (a send then fails at once)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    poller.poll()
+
+
 def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
-    """Send every byte of ``parts`` in order with as few system calls as the kernel allows."""
+    """Send every byte of ``parts`` in order with as few system calls as the kernel allows,
+    waiting while the socket is full.
+
+    The wait is done here rather than by the descriptor's blocking mode: when an event loop also
+    watches the socket (a master's reports read on the broker's loop), uvloop makes the
+    descriptor non-blocking, and a full socket then raises BlockingIOError instead of blocking.
+    """
     index = 0
     while index < len(parts):
-        sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES])
+        try:
+            sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES])
+        except BlockingIOError:
+            wait_writable(sock)
+            continue
         while index < len(parts) and sent >= len(parts[index]):
             sent -= len(parts[index])
             index += 1
