@@ -33,7 +33,10 @@ Resources come from /proc: broker CPU is utime+stime deltas of the server proces
 driver run, printed as microseconds per acknowledged message (Apache: name server + broker JVMs;
 ours: one process with its embedded name server); peak RSS is each server process's VmHWM when
 its turn ends (it includes touched pages of memory-mapped segments on both sides) and peak
-RssAnon (memory outside the page cache) is sampled every 100 ms.
+RssAnon (memory outside the page cache) is sampled every 100 ms. Pinned, the client's core (CPU 1,
+which holds the client JVM alone) is reported busy in % over the 32-sender produce run and over
+each drain: near 100 %, the client and not the broker set the rate, and the broker's CPU per
+message is the figure that compares the brokers.
 
 In every row the better of the two Apache figures (higher rate, lower latency, CPU or memory) is
 bold: that broker is the one to beat, goals are judged against it (for the saturated send rate
@@ -337,10 +340,13 @@ class Side:
         return sum(proc_cpu_s(pid) for pid in self.pids.values())
 
     def measured(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        cpu0, t0 = self.cpu_s(), time.monotonic()
+        """``fn``'s summary, with the broker's CPU seconds over the run and each core's busy share
+        (pinned, the client's core says whether the client, not the broker, set the pace)."""
+        cpu0, t0, cores0 = self.cpu_s(), time.monotonic(), cpu_times()
         summary = fn()
         summary["server_cpu_s"] = self.cpu_s() - cpu0
         summary["wall_s"] = time.monotonic() - t0
+        summary["core_busy"] = {name: v["busy"] for name, v in steal_share(cores0, cpu_times()).items()}
         return summary
 
 
@@ -517,6 +523,7 @@ def figures(turn: dict[str, Any]) -> dict[str, float]:
         out[f"{key}/tps"] = s["tps"]
         out[f"{key}/count"] = count
         out[f"{key}/cpu_us"] = 1e6 * s["server_cpu_s"] / max(count, 1)
+        out[f"{key}/client_core"] = 100 * s.get("core_busy", {}).get(f"cpu{CLIENT_CPU}", float("nan"))
         if key.startswith("produce-"):
             out.update({f"{key}/p50": s["p50_ms"], f"{key}/p99": s["p99_ms"], f"{key}/failed": s["failed"]})
     mem = turn["memory_mb"]
@@ -553,6 +560,8 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
                 (f"{key}/p99", scen, "send p99 ms", False, SATURATED_P99 if top else AT_MOST_EQUAL, False, True),
                 (f"{key}/cpu_us", scen, "broker CPU us per acked msg", False, SATURATED_CPU if top else None,
                  False, True),
+                (f"{key}/client_core", scen, "client's core busy % (pinned: CPU 1 holds the client alone)", None,
+                 None, False, pinned and top),
             ]
             if any(f[f"{key}/failed"] for rounds_figs in figs.values() for f in rounds_figs):
                 spec.append((f"{key}/failed", scen, "failed sends", False, None, False, True))
@@ -561,7 +570,9 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
             spec += [
                 (f"{key}/count", scen, "messages consumed", None, None, False, True),
                 (f"{key}/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
-                (f"{key}/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, False),
+                (f"{key}/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, True),
+                (f"{key}/client_core", scen, "client's core busy % (pinned: CPU 1 holds the client alone)", None,
+                 None, False, pinned),
             ]
         spec += [
             ("memory/rss", "memory, whole turn", "peak RSS MB (VmHWM; Apache = name server + broker)", False,
