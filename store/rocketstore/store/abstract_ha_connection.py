@@ -81,6 +81,7 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         self._closed = False
         self._last_write_ms = now_ms()
         self._last_read_ms = now_ms()
+        #: what the slave sent that :meth:`_on_read` has not taken yet (a partial message)
         self._pending = bytearray()
         self._housekeeping: asyncio.TimerHandle | None = None
         self._reader = threading.Thread(target=self._read_loop, name=f"{reader_name}-{address}", daemon=True)
@@ -151,29 +152,37 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
 
     # -- reader ----------------------------------------------------------------------------
     def _read_loop(self) -> None:
-        pending = bytearray()
-        last_read_ms = now_ms()
         try:
             while not self._stopped:
                 if not wait_readable(self.sock, READ_POLL_S):
-                    silent = now_ms() - last_read_ms
-                    if silent > self.service.config.ha_housekeeping_interval:
-                        self._log_silent(silent)
+                    if self._too_silent():
                         return
                     continue
-                data = self.sock.recv(RECV_BYTES)
-                if not data:
-                    log.info("HA: slave %s closed the connection", self.address)
-                    return
-                last_read_ms = now_ms()
-                pending += data
-                if not self._on_read(pending):
+                if not self._take(self.sock.recv(RECV_BYTES)):
                     return
         except (OSError, ValueError) as exc:
             if not self._stopped:
                 log.warning("HA: connection to slave %s failed: %s", self.address, exc)
         finally:
             self._close()
+
+    def _take(self, data: bytes) -> bool:
+        """What one read brought, for :meth:`_on_read`; False when the connection ends (the slave
+        closed it, or :meth:`_on_read` refused it)."""
+        if not data:
+            log.info("HA: slave %s closed the connection", self.address)
+            return False
+        self._last_read_ms = now_ms()
+        self._pending += data
+        return self._on_read(self._pending)
+
+    def _too_silent(self) -> bool:
+        """Whether the slave has been silent for more than haHousekeepingInterval (said in the log)."""
+        silent = now_ms() - self._last_read_ms
+        if silent > self.service.config.ha_housekeeping_interval:
+            self._log_silent(silent)
+            return True
+        return False
 
     def _read_on_loop(self) -> None:
         """On the loop: watch the socket for reports and the clock for the slave's silence."""
@@ -190,14 +199,7 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         if self._stopped:  # shut down, and the loop has not yet forgotten the socket
             return
         try:
-            data = self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
-            if not data:
-                log.info("HA: slave %s closed the connection", self.address)
-                self._close()
-                return
-            self._last_read_ms = now_ms()
-            self._pending += data
-            if not self._on_read(self._pending):
+            if not self._take(self.sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)):
                 self._close()
         except (BlockingIOError, InterruptedError):
             return
@@ -212,9 +214,7 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         assert loop is not None
         if self._stopped:
             return
-        silent = now_ms() - self._last_read_ms
-        if silent > self.service.config.ha_housekeeping_interval:
-            self._log_silent(silent)
+        if self._too_silent():
             self._close()
             return
         self._housekeeping = loop.call_later(READ_POLL_S, self._housekeep)
