@@ -255,4 +255,9 @@ class AbstractHAConnection(ABC, Generic[OwnerT]):
         if idle_ms > heartbeat_ms:
             self._send_heartbeat()
             idle_ms = 0
-        self.service.wait_for_data(self.next_transfer_from, max(heartbeat_ms - idle_ms, 1) / 1000)
+        self._sleep(max(heartbeat_ms - idle_ms, 1) / 1000)
+
+    def _sleep(self, timeout_s: float) -> None:
+        """Wait until there may be more to send: the log grows past :attr:`next_transfer_from`, the
+        connection closes, or ``timeout_s`` (the next heartbeat) passes."""
+        self.service.wait_for_data(self.next_transfer_from, timeout_s)

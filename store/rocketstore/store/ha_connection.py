@@ -113,20 +113,13 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
             if not sent:
                 self._idle()
 
-    def _idle(self) -> None:
+    def _sleep(self, timeout_s: float) -> None:
         if self.loop is None:
-            super()._idle()
+            super()._sleep(timeout_s)
             return
-        # the loop pushes new data itself: this thread waits only for what the loop hands over,
-        # and for the heartbeat
-        heartbeat_ms = self.service.config.ha_send_heartbeat_interval
-        if now_ms() - self._last_write_ms > heartbeat_ms:
-            with self._send_lock:
-                if not self._unsent:
-                    self._send_heartbeat()
+        # the loop pushes new data itself: this thread waits only for what the loop hands over
         with self._wake:
-            self._wake.wait_for(lambda: self._handed_over or self._stopped,
-                                max(heartbeat_ms - (now_ms() - self._last_write_ms), 1) / 1000)
+            self._wake.wait_for(lambda: self._handed_over or self._stopped, timeout_s)
 
     def push(self) -> None:
         """On the loop, after a pass that appended: send the new data now, without waiting.
@@ -159,8 +152,11 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
         return True
 
     def _send_heartbeat(self) -> None:
-        send_all(self.sock, [encode_header(self.next_transfer_from, 0)])
-        self._last_write_ms = now_ms()
+        with self._send_lock:  # the loop's push may be sending
+            if self._unsent:  # the tail of a frame goes first; the writer sends it at once
+                return
+            send_all(self.sock, [encode_header(self.next_transfer_from, 0)])
+            self._last_write_ms = now_ms()
 
     def _send_data(self, nonblocking: bool = False) -> bool:
         """Send a run of frames from ``next_transfer_from``; False when there is nothing to send.

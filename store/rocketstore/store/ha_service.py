@@ -326,7 +326,8 @@ class HAService:
         if self._waiting_writers:
             with self._data_cond:
                 self._data_cond.notify_all()
-        if self._loop is not None and self._connections and not self._push_scheduled:
+        # only 4.x connections are pushed to: a controller-mode master's writers send for themselves
+        if self._loop is not None and not self.controller_mode and self._connections and not self._push_scheduled:
             self._push_scheduled = True
             if threading.get_ident() == self._loop_thread:
                 self._loop.call_soon(self._push)
