@@ -489,12 +489,9 @@ fn decode_frame<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>) -> PyResult<Opt
     let Some((serialize, header, body)) = remoting::split(data) else {
         return Ok(None);
     };
-    let decoded = if serialize == remoting::SERIALIZE_JSON {
-        remoting::decode_json(header)
-    } else {
-        remoting::decode_binary(header)
+    let Some(h) = remoting::decode_header(serialize, header) else {
+        return Ok(None);
     };
-    let Some(h) = decoded else { return Ok(None) };
     header_fields(py, &h, body, serialize).map(Some)
 }
 
@@ -502,13 +499,13 @@ fn decode_frame<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>) -> PyResult<Opt
 /// Python the same tuple).
 pub(crate) fn header_fields<'py>(
     py: Python<'py>,
-    h: &remoting::Header,
+    h: &remoting::Header<'_>,
     body: &[u8],
     serialize: u8,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let ext = PyDict::new(py);
     for (key, value) in &h.ext_fields {
-        ext.set_item(key, value)?;
+        ext.set_item(key.as_ref(), value.as_ref())?;
     }
     let language = match &h.language {
         remoting::Language::Name(name) => PyString::new(py, name).into_any(),

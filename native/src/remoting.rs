@@ -6,23 +6,51 @@
 //! Python code, which stays the reference, decodes it or raises the precise ProtocolError; the
 //! differential tests check that whatever this returns equals what Python makes of the frame.
 
-use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
 
-/// One decoded header, before it becomes a RemotingCommand.
-pub struct Header {
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+/// One decoded header, before it becomes a RemotingCommand. Its texts borrow from the frame where
+/// they can (a JSON string without escapes, a binary header's fields); [`Header::into_owned`]
+/// keeps one past the frame's buffer.
+pub struct Header<'a> {
     pub code: i32,
-    pub language: Language,
+    pub language: Language<'a>,
     pub version: i32,
     pub opaque: i32,
     pub flag: i32,
-    pub remark: Option<String>,
-    pub ext_fields: Vec<(String, String)>,
+    pub remark: Option<Cow<'a, str>>,
+    pub ext_fields: Vec<(Cow<'a, str>, Cow<'a, str>)>,
 }
 
 /// JSON headers name the language, binary ones number it; Python maps names to numbers.
-pub enum Language {
-    Name(String),
+pub enum Language<'a> {
+    Name(Cow<'a, str>),
     Code(i64),
+}
+
+impl Header<'_> {
+    /// The same header, owning its texts.
+    pub fn into_owned(self) -> Header<'static> {
+        Header {
+            code: self.code,
+            language: match self.language {
+                Language::Name(name) => Language::Name(Cow::Owned(name.into_owned())),
+                Language::Code(code) => Language::Code(code),
+            },
+            version: self.version,
+            opaque: self.opaque,
+            flag: self.flag,
+            remark: self.remark.map(|text| Cow::Owned(text.into_owned())),
+            ext_fields: self
+                .ext_fields
+                .into_iter()
+                .map(|(key, value)| (Cow::Owned(key.into_owned()), Cow::Owned(value.into_owned())))
+                .collect(),
+        }
+    }
 }
 
 pub const SERIALIZE_JSON: u8 = 0;
@@ -39,50 +67,141 @@ pub fn split(frame: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     Some((serialize, &frame[4..4 + header_length], &frame[4 + header_length..]))
 }
 
-fn as_i32(value: Option<&Value>, default: Option<i32>) -> Option<i32> {
-    match value {
-        None | Some(Value::Null) => default,
-        Some(Value::Number(n)) => i32::try_from(n.as_i64()?).ok(),
-        Some(_) => None,
+/// A header of either serialize type ([`split`] says which), or None when it is not usual.
+pub fn decode_header(serialize: u8, header: &[u8]) -> Option<Header<'_>> {
+    if serialize == SERIALIZE_JSON {
+        decode_json(header)
+    } else {
+        decode_binary(header)
     }
 }
 
-/// A JSON header as RocketMQ's RemotingSerializable writes it.
-pub fn decode_json(header: &[u8]) -> Option<Header> {
-    let Value::Object(map) = serde_json::from_slice::<Value>(header).ok()? else {
-        return None;
-    };
-    let language = match map.get("language") {
-        None => Language::Name("JAVA".to_owned()),
-        Some(Value::String(name)) => Language::Name(name.clone()),
-        Some(Value::Number(n)) => Language::Code(n.as_i64()?),
-        Some(_) => return None,
-    };
-    let remark = match map.get("remark") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text.clone()),
-        Some(_) => return None,
-    };
-    let ext_fields = match map.get("extFields") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(ext)) => {
-            let mut out = Vec::with_capacity(ext.len());
-            for (key, value) in ext {
-                let Value::String(text) = value else { return None };
-                out.push((key.clone(), text.clone()));
+/// The top-level JSON object as serde reads it straight off the bytes: the fields RemotingCommand
+/// has, every other field skipped whatever its value (`IgnoredAny`). A field named twice makes
+/// serde refuse the header (Python keeps the last one: it decodes such a header itself).
+#[derive(Deserialize)]
+struct JsonHeader<'a> {
+    code: Option<i64>,
+    #[serde(borrow, default)]
+    language: JsonLanguage<'a>,
+    version: Option<i64>,
+    opaque: Option<i64>,
+    flag: Option<i64>,
+    #[serde(borrow)]
+    remark: Option<Cow<'a, str>>,
+    #[serde(rename = "extFields", borrow, default)]
+    ext_fields: Option<ExtFields<'a>>,
+}
+
+/// `language`: a name (RocketMQ's JSON) or a number; JAVA when the header has none (a null is
+/// not usual: Python decides it).
+struct JsonLanguage<'a>(Language<'a>);
+
+impl Default for JsonLanguage<'_> {
+    fn default() -> Self {
+        JsonLanguage(Language::Name(Cow::Borrowed("JAVA")))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for JsonLanguage<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LanguageVisitor;
+        impl<'de> Visitor<'de> for LanguageVisitor {
+            type Value = JsonLanguage<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a language name or code")
             }
-            out
+            fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
+                Ok(JsonLanguage(Language::Name(Cow::Borrowed(name))))
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(JsonLanguage(Language::Name(Cow::Owned(name.to_owned()))))
+            }
+            fn visit_i64<E: de::Error>(self, code: i64) -> Result<Self::Value, E> {
+                Ok(JsonLanguage(Language::Code(code)))
+            }
+            fn visit_u64<E: de::Error>(self, code: u64) -> Result<Self::Value, E> {
+                i64::try_from(code).map(|c| JsonLanguage(Language::Code(c))).map_err(E::custom)
+            }
         }
-        Some(_) => return None,
-    };
+        deserializer.deserialize_any(LanguageVisitor)
+    }
+}
+
+/// `extFields`: string values only, in wire order, a name given twice kept twice (the dict built
+/// from them keeps the first one's place and the last one's value, as Python's json does).
+struct ExtFields<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ExtFields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = ExtFields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of strings")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(16));
+                while let Some(pair) = map.next_entry::<Text<'de>, Text<'de>>()? {
+                    out.push((pair.0 .0, pair.1 .0));
+                }
+                Ok(ExtFields(out))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+/// A JSON string, borrowed from the header when it has no escapes (`Cow<str>`'s own
+/// `Deserialize` always copies).
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, text: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+fn as_i32(value: Option<i64>, default: Option<i32>) -> Option<i32> {
+    match value {
+        None => default,
+        Some(n) => i32::try_from(n).ok(),
+    }
+}
+
+/// A JSON header as RocketMQ's RemotingSerializable writes it: an object (serde would also read
+/// a struct from an array), valid UTF-8 throughout (serde checks only the strings it keeps, not
+/// those of the fields it skips).
+pub fn decode_json(header: &[u8]) -> Option<Header<'_>> {
+    let text = std::str::from_utf8(header).ok()?;
+    if text.trim_start_matches([' ', '\t', '\n', '\r']).as_bytes().first() != Some(&b'{') {
+        return None;
+    }
+    let h: JsonHeader<'_> = serde_json::from_str(text).ok()?;
     Some(Header {
-        code: as_i32(map.get("code"), None)?,
-        language,
-        version: as_i32(map.get("version"), Some(0))?,
-        opaque: as_i32(map.get("opaque"), Some(0))?,
-        flag: as_i32(map.get("flag"), Some(0))?,
-        remark,
-        ext_fields,
+        code: as_i32(h.code, None)?,
+        language: h.language.0,
+        version: as_i32(h.version, Some(0))?,
+        opaque: as_i32(h.opaque, Some(0))?,
+        flag: as_i32(h.flag, Some(0))?,
+        remark: h.remark,
+        ext_fields: h.ext_fields.map_or_else(Vec::new, |e| e.0),
     })
 }
 
@@ -104,13 +223,13 @@ impl<'a> Reader<'a> {
     fn i32(&mut self) -> Option<i32> {
         Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
     }
-    fn text(&mut self, n: usize) -> Option<String> {
-        std::str::from_utf8(self.take(n)?).ok().map(str::to_owned)
+    fn text(&mut self, n: usize) -> Option<Cow<'a, str>> {
+        std::str::from_utf8(self.take(n)?).ok().map(Cow::Borrowed)
     }
 }
 
 /// A ROCKETMQ binary header (RocketMQSerializable).
-pub fn decode_binary(header: &[u8]) -> Option<Header> {
+pub fn decode_binary(header: &[u8]) -> Option<Header<'_>> {
     let mut r = Reader { data: header, pos: 0 };
     let code = i32::from(r.i16()?);
     let language = i64::from(r.take(1)?[0]);

@@ -70,7 +70,7 @@ enum Event {
     },
     Command {
         conn: u64,
-        header: remoting::Header,
+        header: remoting::Header<'static>,
         body: Bytes,
         serialize: u8,
         _read: Read,
@@ -207,16 +207,11 @@ fn frame_event(conn: u64, frame: Bytes, flow: &Arc<Flow>) -> Event {
         bytes,
     };
     if let Some((serialize, header, body)) = remoting::split(&frame) {
-        let decoded = if serialize == remoting::SERIALIZE_JSON {
-            remoting::decode_json(header)
-        } else {
-            remoting::decode_binary(header)
-        };
-        if let Some(header) = decoded {
+        if let Some(header) = remoting::decode_header(serialize, header) {
             let body = frame.slice(frame.len() - body.len()..);
             return Event::Command {
                 conn,
-                header,
+                header: header.into_owned(),
                 body,
                 serialize,
                 _read: read,

@@ -135,3 +135,21 @@ def test_damaged_frames_decode_alike_or_fall_back(cmd: RemotingCommand, data: st
 @given(frame=st.binary(max_size=64))
 def test_arbitrary_bytes_decode_alike_or_fall_back(frame: bytes) -> None:
     check_same(frame)
+
+
+@EXAMPLES
+@given(fields=st.lists(st.one_of(st.none(), I32, PLAIN_TEXT, st.dictionaries(PLAIN_TEXT, PLAIN_TEXT, max_size=2)),
+                       max_size=8),
+       shape=st.sampled_from(["array", "padded object", "string", "number"]))
+def test_json_headers_that_are_not_objects_fall_back(fields: list[object], shape: str) -> None:
+    """The native decoder reads the header into a struct, and serde reads a struct from a JSON
+    array too (its fields by position): Python refuses every header that is not an object."""
+    header = {
+        "array": json.dumps(fields),
+        "padded object": " \t\r\n" + json.dumps({"code": 310, "extFields": {"a": "b"}}),
+        "string": json.dumps("code"),
+        "number": "310",
+    }[shape].encode()
+    frame = struct.pack(">i", len(header)) + header
+    took = check_same(frame)
+    assert took == (shape == "padded object")
