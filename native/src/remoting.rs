@@ -121,7 +121,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for JsonLanguage<'a> {
                 Ok(JsonLanguage(Language::Code(code)))
             }
             fn visit_u64<E: de::Error>(self, code: u64) -> Result<Self::Value, E> {
-                i64::try_from(code).map(|c| JsonLanguage(Language::Code(c))).map_err(E::custom)
+                i64::try_from(code)
+                    .map(|c| JsonLanguage(Language::Code(c)))
+                    .map_err(E::custom)
             }
         }
         deserializer.deserialize_any(LanguageVisitor)
@@ -337,4 +339,3 @@ pub fn encode_json_header(
     out.extend_from_slice(format!(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}").as_bytes());
     out
 }
-
