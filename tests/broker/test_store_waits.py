@@ -152,6 +152,9 @@ def test_one_slave_report_answers_every_put_it_covers_in_order(tmp_path: Path) -
         await outs[2].first()
         await asyncio.sleep(0.05)
         assert [len(out.calls) for out in outs] == [1, 1, 1, 0, 0]
+        # what the queue reads once per report instead of asking put by put
+        assert broker.store.transferred_offset() == ends[2]
+        assert not any(broker.store.request_transfer(end, lambda: None) for end in ends[:3])
         assert all(out.calls[0][0] is PutMessageStatus.PUT_OK for out in outs[:3])
         # the rest time out together, each once
         for out in outs[3:]:

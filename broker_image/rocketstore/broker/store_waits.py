@@ -7,10 +7,10 @@ store's flush and HA threads only call back (``request_flush``, ``request_transf
 waiting is kept on the loop, in one queue per kind, in the order the puts were made:
 
 * Only the oldest waiting put of a queue is registered with the store. When the store calls
-  back, the loop asks the store again for the puts behind it, oldest first: every one the flush
-  or the slave's report already covers is answered in that pass (the store says so without
-  registering anything) and the first one it does not cover is registered in turn. One slave
-  report answers all the sends it covers with one wake-up of the loop and no per-send callback.
+  back, the loop answers every put the flush or the slave's report now covers in that pass (it
+  reads the store's flushed or acknowledged end once, then asks put by put only past it, where
+  the store registers the first one it does not cover). One slave report answers all the sends
+  it covers with one wake-up of the loop and no per-send callback.
 * Each queue has one loop timer, for its oldest put's deadline (syncFlushTimeout, slaveTimeout);
   when it fires, every put past its deadline is answered with the timeout.
 
@@ -60,16 +60,18 @@ class _Wait:
 class _WaitQueue:
     """The puts waiting for one kind of completion (the flush, or a slave), oldest first."""
 
-    __slots__ = ("_armed", "_entries", "_expired", "_loop", "_request", "_settled", "_thread", "_timeout_ms",
-                 "_timer", "_what")
+    __slots__ = ("_armed", "_covered", "_entries", "_expired", "_loop", "_request", "_settled", "_thread",
+                 "_timeout_ms", "_timer", "_what")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, request: Callable[[int, Callable[[], None]], bool],
-                 timeout_ms: Callable[[], int], expired: Callable[[_Wait], None], what: str,
-                 settled: Callable[[], None]) -> None:
+                 covered: Callable[[], int], timeout_ms: Callable[[], int], expired: Callable[[_Wait], None],
+                 what: str, settled: Callable[[], None]) -> None:
         self._loop = loop
         self._thread = threading.get_ident()  # the loop's: a queue is made on it
         self._settled = settled
         self._request = request
+        #: an end at or below which ``request`` would find every put done (-1: none known)
+        self._covered = covered
         self._timeout_ms = timeout_ms
         self._expired = expired
         self._what = what
@@ -102,6 +104,9 @@ class _WaitQueue:
     def _woken(self) -> None:
         self._armed = False
         entries, request, wake = self._entries, self._request, self._wake
+        covered = self._covered()
+        while entries and entries[0][0] <= covered:
+            entries.popleft()[2].settle()
         while entries:
             if request(entries[0][0], wake):
                 self._armed = True
@@ -146,7 +151,7 @@ class StoreWaits:
         or SLAVE_NOT_AVAILABLE) wins over the flush's.
         """
         replica = replica and status is PutMessageStatus.PUT_OK
-        if not (flush or replica) or not status.ok:
+        if not (flush or replica) or (status is not PutMessageStatus.PUT_OK and not status.ok):
             return False
         _, flushes, transfers = self._queues_on(asyncio.get_running_loop())
         wait = _Wait(status, 2, done)  # one pending more than the waits, released below
@@ -167,10 +172,10 @@ class StoreWaits:
             store, config = self._store, self._config
             queues = self._queues = (
                 loop,
-                _WaitQueue(loop, store.request_flush, lambda: config.sync_flush_timeout, _flush_timed_out,
-                           "sync flush", self._on_settled),
-                _WaitQueue(loop, store.request_transfer, lambda: config.slave_timeout, _transfer_timed_out,
-                           "the slaves' copy", self._on_settled))
+                _WaitQueue(loop, store.request_flush, store.flushed_offset, lambda: config.sync_flush_timeout,
+                           _flush_timed_out, "sync flush", self._on_settled),
+                _WaitQueue(loop, store.request_transfer, store.transferred_offset, lambda: config.slave_timeout,
+                           _transfer_timed_out, "the slaves' copy", self._on_settled))
         return queues
 
     def _on_settled(self) -> None:

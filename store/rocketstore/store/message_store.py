@@ -683,6 +683,20 @@ class DefaultMessageStore:
         is or the store flushes asynchronously."""
         return self.commit_log.request_flush(end_offset, on_durable)
 
+    def flushed_offset(self) -> int:
+        """The CommitLog's durable end (flushedWhere): :meth:`request_flush` answers False for
+        every put ending at or below it, so a caller with many puts to look at asks once."""
+        return self.commit_log.mapped_file_queue.flushed_where
+
+    def transferred_offset(self) -> int:
+        """The end the best slave has reported (push2SlaveMaxOffset) on a SYNC_MASTER outside
+        controller mode: :meth:`request_transfer` answers False for every put ending at or below
+        it, so a caller with many puts to look at asks once. -1 elsewhere (controller mode counts
+        each put's acknowledgements)."""
+        if self.config.broker_role is not BrokerRole.SYNC_MASTER or self.ha_service.controller_mode:
+            return -1
+        return self.ha_service.push2slave_max_offset
+
     # -- replication -----------------------------------------------------------------------
     def _on_appended(self) -> None:
         """After every append (a put, or bytes replicated from the master): wake dispatch and the
