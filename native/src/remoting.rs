@@ -93,40 +93,19 @@ struct JsonHeader<'a> {
     ext_fields: Option<ExtFields<'a>>,
 }
 
-/// `language`: a name (RocketMQ's JSON) or a number; JAVA when the header has none (a null is
-/// not usual: Python decides it).
-struct JsonLanguage<'a>(Language<'a>);
+/// `language`: a name (RocketMQ's JSON) or a number; JAVA when the header has none (a null, or
+/// a number past i64, is not usual: Python decides it).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JsonLanguage<'a> {
+    #[serde(borrow)]
+    Name(Text<'a>),
+    Code(i64),
+}
 
 impl Default for JsonLanguage<'_> {
     fn default() -> Self {
-        JsonLanguage(Language::Name(Cow::Borrowed("JAVA")))
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for JsonLanguage<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct LanguageVisitor;
-        impl<'de> Visitor<'de> for LanguageVisitor {
-            type Value = JsonLanguage<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a language name or code")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
-                Ok(JsonLanguage(Language::Name(Cow::Borrowed(name))))
-            }
-            fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
-                Ok(JsonLanguage(Language::Name(Cow::Owned(name.to_owned()))))
-            }
-            fn visit_i64<E: de::Error>(self, code: i64) -> Result<Self::Value, E> {
-                Ok(JsonLanguage(Language::Code(code)))
-            }
-            fn visit_u64<E: de::Error>(self, code: u64) -> Result<Self::Value, E> {
-                i64::try_from(code)
-                    .map(|c| JsonLanguage(Language::Code(c)))
-                    .map_err(E::custom)
-            }
-        }
-        deserializer.deserialize_any(LanguageVisitor)
+        JsonLanguage::Name(Text(Cow::Borrowed("JAVA")))
     }
 }
 
@@ -198,7 +177,10 @@ pub fn decode_json(header: &[u8]) -> Option<Header<'_>> {
     let h: JsonHeader<'_> = serde_json::from_str(text).ok()?;
     Some(Header {
         code: as_i32(h.code, None)?,
-        language: h.language.0,
+        language: match h.language {
+            JsonLanguage::Name(name) => Language::Name(name.0),
+            JsonLanguage::Code(code) => Language::Code(code),
+        },
         version: as_i32(h.version, Some(0))?,
         opaque: as_i32(h.opaque, Some(0))?,
         flag: as_i32(h.flag, Some(0))?,
