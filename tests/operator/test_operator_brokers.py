@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from broker_process import Broker
+from commit_log_files import settled_segments
 from kubernetes import client
 from operator_support import BROKER_NAMESPACE, BROKER_STORE, STORAGE_CLASS, wait_until
 from tool_support import require_tool
@@ -85,7 +86,7 @@ def fill_and_age(broker: dict[str, Any], count: int = 40) -> list[Path]:
     with Producer(broker["namesrv"], "operator-test") as producer:
         for i in range(count):
             producer.send("OperatorTopic", os.urandom(8 * 1024), keys=f"k{i}")
-    files = wait_until("several CommitLog segments", lambda: (s := segments(broker)) and len(s) >= 4 and s, 30)
+    files = settled_segments(broker["store"] / "commitlog", 4)
     old = time.time() - 3 * 3600
     for f in files[:-1]:
         os.utime(f, (old, old))

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from broker_process import Broker
+from commit_log_files import settled_segments
 from kubernetes import client
 from operator_support import SECURED_NAMESPACE, SECURED_STORE, STORAGE_CLASS, wait_until
 from tls_certs import Certs, make_certs, sign
@@ -125,7 +126,7 @@ def fill_and_age(broker: Broker, certs: Certs) -> list[Path]:
     with remoting, Producer(broker.namesrv, "secured-test", client=remoting) as producer:
         for i in range(40):
             producer.send("GuardedTopic", os.urandom(8 * 1024), keys=f"k{i}")
-    files = wait_until("several CommitLog segments", lambda: (s := segments(broker)) and len(s) >= 4 and s, 30)
+    files = settled_segments(broker.store / "commitlog", 4)
     old = time.time() - 3 * 3600
     for f in files[:-1]:
         os.utime(f, (old, old))
