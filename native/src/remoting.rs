@@ -88,7 +88,7 @@ struct JsonHeader<'a> {
     opaque: Option<i64>,
     flag: Option<i64>,
     #[serde(borrow)]
-    remark: Option<Cow<'a, str>>,
+    remark: Option<Text<'a>>,
     #[serde(rename = "extFields", borrow, default)]
     ext_fields: Option<ExtFields<'a>>,
 }
@@ -184,7 +184,7 @@ pub fn decode_json(header: &[u8]) -> Option<Header<'_>> {
         version: as_i32(h.version, Some(0))?,
         opaque: as_i32(h.opaque, Some(0))?,
         flag: as_i32(h.flag, Some(0))?,
-        remark: h.remark,
+        remark: h.remark.map(|text| text.0),
         ext_fields: h.ext_fields.map_or_else(Vec::new, |e| e.0),
     })
 }
