@@ -538,3 +538,98 @@ def test_a_failed_or_cancelled_future_reply_is_answered(caplog: pytest.LogCaptur
     with caplog.at_level(logging.ERROR, logger="rocketstore.broker.server"):
         run(test)
     assert [r.exc_info[0] if r.exc_info else None for r in caplog.records] == [RuntimeError]
+
+
+# -- group handlers (RemotingServer.register_group: the plain sends of one read share one put) --
+GROUPED_A, GROUPED_B = 20, 21
+
+
+class GroupHarness(Harness):
+    """A group handler for GROUPED_A and GROUPED_B, recording the groups it is handed; its lone
+    requests go to the codes' own handler. Odd opaques are answered inline, even ones promised
+    (as plain sends on a SYNC_MASTER store are), opaque 99 makes the whole group raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[int]] = []
+        self.singles: list[int] = []
+        for code in (GROUPED_A, GROUPED_B):
+            self.server.register(code, self._single)
+        self.server.register_group((GROUPED_A, GROUPED_B), self._group)
+
+    def _one(self, conn: Connection, request: RemotingCommand) -> Reply:
+        if request.opaque % 2:
+            return request.response(ResponseCode.SUCCESS, body=b"inline")
+        return self._promised(conn, request)
+
+    def _single(self, conn: Connection, request: RemotingCommand) -> Reply:
+        self.singles.append(request.opaque)
+        return self._one(conn, request)
+
+    def _group(self, conn: Connection, requests: list[RemotingCommand]) -> list[Reply]:
+        self.groups.append([r.opaque for r in requests])
+        if any(r.opaque == 99 for r in requests):
+            raise RuntimeError("a group handler bug")
+        return [self._one(conn, r) for r in requests]
+
+
+def run_grouped(test: Callable[[GroupHarness], Awaitable[None]]) -> None:
+    async def main() -> None:
+        await test(GroupHarness())
+    asyncio.run(main())
+
+
+def test_requests_read_one_after_the_other_reach_the_group_handler_together() -> None:
+    async def test(h: GroupHarness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(b"".join(frames(code, opaques) for code, opaques in [
+            (GROUPED_A, range(1, 3)), (GROUPED_B, range(3, 5)), (INLINE_ECHO, range(5, 6)), (GROUPED_A, range(6, 7)),
+            (INLINE_ECHO, range(7, 8)), (GROUPED_B, range(8, 10))]))
+        # a request of another code ends a group; a lone one goes to its code's handler
+        assert h.groups == [[1, 2, 3, 4], [8, 9]] and h.singles == [6]
+        assert [r.opaque for r in transport.responses()] == [1, 3, 5, 7, 9]  # inline ones at once, in order
+        assert len(conn.tasks) == 4
+        h.answer_now(conn, range(2, 9, 2))
+        conn.server.flush_answers()
+        assert [r.opaque for r in transport.responses()][5:] == [2, 4, 6, 8]
+        await settle()
+        assert not conn.tasks and len(transport.responses()) == 9  # each answered once
+    run_grouped(test)
+
+
+def test_a_group_takes_no_more_requests_than_there_are_free_in_flight_slots() -> None:
+    async def test(h: GroupHarness) -> None:
+        conn, transport = h.connect()
+        conn.data_received(frames(GROUPED_A, range(2, 2 * (MAX_IN_FLIGHT_PER_CONNECTION + 2) + 1, 2)))  # all promised
+        assert h.groups == [list(range(2, 2 * MAX_IN_FLIGHT_PER_CONNECTION + 1, 2))]
+        assert len(conn.tasks) == MAX_IN_FLIGHT_PER_CONNECTION and len(conn.backlog) == 2 and not transport.reading
+        h.keep(range(2, 8, 2))
+        await settle()
+        assert h.groups[1:] == [[2 * MAX_IN_FLIGHT_PER_CONNECTION + 2, 2 * MAX_IN_FLIGHT_PER_CONNECTION + 4]]
+        assert not conn.backlog
+    run_grouped(test)
+
+
+def test_a_refused_request_ends_its_group_and_is_answered_in_its_place() -> None:
+    async def test(h: GroupHarness) -> None:
+        h.server.before_request = lambda request, peer: (
+            request.response(ResponseCode.NO_PERMISSION, "refused") if request.opaque == 5 else None)
+        conn, transport = h.connect()
+        conn.data_received(frames(GROUPED_A, range(1, 10, 2)) + frames(GROUPED_A, range(11, 14, 2)))
+        assert h.groups == [[1, 3], [7, 9, 11, 13]]
+        assert [(r.opaque, r.code) for r in transport.responses()] == [
+            (opaque, ResponseCode.NO_PERMISSION if opaque == 5 else ResponseCode.SUCCESS) for opaque in range(1, 14, 2)]
+    run_grouped(test)
+
+
+def test_a_group_handler_that_raises_answers_every_request_of_the_group(caplog: pytest.LogCaptureFixture) -> None:
+    async def test(h: GroupHarness) -> None:
+        conn, transport = h.connect()
+        with caplog.at_level(logging.ERROR):
+            conn.data_received(frames(GROUPED_A, range(97, 102, 2)) + frames(INLINE_ECHO, range(102, 103)))
+        assert [(r.opaque, r.code) for r in transport.responses()] == [
+            (97, ResponseCode.SYSTEM_ERROR), (99, ResponseCode.SYSTEM_ERROR), (101, ResponseCode.SYSTEM_ERROR),
+            (102, ResponseCode.SUCCESS)]
+        assert "a group handler bug" in transport.responses()[0].remark
+        assert not conn.transport.is_closing()
+    run_grouped(test)

@@ -15,6 +15,12 @@ and each request goes to the handler registered for its code, which returns a :d
   flush or its slave): cheaper than a task, which steps a coroutine through the loop. The
   responses of the futures that complete together are written together, as inline ones are.
 
+Requests of the codes a group handler is registered for (``RemotingServer.register_group``: the
+plain sends) that a connection has read one after the other are handed to it together, as many
+as the free in-flight slots allow, and it replies to each: the sends of one read then share one
+taking of the CommitLog's lock, one publication of what they wrote and one wait for the slave or
+the flush. A lone one goes to its code's handler.
+
 The responses produced while handling one read go out in one ``transport.writelines`` call
 (one system call instead of one per response), up to :data:`COALESCE_MAX_BYTES` at a time.
 Every response carries its request's opaque, so the order among them does not matter to
@@ -78,7 +84,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, Protocol, cast
@@ -174,6 +180,9 @@ class RequestError(Exception):
 #: coroutine.
 Reply = RemotingCommand | None | Coroutine[Any, Any, RemotingCommand | None] | asyncio.Future[RemotingCommand]
 Handler = Callable[["Connection", RemotingCommand], Reply]
+#: A handler of consecutive requests read off one connection in one pass (the plain sends:
+#: ``RemotingServer.register_group``): their replies, one per request, in order.
+GroupHandler = Callable[["Connection", list[RemotingCommand]], list[Reply]]
 
 #: ``ROCKETSTORE_UVLOOP=0`` (or false/no/off) runs the broker on asyncio's own loop even where
 #: uvloop is installed: to compare the two, or to rule uvloop out when chasing a problem.
@@ -327,7 +336,7 @@ class Connection(asyncio.Protocol):
         if future.cancelled():  # the broker stops past its grace: answered, not left to the client's timeout
             response: RemotingCommand | None = going_away_response(request)
         elif (exc := future.exception()) is not None:
-            response = self._error_response(request, exc if isinstance(exc, Exception) else RuntimeError(exc))
+            response = self.error_response(request, exc if isinstance(exc, Exception) else RuntimeError(exc))
         else:
             response = future.result()
         self._gather_answer(request, response)
@@ -372,23 +381,17 @@ class Connection(asyncio.Protocol):
             return
         backlog = self.backlog
         going_away = self.server.going_away
+        groups = self.server.group_handlers
         while backlog and not self.writing_paused and len(self.tasks) < MAX_IN_FLIGHT_PER_CONNECTION:
             request = backlog.popleft()
-            reply = going_away_response(request) if going_away else self._call_handler(request)
-            if reply is None or isinstance(reply, RemotingCommand):
-                if reply is not None and not request.is_oneway:
-                    data = reply.encode()
-                    self._out.append(data)
-                    self._out_bytes += len(data)
-                    if self._out_bytes >= COALESCE_MAX_BYTES:
-                        self._flush()
-            elif isinstance(reply, asyncio.Future):
-                self.tasks.add(reply)
-                reply.add_done_callback(functools.partial(self._answer_later, request))
+            if going_away:
+                self._take_reply(request, going_away_response(request))
+                continue
+            group = groups.get(request.code)
+            if group is not None and backlog and groups.get(backlog[0].code) == group:
+                self._call_group(group, request)
             else:
-                task = asyncio.get_running_loop().create_task(self._finish(request, reply))
-                self.tasks.add(task)
-                task.add_done_callback(self._task_done)
+                self._take_reply(request, self._call_handler(request))
         if self._out:
             self._flush()
             if transport.is_closing():  # the write failed and closed it: nothing to pause or resume
@@ -401,6 +404,55 @@ class Connection(asyncio.Protocol):
             self.reading_paused = False
             transport.resume_reading()
 
+    def _take_reply(self, request: RemotingCommand, reply: Reply) -> None:
+        """A handler's reply: an inline response is gathered for the pass's write, a future or a
+        coroutine is waited for in a slot of its own."""
+        if reply is None or isinstance(reply, RemotingCommand):
+            if reply is not None and not request.is_oneway:
+                data = reply.encode()
+                self._out.append(data)
+                self._out_bytes += len(data)
+                if self._out_bytes >= COALESCE_MAX_BYTES:
+                    self._flush()
+        elif isinstance(reply, asyncio.Future):
+            self.tasks.add(reply)
+            reply.add_done_callback(functools.partial(self._answer_later, request))
+        else:
+            task = asyncio.get_running_loop().create_task(self._finish(request, reply))
+            self.tasks.add(task)
+            task.add_done_callback(self._task_done)
+
+    def _call_group(self, handler: GroupHandler, first: RemotingCommand) -> None:
+        """``first`` and the backlogged requests right after it that ``handler`` takes too, handled
+        in one call, as many as the free in-flight slots allow (each reply may be a future).
+
+        A request ``before_request`` refuses ends the group and is answered after it, in order; if
+        the handler raises, every request of the group is answered with the error (a group
+        handler stores nothing of a group it fails on: ``SendMessageProcessor.handle_group``).
+        """
+        backlog, groups = self.backlog, self.server.group_handlers
+        room = MAX_IN_FLIGHT_PER_CONNECTION - len(self.tasks)
+        requests: list[RemotingCommand] = []
+        refused: RemotingCommand | None = None
+        request = first
+        while True:
+            refused = self._refusal(request)
+            if refused is not None:
+                break
+            requests.append(request)
+            if len(requests) >= room or not backlog or groups.get(backlog[0].code) != handler:
+                break
+            request = backlog.popleft()
+        if requests:
+            try:
+                replies = handler(self, requests)
+            except Exception as exc:
+                replies = [self.error_response(r, exc) for r in requests]
+            for done, reply in zip(requests, replies, strict=True):
+                self._take_reply(done, reply)
+        if refused is not None:
+            self._take_reply(request, refused)
+
     def _flush(self) -> None:
         """Write the gathered inline responses in one call (taken off ``_out`` first: the write
         may re-enter :meth:`_pump` through :meth:`pause_writing`)."""
@@ -410,19 +462,33 @@ class Connection(asyncio.Protocol):
             self.transport.writelines(out)
 
     def _call_handler(self, request: RemotingCommand) -> Reply:
-        """Run the request's handler up to its reply; what it raises is answered as :meth:`_error_response` says."""
+        """Run the request's handler up to its reply; what it raises is answered as :meth:`error_response` says."""
         handler = self.server.handlers.get(request.code)
         if handler is None:
             return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                     f"request code {request.code} is not supported")
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        return self.call_protected(request, handler)
+
+    def _refusal(self, request: RemotingCommand) -> RemotingCommand | None:
+        """RocketMQ's server RPC hook (``RemotingServer.before_request``, the ACL check): the
+        answer that refuses ``request``, or None to let it through."""
+        before = self.server.before_request
+        if before is None:
+            return None
         try:
-            if self.server.before_request is not None:  # RocketMQ's server RPC hook (the ACL check)
-                refused = self.server.before_request(request, self.peer)
-                if refused is not None:
-                    return refused
+            return before(request, self.peer)
+        except Exception as exc:
+            return self.error_response(request, exc)
+
+    def call_protected(self, request: RemotingCommand, handler: Handler) -> Reply:
+        """``handler``'s reply to ``request``, or the answer to what it raised (:meth:`error_response`)."""
+        try:
             return handler(self, request)
         except Exception as exc:
-            return self._error_response(request, exc)
+            return self.error_response(request, exc)
 
     async def _finish(self, request: RemotingCommand, waiting: Coroutine[Any, Any, RemotingCommand | None]) -> None:
         """A handler's wait, then its response, written as soon as the client is reading again."""
@@ -435,13 +501,13 @@ class Connection(asyncio.Protocol):
                 self.send(going_away_response(request))
             raise
         except Exception as exc:
-            response = self._error_response(request, exc)
+            response = self.error_response(request, exc)
         if response is not None and not request.is_oneway:
             if self.writing_paused:  # every response passes here: no await unless it must wait
                 await self._writable.wait()
             self.send(response)
 
-    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    def error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         """The answer to a request whose handler raised ``exc``: the connection always survives."""
         if isinstance(exc, RequestError):
             return request.response(exc.code, exc.remark)
@@ -563,6 +629,8 @@ class RemotingServer:
         self.refused_plain_connections = 0
         self._listener: TlsSniffingListener | None = None
         self.handlers: dict[int, Handler] = {}
+        #: request codes whose consecutive requests on a connection are handled together (register_group)
+        self.group_handlers: dict[int, GroupHandler] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
         self._malformed = SparseLog()
@@ -633,6 +701,14 @@ class RemotingServer:
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
+
+    def register_group(self, codes: Iterable[int], handler: GroupHandler) -> None:
+        """Have ``handler`` take the requests of ``codes`` that a connection has read one after the
+        other, together (a lone one still goes to its code's handler). Why: the sends of one
+        read share one taking of the CommitLog's lock, one segment lookup and one wait for the
+        slave or the flush."""
+        for code in codes:
+            self.group_handlers[int(code)] = handler
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
