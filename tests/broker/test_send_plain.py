@@ -35,14 +35,14 @@ from tool_support import require_tool
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.processor import send as send_module
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, Reply
 from rocketstore.common.message import BatchItem, HostAddress, decode_message_id, encode_batch
 from rocketstore.common.native import NATIVE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader
-from rocketstore.store.commit_log import PlainPut
+from rocketstore.store.commit_log import PlainPut, PlainSendRequest
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 require_tool("the native extension with PlainSend", NATIVE is not None and hasattr(NATIVE, "PlainSend"),
@@ -156,6 +156,8 @@ class Run(NamedTuple):
     responses: list[tuple[int, int, int, int, dict[str, str]]]
     #: what the sends added to the store's and the broker's statistics (latencies left out: they are times)
     stats: tuple[object, ...]
+    #: the most sends one plain put stored
+    largest_put: int
 
 
 #: the stores the sequence runs on: the plain path's own (ASYNC_FLUSH, ASYNC_MASTER), one whose
@@ -169,7 +171,9 @@ STORE_MODES = {
 
 
 async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand],
-               mode: str = "async") -> Run:
+               mode: str = "async", group: int = 1) -> Run:
+    """The requests through the send handler one by one, or (``group``) through the group handler
+    in runs of that many, each run's replies awaited after the run, in order."""
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
                      http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
@@ -194,25 +198,33 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, reques
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
             if not native:
                 patched.setattr(send_module, "NATIVE", None)
-            plain_puts = []
-            put_plain_send = broker.store.put_plain_send
+            plain_opaques: set[int] = set()
+            largest_put = [0]
+            put_plain_sends = broker.store.put_plain_sends
 
-            def spied(*args: Any, **kwargs: Any) -> PlainPut | None:
-                put = put_plain_send(*args, **kwargs)
-                plain_puts.append(put is not None)
-                return put
+            def spied(sends: list[PlainSendRequest], **kwargs: Any) -> list[PlainPut]:
+                puts = put_plain_sends(sends, **kwargs)
+                plain_opaques.update(send[8] for send in sends[:len(puts)])
+                largest_put[0] = max(largest_put[0], len(puts))
+                return puts
 
-            patched.setattr(broker.store, "put_plain_send", spied)
-            for request in requests:
-                plain_puts.clear()
-                reply = conn._call_handler(request)  # as the server calls it inline: errors answered
+            patched.setattr(broker.store, "put_plain_sends", spied)
+            replies: list[Reply] = []
+            if group > 1:  # as a connection hands the handler the sends it read one after the other
+                handle_group = broker.remoting.group_handlers[RequestCode.SEND_MESSAGE_V2]
+                for at in range(0, len(requests), group):
+                    chunk = list(requests[at:at + group])
+                    replies.extend(handle_group(conn, chunk))
+            else:
+                replies = [conn._call_handler(request) for request in requests]  # as the server calls it inline
+            for request, reply in zip(requests, replies, strict=True):
                 if mode == "async":
                     assert isinstance(reply, RemotingCommand), reply  # never waits
                 if isinstance(reply, asyncio.Future) or inspect.iscoroutine(reply):
                     reply = await reply  # the flush: a future on the plain path, a coroutine on the other
                 assert isinstance(reply, RemotingCommand), reply
                 frames.append(reply.encode())
-                native_answers.append(any(plain_puts))
+                native_answers.append(request.opaque in plain_opaques)
                 responses.append((reply.code, reply.opaque, reply.language, reply.version, reply.ext_fields))
             assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
             store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
@@ -222,7 +234,7 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, reques
                      {topic: (nums.value, nums.times) for topic, nums in broker_stats.topic_put_nums.items()},
                      {topic: (size.value, size.times) for topic, size in broker_stats.topic_put_size.items()},
                      (broker_stats.broker_put_nums.value, broker_stats.broker_put_nums.times))
-            return Run(frames, native_answers, responses, stats)
+            return Run(frames, native_answers, responses, stats, largest_put[0])
         finally:
             await broker.stop(grace_s=1.0)
 
@@ -258,15 +270,20 @@ def _starts_a_segment(response: tuple[int, int, int, int, dict[str, str]]) -> bo
     return offset % SEGMENT == 0
 
 
+@pytest.mark.parametrize("group", [1, 9], ids=["one-by-one", "grouped"])
 @pytest.mark.parametrize("mode", list(STORE_MODES))
 def test_plain_sends_store_and_answer_what_the_reference_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              mode: str) -> None:
+                                                              mode: str, group: int) -> None:
+    """Grouped: the sends as a connection hands runs of them read in one pass to the group handler
+    (RemotingServer.register_group), plain and not mixed, the segment's end inside runs: one put
+    per run, the rest in order through the reference path, and all stored and answered alike."""
     native_root, reference_root = tmp_path / "native", tmp_path / "reference"
     sends = _sends(waits=mode != "async")
     requests = [request for request, _ in sends]
-    native = asyncio.run(_run(native_root, True, monkeypatch, requests, mode))
+    native = asyncio.run(_run(native_root, True, monkeypatch, requests, mode, group))
     reference = asyncio.run(_run(reference_root, False, monkeypatch, requests, mode))
     _assert_same(native_root, native, reference_root, reference)
+    assert native.largest_put == (1 if group == 1 else group)
     stored_codes = {code for (code, *_), (_, plain) in zip(native.responses, sends, strict=True) if plain}
     assert stored_codes == {ResponseCode.SLAVE_NOT_AVAILABLE if mode == "sync-master" else ResponseCode.SUCCESS}
     assert len(dict(_files(native_root, "commitlog"))) > 2

@@ -78,7 +78,7 @@ from rocketstore.broker.processor.lock import LockBatchProcessor
 from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.processor.query import QueryMessageProcessor
 from rocketstore.broker.processor.reply import ReplyMessageProcessor
-from rocketstore.broker.processor.send import SendMessageProcessor
+from rocketstore.broker.processor.send import PLAIN_SEND_CODES, SendMessageProcessor
 from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.register_broker_service import RegisterBrokerService
 from rocketstore.broker.remoting_front import make_front
@@ -376,7 +376,7 @@ class BrokerController:
         processors: list[RequestProcessor] = [
             ClientManageProcessor(self),
             AdminBrokerProcessor(self),
-            SendMessageProcessor(self),
+            (send := SendMessageProcessor(self)),
             PullMessageProcessor(self),
             ConsumerOffsetProcessor(self),
             QueryMessageProcessor(self),
@@ -390,6 +390,8 @@ class BrokerController:
         for processor in processors:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
+        if native.NATIVE is not None:  # the plain sends of one read share one put (SendMessageProcessor.handle_group)
+            self.remoting.register_group(PLAIN_SEND_CODES, send.handle_group)
         self._add_transaction_metrics()
         self._add_connection_limit_metrics()
         ha = self.store.ha_service

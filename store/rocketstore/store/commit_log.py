@@ -110,6 +110,12 @@ class PlainSendPut(Protocol):
                  version: int) -> tuple[int, int, bytes, str] | None: ...
 
 
+#: One plain send for :meth:`CommitLog.put_plain_sends`: the native put to make it with, then the
+#: request's header fields and body, its topic, queue id and sysFlag bits, the producer's address
+#: (8 bytes), and the language, opaque and version its response frame is encoded for.
+PlainSendRequest = tuple[PlainSendPut, dict[str, str], bytes, str, int, int, bytes, str, int, int]
+
+
 class PlainSendEncoder(Protocol):
     """The native ``PlainSend`` (native/src/send.rs): a plain send's or batch's records and response frame."""
 
@@ -134,7 +140,7 @@ class PlainPut(NamedTuple):
     frame: bytes
     elapsed_s: float
     #: PUT_OK, or SLAVE_NOT_AVAILABLE: a SYNC_MASTER put stored while no slave was OK
-    #: (:meth:`DefaultMessageStore.put_plain_send`)
+    #: (:meth:`DefaultMessageStore.put_plain_sends`)
     status: PutMessageStatus = PutMessageStatus.PUT_OK
 
 
@@ -334,42 +340,59 @@ class CommitLog:
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, append)
 
-    def put_plain_send(self, put: PlainSendPut, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
-                       sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
-                       version: int) -> PlainPut | None:
-        """A plain send or batch (see ``rocketstore.broker.processor.send``) put in one native call
-        under the lock: its records encoded, stamped (consecutive queue offsets for a batch) and
-        copied in at the end of the last segment and its SEND_OK frame (to a request of
-        ``language``, ``opaque`` and ``version``) encoded (``put``: the native ``PlainSend``'s
-        ``put`` or ``put_batch``). None, with the log untouched, when the call finds the send not
-        plain, no segment yet or its records not fitting the segment's room: the caller then takes
-        the reference path, which also creates and rolls segments.
+    def put_plain_sends(self, sends: Sequence[PlainSendRequest]) -> list[PlainPut]:
+        """Plain sends and batches (see ``rocketstore.broker.processor.send``) put under one taking
+        of the lock, in order, each in one native call: its records encoded, stamped (consecutive
+        queue offsets for a batch) and copied in at the end of the last segment, and its SEND_OK
+        frame (to a request of its ``language``, ``opaque`` and ``version``) encoded.
+
+        Returns the puts of the longest prefix of ``sends`` the native calls took: the first one
+        found not plain, not fitting the segment's room, or there being no segment yet, ends it,
+        and the caller takes that send through the reference path, which also creates and rolls
+        segments. The sends of one event-loop pass come here together, so that the lock, the
+        segment lookup, the publication and the wake-ups after it cost once per pass, not per send.
+
+        What the prefix wrote is published at once (:meth:`MappedFile.advance`) after every record
+        of it is in place, and the queue-offset table is updated then: if a call raises, nothing of
+        the group is published or counted, as if none of it had been put.
         """
-        key = f"{topic}-{queue_id}"
+        placed: list[tuple[int, int, int, int, str, bytes]] = []
         with self.put_lock:
             self.begin_time_in_lock = begin = time.monotonic()
             try:
                 # the reference path creates segments: a put it refuses leaves the store without one
                 mapped = self.mapped_file_queue.get_last_mapped_file(0, need_create=False)
                 if mapped is None:
-                    return None
+                    return []
                 now_ms = int(time.time() * 1000)
-                queue_offset = self.topic_queue_table.get(key, 0)
-                pos = mapped.wrote_position
-                done = put(fields, body, topic, queue_id, sys_flag_bits, born_host, mapped.buffer, pos,
-                           mapped.file_size - pos, mapped.file_from_offset, queue_offset, now_ms,
-                           self.settings.max_message_size(), language, opaque, version)
-                if done is None:
-                    return None
-                wrote_bytes, msg_num, encoded, msg_id = done
-                mapped.advance(wrote_bytes)  # published after the stamped records are in place
+                table = self.topic_queue_table
+                offsets: dict[str, int] = {}
+                buffer, base, size = mapped.buffer, mapped.file_from_offset, mapped.file_size
+                max_size = self.settings.max_message_size()
+                start = pos = mapped.wrote_position
+                for put, fields, body, topic, queue_id, sys_flag_bits, born_host, language, opaque, version in sends:
+                    key = f"{topic}-{queue_id}"
+                    queue_offset = offsets.get(key)
+                    if queue_offset is None:
+                        queue_offset = table.get(key, 0)
+                    done = put(fields, body, topic, queue_id, sys_flag_bits, born_host, buffer, pos, size - pos, base,
+                               queue_offset, now_ms, max_size, language, opaque, version)
+                    if done is None:
+                        break
+                    wrote_bytes, msg_num, encoded, msg_id = done
+                    offsets[key] = queue_offset + msg_num
+                    placed.append((base + pos, wrote_bytes, queue_offset, msg_num, msg_id, encoded))
+                    pos += wrote_bytes
+                if not placed:
+                    return []
+                mapped.advance(pos - start)  # published after the stamped records are in place
                 mapped.store_timestamp = now_ms
-                self.topic_queue_table[key] = queue_offset + msg_num
+                table.update(offsets)
             finally:
                 self.begin_time_in_lock = 0.0
         self.on_appended()
-        return PlainPut(mapped.file_from_offset + pos, wrote_bytes, queue_offset, msg_num, msg_id, encoded,
-                        time.monotonic() - begin)
+        elapsed_s = time.monotonic() - begin
+        return [PlainPut(*where, elapsed_s) for where in placed]
 
     @staticmethod
     def _write_blank(mm: mmap.mmap, pos: int, left: int) -> int:

@@ -19,7 +19,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -34,7 +34,7 @@ from rocketstore.store.commit_log import (
     CommitLogSettings,
     MessageBatch,
     PlainPut,
-    PlainSendPut,
+    PlainSendRequest,
     PutMessageResult,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -583,35 +583,36 @@ class DefaultMessageStore:
         self.stats.record_put(result, time.monotonic() - begin, msg.topic)
         return result
 
-    def put_plain_send(self, put: PlainSendPut, fields: dict[str, str], body: bytes, topic: str, queue_id: int,
-                       sys_flag_bits: int, born_host: bytes, language: str, opaque: int,
-                       version: int, *, caller_waits: bool = False) -> PlainPut | None:
-        """A plain send's or batch's put (:meth:`CommitLog.put_plain_send`), when nothing about the
-        store makes it more than an append: a writable master whose puts wait for neither a flush
-        nor a slave (ASYNC_FLUSH, ASYNC_MASTER) or, with ``caller_waits``, one whose caller waits
-        for both itself (:meth:`request_flush`, :meth:`request_transfer`), as it does after
-        :meth:`put_message` with ``wait_flush=False``; it must not pass ``caller_waits`` for a
-        message that says ``WAIT=false``. A SYNC_MASTER put stored while no slave is OK says
-        SLAVE_NOT_AVAILABLE (``PlainPut.status``), as :meth:`_handle_disk_flush_and_ha` decides.
-        None when the store is none of these, controller mode has too few in-sync replicas, or the
-        CommitLog finds the send not plain: the caller then puts the message through
-        :meth:`put_message` (a batch through :meth:`put_messages`), which decides the same again."""
+    def put_plain_sends(self, sends: Sequence[PlainSendRequest], *, caller_waits: bool = False) -> list[PlainPut]:
+        """Plain sends' or batches' puts, in order (:meth:`CommitLog.put_plain_sends`: the puts of
+        the longest prefix of ``sends`` it took), when nothing about the store makes them more than
+        appends: a writable master whose puts wait for neither a flush nor a slave (ASYNC_FLUSH,
+        ASYNC_MASTER) or, with ``caller_waits``, one whose caller waits for both itself
+        (:meth:`request_flush`, :meth:`request_transfer`), as it does after :meth:`put_message`
+        with ``wait_flush=False``; it must not pass ``caller_waits`` for a message that says
+        ``WAIT=false``. A SYNC_MASTER put stored while no slave is OK says SLAVE_NOT_AVAILABLE
+        (``PlainPut.status``), as :meth:`_handle_disk_flush_and_ha` decides. An empty list when
+        the store is none of these or controller mode has too few in-sync replicas; the caller
+        then puts the first message the list does not cover through :meth:`put_message` (a batch
+        through :meth:`put_messages`), which decides the same again."""
         config = self.config
         role = config.broker_role
         if caller_waits:
             if role is BrokerRole.SLAVE or not self._enough_in_sync_replicas(True):
-                return None
+                return []
         elif config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or role is not BrokerRole.ASYNC_MASTER:
-            return None
+            return []
         if self._check_store_status() is not None:
-            return None
-        done = self.commit_log.put_plain_send(put, fields, body, topic, queue_id, sys_flag_bits, born_host, language,
-                                              opaque, version)
-        if done is None:
-            return None
-        self.stats.record_stored(done.msg_num, done.wrote_bytes, done.elapsed_s, topic)
-        if role is BrokerRole.SYNC_MASTER and not self.is_slave_ok(done.wrote_offset + done.wrote_bytes):
-            return done._replace(status=PutMessageStatus.SLAVE_NOT_AVAILABLE)
+            return []
+        done = self.commit_log.put_plain_sends(sends)
+        if not done:
+            return done
+        stored = [(send[3], put.msg_num, put.wrote_bytes) for send, put in zip(sends, done, strict=False)]
+        self.stats.record_stored(stored, done[0].elapsed_s)
+        # isSlaveOK right after the appends: the ends grow, so the last one being OK makes every one OK
+        if role is BrokerRole.SYNC_MASTER and not self.is_slave_ok(done[-1].wrote_offset + done[-1].wrote_bytes):
+            return [put if self.is_slave_ok(put.wrote_offset + put.wrote_bytes)
+                    else put._replace(status=PutMessageStatus.SLAVE_NOT_AVAILABLE) for put in done]
         return done
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
@@ -169,28 +169,33 @@ class StoreStatsService:
 
     def record_put(self, result: PutMessageResult, elapsed_s: float, topic: str) -> None:
         if result.append is not None and result.ok:
-            self.record_stored(result.append.msg_num, result.append.wrote_bytes, elapsed_s, topic)
+            self.record_stored([(topic, result.append.msg_num, result.append.wrote_bytes)], elapsed_s)
             return
         with self._lock:
             self.put_message_failed_times += 1
             self.put_failed_by_status[result.status.value] += 1
-            self._record_put_latency(elapsed_s)
+            self._record_put_latency(elapsed_s, 1)
 
-    def record_stored(self, msg_num: int, wrote_bytes: int, elapsed_s: float, topic: str) -> None:
-        """A put that stored ``msg_num`` records of ``wrote_bytes`` on ``topic`` (no result object:
-        the plain send path builds none)."""
+    def record_stored(self, puts: Iterable[tuple[str, int, int]], elapsed_s: float) -> None:
+        """Puts that stored, each as (topic, records, bytes), all in ``elapsed_s``: one put, or the
+        plain sends the CommitLog put under one taking of its lock (no result objects: that path
+        builds none). Each counts as one put in the latency figures."""
         with self._lock:
-            self.put_message_times_total += msg_num
-            self.put_message_size_total += wrote_bytes
-            self.put_by_topic[topic] += msg_num
-            self._record_put_latency(elapsed_s)
+            count = 0
+            by_topic = self.put_by_topic
+            for topic, msg_num, wrote_bytes in puts:
+                self.put_message_times_total += msg_num
+                self.put_message_size_total += wrote_bytes
+                by_topic[topic] += msg_num
+                count += 1
+            self._record_put_latency(elapsed_s, count)
 
-    def _record_put_latency(self, elapsed_s: float) -> None:
-        """Under ``_lock``: a put's latency into the maximum and the distributions."""
+    def _record_put_latency(self, elapsed_s: float, count: int) -> None:
+        """Under ``_lock``: the latency of ``count`` puts into the maximum and the distributions."""
         elapsed_ms = int(elapsed_s * 1000)
         self.put_max_ms = max(self.put_max_ms, elapsed_ms)
-        self.put_distribute_time[put_distribute_bucket(elapsed_ms)] += 1
-        self._latency_counts[bisect_left(LATENCY_BOUNDS_MS, elapsed_ms)] += 1
+        self.put_distribute_time[put_distribute_bucket(elapsed_ms)] += count
+        self._latency_counts[bisect_left(LATENCY_BOUNDS_MS, elapsed_ms)] += count
 
     def record_get(self, found: bool, count: int, elapsed_s: float) -> None:
         with self._lock:

@@ -40,6 +40,7 @@ too when the page cache is busy, so clients back off the same way).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -69,7 +70,13 @@ from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketstore.store.clean import disk_partition_used_ratio
-from rocketstore.store.commit_log import MessageBatch, PlainPut, PlainSendEncoder, PutMessageResult
+from rocketstore.store.commit_log import (
+    MessageBatch,
+    PlainPut,
+    PlainSendEncoder,
+    PlainSendRequest,
+    PutMessageResult,
+)
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.status import PutMessageStatus
 from rocketstore.store.timer_message_store import (
@@ -106,7 +113,7 @@ NOT_PLAIN_PROPERTIES: Final = (
 
 
 #: The request codes a send may take the plain path for (:meth:`SendMessageProcessor._plain_send`).
-_PLAIN_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+PLAIN_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
 #: In a send's properties text: the producer asks not to wait for the flush or a slave (its
 #: ``WAIT`` property false), which the plain path leaves to the reference path. Any property
@@ -267,6 +274,31 @@ class SendOkResponse(RemotingCommand):
         return self.frame
 
 
+class _PlainPass(NamedTuple):
+    """What the plain path knows of the broker for one pass's sends (:meth:`SendMessageProcessor._plain_pass`)."""
+
+    encoder: PlainSendEncoder
+    #: SYNC_FLUSH: a put is answered once durable
+    flush: bool
+    #: SYNC_MASTER: a put is answered once on a slave
+    replica: bool
+
+    @property
+    def waits(self) -> bool:
+        return self.flush or self.replica
+
+
+class _PlainWait(NamedTuple):
+    """A stored plain send waiting for its flush or slave: where it stands in its group's
+    replies, its request, its SEND_OK response, its topic and its put."""
+
+    slot: int
+    request: RemotingCommand
+    ok: SendOkResponse
+    topic: str
+    put: PlainPut
+
+
 class SendOutcome(NamedTuple):
     """What a send came to before a protocol shapes the answer: RocketMQ's response code and remark,
     the put's result once it got that far, and the topic and queue it went to (the DLQ for a retry
@@ -407,17 +439,22 @@ class SendMessageProcessor:
     def handle(self, conn: Connection, request: RemotingCommand) -> Reply:
         """The send's response; when it must wait, a future of it (a plain send waiting for its
         flush or slave) or a coroutine (back-pressure, the reference path's waits)."""
-        if NATIVE is not None and request.code in _PLAIN_CODES:
-            plain = self._plain_send(conn, request)
-            if plain is not None:
-                return plain
+        if NATIVE is not None and request.code in PLAIN_SEND_CODES:
+            return self.handle_group(conn, [request])[0]
+        return self._reference(conn, request)
+
+    def _reference(self, conn: Connection, request: RemotingCommand) -> Reply:
+        """The send through the reference path (:meth:`send`)."""
         sent = self.send(decode_send_header(request), request.body, conn.peer_host, conn.peer, request.version)
         if isinstance(sent, SendOutcome):
             return self.respond(request, sent)
         return self._respond_when_sent(request, sent)
 
-    def _plain_send(self, conn: Connection, request: RemotingCommand) -> Reply:
-        """The common send in one native call, or None for the reference path (:meth:`send`).
+    def handle_group(self, conn: Connection, requests: list[RemotingCommand]) -> list[Reply]:
+        """Sends read off ``conn`` one after the other (RemotingServer.register_group; :meth:`handle`
+        passes one), answered in order: the plain ones among them in one native call each, made
+        under one taking of the CommitLog's lock (:meth:`DefaultMessageStore.put_plain_sends`), the
+        others through the reference path (:meth:`send`), each where it stands in the order.
 
         Plain is a SEND_MESSAGE_V2, or a SEND_BATCH_MESSAGE whose header says batch (JSON header),
         from an IPv4 producer to an existing topic that is not a retry topic, to a given queue,
@@ -427,33 +464,49 @@ class SendMessageProcessor:
         fields and the properties as bytes (a batch's body split there too), encodes and stamps
         the record(s) into the mapped CommitLog and encodes the SEND_OK frame, which is what the
         reference path would store and answer, byte for byte (tests/broker/test_send_plain.py).
-        Anything it finds not plain (a malformed batch body included: the reference answers its
-        error) costs a fallback that
-        stores nothing.
+        A send it finds not plain (a malformed batch body included: the reference answers its
+        error) ends the group's put there, storing nothing of it, and takes the reference path.
 
         On a SYNC_FLUSH or SYNC_MASTER store the put is the same (a send that says ``WAIT=false``
-        excepted), and its answer a future that :class:`StoreWaits` resolves once the flush and
-        the slave are done or their deadlines pass: the connection writes it then, together with
-        the other answers that came due at the same time.
+        excepted), and the answers futures that :class:`StoreWaits` resolves once the flush and
+        the slave are past the group's last put or their deadlines pass, with one wait for the
+        group: the connection writes them then, together with the other answers due.
         """
-        fields = request.ext_fields
-        topic = fields.get("b")
-        queue_text = fields.get("e")
-        if (topic is None or queue_text is None or request.serialize_type is not SerializeType.JSON
-                or not (queue_text.isascii() and queue_text.isdigit())):
-            return None
+        plain = self._plain_pass()
+        born_host = conn.peer_host.to_bytes()
+        replies: list[Reply] = []
+        i, n = 0, len(requests)
+        while i < n:
+            run: list[RemotingCommand] = []
+            sends: list[PlainSendRequest] = []
+            if plain is not None:
+                for request in requests[i:]:
+                    send = self._plain_request(request, plain, born_host)
+                    if send is None:
+                        break
+                    run.append(request)
+                    sends.append(send)
+            if sends and plain is not None:
+                try:
+                    puts = self.broker.store.put_plain_sends(sends, caller_waits=plain.waits)
+                except Exception as exc:  # nothing of the group was stored (CommitLog.put_plain_sends)
+                    replies.extend(conn.error_response(request, exc) for request in run)
+                    i += len(run)
+                    continue
+                replies.extend(self._plain_replies(conn, run, sends, puts, plain))
+                i += len(puts)
+                if len(puts) == len(sends):
+                    continue
+            replies.append(conn.call_protected(requests[i], self._reference))
+            i += 1
+        return replies
+
+    def _plain_pass(self) -> _PlainPass | None:
+        """What the plain path needs to know of the broker for this pass's sends, or None when
+        it takes none of them: the broker takes no sends now (not writable, not yet accepting, a
+        controller-mode master past its write deadline), dispatch trails the log by more than
+        maxDispatchLagBytes, or the store host is IPv6."""
         broker = self.broker
-        config = broker.topic_config_manager.get(topic)
-        if config is None:
-            return None
-        cached = self._plain_topics.get(topic)
-        if cached is None or cached[0] is not config:
-            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
-                                                  max(config.write_queue_nums, config.read_queue_nums))
-        _, sys_flag_bits, queue_limit = cached
-        queue_id = int(queue_text)
-        if sys_flag_bits is None or queue_id >= queue_limit:
-            return None
         cfg = broker.broker_config
         start_accept = cfg.start_accept_send_request_time_stamp
         manager = broker.replicas_manager
@@ -464,32 +517,88 @@ class SendMessageProcessor:
         if encoder is None:
             return None
         store_config = broker.store_config
-        flush = store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        replica = store_config.broker_role is BrokerRole.SYNC_MASTER
-        if (flush or replica) and _WAIT_FALSE in fields.get("i", ""):
-            return None
-        put = broker.store.put_plain_send(
-            encoder.put if request.code == RequestCode.SEND_MESSAGE_V2 else encoder.put_batch, fields, request.body,
-            topic, queue_id, sys_flag_bits, conn.peer_host.to_bytes(), language_name(request.language),
-            request.opaque, request.version, caller_waits=flush or replica)
-        if put is None:
-            return None
-        stats = self.stats
-        ok = SendOkResponse(request, put, queue_id, cfg.region_id, "true" if cfg.trace_on else "false")
-        if flush or replica:
-            start = time.perf_counter()
-            answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        return _PlainPass(encoder, store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+                          store_config.broker_role is BrokerRole.SYNC_MASTER)
 
-            def answer_when(status: PutMessageStatus) -> None:
-                stats.send_latency.observe(put.elapsed_s + time.perf_counter() - start)
-                if not answer.done():  # else the broker stopped and cancelled it
-                    conn.answer_now(request, answer, self._plain_answer(request, ok, topic, status))
+    def _plain_request(self, request: RemotingCommand, plain: _PlainPass, born_host: bytes) -> PlainSendRequest | None:
+        """``request`` as the store's plain put takes it, or None when it is not plain by what is
+        known before the native call (see :meth:`handle_group`)."""
+        code = request.code
+        if code == RequestCode.SEND_MESSAGE_V2:
+            put = plain.encoder.put
+        elif code == RequestCode.SEND_BATCH_MESSAGE:
+            put = plain.encoder.put_batch
+        else:
+            return None
+        fields = request.ext_fields
+        topic = fields.get("b")
+        queue_text = fields.get("e")
+        if (topic is None or queue_text is None or request.serialize_type is not SerializeType.JSON
+                or not (queue_text.isascii() and queue_text.isdigit())):
+            return None
+        config = self.broker.topic_config_manager.get(topic)
+        if config is None:
+            return None
+        cached = self._plain_topics.get(topic)
+        if cached is None or cached[0] is not config:
+            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
+                                                  max(config.write_queue_nums, config.read_queue_nums))
+        _, sys_flag_bits, queue_limit = cached
+        queue_id = int(queue_text)
+        if sys_flag_bits is None or queue_id >= queue_limit:
+            return None
+        if plain.waits and _WAIT_FALSE in fields.get("i", ""):
+            return None
+        return (put, fields, request.body, topic, queue_id, sys_flag_bits, born_host, language_name(request.language),
+                request.opaque, request.version)
 
-            if broker.store_waits.add(put.status, put.wrote_offset + put.wrote_bytes, flush=flush, replica=replica,
-                                      done=answer_when):
-                return answer
-        stats.send_latency.observe(put.elapsed_s)
-        return self._plain_answer(request, ok, topic, put.status)
+    def _plain_replies(self, conn: Connection, run: list[RemotingCommand], sends: list[PlainSendRequest],
+                       puts: list[PlainPut], plain: _PlainPass) -> list[Reply]:
+        """The replies to the first ``len(puts)`` requests of ``run``, stored as ``puts``: their
+        answers, or on a SYNC_FLUSH or SYNC_MASTER store futures of them, one wait per status
+        (PUT_OK, or SLAVE_NOT_AVAILABLE for a put made while no slave was OK) up to the last put
+        with it."""
+        cfg = self.broker.broker_config
+        region, trace = cfg.region_id, "true" if cfg.trace_on else "false"
+        observe = self.stats.send_latency.observe
+        if not plain.waits:
+            replies: list[Reply] = []
+            for request, send, put in zip(run, sends, puts, strict=False):
+                observe(put.elapsed_s)
+                replies.append(self._plain_answer(request, SendOkResponse(request, put, send[4], region, trace),
+                                                  send[3], put.status))
+            return replies
+        start = time.perf_counter()
+        by_status: dict[PutMessageStatus, list[_PlainWait]] = {}
+        for slot, (request, send, put) in enumerate(zip(run, sends, puts, strict=False)):
+            by_status.setdefault(put.status, []).append(
+                _PlainWait(slot, request, SendOkResponse(request, put, send[4], region, trace), send[3], put))
+        waiting: list[Reply] = [None] * len(puts)
+        loop = asyncio.get_running_loop()
+        for status, waits in by_status.items():
+            last = waits[-1].put
+            answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in waits]
+            if self.broker.store_waits.add(status, last.wrote_offset + last.wrote_bytes, flush=plain.flush,
+                                           replica=plain.replica,
+                                           done=functools.partial(self._answer_waits, conn, waits, answers, start)):
+                for wait, answer in zip(waits, answers, strict=True):
+                    waiting[wait.slot] = answer
+            else:  # nothing to wait for: answered now, the futures dropped unseen
+                for wait in waits:
+                    observe(wait.put.elapsed_s)
+                    waiting[wait.slot] = self._plain_answer(wait.request, wait.ok, wait.topic, status)
+        return waiting
+
+    def _answer_waits(self, conn: Connection, waits: list[_PlainWait], answers: list[asyncio.Future[RemotingCommand]],
+                      start: float, status: PutMessageStatus) -> None:
+        """StoreWaits' call once a group's puts of one status are past their waits: each answered
+        at once (Connection.answer_now), unless the broker stopped and cancelled its future."""
+        now = time.perf_counter()
+        observe = self.stats.send_latency.observe
+        for wait, answer in zip(waits, answers, strict=True):
+            observe(wait.put.elapsed_s + now - start)
+            if not answer.done():
+                conn.answer_now(wait.request, answer, self._plain_answer(wait.request, wait.ok, wait.topic, status))
 
     def _plain_answer(self, request: RemotingCommand, ok: SendOkResponse, topic: str,
                       status: PutMessageStatus) -> RemotingCommand:
