@@ -195,11 +195,11 @@ class Harness:
 
 
     def answer_now(self, conn: Connection, opaques: range) -> None:
-        """Answer the promised requests of ``opaques`` with Connection.answer_now, as a plain
+        """Answer the promised requests of ``opaques`` with Connection.answer_all, as a plain
         send's StoreWaits callback does on the loop."""
-        for opaque in opaques:
-            conn.answer_now(self.promised[opaque], self.promises[opaque],
-                            RemotingCommand(code=ResponseCode.SUCCESS, opaque=opaque, flag=1, body=b"now"))
+        conn.answer_all([(self.promised[opaque], self.promises[opaque],
+                          RemotingCommand(code=ResponseCode.SUCCESS, opaque=opaque, flag=1, body=b"now"))
+                         for opaque in opaques])
 
 
 def frames(code: int, opaques: range, body: bytes = b"", flag: int = 0) -> bytes:
@@ -483,7 +483,7 @@ def test_future_replies_that_come_due_together_are_one_write_without_a_task() ->
 
 
 def test_answers_given_now_are_one_write_in_the_same_pass_once_flushed() -> None:
-    """Connection.answer_now gathers a future's answer; RemotingServer.flush_answers writes all of
+    """Connection.answer_all gathers futures' answers; RemotingServer.flush_answers writes all of
     a connection's at once, in the caller's pass (a slave report's, for SYNC_MASTER sends), not in
     the passes of the futures' callbacks; nobody flushing, the next pass does. Each answer once."""
     async def test(h: Harness) -> None:
@@ -498,7 +498,7 @@ def test_answers_given_now_are_one_write_in_the_same_pass_once_flushed() -> None
         assert transport.writes == 1 and len(transport.responses()) == 7
         h.promises[8].cancel()  # the broker stops past its grace: answered by the future's callback
         h.answer_now(conn, range(8, 11))  # 8 is done already: left alone
-        await settle()  # nobody flushed: the pass answer_now scheduled does
+        await settle()  # nobody flushed: the pass answer_all scheduled does
         answers = {r.opaque: r.code for r in transport.responses()}
         assert len(transport.responses()) == 10 and answers[8] == ResponseCode.SERVICE_NOT_AVAILABLE
         assert all(answers[n] == ResponseCode.SUCCESS for n in (9, 10)) and not conn.tasks

@@ -341,32 +341,40 @@ class Connection(asyncio.Protocol):
             response = future.result()
         self._gather_answer(request, response)
 
-    def answer_now(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand],
-                   response: RemotingCommand) -> None:
-        """Answer a handler's pending future from the loop, in the caller's pass.
+    def answer_all(self, answers: Iterable[tuple[RemotingCommand, asyncio.Future[RemotingCommand],
+                                                 RemotingCommand]]) -> None:
+        """Answer handlers' pending futures from the loop, in the caller's pass: (request, future,
+        response) each.
 
-        Setting the future's result would answer it through its callbacks (:meth:`_answer_later`),
+        Setting a future's result would answer it through its callbacks (:meth:`_answer_later`),
         which the loop runs a pass later, whose write then waits a pass more; each pass may first
-        handle a whole batch of new requests. The response joins the others due and is written
+        handle a whole batch of new requests. The responses join the others due and are written
         when the server flushes them (:meth:`RemotingServer.flush_answers`): at the latest in the
         next pass, at once when the caller flushes itself (:class:`StoreWaits` does, after each
         slave report or flush). A future already done (cancelled by a stop) was answered by its
         callback.
         """
-        if future.done():
-            return
-        self.tasks.discard(future)  # so that _answer_later, run when the result is set, leaves it alone
-        future.set_result(response)
-        self._gather_answer(request, response)
+        for request, future, response in answers:
+            if future.done():
+                continue
+            self.tasks.discard(future)  # so that _answer_later, run when the result is set, leaves it alone
+            future.set_result(response)
+            if not request.is_oneway:
+                self._gather(response)
+        self.server.answers_due(self)
 
     def _gather_answer(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         """A future's answer (None: none to write), to be written by the server's next flush, which
         also takes backlogged requests now that the future's in-flight slot is free."""
         if response is not None and not request.is_oneway:
-            data = response.encode()
-            self._out.append(data)
-            self._out_bytes += len(data)
+            self._gather(response)
         self.server.answers_due(self)
+
+    def _gather(self, response: RemotingCommand) -> None:
+        """``response`` encoded into the answers this connection writes next."""
+        data = response.encode()
+        self._out.append(data)
+        self._out_bytes += len(data)
 
     def _pump(self) -> None:
         """Dispatch backlogged requests as far as flow control allows; pause or resume reading to match.
@@ -409,9 +417,7 @@ class Connection(asyncio.Protocol):
         coroutine is waited for in a slot of its own."""
         if reply is None or isinstance(reply, RemotingCommand):
             if reply is not None and not request.is_oneway:
-                data = reply.encode()
-                self._out.append(data)
-                self._out_bytes += len(data)
+                self._gather(reply)
                 if self._out_bytes >= COALESCE_MAX_BYTES:
                     self._flush()
         elif isinstance(reply, asyncio.Future):

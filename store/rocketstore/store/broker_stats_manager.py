@@ -140,9 +140,10 @@ class LatencyHistogram:
         self.counts = [0] * (len(LATENCY_BOUNDS_S) + 1)  # the last one is +Inf
         self.sum = 0.0
 
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
-        self.sum += seconds
+    def observe(self, seconds: float, count: int = 1) -> None:
+        """``count`` observations of ``seconds`` (the sends of one group put share their latency)."""
+        self.counts[bisect_left(LATENCY_BOUNDS_S, seconds)] += count
+        self.sum += seconds * count
 
     def cumulative(self) -> list[tuple[str, float]]:
         """(``le`` bound, observations at or below it) for every bucket, +Inf last."""
@@ -180,11 +181,11 @@ class BrokerStatsManager:
         self.pull_latency = LatencyHistogram()
         self._now = now
 
-    def inc_topic_put(self, topic: str, msg_num: int, size: int) -> None:
-        """One successful send request of ``msg_num`` messages, ``size`` bytes stored.
+    def inc_topic_put(self, topic: str, msg_num: int, size: int, requests: int = 1) -> None:
+        """``requests`` successful send requests of ``msg_num`` messages, ``size`` bytes stored in all.
 
-        Once per send on the loop: one dict lookup, the additions written out (a method call
-        per item would cost as much again).
+        Once per send, or per group of sends to one topic, on the loop: one dict lookup, the
+        additions written out (a method call per item would cost as much again).
         """
         items = self._topic_put.get(topic)
         if items is None:
@@ -192,12 +193,12 @@ class BrokerStatsManager:
             self.topic_put_nums[topic], self.topic_put_size[topic] = items
         nums, sizes = items
         nums.value += msg_num
-        nums.times += 1
+        nums.times += requests
         sizes.value += size
-        sizes.times += 1
+        sizes.times += requests
         broker = self.broker_put_nums
         broker.value += msg_num
-        broker.times += 1
+        broker.times += requests
 
     def inc_group_get(self, topic: str, group: str, msg_num: int, size: int) -> None:
         """One pull that returned ``msg_num`` messages, ``size`` bytes, to ``group`` (written out

@@ -274,6 +274,11 @@ class SendOkResponse(RemotingCommand):
         return self.frame
 
 
+#: What the plain path keeps of a topic: the TopicConfig it decided on, the sysFlag bits its sends
+#: get (None: sends to it are not plain) and the bound of its queue ids.
+_PlainTopic = tuple[TopicConfig, int | None, int]
+
+
 class _PlainPass(NamedTuple):
     """What the plain path knows of the broker for one pass's sends (:meth:`SendMessageProcessor._plain_pass`)."""
 
@@ -330,7 +335,7 @@ class SendMessageProcessor:
         #: per topic, the TopicConfig a plain send to it was last decided on, its sysFlag bits
         #: (None when sends to it are not plain) and the queue ids' bound (the config object
         #: changes whenever the topic does)
-        self._plain_topics: dict[str, tuple[TopicConfig, int | None, int]] = {}
+        self._plain_topics: dict[str, _PlainTopic] = {}
 
     def handlers(self) -> Mapping[int, Handler]:
         return {code: self.handle for code in
@@ -474,6 +479,7 @@ class SendMessageProcessor:
         """
         plain = self._plain_pass()
         born_host = conn.peer_host.to_bytes()
+        topics: dict[str, _PlainTopic] = {}
         replies: list[Reply] = []
         i, n = 0, len(requests)
         while i < n:
@@ -481,7 +487,7 @@ class SendMessageProcessor:
             sends: list[PlainSendRequest] = []
             if plain is not None:
                 for request in requests[i:]:
-                    send = self._plain_request(request, plain, born_host)
+                    send = self._plain_request(request, plain, born_host, topics)
                     if send is None:
                         break
                     run.append(request)
@@ -520,9 +526,11 @@ class SendMessageProcessor:
         return _PlainPass(encoder, store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
                           store_config.broker_role is BrokerRole.SYNC_MASTER)
 
-    def _plain_request(self, request: RemotingCommand, plain: _PlainPass, born_host: bytes) -> PlainSendRequest | None:
+    def _plain_request(self, request: RemotingCommand, plain: _PlainPass, born_host: bytes,
+                       topics: dict[str, _PlainTopic]) -> PlainSendRequest | None:
         """``request`` as the store's plain put takes it, or None when it is not plain by what is
-        known before the native call (see :meth:`handle_group`)."""
+        known before the native call (see :meth:`handle_group`). ``topics``: the topics' cached
+        state as looked up once for the group's pass."""
         code = request.code
         if code == RequestCode.SEND_MESSAGE_V2:
             put = plain.encoder.put
@@ -536,13 +544,16 @@ class SendMessageProcessor:
         if (topic is None or queue_text is None or request.serialize_type is not SerializeType.JSON
                 or not (queue_text.isascii() and queue_text.isdigit())):
             return None
-        config = self.broker.topic_config_manager.get(topic)
-        if config is None:
-            return None
-        cached = self._plain_topics.get(topic)
-        if cached is None or cached[0] is not config:
-            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
-                                                  max(config.write_queue_nums, config.read_queue_nums))
+        cached = topics.get(topic)
+        if cached is None:
+            config = self.broker.topic_config_manager.get(topic)
+            if config is None:
+                return None
+            cached = self._plain_topics.get(topic)
+            if cached is None or cached[0] is not config:
+                cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
+                                                      max(config.write_queue_nums, config.read_queue_nums))
+            topics[topic] = cached
         _, sys_flag_bits, queue_limit = cached
         queue_id = int(queue_text)
         if sys_flag_bits is None or queue_id >= queue_limit:
@@ -554,66 +565,71 @@ class SendMessageProcessor:
 
     def _plain_replies(self, conn: Connection, run: list[RemotingCommand], sends: list[PlainSendRequest],
                        puts: list[PlainPut], plain: _PlainPass) -> list[Reply]:
-        """The replies to the first ``len(puts)`` requests of ``run``, stored as ``puts``: their
-        answers, or on a SYNC_FLUSH or SYNC_MASTER store futures of them, one wait per status
-        (PUT_OK, or SLAVE_NOT_AVAILABLE for a put made while no slave was OK) up to the last put
-        with it."""
+        """The replies to the first ``len(puts)`` requests of ``run``, stored as ``puts`` (one put:
+        one latency for all): their answers, or on a SYNC_FLUSH or SYNC_MASTER store futures of
+        them, one wait per status (PUT_OK, or SLAVE_NOT_AVAILABLE for a put made while no slave
+        was OK) up to the last put with it."""
         cfg = self.broker.broker_config
         region, trace = cfg.region_id, "true" if cfg.trace_on else "false"
-        observe = self.stats.send_latency.observe
-        if not plain.waits:
-            replies: list[Reply] = []
-            for request, send, put in zip(run, sends, puts, strict=False):
-                observe(put.elapsed_s)
-                replies.append(self._plain_answer(request, SendOkResponse(request, put, send[4], region, trace),
-                                                  send[3], put.status))
-            return replies
-        start = time.perf_counter()
         by_status: dict[PutMessageStatus, list[_PlainWait]] = {}
         for slot, (request, send, put) in enumerate(zip(run, sends, puts, strict=False)):
-            by_status.setdefault(put.status, []).append(
-                _PlainWait(slot, request, SendOkResponse(request, put, send[4], region, trace), send[3], put))
-        waiting: list[Reply] = [None] * len(puts)
-        loop = asyncio.get_running_loop()
+            wait = _PlainWait(slot, request, SendOkResponse(request, put, send[4], region, trace), send[3], put)
+            same = by_status.get(put.status)
+            if same is None:
+                by_status[put.status] = [wait]
+            else:
+                same.append(wait)
+        replies: list[Reply] = [None] * len(puts)
+        start = time.perf_counter()
         for status, waits in by_status.items():
-            last = waits[-1].put
-            answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in waits]
-            if self.broker.store_waits.add(status, last.wrote_offset + last.wrote_bytes, flush=plain.flush,
-                                           replica=plain.replica,
-                                           done=functools.partial(self._answer_waits, conn, waits, answers, start)):
-                for wait, answer in zip(waits, answers, strict=True):
-                    waiting[wait.slot] = answer
-            else:  # nothing to wait for: answered now, the futures dropped unseen
-                for wait in waits:
-                    observe(wait.put.elapsed_s)
-                    waiting[wait.slot] = self._plain_answer(wait.request, wait.ok, wait.topic, status)
-        return waiting
+            if plain.waits:
+                last = waits[-1].put
+                loop = asyncio.get_running_loop()
+                answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in waits]
+                if self.broker.store_waits.add(status, last.wrote_offset + last.wrote_bytes, flush=plain.flush,
+                                               replica=plain.replica,
+                                               done=functools.partial(self._answer_waits, conn, waits, answers, start)):
+                    for wait, answer in zip(waits, answers, strict=True):
+                        replies[wait.slot] = answer
+                    continue
+                # nothing to wait for: answered now, the futures dropped unseen
+            self.stats.send_latency.observe(puts[0].elapsed_s, len(waits))
+            for wait, reply in zip(waits, self._plain_answers(waits, status), strict=True):
+                replies[wait.slot] = reply
+        return replies
 
     def _answer_waits(self, conn: Connection, waits: list[_PlainWait], answers: list[asyncio.Future[RemotingCommand]],
                       start: float, status: PutMessageStatus) -> None:
         """StoreWaits' call once a group's puts of one status are past their waits: each answered
-        at once (Connection.answer_now), unless the broker stopped and cancelled its future."""
-        now = time.perf_counter()
-        observe = self.stats.send_latency.observe
-        for wait, answer in zip(waits, answers, strict=True):
-            observe(wait.put.elapsed_s + now - start)
-            if not answer.done():
-                conn.answer_now(wait.request, answer, self._plain_answer(wait.request, wait.ok, wait.topic, status))
+        at once (Connection.answer_all), unless the broker stopped and cancelled its future."""
+        self.stats.send_latency.observe(waits[0].put.elapsed_s + time.perf_counter() - start, len(waits))
+        live = [(wait, answer) for wait, answer in zip(waits, answers, strict=True) if not answer.done()]
+        if live:
+            responses = self._plain_answers([wait for wait, _ in live], status)
+            conn.answer_all([(wait.request, answer, response)
+                             for (wait, answer), response in zip(live, responses, strict=True)])
 
-    def _plain_answer(self, request: RemotingCommand, ok: SendOkResponse, topic: str,
-                      status: PutMessageStatus) -> RemotingCommand:
-        """A stored plain send's answer once its waits are over, as :meth:`_outcome` and
-        :meth:`respond` make it: NOT_MASTER from a controller-mode broker that lost its mastership
-        meanwhile; else ``ok`` as the put encoded it, or its fields under the code of ``status``
-        (a timeout, SLAVE_NOT_AVAILABLE)."""
+    def _plain_answers(self, waits: list[_PlainWait], status: PutMessageStatus) -> list[RemotingCommand]:
+        """Stored plain sends' answers once their waits are over, as :meth:`_outcome` and
+        :meth:`respond` make them: NOT_MASTER from a controller-mode broker that lost its
+        mastership meanwhile; else each ``ok`` as its put encoded it, or its fields under the code
+        of ``status`` (a timeout, SLAVE_NOT_AVAILABLE). The sends are counted per topic, in runs
+        of one topic (one count for the usual group)."""
         if not self._may_acknowledge():
-            return self.respond(request, SendOutcome(*NOT_MASTER))
-        put = ok.put
-        self.stats.inc_topic_put(topic, put.msg_num, put.wrote_bytes)
+            return [self.respond(wait.request, SendOutcome(*NOT_MASTER)) for wait in waits]
+        topic, requests, msg_num, size = waits[0].topic, 0, 0, 0
+        for wait in waits:
+            if wait.topic != topic:
+                self.stats.inc_topic_put(topic, msg_num, size, requests)
+                topic, requests, msg_num, size = wait.topic, 0, 0, 0
+            requests += 1
+            msg_num += wait.put.msg_num
+            size += wait.put.wrote_bytes
+        self.stats.inc_topic_put(topic, msg_num, size, requests)
         if status is PutMessageStatus.PUT_OK:
-            return ok
+            return [wait.ok for wait in waits]
         code, remark = put_status_response(self.broker, status)
-        return request.response(code, remark, ok.ext_fields)
+        return [wait.request.response(code, remark, wait.ok.ext_fields) for wait in waits]
 
     def _plain_sys_flag_bits(self, topic: str, config: TopicConfig) -> int | None:
         """What msgCheck and handleRetryAndDLQ decide of a topic once: the sysFlag bits its sends
