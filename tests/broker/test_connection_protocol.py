@@ -194,7 +194,7 @@ class Harness:
                                                              flag=1, body=b"kept"))
 
 
-    def answer_now(self, conn: Connection, opaques: range) -> None:
+    def answer_all(self, conn: Connection, opaques: range) -> None:
         """Answer the promised requests of ``opaques`` with Connection.answer_all, as a plain
         send's StoreWaits callback does on the loop."""
         conn.answer_all([(self.promised[opaque], self.promises[opaque],
@@ -489,7 +489,7 @@ def test_answers_given_now_are_one_write_in_the_same_pass_once_flushed() -> None
     async def test(h: Harness) -> None:
         conn, transport = h.connect()
         conn.data_received(frames(PROMISED, range(1, 11)))
-        h.answer_now(conn, range(1, 8))
+        h.answer_all(conn, range(1, 8))
         assert transport.writes == 0 and len(conn.tasks) == 3
         h.server.flush_answers()
         assert transport.writes == 1 and [r.opaque for r in transport.responses()] == list(range(1, 8))
@@ -497,7 +497,7 @@ def test_answers_given_now_are_one_write_in_the_same_pass_once_flushed() -> None
         await settle()  # the futures' own callbacks run: they must not answer again
         assert transport.writes == 1 and len(transport.responses()) == 7
         h.promises[8].cancel()  # the broker stops past its grace: answered by the future's callback
-        h.answer_now(conn, range(8, 11))  # 8 is done already: left alone
+        h.answer_all(conn, range(8, 11))  # 8 is done already: left alone
         await settle()  # nobody flushed: the pass answer_all scheduled does
         answers = {r.opaque: r.code for r in transport.responses()}
         assert len(transport.responses()) == 10 and answers[8] == ResponseCode.SERVICE_NOT_AVAILABLE
@@ -589,7 +589,7 @@ def test_requests_read_one_after_the_other_reach_the_group_handler_together() ->
         assert h.groups == [[1, 2, 3, 4], [8, 9]] and h.singles == [6]
         assert [r.opaque for r in transport.responses()] == [1, 3, 5, 7, 9]  # inline ones at once, in order
         assert len(conn.tasks) == 4
-        h.answer_now(conn, range(2, 9, 2))
+        h.answer_all(conn, range(2, 9, 2))
         conn.server.flush_answers()
         assert [r.opaque for r in transport.responses()][5:] == [2, 4, 6, 8]
         await settle()

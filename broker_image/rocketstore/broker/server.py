@@ -331,7 +331,7 @@ class Connection(asyncio.Protocol):
         a task's: what is held is bounded by :data:`MAX_IN_FLIGHT_PER_CONNECTION` small responses,
         and a future cannot wait."""
         if future not in self.tasks and not future.cancelled():
-            return  # answered by answer_now, or the connection ended
+            return  # answered by answer_all, or the connection ended
         self.tasks.discard(future)
         if future.cancelled():  # the broker stops past its grace: answered, not left to the client's timeout
             response: RemotingCommand | None = going_away_response(request)
@@ -618,7 +618,7 @@ class RemotingServer:
         #: asyncio)
         self.front_factory = front
         self._front: Front | None = None
-        #: connections with answers to write (:meth:`Connection.answer_now`), and whether a
+        #: connections with answers to write (:meth:`Connection.answer_all`), and whether a
         #: :meth:`flush_answers` is scheduled
         self._answers_due: list[Connection] = []
         self._flush_scheduled = False

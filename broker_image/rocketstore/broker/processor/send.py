@@ -105,14 +105,14 @@ _RANDOM = random.Random()
 
 #: Properties that make a send more than an append (a delay level, a timer, a half message, a
 #: cluster of the client's own): a send carrying one takes the reference path (see
-#: :meth:`SendMessageProcessor._plain_send`).
+#: :meth:`SendMessageProcessor.handle_group`).
 NOT_PLAIN_PROPERTIES: Final = (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED, PROPERTY_CLUSTER, PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY,
 )
 
 
-#: The request codes a send may take the plain path for (:meth:`SendMessageProcessor._plain_send`).
+#: The request codes a send may take the plain path for (:meth:`SendMessageProcessor.handle_group`).
 PLAIN_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
 #: In a send's properties text: the producer asks not to wait for the flush or a slave (its
@@ -233,7 +233,7 @@ def _resolve(future: asyncio.Future[Any], value: Any) -> None:
 
 class SendOkResponse(RemotingCommand):
     """A plain send's SEND_OK response whose frame the native put already encoded
-    (:meth:`SendMessageProcessor._plain_send`): :meth:`encode` hands that frame over as it is.
+    (:meth:`SendMessageProcessor.handle_group`): :meth:`encode` hands that frame over as it is.
 
     The other fields are the ones the frame was encoded from, for whoever looks at the response
     before it goes out (as a pull's ``EncodedResponse``); being read rarely, the header's fields
