@@ -12,7 +12,9 @@ put) with every kind the plain path must leave to the reference: delays, timers,
 malformed, empty and oversized batch bodies, and records that do not fit the segment's room. A
 hypothesis test sends generated batches (sizes, bodies, flags, properties, malformed bodies) the
 same way. The sequence runs on three stores (:data:`STORE_MODES`): the plain path also takes the
-sends of a store whose puts wait for their flush or slave, and answers them after the wait.
+sends of a store whose puts wait for their flush or slave, and answers them after the wait. It
+runs one by one and grouped (the sends a connection read together, handed to the group handler);
+a last test writes pipelined sends on a real socket and checks their order in the store.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from rocketstore.common.message import BatchItem, HostAddress, decode_message_id
 from rocketstore.common.native import NATIVE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 from rocketstore.remoting.headers import SendMessageRequestHeader
 from rocketstore.store.commit_log import PlainPut, PlainSendRequest
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -360,3 +362,51 @@ def test_generated_batches_store_and_answer_what_the_reference_does(
             assert _starts_a_segment(native.responses[i + 1]), f"batch {i} is plain and the segment had room"
         elif plain is False:
             assert not answered, f"batch {i} is not plain"
+
+
+def test_sends_pipelined_on_one_socket_are_put_together_in_the_order_sent(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer's sends written back to back on a real socket: the server hands the ones it read
+    together to the group handler, which puts runs of them in one call; each is answered SEND_OK
+    with its own queue offset, and the offsets and the stored records follow the order sent."""
+    count = 200
+
+    async def main() -> None:
+        broker = BrokerController(
+            BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
+                         http_listen_port=0, grpc_listen_port=0),
+            StoreConfig(store_path_root_dir=str(tmp_path)))
+        await broker.start()
+        try:
+            broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=1, write_queue_nums=1))
+            put_plain_sends = broker.store.put_plain_sends
+            group_sizes: list[int] = []
+
+            def spied(sends: list[PlainSendRequest], **kwargs: Any) -> list[PlainPut]:
+                puts = put_plain_sends(sends, **kwargs)
+                group_sizes.append(len(puts))
+                return puts
+
+            monkeypatch.setattr(broker.store, "put_plain_sends", spied)
+            reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
+            writer.write(b"".join(_request("Plain", f"UNIQ_KEY\x01K{i}\x02WAIT\x01true", body=f"m{i}".encode(),
+                                           opaque=i).encode() for i in range(count)))
+            await writer.drain()
+            decoder, responses = FrameDecoder(), []
+            while len(responses) < count:
+                responses += decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
+            writer.close()
+            assert sorted(r.opaque for r in responses) == list(range(count))
+            assert all(r.code == ResponseCode.SUCCESS for r in responses)
+            for response in responses:
+                assert int(response.ext_fields["queueOffset"]) == response.opaque
+                _, offset = decode_message_id(response.ext_fields["msgId"])
+                stored = broker.store.commit_log.look_message_by_offset(offset)
+                assert stored is not None and stored.body == f"m{response.opaque}".encode()
+                assert stored.queue_offset == response.opaque
+            assert max(group_sizes) > 1, group_sizes  # the server did hand over groups
+            assert sum(group_sizes) >= count - 1  # the first send made the segment on the reference path
+        finally:
+            await broker.stop(grace_s=1.0)
+
+    asyncio.run(main())
