@@ -580,11 +580,12 @@ class SendMessageProcessor:
             else:
                 same.append(wait)
         replies: list[Reply] = [None] * len(puts)
-        start = time.perf_counter()
+        if plain.waits:  # the clock and the loop only for answers that wait
+            start = time.perf_counter()
+            loop = asyncio.get_running_loop()
         for status, waits in by_status.items():
             if plain.waits:
                 last = waits[-1].put
-                loop = asyncio.get_running_loop()
                 answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in waits]
                 if self.broker.store_waits.add(status, last.wrote_offset + last.wrote_bytes, flush=plain.flush,
                                                replica=plain.replica,
