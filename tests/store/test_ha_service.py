@@ -37,7 +37,7 @@ from store_support import SEGMENT, small_config, start_store
 from rocketstore.common.message import Message, StoredMessage, decode_record
 from rocketstore.store.config import BrokerRole
 from rocketstore.store.ha_client import READ_BUFFER_SIZE, READ_CHUNK
-from rocketstore.store.ha_io import wait_readable
+from rocketstore.store.ha_io import send_from_file, wait_readable
 from rocketstore.store.ha_protocol import REPORT_SIZE, encode_header, encode_report, next_frame
 from rocketstore.store.message_store import DefaultMessageStore
 from rocketstore.store.status import GetMessageStatus, PutMessageStatus
@@ -612,6 +612,47 @@ def test_waiting_for_bytes_works_on_descriptors_past_1023() -> None:
         assert not wait_readable(sock, 0.05)
         right.sendall(b"x")
         assert wait_readable(sock, 5)
+
+
+def test_a_body_sent_from_the_file_arrives_whole_after_its_header_through_a_full_socket(tmp_path: Path) -> None:
+    """The writer's sendfile path on a non-blocking socket (as uvloop leaves it) whose peer reads
+    only after the socket has filled: the header, then exactly the file's bytes from the offset."""
+    data = os.urandom(3 * 1024 * 1024)
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    left, right = socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    left.setblocking(False)
+    received = bytearray()
+
+    def read_later() -> None:
+        time.sleep(0.3)  # the sender meets a full socket meanwhile
+        while chunk := right.recv(1 << 20):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read_later)
+    reader.start()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with left:
+            send_from_file(left, encode_header(12345, 2_500_000), fd, 100_000, 2_500_000)
+        reader.join(10)
+    finally:
+        os.close(fd)
+        right.close()
+    assert bytes(received) == encode_header(12345, 2_500_000) + data[100_000:2_600_000]
+
+
+def test_a_body_past_the_files_end_is_an_error_naming_the_offset(tmp_path: Path) -> None:
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 1000)
+    left, right = socket.socketpair()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with left, right, pytest.raises(OSError, match="before offset 1000"):
+            send_from_file(left, encode_header(0, 2000), fd, 0, 2000)
+    finally:
+        os.close(fd)
 
 
 def test_records_split_across_frames_are_dispatched_whole(

@@ -29,7 +29,7 @@ from rocketstore.store.autoswitch_ha_protocol import (
     transfer_start_in_controller_mode,
 )
 from rocketstore.store.epoch_file import NO_END_OFFSET, EpochEntry, EpochFileCache
-from rocketstore.store.ha_io import send_all
+from rocketstore.store.ha_io import send_from_file
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +173,7 @@ class AutoSwitchHAConnection(AbstractHAConnection[AutoSwitchOwner]):
             self._last_transfer_ms = now_ms()
             header = encode_transfer_header(TransferHeader(offset, size, entry.epoch, entry.start_offset,
                                                            self.service.confirm_offset))
-            view = memoryview(mapped.buffer)
-            body = view[pos:pos + size]
-            try:
-                send_all(self.sock, [header, body])
-            finally:
-                body.release()
-                view.release()
+            send_from_file(self.sock, header, mapped.fileno(), pos, size)
         finally:
             mapped.release()
         self.next_transfer_from = offset + size

@@ -10,9 +10,11 @@ A reader and a writer, as in RocketMQ (abstract_ha_connection runs them; this mo
   at most ``haTransferBatchSize`` bytes from one segment, and a heartbeat frame (size 0) after
   ``haSendHeartbeatInterval`` without anything sent.
 
-The writer sends straight from the segment mappings: one ``sendmsg`` carries a run of frames
-(header bytes plus memoryviews of the mapping, no copy in Python) up to :data:`GATHER_BYTES`.
-The segments are held while their views are out, so deletion waits for the send.
+The writer thread sends each frame's body straight from its segment's file (``sendfile``,
+:func:`rocketstore.store.ha_io.send_from_file`), a run of frames up to :data:`GATHER_BYTES` per
+turn; the loop's :meth:`HAConnection.push` gathers a run of frames (header bytes plus memoryviews
+of the mapping, no copy in Python) into one non-blocking ``sendmsg``. Segments are held while
+they are being sent from, so deletion waits for the send.
 
 On a broker (HAService.attach_loop) the reports are read on its event loop, and the loop sends
 what each of its passes appended itself (:meth:`HAConnection.push`): a SYNC_MASTER send's round
@@ -31,7 +33,7 @@ from typing import Final, Protocol
 
 from rocketstore.common.clock import now_ms
 from rocketstore.store.abstract_ha_connection import AbstractHAConnection, HAConnectionOwner
-from rocketstore.store.ha_io import GATHER_FRAMES, send_all
+from rocketstore.store.ha_io import GATHER_FRAMES, send_all, send_from_file
 from rocketstore.store.ha_protocol import (
     batch_end,
     encode_header,
@@ -45,7 +47,7 @@ from rocketstore.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 GATHER_BYTES: Final = 4 * 1024 * 1024
-"""Body bytes one sendmsg carries at most: many frames per system call during catch-up."""
+"""Body bytes one turn of the writer, or one push, sends at most."""
 
 
 class ConnectionOwner(HAConnectionOwner, Protocol):
@@ -107,7 +109,7 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
             self._wake.wait_for(lambda: self.next_transfer_from >= 0 or self._stopped)
         while not self._stopped:
             with self._send_lock:
-                sent = self._send_unsent() or self._send_data()
+                sent = self._send_unsent() or self._send_from_file()
                 if not sent:
                     self._handed_over = False
             if not sent:
@@ -134,7 +136,7 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
             if self._handed_over:
                 return
             try:
-                self._send_data(nonblocking=True)
+                self._push_data()
             except OSError as exc:  # the writer thread meets the same error and closes
                 log.debug("HA: push to slave %s failed: %s", self.address, exc)
                 self._handed_over = True
@@ -158,12 +160,33 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
             send_all(self.sock, [encode_header(self.next_transfer_from, 0)])
             self._last_write_ms = now_ms()
 
-    def _send_data(self, nonblocking: bool = False) -> bool:
-        """Send a run of frames from ``next_transfer_from``; False when there is nothing to send.
+    def _send_from_file(self) -> bool:
+        """The writer thread's turn: frames from ``next_transfer_from`` to the written end of its
+        segment, :data:`GATHER_BYTES` at most, each body sent from the segment's file; False when
+        there is nothing to send. A finished segment's last frame ends the turn; the next turn
+        starts in the next segment."""
+        found = self.service.commit_log.hold_data(self.next_transfer_from)
+        if found is None:
+            return False
+        mapped, pos, limit = found
+        batch = self.service.config.ha_transfer_batch_size
+        end = min(limit, pos + GATHER_BYTES)
+        try:
+            while pos < end:
+                size = batch_end(pos, end, batch) - pos
+                send_from_file(self.sock, encode_header(self.next_transfer_from, size), mapped.fileno(), pos, size)
+                pos += size
+                self.next_transfer_from += size
+        finally:
+            mapped.release()
+        self._last_write_ms = now_ms()
+        return True
 
-        ``nonblocking`` (the loop's push): one sendmsg that does not wait; a frame it sent in part
-        leaves its tail in :attr:`_unsent`, and the frames after it stay for the writer thread
-        (:attr:`_handed_over`), as does anything past a full gather."""
+    def _push_data(self) -> None:
+        """The loop's push: one non-blocking sendmsg of the frames from ``next_transfer_from``.
+
+        A frame it sent in part leaves its tail in :attr:`_unsent`, and the frames after it stay
+        for the writer thread (:attr:`_handed_over`), as does anything past a full gather."""
         commit_log = self.service.commit_log
         batch = self.service.config.ha_transfer_batch_size
         offset = self.next_transfer_from
@@ -188,11 +211,8 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
                 if pos < mapped.file_size:  # the segment is not finished: its end is the log's end
                     break
             if not parts:
-                return False
-            if nonblocking:
-                offset = self._send_now(parts, offset, total >= GATHER_BYTES or len(parts) >= 2 * GATHER_FRAMES)
-            else:
-                send_all(self.sock, parts)
+                return
+            offset = self._send_now(parts, offset, total >= GATHER_BYTES or len(parts) >= 2 * GATHER_FRAMES)
         finally:
             for part in parts:
                 if isinstance(part, memoryview):
@@ -202,7 +222,6 @@ class HAConnection(AbstractHAConnection[ConnectionOwner]):
                 mapped.release()
         self.next_transfer_from = offset
         self._last_write_ms = now_ms()
-        return True
 
     def _send_now(self, parts: list[bytes | memoryview], end: int, more: bool) -> int:
         """One non-blocking sendmsg of ``parts`` (header, body pairs ending at ``end``); returns

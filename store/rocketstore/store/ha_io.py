@@ -7,6 +7,7 @@ wait for bytes, gather a send or close a socket: these are written once, here.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 from typing import Final
@@ -53,6 +54,35 @@ def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
             index += 1
         if sent:
             parts[index] = parts[index][sent:]
+
+
+def send_from_file(sock: socket.socket, header: bytes, fd: int, offset: int, size: int) -> None:
+    """Send ``header``, then ``size`` bytes of the file ``fd`` from ``offset``, waiting while the
+    socket is full (as :func:`send_all` does).
+
+    The body goes by ``sendfile``: the kernel gives the socket the page cache's own pages instead of
+    copying the bytes into socket buffers it must first allocate. A master streaming a backlog
+    from a mapping copied 1 GiB into fresh buffers; on a virtual machine whose hypervisor takes
+    back idle free memory, each buffer page then faulted on the host, and the copy took most of
+    the master's CPU (68% of its samples in ``_copy_from_iter``). The header goes first with
+    MSG_MORE, so the two leave in one segment.
+    """
+    while header:
+        try:
+            header = header[sock.send(header, socket.MSG_MORE):]
+        except BlockingIOError:
+            wait_writable(sock)
+    out = sock.fileno()
+    while size:
+        try:
+            sent = os.sendfile(out, fd, offset, size)
+        except BlockingIOError:
+            wait_writable(sock)
+            continue
+        if sent == 0:
+            raise OSError(f"sendfile: the file ends before offset {offset} ({size} bytes left to send)")
+        offset += sent
+        size -= sent
 
 
 def close_socket(sock: socket.socket) -> None:

@@ -91,6 +91,10 @@ class MappedFile:
         """The mapping, for decoders that read in place (struct.unpack_from works on it)."""
         return self._mm
 
+    def fileno(self) -> int:
+        """The segment's file descriptor, for sends straight from the page cache (os.sendfile)."""
+        return self._fd
+
     # -- writing ---------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview) -> bool:
         """Append raw bytes at the write position; False if they do not fit."""
