@@ -29,7 +29,9 @@ of CommitLog in one 1 GiB segment is built offline, a master broker starts on it
 slave starts, master on CPU 0 and slave on CPU 1 as on two machines; the rate is the bytes the
 slave appended over the time from its first appended byte to the master's end. The anchor is a
 raw copy of the same bytes on the same disk (1 MiB reads and writes, no fsync: the slave does not
-fsync per frame either). Goal: ratio >= 0.5. It runs once per round, each with its own backlog and
+fsync per frame either). Each of the two starts right after a write and delete of 1.25x the backlog
+(:func:`prime_free_memory`), so both meet the same page cache on a virtual machine that takes
+idle free memory back. Goal: ratio >= 0.5. It runs once per round, each with its own backlog and
 anchor, and also reports each broker's CPU per MiB over the same span (utime+stime from /proc):
 on a busy machine the rates and the anchor move with the load, the CPU per MiB much less.
 ``--modes ''`` runs the catch-up alone.
