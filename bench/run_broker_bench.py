@@ -504,15 +504,17 @@ class Row:
             return None
 
 
-# Issue 10's goals apply at saturation (the largest sender count); the earlier rounds' parity
-# goals stay on the smaller counts.
-SATURATED_TPS = Goal(">= 1.5 x 4.9.7, >= 2.0 x 5.3.3", lambda ours, r: r[APACHE_4] >= 1.5 and r[APACHE_5] >= 2.0)
-SATURATED_P99 = ratio_goal("<= 0.8", lambda x: x <= 0.8)
-SATURATED_CPU = Goal("<= 40 us and <= 0.67", lambda ours, r: ours <= 40 and r["best"] <= 2 / 3)
+# Issue 26's goals apply at saturation (the largest sender count), against the faster Apache
+# release (the issue names 4.9.7; the faster of the two is the stricter); the earlier rounds'
+# parity goals stay on the smaller counts.
+SATURATED_TPS = ratio_goal(">= 2.0", lambda x: x >= 2.0)
+UNPINNED_TPS = ratio_goal(">= 1.5", lambda x: x >= 1.5)
+SATURATED_P99 = ratio_goal("<= 0.6", lambda x: x <= 0.6)
+SATURATED_CPU = Goal("<= 16 us", lambda ours, r: ours <= 16)
 AT_LEAST_EQUAL = ratio_goal(">= 1.0", lambda x: x >= 1.0)
 AT_MOST_EQUAL = ratio_goal("<= 1.0", lambda x: x <= 1.0)
-CONSUME_TPS = ratio_goal(">= 1.5", lambda x: x >= 1.5)
-PEAK_RSS = ratio_goal("<= 0.25", lambda x: x <= 0.25)
+CONSUME_TPS = ratio_goal(">= 2.0", lambda x: x >= 2.0)
+PEAK_RSS_ANON = ratio_goal("<= 0.1", lambda x: x <= 0.1)
 
 
 def figures(turn: dict[str, Any]) -> dict[str, float]:
@@ -554,8 +556,12 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
         for threads in produce:
             key, top = f"produce-{threads}", threads == produce[-1]
             scen = f"produce 1 KiB, {threads} sender{'s' if threads != 1 else ''}"
+            if top and not pinned:
+                spec.append((f"{key}/tps", scen, "send TPS", True, UNPINNED_TPS, True, True))
+            else:
+                tps_goal = SATURATED_TPS if top else AT_LEAST_EQUAL
+                spec.append((f"{key}/tps", scen, "send TPS", True, tps_goal, False, True))
             spec += [
-                (f"{key}/tps", scen, "send TPS", True, SATURATED_TPS if top else AT_LEAST_EQUAL, False, True),
                 (f"{key}/p50", scen, "send p50 ms", False, None, False, False),
                 (f"{key}/p99", scen, "send p99 ms", False, SATURATED_P99 if top else AT_MOST_EQUAL, False, True),
                 (f"{key}/cpu_us", scen, "broker CPU us per acked msg", False, SATURATED_CPU if top else None,
@@ -576,11 +582,11 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
             ]
         spec += [
             ("memory/rss", "memory, whole turn", "peak RSS MB (VmHWM; Apache = name server + broker)", False,
-             PEAK_RSS, True, True),
+             None, True, True),
             ("memory/rss_broker", "memory, whole turn", "peak RSS MB, Apache broker JVM only", False, None, False,
              False),
             ("memory/anon", "memory, whole turn", "peak RssAnon MB (sampled 100 ms; Apache = name server + broker)",
-             False, None, False, False),
+             False, PEAK_RSS_ANON, True, True),
         ]
         for key, scen, metric, higher, goal, always, in_doc in spec:
             rows.append(Row(run, scen, metric, {c: [f[key] for f in figs.get(c, [])] for c in CONTENDERS},
@@ -653,7 +659,8 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         f"end; {s['total_wall_s'] / 60:.1f} minutes in all; CPU busy/steal " + ", ".join(
             f"{name} {v['busy']:.0%}/{v['steal']:.0%}" for name, v in s["cpu_shares"].items()) + ".",
         "Bold: the better Apache figure in the row, the one to beat; goals are judged against it "
-        f"(pinned sections only, memory everywhere). The faster Apache by send TPS: {won or 'n/a'} runs.",
+        "(pinned sections; unpinned, the largest sender count's send TPS and memory). "
+        f"The faster Apache by send TPS: {won or 'n/a'} runs.",
     ]
 
 
