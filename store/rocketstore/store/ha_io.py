@@ -34,9 +34,9 @@ def wait_writable(sock: socket.socket) -> None:
     poller.poll()
 
 
-def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
+def send_all(sock: socket.socket, parts: list[bytes | memoryview], flags: int = 0) -> None:
     """Send every byte of ``parts`` in order with as few system calls as the kernel allows,
-    waiting while the socket is full.
+    waiting while the socket is full; ``flags`` go to every sendmsg (MSG_MORE: more follows).
 
     The wait is done here rather than by the descriptor's blocking mode: when an event loop also
     watches the socket (a master's reports read on the broker's loop), uvloop makes the
@@ -45,7 +45,7 @@ def send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
     index = 0
     while index < len(parts):
         try:
-            sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES])
+            sent = sock.sendmsg(parts[index:index + 2 * GATHER_FRAMES], [], flags)
         except BlockingIOError:
             wait_writable(sock)
             continue
@@ -67,11 +67,7 @@ def send_from_file(sock: socket.socket, header: bytes, fd: int, offset: int, siz
     the master's CPU (68% of its samples in ``_copy_from_iter``). The header goes first with
     MSG_MORE, so the two leave in one segment.
     """
-    while header:
-        try:
-            header = header[sock.send(header, socket.MSG_MORE):]
-        except BlockingIOError:
-            wait_writable(sock)
+    send_all(sock, [header], socket.MSG_MORE)
     out = sock.fileno()
     while size:
         try:
