@@ -8,6 +8,7 @@ across modes (what was sent is what push, pull and query return, at the reported
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -255,3 +256,19 @@ def test_bench_produce_and_consume_report_sane_numbers(anchor_client: ClientDriv
     consumed = anchor_client.bench_consume(topic, unique_name("BenchGroup"), seconds=30, stop_after=total)
     assert consumed["consumed"] == total
     assert consumed["tps"] > 0 and consumed["seconds"] < 30
+
+
+def test_bench_produce_warmup_is_sent_but_not_timed(anchor_client: ClientDriver,
+                                                    unique_name: Callable[[str], str]) -> None:
+    """``--warmup``: the senders run untimed first in the same JVM (the benchmarks' warm client
+    JIT); the summary covers the timed part only, and the warm-up's messages are stored too."""
+    topic = unique_name("BenchWarm")
+    t0 = time.monotonic()
+    produced = anchor_client.bench_produce(topic, threads=2, size=256, seconds=1, warmup=2)
+    assert time.monotonic() - t0 > 3  # warm-up and timed part both ran
+    assert produced["failed"] == 0 and produced["sent"] > 10
+    assert produced["seconds"] < 2  # the timed part alone
+    # beyond the timed sends and the first untimed send, the warm-up's sends are stored: at least one
+    at_least = produced["sent"] + 2
+    consumed = anchor_client.bench_consume(topic, unique_name("BenchWarmGroup"), seconds=30, stop_after=at_least)
+    assert consumed["consumed"] >= at_least
