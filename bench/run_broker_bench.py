@@ -19,9 +19,11 @@ through every scenario and stopped, so no idle broker shares the cores with the 
 (an idle 5.3.3 broker burns about 6% of a core, 4.9.7 about 2%). The order of the contenders
 rotates from section to section. The load generator is one Java client (tests/support/drivers/java4:
 rocketmq-client 4.9.8, ``bench-produce``: closed-loop sync sends of random 1 KiB bodies from N
-threads; ``bench-fill`` writes a backlog of ``--backlog`` messages (1M) in batches, untimed, which
-``bench-consume`` (a push consumer) and then ``bench-pull`` (a DefaultLitePullConsumer, 32 per
-pull), each in its own group, drain from the first offset).
+threads, after 3 s of the same untimed in the same JVM; the client's JVM runs with its default JIT
+and collector, as a user's does (``BENCH_CLIENT_JVM``); ``bench-fill`` writes a backlog of
+``--backlog`` messages (1M) in batches, untimed, which ``bench-consume`` (a push consumer) and then
+``bench-pull`` (a DefaultLitePullConsumer, 32 per pull), each in its own group, drain from the
+first offset).
 
 A JVM's throughput moves between runs (JIT decisions, GC timing, the page cache, a shared
 machine's neighbours) by more than some differences the table is read for, so every section runs
@@ -87,14 +89,23 @@ BROKER_CPU = "0"
 CLIENT_CPU = "1"
 BODY_SIZE = 1024
 CLIENT_HEAP = "1g"
+#: The load generator's JVM options beyond its heap: none, so it runs as a user's client does (the
+#: default tiered JIT up to C2, the JVM's own choice of collector). ClientDriver's LIGHT_JVM (C1 only,
+#: serial collector) saves CPU in short test runs; as the load generator it cost 1.5x the client CPU per
+#: send and capped every broker's pinned send rate at what the client's core could produce (on
+#: 2026-11-28, 32 pinned senders, two alternating rounds: ours 23,555-23,902 sends/s with it and
+#: 34,863-36,844 without; Apache 4.9.7 20,979-21,512 and 28,383-29,088).
+BENCH_CLIENT_JVM: tuple[str, ...] = ()
 
 # name -> durations (seconds). warmup: one untimed 8-thread produce per contender and section,
-# so the JVM's JIT and the broker's first segment allocation are not in the first scenario.
+# so the broker's JIT (Apache's) and first segment allocation are not in the first scenario.
+# client_warmup: every produce run's senders first run that long untimed in the same client JVM,
+# so the timed part sees the client's JIT warm (a fresh JVM compiles its hot paths in the first seconds).
 # backlog: messages written (in batches, untimed) for the push and pull consumption scenarios;
 # rounds: how many times every section runs, contenders in alternating order (figures: medians).
 PROFILES: dict[str, dict[str, int]] = {
-    "quick": dict(produce_s=2, warmup_s=1, consume_max_s=60, backlog=20_000, rounds=1),
-    "default": dict(produce_s=15, warmup_s=5, consume_max_s=300, backlog=1_000_000, rounds=3),
+    "quick": dict(produce_s=2, warmup_s=1, client_warmup_s=1, consume_max_s=60, backlog=20_000, rounds=1),
+    "default": dict(produce_s=15, warmup_s=5, client_warmup_s=3, consume_max_s=300, backlog=1_000_000, rounds=3),
 }
 FILL_THREADS = 4
 FILL_MAX_S = 900
@@ -202,9 +213,14 @@ class PinnedAnchor(RocketMQAnchor):
 
 
 class PinnedDriver(ClientDriver):
-    """ClientDriver whose JVMs start under ``taskset -c CPU``."""
+    """ClientDriver whose JVMs start under ``taskset -c CPU``, with the benchmark's JVM options
+    (``BENCH_CLIENT_JVM``) unless told otherwise."""
 
     pin: str | None = None
+
+    def __init__(self, namesrv: str, workdir: Path, *, jvm_args: Sequence[str] = BENCH_CLIENT_JVM,
+                 **kwargs: Any) -> None:
+        super().__init__(namesrv, workdir, jvm_args=jvm_args, **kwargs)
 
     def command(self, mode: str, *args: str | int | os.PathLike[str], heap: str | None = None) -> list[str]:
         return [*pin_prefix(self.pin), *super().command(mode, *args, heap=heap)]
@@ -350,6 +366,20 @@ class Side:
         return summary
 
 
+def start_timed_produce(driver: ClientDriver, topic: str, threads: int, seconds: int,
+                        warmup: int) -> java_rocketmq.BackgroundRun:
+    """Start a ``bench-produce`` of ``threads`` senders (``warmup`` untimed seconds first, in the same
+    JVM) and return once its timed part starts (its "timing starts" line), or once it exited or
+    should have started: a caller that counts CPU or samples the brokers from here measures the
+    timed sends only, not the JVM's start-up or the warm-up."""
+    run = driver.start("bench-produce", "-t", topic, "-w", threads, "-s", BODY_SIZE, "-d", seconds,
+                       "--warmup", warmup, heap=CLIENT_HEAP)
+    deadline = time.monotonic() + 60 + warmup
+    while "timing starts" not in run.stderr_so_far() and run.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return run
+
+
 def warm_up(driver: ClientDriver, seconds: int, tag: str, log: Callable[[str], None]) -> None:
     """An untimed 8-sender produce, so the JIT and the first segment's allocation are not in the
     first measured run; retried once on another topic when it fails."""
@@ -385,7 +415,7 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
             log(f"{tag}: produce, {threads} threads, {durations['produce_s']} s")
             out["scenarios"][f"produce-{threads}"] = side.measured(functools.partial(
                 driver.bench_produce, f"BenchProduce{threads}", threads=threads, size=BODY_SIZE,
-                seconds=durations["produce_s"], heap=CLIENT_HEAP))
+                seconds=durations["produce_s"], heap=CLIENT_HEAP, warmup=durations["client_warmup_s"]))
         log(f"{tag}: write a backlog of {durations['backlog']:,} messages (batches of 32, {FILL_THREADS} threads)")
         out["fill"] = side.measured(functools.partial(
             driver.bench_fill, "BenchBacklog", durations["backlog"], size=BODY_SIZE, threads=FILL_THREADS,
@@ -641,7 +671,8 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
             if s["hot_path"][OURS][0] == "python" else "")
     return [
         caveat(s) + f"Profile {s['profile']}: {s['rounds']} round(s); {s['produce_s']} s per produce run after a "
-        f"{s['warmup_s']} s warm-up, {s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every "
+        f"{s['warmup_s']} s warm-up (and {s['client_warmup_s']} s untimed in the same client JVM before each), "
+        f"{s['body_size']} B bodies, commitlog segments of {s['segment']:,} B on every "
         f"broker; each contender runs alone, on a fresh store, in turn (order rotated per section and reversed "
         f"every other round). Consumption: a backlog of {s['backlog']:,} messages written in batches, then "
         f"drained from the first offset by a push consumer and then by a pull consumer (DefaultLitePullConsumer, "
@@ -650,7 +681,8 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][OURS][0]}`; the pure-Python column ran "
         f"with ROCKETSTORE_NATIVE=0 (`{s['hot_path'][OURS_PY][0]}`){same}. Apache RocketMQ "
         f"{' and '.join(s['apache_versions'])} (5.x broker without proxy): name server and broker JVMs with "
-        f"-Xms/-Xmx {s['heap']} each, G1. Client: rocketmq-client {s['client_version']} (-Xmx{s['client_heap']}).",
+        f"-Xms/-Xmx {s['heap']} each, G1. Client: rocketmq-client {s['client_version']} (-Xmx{s['client_heap']}, "
+        f"{' '.join(s['client_jvm']) or 'no other JVM option: the default JIT and collector'}).",
         f"Pinned: brokers `taskset -c {BROKER_CPU}`, client JVMs `taskset -c {CLIENT_CPU}`; unpinned: everyone on "
         f"all {s['nproc']} cores. Load average {s['loadavg_start'][0]} at the start, {s['loadavg_end'][0]} at the "
         f"end; {s['total_wall_s'] / 60:.1f} minutes in all; CPU busy/steal " + ", ".join(
@@ -844,7 +876,8 @@ def main() -> None:
         sections = run_sections(args, durations, scratch, log)
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", produce_s=durations["produce_s"],
-                      warmup_s=durations["warmup_s"], consume_max_s=durations["consume_max_s"],
+                      warmup_s=durations["warmup_s"], client_warmup_s=durations["client_warmup_s"],
+                      client_jvm=list(BENCH_CLIENT_JVM), consume_max_s=durations["consume_max_s"],
                       backlog=durations["backlog"], rounds=args.rounds,
                       body_size=BODY_SIZE, segment=args.segment, heap=args.heap,
                       apache_versions=[APACHE[c] for c in CONTENDERS if c in APACHE and c in args.brokers],

@@ -75,6 +75,9 @@ OURS, APACHE = "rocketstore", "apache-4.9.7"
 GROUP = "bench-group"
 MiB = 1024 * 1024
 LAG_SAMPLE_S = 0.2
+#: untimed sends in the same client JVM before each timed produce run, so its JIT is warm
+#: (run_broker_bench.py's client_warmup_s); CPU and lag count from the timed part's start
+CLIENT_WARMUP_S = 3
 
 
 # -- pairs ---------------------------------------------------------------------------------------
@@ -266,11 +269,11 @@ def run_turn(contender: str, mode: str, args: argparse.Namespace, scratch: Path,
         log(f"{tag}: warm-up, 8 threads, {args.warmup} s")
         driver.bench_produce("BenchWarmup", threads=8, size=rbb.BODY_SIZE, seconds=args.warmup, heap=rbb.CLIENT_HEAP)
         pids = pair.pids()
+        log(f"{tag}: produce, {args.threads} threads, {args.seconds} s after {CLIENT_WARMUP_S} s untimed")
+        run = rbb.start_timed_produce(driver, "BenchReplicated", args.threads, args.seconds, CLIENT_WARMUP_S)
         cpu0 = {name: rbb.proc_cpu_s(pid) for name, pid in pids.items()}
         sampler = LagSampler(pair)
-        log(f"{tag}: produce, {args.threads} threads, {args.seconds} s")
-        summary = driver.bench_produce("BenchReplicated", threads=args.threads, size=rbb.BODY_SIZE,
-                                       seconds=args.seconds, heap=rbb.CLIENT_HEAP)
+        summary = run.wait(args.seconds + 120).summary
         t_end = time.monotonic()
         lags = sampler.stop()
         cpu = {name: rbb.proc_cpu_s(pid) - cpu0[name] for name, pid in pids.items()}
@@ -473,7 +476,8 @@ def results_table(result: dict[str, Any]) -> str:
 def setup_text(result: dict[str, Any]) -> str:
     a = result["args"]
     return (f"{a['rounds']} round(s) per mode, contenders alternating; {a['seconds']} s closed-loop produce of "
-            f"1 KiB bodies from {a['threads']} threads of the Java 4.9.8 client after a {a['warmup']} s warm-up; "
+            f"1 KiB bodies from {a['threads']} threads of the Java 4.9.8 client (the default JIT and collector) "
+            f"after a {a['warmup']} s warm-up and {CLIENT_WARMUP_S} s untimed in the same client JVM; "
             f"master and slave brokers pinned to CPU 0, the client to CPU 1 (catch-up: master on CPU 0, "
             f"slave on CPU 1); Apache heap {a['heap']}; "
             f"CommitLog segments {a['segment'] // MiB} MiB; ASYNC_FLUSH on both brokers. Figures: median "

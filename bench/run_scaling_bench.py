@@ -75,6 +75,7 @@ from run_broker_bench import (  # noqa: E402
     fmt,
     hot_path,
     proc_cpu_s,
+    start_timed_produce,
     steal_share,
     turn_order,
     warm_up,
@@ -91,8 +92,8 @@ OUR_CONFIG: dict[str, dict[str, str]] = {OURS: {"remotingNativeFront": "false"},
 # budget -> (broker CPUs, client CPUs) for taskset -c
 BUDGETS: dict[str, tuple[str, str]] = {"1 core": ("0", "1"), "2 cores": ("0,1", "0,1")}
 PROFILES: dict[str, dict[str, int]] = {
-    "quick": dict(produce_s=3, warmup_s=2, rounds=1),
-    "default": dict(produce_s=15, warmup_s=5, rounds=3),
+    "quick": dict(produce_s=3, warmup_s=2, client_warmup_s=1, rounds=1),
+    "default": dict(produce_s=15, warmup_s=5, client_warmup_s=3, rounds=3),
 }
 PYSPY_RATE = 100
 PREDICT_CORES = 8
@@ -151,17 +152,16 @@ def gil_samples(collapsed: Path) -> int:
     return total
 
 
-def produce_run(server: Server, driver: PinnedDriver, topic: str, threads: int, seconds: int) -> dict[str, Any]:
-    """One ``bench-produce``, with the broker's process and thread CPU and the client JVM's own CPU
-    counted from the moment its senders start (its "starting" line), not from the JVM's start: a
-    JVM spends seconds of CPU loading and compiling, which a short run would charge per message."""
+def produce_run(server: Server, driver: PinnedDriver, topic: str, threads: int, seconds: int,
+                warmup: int) -> dict[str, Any]:
+    """One ``bench-produce`` (``warmup`` untimed seconds first in the same JVM), with the broker's
+    process and thread CPU and the client JVM's own CPU counted from the moment its timed part
+    starts (its "timing starts" line), not from the JVM's start: a JVM spends seconds of CPU
+    loading and compiling, which a short run would charge per message."""
     pids = server.pids()
     broker_pid = pids.get(OURS, pids.get("apache-broker", 0))
     children0 = children_cpu_s()
-    run = driver.start("bench-produce", "-t", topic, "-w", threads, "-s", BODY_SIZE, "-d", seconds, heap=CLIENT_HEAP)
-    deadline = time.monotonic() + 60
-    while "starting" not in run.stderr_so_far() and run.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    run = start_timed_produce(driver, topic, threads, seconds, warmup)
     client0, threads0, cpu0, user0, t0 = proc_cpu_s(run.proc.pid), thread_cpu_s(broker_pid), \
         sum(map(proc_cpu_s, pids.values())), user_cpu_s(broker_pid), time.monotonic()
     summary = run.wait(seconds + 120).summary
@@ -228,7 +228,8 @@ def run_turn(contender: str, budget: str, args: argparse.Namespace, durations: d
         driver.pin = client_cpus
         warm_up(driver, durations["warmup_s"], f"[{budget}] {contender}", log)
         log(f"[{budget}] {contender}: {args.threads} senders, {durations['produce_s']} s")
-        produce = produce_run(server, driver, "BenchScale", args.threads, durations["produce_s"])
+        produce = produce_run(server, driver, "BenchScale", args.threads, durations["produce_s"],
+                              durations["client_warmup_s"])
         out: dict[str, Any] = {"produce": produce}
         if isinstance(server, OurBroker):
             log(f"[{budget}] {contender}: the same under py-spy --gil")
@@ -350,7 +351,8 @@ def setup_text(result: dict[str, Any]) -> str:
     s = result["setup"]
     return (caveat(s) + f"Profile {s['profile']}: {s['rounds']} round(s), contenders in alternating order; "
             f"{s['threads']} closed-loop senders of {BODY_SIZE} B messages (rocketmq-client "
-            f"{java_rocketmq.CLIENT_VERSION}) for {s['produce_s']} s after a {s['warmup_s']} s warm-up; "
+            f"{java_rocketmq.CLIENT_VERSION}, the default JIT and collector) for {s['produce_s']} s after a "
+            f"{s['warmup_s']} s warm-up and {s['client_warmup_s']} s untimed in the same client JVM; "
             "ASYNC_FLUSH, fresh store per turn. "
             f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][0]}`, asyncio remoting server; "
             "rocketstore-front: the same with the native remoting front (remotingNativeFront=true); "
@@ -405,7 +407,8 @@ def main() -> None:
                     turns[contender][budget].append(run_turn(contender, budget, args, durations, where, log))
     result: dict[str, Any] = {
         "setup": dict(profile="quick" if args.quick else "default", rounds=rounds, threads=args.threads,
-                      produce_s=durations["produce_s"], warmup_s=durations["warmup_s"], heap=args.heap,
+                      produce_s=durations["produce_s"], warmup_s=durations["warmup_s"],
+                      client_warmup_s=durations["client_warmup_s"], heap=args.heap,
                       python=sys.version.split()[0], hot_path=hot_path({}), nproc=os.cpu_count(),
                       loadavg_start=load_start, loadavg_end=tuple(round(x, 2) for x in os.getloadavg()),
                       total_wall_s=time.monotonic() - t_start, cpu_shares=steal_share(cpu_start, cpu_times())),
