@@ -32,8 +32,9 @@ median of the rounds printed with its [min-max]; ratios are ratios of medians, g
 on medians, and the header says how far each contender's throughput rows moved between rounds.
 
 Resources come from /proc: broker CPU is utime+stime deltas of the server processes around each
-driver run, printed as microseconds per acknowledged message (Apache: name server + broker JVMs;
-ours: one process with its embedded name server); peak RSS is each server process's VmHWM when
+driver run (a produce run: from its "timing starts" line, after the client's warm-up), printed
+as microseconds per acknowledged message (Apache: name server + broker JVMs; ours: one process
+with its embedded name server); peak RSS is each server process's VmHWM when
 its turn ends (it includes touched pages of memory-mapped segments on both sides) and peak
 RssAnon (memory outside the page cache) is sampled every 100 ms. Pinned, the client's core (CPU 1,
 which holds the client JVM alone) is reported busy in % over the 32-sender produce run and over
@@ -365,6 +366,13 @@ class Side:
         summary["core_busy"] = {name: v["busy"] for name, v in steal_share(cores0, cpu_times()).items()}
         return summary
 
+    def measured_produce(self, topic: str, threads: int, seconds: int, warmup: int) -> dict[str, Any]:
+        """A ``bench-produce`` of ``threads`` senders, ``measured`` from the start of its timed part:
+        neither the client JVM's start nor its ``warmup`` seconds of untimed sends are charged to
+        the timed sends."""
+        run = start_timed_produce(self.driver, topic, threads, seconds, warmup)
+        return self.measured(lambda: run.wait(seconds + 120).summary)
+
 
 def start_timed_produce(driver: ClientDriver, topic: str, threads: int, seconds: int,
                         warmup: int) -> java_rocketmq.BackgroundRun:
@@ -413,9 +421,8 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
         warm_up(driver, durations["warmup_s"], tag, log)
         for threads in args.threads:
             log(f"{tag}: produce, {threads} threads, {durations['produce_s']} s")
-            out["scenarios"][f"produce-{threads}"] = side.measured(functools.partial(
-                driver.bench_produce, f"BenchProduce{threads}", threads=threads, size=BODY_SIZE,
-                seconds=durations["produce_s"], heap=CLIENT_HEAP, warmup=durations["client_warmup_s"]))
+            out["scenarios"][f"produce-{threads}"] = side.measured_produce(
+                f"BenchProduce{threads}", threads, durations["produce_s"], durations["client_warmup_s"])
         log(f"{tag}: write a backlog of {durations['backlog']:,} messages (batches of 32, {FILL_THREADS} threads)")
         out["fill"] = side.measured(functools.partial(
             driver.bench_fill, "BenchBacklog", durations["backlog"], size=BODY_SIZE, threads=FILL_THREADS,
