@@ -75,9 +75,9 @@ OURS, APACHE = "rocketstore", "apache-4.9.7"
 GROUP = "bench-group"
 MiB = 1024 * 1024
 LAG_SAMPLE_S = 0.2
-#: untimed sends in the same client JVM before each timed produce run, so its JIT is warm
-#: (run_broker_bench.py's client_warmup_s); CPU and lag count from the timed part's start
-CLIENT_WARMUP_S = 3
+#: untimed sends in the same client JVM before each timed produce run, so its JIT is warm: the
+#: broker bench's own setting; CPU and lag count from the timed part's start
+CLIENT_WARMUP_S = rbb.PROFILES["default"]["client_warmup_s"]
 
 
 # -- pairs ---------------------------------------------------------------------------------------
