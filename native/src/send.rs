@@ -24,17 +24,22 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::java::parse_java_int;
 use crate::record::{self, property_items, NewRecord, END_FILE_MIN_BLANK_LENGTH};
-use crate::remoting::encode_json_header;
+use crate::remoting::{self, encode_json_header, Language};
 
 const I32_RANGE: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 const I64_RANGE: (i64, i64) = (i64::MIN, i64::MAX);
 const MAX_TOPIC_LENGTH_V1: usize = 127;
 const RPC_TYPE_RESPONSE: i64 = 1;
 const SUCCESS: i64 = 0;
+/// RequestCode.SEND_MESSAGE_V2, the one request code `PlainSend::serve_frames` serves.
+const SEND_MESSAGE_V2: i32 = 310;
 
 /// Appends to `out` the items of `text` that `string_to_properties` keeps, each followed by
 /// `\x02`; None when a name comes twice (the reference keeps the first one's place and the last
@@ -178,6 +183,9 @@ pub struct PlainSend {
     refused: Vec<String>,
     region: String,
     trace: String,
+    /// LanguageCode names, which a request's JSON header names and its response repeats; a
+    /// request naming another language is not served by `serve_frames` (Python answers it OTHER).
+    languages: Vec<String>,
 }
 
 /// The field's text; None when it is missing or not a `str`. Names are interned strings: a
@@ -189,23 +197,10 @@ fn text<'py>(fields: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> PyResu
     })
 }
 
-fn number<'py>(
-    fields: &Bound<'py, PyDict>,
-    name: &Bound<'py, PyString>,
-    (low, high): (i64, i64),
-    required: bool,
-) -> PyResult<Option<i64>> {
-    match text(fields, name)? {
-        Some(value) => Ok(value.to_str().ok().and_then(|t| parse_java_int(t, low, high))),
-        None if required => Ok(None),
-        None => Ok(Some(0)),
-    }
-}
-
 #[pymethods]
 impl PlainSend {
     /// `refused`: the property names whose presence makes a send not plain (a delay level, a
-    /// timer, a transaction, a CLUSTER of the client's own).
+    /// timer, a transaction, a CLUSTER of the client's own). `languages`: the LanguageCode names.
     #[new]
     fn new(
         cluster: String,
@@ -213,6 +208,7 @@ impl PlainSend {
         refused: Vec<String>,
         region: String,
         trace_on: bool,
+        languages: Vec<String>,
     ) -> PyResult<Self> {
         if store_host.len() != 8 {
             return Err(PyValueError::new_err(
@@ -225,6 +221,7 @@ impl PlainSend {
             refused,
             region,
             trace: if trace_on { "true" } else { "false" }.into(),
+            languages,
         })
     }
 
@@ -255,52 +252,38 @@ impl PlainSend {
         opaque: i64,
         version: i64,
     ) -> PyResult<Option<Put<'py>>> {
-        let Some(header) = plain_header(py, fields, false, topic, born_host)? else {
+        let Some((header, properties)) = plain_header(py, fields, false, topic, born_host)? else {
             return Ok(None);
         };
-        if body.len() > max_body {
-            return Ok(None);
-        }
-        let Some(properties) = self.properties(&header, false) else {
-            return Ok(None);
+        let properties = match &properties {
+            Some(text) => match text.to_str() {
+                Ok(text) => text,
+                Err(_) => return Ok(None),
+            },
+            None => "",
         };
-        let new = NewRecord {
-            topic: topic.as_bytes(),
+        let mut view = PyBuffer::<u8>::get(mapping)?;
+        let dst = writable(&mut view)?;
+        let send = OneSend {
+            header: &header,
+            properties,
             body,
-            properties: properties.as_bytes(),
+            topic,
             queue_id,
-            flag: header.flag,
-            sys_flag: header.sys_flag | sys_flag_bits,
-            born_timestamp: header.born_timestamp,
+            sys_flag_bits,
             born_host,
-            store_host: &self.store_host,
-            reconsume_times: header.reconsume_times,
-            prepared_transaction_offset: 0,
-            crc: None,
         };
-        let Ok(length) = record::encoded_length(&new) else {
-            return Ok(None);
-        };
-        if length + END_FILE_MIN_BLANK_LENGTH > room || length > max_body + record::ENCODE_HEADROOM {
-            return Ok(None);
-        }
-        let physical_offset = file_from_offset + position as i64;
-        // encoded and stamped off the mapping, then copied in at once
-        let mut encoded = vec![0u8; length];
-        record::encode_into(&new, &mut encoded);
-        record::stamp_records(
-            &mut encoded,
-            1,
+        let at = At {
+            position,
+            room,
+            file_from_offset,
             queue_offset,
-            physical_offset,
             store_timestamp,
-            new.sys_flag,
-            true,
-        );
-        copy_into(mapping, position, &encoded)?;
-        let msg_id = message_id(&self.store_host, physical_offset);
-        let frame = self.frame(&msg_id, queue_id, queue_offset, language, opaque, version);
-        Ok(Some((length, 1, PyBytes::new(py, &frame), msg_id)))
+            max_body,
+        };
+        Ok(self
+            .put_one(&send, &at, dst, language, opaque, version)?
+            .map(|(length, msg_id, frame)| (length, 1, PyBytes::new(py, &frame), msg_id)))
     }
 
     /// Put one plain SEND_BATCH_MESSAGE's records back to back at `position` of `mapping` (as
@@ -331,10 +314,17 @@ impl PlainSend {
         opaque: i64,
         version: i64,
     ) -> PyResult<Option<Put<'py>>> {
-        let Some(header) = plain_header(py, fields, true, topic, born_host)? else {
+        let Some((header, properties)) = plain_header(py, fields, true, topic, born_host)? else {
             return Ok(None);
         };
-        let Some(batch_properties) = self.properties(&header, true) else {
+        let properties = match &properties {
+            Some(text) => match text.to_str() {
+                Ok(text) => text,
+                Err(_) => return Ok(None),
+            },
+            None => "",
+        };
+        let Some(batch_properties) = stored_properties(properties, &self.cluster, &self.refused, true) else {
             return Ok(None);
         };
         if batch_properties.len() > i16::MAX as usize {
@@ -395,21 +385,248 @@ impl PlainSend {
             sys_flag,
             true,
         );
-        copy_into(mapping, position, &encoded)?;
+        let mut view = PyBuffer::<u8>::get(mapping)?;
+        copy_into(writable(&mut view)?, position, &encoded)?;
         let frame = self.frame(&msg_ids, queue_id, queue_offset, language, opaque, version);
         Ok(Some((total, records.len(), PyBytes::new(py, &frame), msg_ids)))
     }
+
+    /// Serve the plain SEND_MESSAGE_V2 requests at the head of `data[start..]` (whole remoting
+    /// frames, each after its 4-byte length, as a connection read them), one after the other,
+    /// until a frame that is not one: each stored at the end of the segment in `mapping` as
+    /// [`PlainSend::put`] stores it (the first at `position`, each after the one before, `room`
+    /// bytes left from `position` to the segment's end), its SEND_OK frame appended to the
+    /// responses. What Python decided stays Python's: `topics` maps a topic to its sysFlag bits
+    /// and queue-id bound, or to None when its sends are not plain; `queue_offsets` is the
+    /// CommitLog's queue-offset table, read here, not written.
+    ///
+    /// Returns (bytes of `data` served from `start`, bytes written to the segment, the response
+    /// frames back to back, the queue-offset table's new entries, one (topic, requests, bytes)
+    /// per run of sends to one topic, and the topic `topics` does not know when that is what
+    /// stopped it, else None). It stops, writing nothing of it, at a frame that is incomplete,
+    /// whose length is outside 4..`max_frame` (the caller's decoder reports it), that is not a
+    /// JSON-headed SEND_MESSAGE_V2 request expecting an answer from a known language, whose send
+    /// is not plain (as `put` decides, and `topics` and the queue bound), or that does not fit.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (data, start, max_frame, topics, queue_offsets, born_host, mapping, position, room,
+                        file_from_offset, store_timestamp, max_body))]
+    fn serve_frames<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        start: usize,
+        max_frame: usize,
+        topics: &Bound<'py, PyDict>,
+        queue_offsets: &Bound<'py, PyDict>,
+        born_host: &[u8],
+        mapping: &Bound<'py, PyAny>,
+        position: usize,
+        room: usize,
+        file_from_offset: i64,
+        store_timestamp: i64,
+        max_body: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let mut view = PyBuffer::<u8>::get(mapping)?;
+        let dst = writable(&mut view)?;
+        let mut pos = start.min(data.len());
+        let mut wrote = 0usize;
+        let mut responses: Vec<u8> = Vec::new();
+        let mut offsets: HashMap<String, i64> = HashMap::new();
+        let mut runs: Vec<(String, usize, usize)> = Vec::new();
+        let mut unknown: Option<String> = None;
+        // the last topic's (sysFlag bits, queue bound): a connection's sends mostly go to one
+        let mut last: Option<(String, i32, u64)> = None;
+        while data.len() - pos >= 4 {
+            let length = i32::from_be_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
+            if length < 4 || length as usize + 4 > max_frame || data.len() - pos - 4 < length as usize {
+                break;
+            }
+            let frame = &data[pos + 4..pos + 4 + length as usize];
+            let Some((remoting::SERIALIZE_JSON, header, body)) = remoting::split(frame) else {
+                break;
+            };
+            let Some(h) = remoting::decode_json(header) else {
+                break;
+            };
+            let language = match &h.language {
+                Language::Name(name) if h.code == SEND_MESSAGE_V2 && h.flag == 0 => name,
+                _ => break,
+            };
+            let Some(language) = self.languages.iter().find(|known| known.as_str() == language.as_ref()) else {
+                break;
+            };
+            let ext = &h.ext_fields;
+            let (Some(topic), Some(queue_text)) = (field(ext, "b"), field(ext, "e")) else {
+                break;
+            };
+            // Python's int(text) of ASCII digits, then its bound: a number past u64 is past it too
+            let Some(queue) = (if !queue_text.is_empty() && queue_text.bytes().all(|b| b.is_ascii_digit()) {
+                queue_text
+                    .bytes()
+                    .try_fold(0u64, |n, b| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+            } else {
+                None
+            }) else {
+                break;
+            };
+            if last.as_ref().is_none_or(|(name, _, _)| name != topic) {
+                let Some(entry) = topics.get_item(topic)? else {
+                    unknown = Some(topic.to_owned());
+                    break;
+                };
+                if entry.is_none() {
+                    break;
+                }
+                let (bits, bound): (i32, u64) = entry.extract()?;
+                last = Some((topic.to_owned(), bits, bound));
+            }
+            let (_, sys_flag_bits, bound) = last.as_ref().expect("set above");
+            if queue >= *bound {
+                break;
+            }
+            let queue_id = queue as i32;
+            let texts = FieldTexts::of(ext);
+            let Some(fields) = texts.check(false, topic, born_host) else {
+                break;
+            };
+            let key = format!("{topic}-{queue_id}");
+            let queue_offset = match offsets.get(&key) {
+                Some(next) => *next,
+                None => match queue_offsets.get_item(&key)? {
+                    Some(value) => value.extract()?,
+                    None => 0,
+                },
+            };
+            let send = OneSend {
+                header: &fields,
+                properties: texts.i.unwrap_or(""),
+                body,
+                topic,
+                queue_id,
+                sys_flag_bits: *sys_flag_bits,
+                born_host,
+            };
+            let at = At {
+                position: position + wrote,
+                room: room.saturating_sub(wrote),
+                file_from_offset,
+                queue_offset,
+                store_timestamp,
+                max_body,
+            };
+            let Some((stored, _, response)) =
+                self.put_one(&send, &at, dst, language, i64::from(h.opaque), i64::from(h.version))?
+            else {
+                break;
+            };
+            responses.extend_from_slice(&response);
+            offsets.insert(key, queue_offset + 1);
+            match runs.last_mut() {
+                Some((name, requests, size)) if name == topic => {
+                    *requests += 1;
+                    *size += stored;
+                }
+                _ => runs.push((topic.to_owned(), 1, stored)),
+            }
+            wrote += stored;
+            pos += 4 + length as usize;
+        }
+        let new_offsets = PyDict::new(py);
+        for (key, next) in &offsets {
+            new_offsets.set_item(key, next)?;
+        }
+        (
+            pos - start.min(data.len()),
+            wrote,
+            PyBytes::new(py, &responses),
+            new_offsets,
+            PyList::new(py, runs)?,
+            unknown,
+        )
+            .into_pyobject(py)
+    }
+}
+
+/// One single send to store: its checked header fields and properties text, its body, and where
+/// Python decided it goes.
+struct OneSend<'a> {
+    header: &'a SendFields,
+    properties: &'a str,
+    body: &'a [u8],
+    topic: &'a str,
+    queue_id: i32,
+    sys_flag_bits: i32,
+    born_host: &'a [u8],
+}
+
+/// Where a put goes: `position` in the segment starting at CommitLog offset `file_from_offset`,
+/// `room` bytes left to its end, the queue offset it takes, and the store's limits and clock.
+struct At {
+    position: usize,
+    room: usize,
+    file_from_offset: i64,
+    queue_offset: i64,
+    store_timestamp: i64,
+    max_body: usize,
 }
 
 impl PlainSend {
-    /// The stored properties of the request's (a single send's or a batch's), or None when they
-    /// are not plain or not text.
-    fn properties(&self, header: &SendHeader<'_>, batch: bool) -> Option<String> {
-        let text = match &header.properties {
-            Some(value) => value.to_str().ok()?,
-            None => "",
+    /// Store one single send into `dst` (the whole segment) as `put` describes: (bytes written,
+    /// the offset message id, the SEND_OK frame), or None with nothing written when it is not
+    /// plain after all or does not fit.
+    fn put_one(
+        &self,
+        send: &OneSend<'_>,
+        at: &At,
+        dst: &mut [u8],
+        language: &str,
+        opaque: i64,
+        version: i64,
+    ) -> PyResult<Option<(usize, String, Vec<u8>)>> {
+        if send.body.len() > at.max_body {
+            return Ok(None);
+        }
+        let Some(properties) = stored_properties(send.properties, &self.cluster, &self.refused, false) else {
+            return Ok(None);
         };
-        stored_properties(text, &self.cluster, &self.refused, batch)
+        let header = send.header;
+        let new = NewRecord {
+            topic: send.topic.as_bytes(),
+            body: send.body,
+            properties: properties.as_bytes(),
+            queue_id: send.queue_id,
+            flag: header.flag,
+            sys_flag: header.sys_flag | send.sys_flag_bits,
+            born_timestamp: header.born_timestamp,
+            born_host: send.born_host,
+            store_host: &self.store_host,
+            reconsume_times: header.reconsume_times,
+            prepared_transaction_offset: 0,
+            crc: None,
+        };
+        let Ok(length) = record::encoded_length(&new) else {
+            return Ok(None);
+        };
+        if length + END_FILE_MIN_BLANK_LENGTH > at.room || length > at.max_body + record::ENCODE_HEADROOM {
+            return Ok(None);
+        }
+        let physical_offset = at.file_from_offset + at.position as i64;
+        // encoded and stamped off the mapping, then copied in at once
+        let mut encoded = vec![0u8; length];
+        record::encode_into(&new, &mut encoded);
+        record::stamp_records(
+            &mut encoded,
+            1,
+            at.queue_offset,
+            physical_offset,
+            at.store_timestamp,
+            new.sys_flag,
+            true,
+        );
+        copy_into(dst, at.position, &encoded)?;
+        let msg_id = message_id(&self.store_host, physical_offset);
+        let frame = self.frame(&msg_id, send.queue_id, at.queue_offset, language, opaque, version);
+        Ok(Some((length, msg_id, frame)))
     }
 
     fn frame(
@@ -435,103 +652,179 @@ impl PlainSend {
 }
 
 /// The header fields of a plain send, as the reference decodes them.
-struct SendHeader<'py> {
+struct SendFields {
     sys_flag: i32,
     born_timestamp: i64,
     flag: i32,
     reconsume_times: i32,
-    /// The request's properties text; None when the field is absent.
-    properties: Option<Bound<'py, PyString>>,
 }
 
-/// The fields of SendMessageRequestHeaderV2 a plain send (`batch`: a plain batch, whose header
-/// says so) takes from the request, or None when the reference would decode or treat them
-/// otherwise: a required field missing or not a number, a flag of the other kind of send, a
-/// transactional or IPv6 sysFlag, an IPv6 producer, a topic too long.
+/// The texts of the SendMessageRequestHeaderV2 fields a plain send reads besides topic and queue
+/// (b, e), by their V2 names: producerGroup, defaultTopic, defaultTopicQueueNums, sysFlag,
+/// bornTimestamp, flag, properties, reconsumeTimes, unitMode, maxReconsumeTimes, batch.
+#[derive(Default)]
+struct FieldTexts<'a> {
+    a: Option<&'a str>,
+    c: Option<&'a str>,
+    d: Option<&'a str>,
+    f: Option<&'a str>,
+    g: Option<&'a str>,
+    h: Option<&'a str>,
+    i: Option<&'a str>,
+    j: Option<&'a str>,
+    k: Option<&'a str>,
+    l: Option<&'a str>,
+    m: Option<&'a str>,
+}
+
+/// The value of extField `name` as Python's dict of the header holds it: the last one given.
+fn field<'a>(ext: &'a [(Cow<'a, str>, Cow<'a, str>)], name: &str) -> Option<&'a str> {
+    ext.iter()
+        .rev()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_ref())
+}
+
+impl<'a> FieldTexts<'a> {
+    /// The texts of a header the native decoder decoded (every extField a string).
+    fn of(ext: &'a [(Cow<'a, str>, Cow<'a, str>)]) -> Self {
+        Self {
+            a: field(ext, "a"),
+            c: field(ext, "c"),
+            d: field(ext, "d"),
+            f: field(ext, "f"),
+            g: field(ext, "g"),
+            h: field(ext, "h"),
+            i: field(ext, "i"),
+            j: field(ext, "j"),
+            k: field(ext, "k"),
+            l: field(ext, "l"),
+            m: field(ext, "m"),
+        }
+    }
+
+    /// The fields of a plain send (`batch`: a plain batch, whose header says so), or None when
+    /// the reference would decode or treat them otherwise: a required field missing or not a
+    /// number, a flag of the other kind of send, a transactional or IPv6 sysFlag, an IPv6
+    /// producer, a topic too long.
+    fn check(&self, batch: bool, topic: &str, born_host: &[u8]) -> Option<SendFields> {
+        let number = |value: Option<&str>, (low, high): (i64, i64), required: bool| match value {
+            Some(text) => parse_java_int(text, low, high),
+            None if required => None,
+            None => Some(0),
+        };
+        self.a?;
+        self.c?;
+        number(self.d, I32_RANGE, true)?;
+        let sys_flag = number(self.f, I32_RANGE, true)? as i32;
+        let born_timestamp = number(self.g, I64_RANGE, true)?;
+        let flag = number(self.h, I32_RANGE, true)? as i32;
+        let reconsume_times = number(self.j, I32_RANGE, false)? as i32;
+        number(self.l, I32_RANGE, false)?;
+        // unitMode and batch are bools the reference lowercases: ASCII only here; the batch flag
+        // must say what kind of send this is
+        for (value, is_batch_flag) in [(self.k, false), (self.m, true)] {
+            let value = match value {
+                Some(text) if !text.is_ascii() => return None,
+                Some(text) => text.eq_ignore_ascii_case("true"),
+                None => false,
+            };
+            if is_batch_flag && value != batch {
+                return None;
+            }
+        }
+        if sys_flag & (record::TRANSACTION_TYPE_MASK | record::SYS_FLAG_BORNHOST_V6 | record::SYS_FLAG_STOREHOST_V6)
+            != 0
+            || born_host.len() != 8
+            || topic.len() > MAX_TOPIC_LENGTH_V1
+        {
+            return None;
+        }
+        Some(SendFields {
+            sys_flag,
+            born_timestamp,
+            flag,
+            reconsume_times,
+        })
+    }
+}
+
+/// A plain send's fields from Python's dict of its header (see [`FieldTexts::check`]) and its
+/// properties text (None when absent), or None when not plain. A value that is not a `str`
+/// counts as absent, except for properties, unitMode and batch, where it makes the send not
+/// plain; so does a value that is not valid UTF-8 where a number, a bool or properties are read.
 fn plain_header<'py>(
     py: Python<'py>,
     fields: &Bound<'py, PyAny>,
     batch: bool,
     topic: &str,
     born_host: &[u8],
-) -> PyResult<Option<SendHeader<'py>>> {
+) -> PyResult<Option<(SendFields, Option<Bound<'py, PyString>>)>> {
     let Ok(fields) = fields.cast_exact::<PyDict>() else {
         return Ok(None);
     };
-    for name in [intern!(py, "a"), intern!(py, "c")] {
-        if text(fields, name)?.is_none() {
+    for name in [intern!(py, "i"), intern!(py, "k"), intern!(py, "m")] {
+        if fields.contains(name)? && text(fields, name)?.is_none() {
             return Ok(None);
         }
     }
-    let (Some(_), Some(sys_flag), Some(born_timestamp), Some(flag), Some(reconsume_times)) = (
-        number(fields, intern!(py, "d"), I32_RANGE, true)?,
-        number(fields, intern!(py, "f"), I32_RANGE, true)?,
-        number(fields, intern!(py, "g"), I64_RANGE, true)?,
-        number(fields, intern!(py, "h"), I32_RANGE, true)?,
-        number(fields, intern!(py, "j"), I32_RANGE, false)?,
-    ) else {
+    let names = ["a", "c", "d", "f", "g", "h", "i", "j", "k", "l", "m"].map(|name| PyString::intern(py, name));
+    let mut values: [Option<Bound<'py, PyString>>; 11] = Default::default();
+    for (value, name) in values.iter_mut().zip(&names) {
+        *value = text(fields, name)?;
+    }
+    let mut texts: [Option<&str>; 11] = [None; 11];
+    for (at, (slot, value)) in texts.iter_mut().zip(&values).enumerate() {
+        if let Some(value) = value {
+            match value.to_str() {
+                Ok(text) => *slot = Some(text),
+                // a producer group (a) or default topic (c) is only required to be there
+                Err(_) if at < 2 => *slot = Some(""),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+    let [a, c, d, f, g, h, i, j, k, l, m] = texts;
+    let texts = FieldTexts {
+        a,
+        c,
+        d,
+        f,
+        g,
+        h,
+        i,
+        j,
+        k,
+        l,
+        m,
+    };
+    let Some(header) = texts.check(batch, topic, born_host) else {
         return Ok(None);
     };
-    if number(fields, intern!(py, "l"), I32_RANGE, false)?.is_none() {
-        return Ok(None);
-    }
-    // unitMode and batch are bools the reference lowercases: ASCII only here; the batch flag
-    // must say what kind of send this is
-    for (name, is_batch_flag) in [(intern!(py, "k"), false), (intern!(py, "m"), true)] {
-        let value = if fields.contains(name)? {
-            let Some(value) = text(fields, name)? else {
-                return Ok(None);
-            };
-            let Ok(value) = value.to_str() else { return Ok(None) };
-            if !value.is_ascii() {
-                return Ok(None);
-            }
-            value.eq_ignore_ascii_case("true")
-        } else {
-            false
-        };
-        if is_batch_flag && value != batch {
-            return Ok(None);
-        }
-    }
-    let sys_flag = sys_flag as i32;
-    if sys_flag & (record::TRANSACTION_TYPE_MASK | record::SYS_FLAG_BORNHOST_V6 | record::SYS_FLAG_STOREHOST_V6) != 0
-        || born_host.len() != 8
-        || topic.len() > MAX_TOPIC_LENGTH_V1
-    {
-        return Ok(None);
-    }
-    let properties_name = intern!(py, "i");
-    let properties = text(fields, properties_name)?;
-    if properties.is_none() && fields.contains(properties_name)? {
-        return Ok(None);
-    }
-    Ok(Some(SendHeader {
-        sys_flag,
-        born_timestamp,
-        flag: flag as i32,
-        reconsume_times: reconsume_times as i32,
-        properties,
-    }))
+    let properties = values[6].clone();
+    Ok(Some((header, properties)))
 }
 
-/// Copy stamped records into `mapping` at `position`.
-fn copy_into(mapping: &Bound<'_, PyAny>, position: usize, encoded: &[u8]) -> PyResult<()> {
-    let view = PyBuffer::<u8>::get(mapping)?;
-    if view.readonly() || !view.is_c_contiguous() || position + encoded.len() > view.len_bytes() {
+/// The writable bytes of a segment's mapping.
+fn writable(view: &mut PyBuffer<u8>) -> PyResult<&mut [u8]> {
+    if view.readonly() || !view.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "the segment mapping must be a writable contiguous buffer",
+        ));
+    }
+    // SAFETY: the buffer stays exported while `view` lives and the interpreter lock is held
+    // throughout (the caller also holds the CommitLog's put lock): nobody else touches it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(view.buf_ptr() as *mut u8, view.len_bytes()) })
+}
+
+/// Copy stamped records into the segment `dst` at `position`.
+fn copy_into(dst: &mut [u8], position: usize, encoded: &[u8]) -> PyResult<()> {
+    let Some(target) = dst.get_mut(position..position + encoded.len()) else {
         return Err(PyValueError::new_err(
             "the segment mapping must be a writable buffer holding the record",
         ));
-    }
-    // SAFETY: the buffer stays exported while `view` lives, the interpreter lock is held
-    // throughout and the range was checked against its length.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            encoded.as_ptr(),
-            (view.buf_ptr() as *mut u8).add(position),
-            encoded.len(),
-        );
-    }
+    };
+    target.copy_from_slice(encoded);
     Ok(())
 }
 

@@ -390,8 +390,11 @@ class BrokerController:
         for processor in processors:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
-        if native.NATIVE is not None:  # the plain sends of one read share one put (SendMessageProcessor.handle_group)
+        if native.NATIVE is not None:
+            # the plain sends of one read share one put (SendMessageProcessor.handle_group); those
+            # at its head are served before becoming commands (SendMessageProcessor.serve_plain_frames)
             self.remoting.register_group(PLAIN_SEND_CODES, send.handle_group)
+            self.remoting.serve_frames = send.serve_plain_frames
         self._add_transaction_metrics()
         self._add_connection_limit_metrics()
         ha = self.store.ha_service

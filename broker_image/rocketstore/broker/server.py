@@ -21,6 +21,13 @@ as the free in-flight slots allow, and it replies to each: the sends of one read
 taking of the CommitLog's lock, one publication of what they wrote and one wait for the slave or
 the flush. A lone one goes to its code's handler.
 
+Before that, ``RemotingServer.serve_frames`` (the plain sends' one native call:
+``SendMessageProcessor.serve_plain_frames``) may serve the frames at the head of a read itself, before
+they become commands: it serves what the group handler would answer at once, and only while
+nothing else is pending on the connection (no backlog, writing not paused, no ``before_request``
+hook, the server not stopping); from the first frame it does not serve on, the read takes the
+usual path.
+
 The responses produced while handling one read go out in one ``transport.writelines`` call
 (one system call instead of one per response), up to :data:`COALESCE_MAX_BYTES` at a time.
 Every response carries its request's opaque, so the order among them does not matter to
@@ -285,13 +292,28 @@ class Connection(asyncio.Protocol):
             listener(self)
 
     def data_received(self, data: bytes) -> None:
+        server = self.server
+        serve = None
+        if (server.serve_frames is not None and not self.backlog and not self.writing_paused
+                and server.before_request is None and not server.going_away):
+            serve = self._serve_frames
         try:
-            commands = self.decoder.feed(data)
+            commands = self.decoder.feed(data, serve)
         except ProtocolError as exc:
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
         self.commands_received(commands)
+
+    def _serve_frames(self, data: bytes, max_frame: int) -> int:
+        """The server's ``serve_frames`` on the frames at the head of ``data`` (:meth:`data_received`):
+        their responses join the ones this pass writes; the bytes it served."""
+        assert self.server.serve_frames is not None
+        served, responses = self.server.serve_frames(self, data, max_frame)
+        if responses:
+            self._out.append(responses)
+            self._out_bytes += len(responses)
+        return served
 
     def commands_received(self, commands: list[RemotingCommand]) -> None:
         """Commands read off the connection, in order: decoded here (:meth:`data_received`) or by
@@ -637,6 +659,10 @@ class RemotingServer:
         self.handlers: dict[int, Handler] = {}
         #: request codes whose consecutive requests on a connection are handled together (register_group)
         self.group_handlers: dict[int, GroupHandler] = {}
+        #: Serves whole frames at the head of a read before they are decoded into commands (the
+        #: plain sends' native path; see the module's docstring): (connection, the read, the
+        #: largest frame) -> (bytes served, their responses).
+        self.serve_frames: Callable[[Connection, bytes, int], tuple[int, bytes]] | None = None
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
         self._malformed = SparseLog()

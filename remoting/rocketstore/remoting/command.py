@@ -401,14 +401,19 @@ class FrameDecoder:
         # than 4 bytes buffered, or a bad frame left there, which the next feed must report again).
         self._needed = 0
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray | memoryview,
+             serve: Callable[[bytes, int], int] | None = None) -> list[RemotingCommand]:
         """The commands completed by ``data``; an incomplete tail stays buffered.
 
         Frames are decoded from an immutable ``bytes`` through a memoryview, so header and body
         are copied once each (not first into the buffer, then out of it as a frame, then apart).
         In the usual case (nothing buffered, ``data`` is whole frames) nothing is buffered at
-        all. When a frame is bad, :class:`ProtocolError` leaves everything fed so far buffered,
-        as if no frame had been taken out.
+        all. When a frame is bad, :class:`ProtocolError` leaves everything fed so far and not
+        served buffered, as if no frame had been taken out.
+
+        ``serve``, given the buffered bytes and ``data`` together and the largest frame, may take
+        whole frames at their head itself (the broker's plain sends: Connection.data_received):
+        it returns how many bytes it took, and decoding starts after them.
         """
         buf = self._buffer
         if buf:
@@ -423,7 +428,7 @@ class FrameDecoder:
             data = bytes(memoryview(data))
         commands = []
         size = len(data)
-        pos = 0
+        pos = served = serve(data, self.max_frame_size) if serve is not None else 0
         needed = 0
         try:
             with memoryview(data) as view:
@@ -437,7 +442,7 @@ class FrameDecoder:
                     commands.append(decode_frame(view[pos + 4 : pos + 4 + length]))
                     pos += 4 + length
         except BaseException:
-            buf += data
+            buf += data[served:] if served else data
             self._needed = 0
             raise
         self._needed = needed

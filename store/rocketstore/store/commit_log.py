@@ -125,6 +125,28 @@ class PlainSendEncoder(Protocol):
     @property
     def put_batch(self) -> PlainSendPut: ...
 
+    def serve_frames(self, data: bytes, start: int, max_frame: int, topics: dict[str, tuple[int, int] | None],
+                     queue_offsets: dict[str, int], born_host: bytes, mapping: mmap.mmap, position: int, room: int,
+                     file_from_offset: int, store_timestamp: int,
+                     max_body: int) -> tuple[int, int, bytes, dict[str, int], list[tuple[str, int, int]], str | None]:
+        """See :class:`ServedSends` and ``PlainSend::serve_frames``."""
+        ...
+
+
+class ServedSends(NamedTuple):
+    """What :meth:`CommitLog.serve_plain_frames` did with the frames at the head of a read."""
+
+    #: bytes of the read served (whole frames from its start)
+    consumed: int
+    #: the SEND_OK frames of the served sends, back to back, in order
+    responses: bytes
+    #: one (topic, sends, bytes stored) per run of served sends to one topic
+    runs: list[tuple[str, int, int]]
+    #: the topic the caller's table did not know, when that is what stopped the serving
+    unknown_topic: str | None
+    #: from taking the put lock to the wake-ups after the puts (as :attr:`PlainPut.elapsed_s`)
+    elapsed_s: float
+
 
 class PlainPut(NamedTuple):
     """Where a plain send landed, how many records it wrote (a batch's, or 1), its offset message
@@ -393,6 +415,43 @@ class CommitLog:
         self.on_appended()
         elapsed_s = time.monotonic() - begin
         return [PlainPut(*where, elapsed_s) for where in placed]
+
+    def serve_plain_frames(self, encoder: PlainSendEncoder, data: bytes, start: int, max_frame: int,
+                           topics: dict[str, tuple[int, int] | None], born_host: bytes) -> ServedSends:
+        """Plain SEND_MESSAGE_V2 requests at the head of ``data[start:]`` (remoting frames as a
+        connection read them) stored under one taking of the lock in one native call, which walks
+        the frames, decodes their headers and stores and answers each as :meth:`put_plain_sends`
+        would (``PlainSend::serve_frames`` in native/src/send.rs). ``topics``: each topic's sysFlag
+        bits and queue bound, or None for a topic whose sends are not plain, as the caller decided.
+
+        Serving stops at the first frame that is not such a send, does not fit the segment's room,
+        or goes to a topic ``topics`` does not know (named in the result, for the caller to decide
+        on and call again); with no segment yet nothing is served. That frame and the rest take the
+        connection's usual path, which also rolls segments. What was stored is published and the
+        queue-offset table updated once, after every record is in place, as in
+        :meth:`put_plain_sends`.
+        """
+        with self.put_lock:
+            self.begin_time_in_lock = begin = time.monotonic()
+            try:
+                mapped = self.mapped_file_queue.get_last_mapped_file(0, need_create=False)
+                if mapped is None:
+                    return ServedSends(0, b"", [], None, 0.0)
+                now_ms = int(time.time() * 1000)
+                table = self.topic_queue_table
+                position = mapped.wrote_position
+                consumed, wrote, responses, offsets, runs, unknown = encoder.serve_frames(
+                    data, start, max_frame, topics, table, born_host, mapped.buffer, position,
+                    mapped.file_size - position, mapped.file_from_offset, now_ms, self.settings.max_message_size())
+                if not wrote:
+                    return ServedSends(0, b"", [], unknown, 0.0)
+                mapped.advance(wrote)  # published after the stamped records are in place
+                mapped.store_timestamp = now_ms
+                table.update(offsets)
+            finally:
+                self.begin_time_in_lock = 0.0
+        self.on_appended()
+        return ServedSends(consumed, responses, runs, unknown, time.monotonic() - begin)
 
     @staticmethod
     def _write_blank(mm: mmap.mmap, pos: int, left: int) -> int:

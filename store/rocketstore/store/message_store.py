@@ -34,8 +34,10 @@ from rocketstore.store.commit_log import (
     CommitLogSettings,
     MessageBatch,
     PlainPut,
+    PlainSendEncoder,
     PlainSendRequest,
     PutMessageResult,
+    ServedSends,
 )
 from rocketstore.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -607,13 +609,29 @@ class DefaultMessageStore:
         done = self.commit_log.put_plain_sends(sends)
         if not done:
             return done
-        stored = [(send[3], put.msg_num, put.wrote_bytes) for send, put in zip(sends, done, strict=False)]
+        stored = [(send[3], 1, put.msg_num, put.wrote_bytes) for send, put in zip(sends, done, strict=False)]
         self.stats.record_stored(stored, done[0].elapsed_s)
         # isSlaveOK right after the appends: the ends grow, so the last one being OK makes every one OK
         if role is BrokerRole.SYNC_MASTER and not self.is_slave_ok(done[-1].wrote_offset + done[-1].wrote_bytes):
             return [put if self.is_slave_ok(put.wrote_offset + put.wrote_bytes)
                     else put._replace(status=PutMessageStatus.SLAVE_NOT_AVAILABLE) for put in done]
         return done
+
+    def serve_plain_frames(self, encoder: PlainSendEncoder, data: bytes, start: int, max_frame: int,
+                           topics: dict[str, tuple[int, int] | None], born_host: bytes) -> ServedSends:
+        """Plain SEND_MESSAGE_V2 requests at the head of a connection's read stored in one native
+        call (:meth:`CommitLog.serve_plain_frames`), when the store is a writable ASYNC_FLUSH
+        ASYNC_MASTER, whose puts wait for nothing (the answers go out at once); otherwise none is
+        served and the connection's usual path takes every frame."""
+        config = self.config
+        if (config.flush_disk_type is not FlushDiskType.ASYNC_FLUSH or config.broker_role is not BrokerRole.ASYNC_MASTER
+                or self._check_store_status() is not None):
+            return ServedSends(0, b"", [], None, 0.0)
+        served = self.commit_log.serve_plain_frames(encoder, data, start, max_frame, topics, born_host)
+        if served.consumed:
+            self.stats.record_stored([(topic, sends, sends, size) for topic, sends, size in served.runs],
+                                     served.elapsed_s)
+        return served
 
     def put_messages(self, batch: MessageBatch, *, wait_flush: bool = True) -> PutMessageResult:
         """Put a batch; ``wait_flush`` as for :meth:`put_message`. A batch cannot be delayed."""

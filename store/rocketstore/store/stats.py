@@ -169,25 +169,25 @@ class StoreStatsService:
 
     def record_put(self, result: PutMessageResult, elapsed_s: float, topic: str) -> None:
         if result.append is not None and result.ok:
-            self.record_stored([(topic, result.append.msg_num, result.append.wrote_bytes)], elapsed_s)
+            self.record_stored([(topic, 1, result.append.msg_num, result.append.wrote_bytes)], elapsed_s)
             return
         with self._lock:
             self.put_message_failed_times += 1
             self.put_failed_by_status[result.status.value] += 1
             self._record_put_latency(elapsed_s, 1)
 
-    def record_stored(self, puts: Iterable[tuple[str, int, int]], elapsed_s: float) -> None:
-        """Puts that stored, each as (topic, records, bytes), all in ``elapsed_s``: one put, or the
-        plain sends the CommitLog put under one taking of its lock (no result objects: that path
-        builds none). Each counts as one put in the latency figures."""
+    def record_stored(self, puts: Iterable[tuple[str, int, int, int]], elapsed_s: float) -> None:
+        """Puts that stored, as (topic, puts, records, bytes) per topic or per put, all in
+        ``elapsed_s``: one put, or the plain sends the CommitLog put under one taking of its lock
+        (no result objects: that path builds none). Each put counts once in the latency figures."""
         with self._lock:
             count = 0
             by_topic = self.put_by_topic
-            for topic, msg_num, wrote_bytes in puts:
+            for topic, put_count, msg_num, wrote_bytes in puts:
                 self.put_message_times_total += msg_num
                 self.put_message_size_total += wrote_bytes
                 by_topic[topic] += msg_num
-                count += 1
+                count += put_count
             self._record_put_latency(elapsed_s, count)
 
     def _record_put_latency(self, elapsed_s: float, count: int) -> None:

@@ -66,7 +66,7 @@ from rocketstore.common.native import NATIVE
 from rocketstore.common.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.common.topic_validator import NOT_ALLOWED_SEND_TOPICS, TOPIC_MAX_LENGTH, validate_topic
-from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketstore.store.clean import disk_partition_used_ratio
@@ -336,6 +336,11 @@ class SendMessageProcessor:
         #: (None when sends to it are not plain) and the queue ids' bound (the config object
         #: changes whenever the topic does)
         self._plain_topics: dict[str, _PlainTopic] = {}
+        #: what :meth:`serve_plain_frames` passes the native call: per topic its sysFlag bits and
+        #: queue ids' bound, or None when sends to it are not plain; made for the topic table's
+        #: version in ``_served_version`` (every change of the table makes a new one)
+        self._served_topics: dict[str, tuple[int, int] | None] = {}
+        self._served_version: object = None
 
     def handlers(self) -> Mapping[int, Handler]:
         return {code: self.handle for code in
@@ -546,13 +551,9 @@ class SendMessageProcessor:
             return None
         cached = topics.get(topic)
         if cached is None:
-            config = self.broker.topic_config_manager.get(topic)
-            if config is None:
+            cached = self._plain_topic(topic)
+            if cached is None:
                 return None
-            cached = self._plain_topics.get(topic)
-            if cached is None or cached[0] is not config:
-                cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
-                                                      max(config.write_queue_nums, config.read_queue_nums))
             topics[topic] = cached
         _, sys_flag_bits, queue_limit = cached
         queue_id = int(queue_text)
@@ -562,6 +563,65 @@ class SendMessageProcessor:
             return None
         return (put, fields, request.body, topic, queue_id, sys_flag_bits, born_host, language_name(request.language),
                 request.opaque, request.version)
+
+    def _plain_topic(self, topic: str) -> _PlainTopic | None:
+        """What the plain path keeps of ``topic`` (decided again when its TopicConfig changed), or
+        None when the topic does not exist."""
+        config = self.broker.topic_config_manager.get(topic)
+        if config is None:
+            return None
+        cached = self._plain_topics.get(topic)
+        if cached is None or cached[0] is not config:
+            cached = self._plain_topics[topic] = (config, self._plain_sys_flag_bits(topic, config),
+                                                  max(config.write_queue_nums, config.read_queue_nums))
+        return cached
+
+    def serve_plain_frames(self, conn: Connection, data: bytes, max_frame: int) -> tuple[int, bytes]:
+        """Serve the plain SEND_MESSAGE_V2 requests at the head of ``data`` (whole remoting frames
+        as ``conn`` read them, before they become commands: RemotingServer.serve_frames) in one
+        native call: (bytes served, their SEND_OK frames). The frames from the first one it does
+        not serve on take the connection's usual path, :meth:`handle_group` included.
+
+        It serves what :meth:`handle_group` would put through the native ``PlainSend.put`` and
+        answer at once: the same decisions, made here on the same cached per-topic state before
+        the call (the broker takes sends, dispatch keeps up, the topic exists and its sends are
+        plain, the queue id is in bound), a store whose puts wait for nothing
+        (:meth:`DefaultMessageStore.serve_plain_frames`), and no Python object per send: the
+        header is decoded, checked and the record stored and answered natively
+        (``PlainSend::serve_frames``), byte for byte what the usual path stores and answers
+        (tests/broker/test_send_served.py). A topic the call meets first is decided on here and
+        the call made again for the rest.
+        """
+        plain = self._plain_pass()
+        if plain is None or plain.waits or not self._may_acknowledge():
+            return 0, b""
+        version = self.broker.topic_config_manager.data_version
+        if version is not self._served_version:
+            self._served_topics, self._served_version = {}, version
+        topics = self._served_topics
+        store = self.broker.store
+        born_host = conn.peer_host.to_bytes()
+        consumed, responses = 0, []
+        while True:
+            try:
+                served = store.serve_plain_frames(plain.encoder, data, consumed, max_frame, topics, born_host)
+            except Exception:  # that call stored nothing: the usual path answers its frames
+                log.exception("serving plain sends from %s failed; they take the usual path", conn.peer)
+                break
+            if served.consumed:
+                consumed += served.consumed
+                responses.append(served.responses)
+                count = 0
+                for topic, sends, size in served.runs:
+                    self.stats.inc_topic_put(topic, sends, size, sends)
+                    count += sends
+                self.stats.send_latency.observe(served.elapsed_s, count)
+            unknown = served.unknown_topic
+            if unknown is None or unknown in topics:
+                break
+            cached = self._plain_topic(unknown)
+            topics[unknown] = None if cached is None or cached[1] is None else (cached[1], cached[2])
+        return consumed, b"".join(responses)
 
     def _plain_replies(self, conn: Connection, run: list[RemotingCommand], sends: list[PlainSendRequest],
                        puts: list[PlainPut], plain: _PlainPass) -> list[Reply]:
@@ -651,7 +711,7 @@ class SendMessageProcessor:
             store_host = self.broker.store_host
             self._plain_encoder = None if store_host.is_v6 else NATIVE.PlainSend(
                 cfg.broker_cluster_name, store_host.to_bytes(), list(NOT_PLAIN_PROPERTIES), cfg.region_id,
-                cfg.trace_on)
+                cfg.trace_on, list(LanguageCode.__members__))
             self._plain_settings = settings
         return self._plain_encoder
 
