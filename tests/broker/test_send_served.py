@@ -10,7 +10,9 @@ test_send_plain's sequence (plain sends and batches, and every kind the plain pa
 reference, the segment's end among them) plus frames only a raw stream carries: a key given twice
 in the JSON header, a language RocketMQ does not name, a one-way send. It is written whole, and cut
 into pieces that split frames, so that reads start and end inside frames. On a SYNC_FLUSH store
-nothing is served (its answers wait), and the outcome is the same.
+nothing is served (its answers wait), and the outcome is the same. The segment's end within one
+read is tested on its own. Last, an RPC hook on every request (where the ACL check sits) turns
+serving off: no send gets past it unchecked.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from rocketstore.broker.processor import send as send_module
 from rocketstore.common.message import HostAddress
 from rocketstore.common.native import NATIVE
 from rocketstore.common.topic_config import TopicConfig, TopicFilterType
-from rocketstore.remoting.codes import RequestCode
+from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import FrameDecoder
 from rocketstore.store.commit_log import ServedSends
 from rocketstore.store.config import StoreConfig
@@ -209,3 +211,39 @@ def test_a_rolling_segment_ends_the_serving_at_the_send_that_does_not_fit(tmp_pa
     assert dict(_files(tmp_path / "native", "commitlog")) == dict(_files(tmp_path / "reference", "commitlog"))
     assert native.served and native.served < stream.plain_singles
     assert all(frame[8:].startswith(b'{"code":0,') for frame in native.responses.values())
+
+
+def test_nothing_is_served_past_an_rpc_hook(tmp_path: Path) -> None:
+    """With an RPC hook on every request (the ACL check's place), a plain send is not served ahead
+    of it: the hook refuses it, and nothing is stored."""
+
+    async def main() -> None:
+        broker = BrokerController(
+            BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
+                         http_listen_port=0, grpc_listen_port=0),
+            StoreConfig(store_path_root_dir=str(tmp_path)))
+        await broker.start()
+        try:
+            broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=1, write_queue_nums=1))
+            reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
+            first = _request("Plain", None, opaque=1)  # stored: it makes the first segment
+            writer.write(first.encode())
+            await writer.drain()
+            decoder = FrameDecoder()
+            responses = decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
+            assert [r.code for r in responses] == [ResponseCode.SUCCESS]
+            end = broker.store.commit_log.max_offset
+            broker.remoting.before_request = lambda request, peer: request.response(
+                ResponseCode.NO_PERMISSION, f"refused {request.opaque}")
+            writer.write(b"".join(_request("Plain", None, opaque=i).encode() for i in range(2, 12)))
+            await writer.drain()
+            while len(responses) < 11:
+                responses += decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
+            writer.close()
+            assert [(r.code, r.remark) for r in responses[1:]] == [
+                (ResponseCode.NO_PERMISSION, f"refused {i}") for i in range(2, 12)]
+            assert broker.store.commit_log.max_offset == end
+        finally:
+            await broker.stop(grace_s=1.0)
+
+    asyncio.run(main())
