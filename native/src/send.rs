@@ -255,12 +255,8 @@ impl PlainSend {
         let Some((header, properties)) = plain_header(py, fields, false, topic, born_host)? else {
             return Ok(None);
         };
-        let properties = match &properties {
-            Some(text) => match text.to_str() {
-                Ok(text) => text,
-                Err(_) => return Ok(None),
-            },
-            None => "",
+        let Some(properties) = properties_text(&properties) else {
+            return Ok(None);
         };
         let mut view = PyBuffer::<u8>::get(mapping)?;
         let dst = writable(&mut view)?;
@@ -317,12 +313,8 @@ impl PlainSend {
         let Some((header, properties)) = plain_header(py, fields, true, topic, born_host)? else {
             return Ok(None);
         };
-        let properties = match &properties {
-            Some(text) => match text.to_str() {
-                Ok(text) => text,
-                Err(_) => return Ok(None),
-            },
-            None => "",
+        let Some(properties) = properties_text(&properties) else {
+            return Ok(None);
         };
         let Some(batch_properties) = stored_properties(properties, &self.cluster, &self.refused, true) else {
             return Ok(None);
@@ -336,24 +328,20 @@ impl PlainSend {
         if items.is_empty() || wire_size > max_body {
             return Ok(None);
         }
+        let send = OneSend {
+            header: &header,
+            properties,
+            body,
+            topic,
+            queue_id,
+            sys_flag_bits,
+            born_host,
+        };
         let sys_flag = header.sys_flag | sys_flag_bits;
         let mut records = Vec::with_capacity(items.len());
         let mut total = 0usize;
         for item in &items {
-            let new = NewRecord {
-                topic: topic.as_bytes(),
-                body: item.body,
-                properties: item.properties.as_bytes(),
-                queue_id,
-                flag: item.flag,
-                sys_flag,
-                born_timestamp: header.born_timestamp,
-                born_host,
-                store_host: &self.store_host,
-                reconsume_times: header.reconsume_times,
-                prepared_transaction_offset: 0,
-                crc: None,
-            };
+            let new = send.record(&self.store_host, item.body, item.properties.as_bytes(), item.flag);
             let Ok(length) = record::encoded_length(&new) else {
                 return Ok(None);
             };
@@ -547,8 +535,8 @@ impl PlainSend {
     }
 }
 
-/// One single send to store: its checked header fields and properties text, its body, and where
-/// Python decided it goes.
+/// One send to store (a single message, or a batch): its checked header fields and properties
+/// text, its body, and where Python decided it goes.
 struct OneSend<'a> {
     header: &'a SendFields,
     properties: &'a str,
@@ -557,6 +545,27 @@ struct OneSend<'a> {
     queue_id: i32,
     sys_flag_bits: i32,
     born_host: &'a [u8],
+}
+
+impl<'a> OneSend<'a> {
+    /// The record of one of its messages (a single send's own body and flag, or a batch item's),
+    /// stored by `store_host` with `properties`, its offsets left for stamping.
+    fn record(&self, store_host: &'a [u8], body: &'a [u8], properties: &'a [u8], flag: i32) -> NewRecord<'a> {
+        NewRecord {
+            topic: self.topic.as_bytes(),
+            body,
+            properties,
+            queue_id: self.queue_id,
+            flag,
+            sys_flag: self.header.sys_flag | self.sys_flag_bits,
+            born_timestamp: self.header.born_timestamp,
+            born_host: self.born_host,
+            store_host,
+            reconsume_times: self.header.reconsume_times,
+            prepared_transaction_offset: 0,
+            crc: None,
+        }
+    }
 }
 
 /// Where a put goes: `position` in the segment starting at CommitLog offset `file_from_offset`,
@@ -589,21 +598,7 @@ impl PlainSend {
         let Some(properties) = stored_properties(send.properties, &self.cluster, &self.refused, false) else {
             return Ok(None);
         };
-        let header = send.header;
-        let new = NewRecord {
-            topic: send.topic.as_bytes(),
-            body: send.body,
-            properties: properties.as_bytes(),
-            queue_id: send.queue_id,
-            flag: header.flag,
-            sys_flag: header.sys_flag | send.sys_flag_bits,
-            born_timestamp: header.born_timestamp,
-            born_host: send.born_host,
-            store_host: &self.store_host,
-            reconsume_times: header.reconsume_times,
-            prepared_transaction_offset: 0,
-            crc: None,
-        };
+        let new = send.record(&self.store_host, send.body, properties.as_bytes(), send.header.flag);
         let Ok(length) = record::encoded_length(&new) else {
             return Ok(None);
         };
@@ -803,6 +798,15 @@ fn plain_header<'py>(
     };
     let properties = values[6].clone();
     Ok(Some((header, properties)))
+}
+
+/// A header's properties text from Python: "" when absent, None when it is not valid UTF-8 (then
+/// the send is not plain).
+fn properties_text<'a>(value: &'a Option<Bound<'_, PyString>>) -> Option<&'a str> {
+    match value {
+        Some(text) => text.to_str().ok(),
+        None => Some(""),
+    }
 }
 
 /// The writable bytes of a segment's mapping.

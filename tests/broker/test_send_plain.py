@@ -20,12 +20,13 @@ a last test writes pipelined sends on a real socket and checks their order in th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import random
 import struct
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -172,10 +173,12 @@ STORE_MODES = {
 }
 
 
-async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand],
-               mode: str = "async", group: int = 1) -> Run:
-    """The requests through the send handler one by one, or (``group``) through the group handler
-    in runs of that many, each run's replies awaited after the run, in order."""
+@contextlib.asynccontextmanager
+async def sequence_broker(root: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+                          ) -> AsyncIterator[tuple[BrokerController, pytest.MonkeyPatch]]:
+    """A started broker on ``root`` for the sequence (64 KiB segments, the topics Plain and Multi, a
+    fixed store host and queue picker) with the clock fixed, and the monkeypatch context to patch
+    more in until it stops."""
     broker = BrokerController(
         BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
                      http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
@@ -194,51 +197,64 @@ async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, reques
             broker.topic_config_manager.put(TopicConfig("Multi", read_queue_nums=1, write_queue_nums=1,
                                                         topic_filter_type=TopicFilterType.MULTI_TAG))
             broker.store_host = HostAddress("127.0.0.1", 10911)  # not the port each broker happened to listen on
-            conn = Connection(broker.remoting)
-            conn.peer_host = HostAddress("10.1.2.3", 54321)
-            frames, native_answers, responses = [], [], []
             patched.setattr(send_module, "_RANDOM", random.Random(7))  # queueId -1 picks the same queue
-            if not native:
-                patched.setattr(send_module, "NATIVE", None)
-            plain_opaques: set[int] = set()
-            largest_put = [0]
-            put_plain_sends = broker.store.put_plain_sends
-
-            def spied(sends: list[PlainSendRequest], **kwargs: Any) -> list[PlainPut]:
-                puts = put_plain_sends(sends, **kwargs)
-                plain_opaques.update(send[8] for send in sends[:len(puts)])
-                largest_put[0] = max(largest_put[0], len(puts))
-                return puts
-
-            patched.setattr(broker.store, "put_plain_sends", spied)
-            replies: list[Reply] = []
-            if group > 1:  # as a connection hands the handler the sends it read one after the other
-                handle_group = broker.remoting.group_handlers[RequestCode.SEND_MESSAGE_V2]
-                for at in range(0, len(requests), group):
-                    chunk = list(requests[at:at + group])
-                    replies.extend(handle_group(conn, chunk))
-            else:
-                replies = [conn._call_handler(request) for request in requests]  # as the server calls it inline
-            for request, reply in zip(requests, replies, strict=True):
-                if mode == "async":
-                    assert isinstance(reply, RemotingCommand), reply  # never waits
-                if isinstance(reply, asyncio.Future) or inspect.iscoroutine(reply):
-                    reply = await reply  # the flush: a future on the plain path, a coroutine on the other
-                assert isinstance(reply, RemotingCommand), reply
-                frames.append(reply.encode())
-                native_answers.append(request.opaque in plain_opaques)
-                responses.append((reply.code, reply.opaque, reply.language, reply.version, reply.ext_fields))
-            assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
-            store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
-            stats = (store_stats.put_message_times_total, store_stats.put_message_size_total,
-                     dict(store_stats.put_by_topic), store_stats.put_message_failed_times,
-                     sum(store_stats.put_distribute_time), sum(broker_stats.send_latency.counts),
-                     {topic: (nums.value, nums.times) for topic, nums in broker_stats.topic_put_nums.items()},
-                     {topic: (size.value, size.times) for topic, size in broker_stats.topic_put_size.items()},
-                     (broker_stats.broker_put_nums.value, broker_stats.broker_put_nums.times))
-            return Run(frames, native_answers, responses, stats, largest_put[0])
+            yield broker, patched
         finally:
             await broker.stop(grace_s=1.0)
+
+
+async def send_stats(broker: BrokerController) -> tuple[object, ...]:
+    """What the sends added to the store's and the broker's statistics (latencies left out: they
+    are times), once dispatch has caught up."""
+    assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
+    store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
+    return (store_stats.put_message_times_total, store_stats.put_message_size_total,
+            dict(store_stats.put_by_topic), store_stats.put_message_failed_times,
+            sum(store_stats.put_distribute_time), sum(broker_stats.send_latency.counts),
+            {topic: (nums.value, nums.times) for topic, nums in broker_stats.topic_put_nums.items()},
+            {topic: (size.value, size.times) for topic, size in broker_stats.topic_put_size.items()},
+            (broker_stats.broker_put_nums.value, broker_stats.broker_put_nums.times))
+
+
+async def _run(root: Path, native: bool, monkeypatch: pytest.MonkeyPatch, requests: Sequence[RemotingCommand],
+               mode: str = "async", group: int = 1) -> Run:
+    """The requests through the send handler one by one, or (``group``) through the group handler
+    in runs of that many, each run's replies awaited after the run, in order."""
+    async with sequence_broker(root, mode, monkeypatch) as (broker, patched):
+        conn = Connection(broker.remoting)
+        conn.peer_host = HostAddress("10.1.2.3", 54321)
+        frames, native_answers, responses = [], [], []
+        if not native:
+            patched.setattr(send_module, "NATIVE", None)
+        plain_opaques: set[int] = set()
+        largest_put = [0]
+        put_plain_sends = broker.store.put_plain_sends
+
+        def spied(sends: list[PlainSendRequest], **kwargs: Any) -> list[PlainPut]:
+            puts = put_plain_sends(sends, **kwargs)
+            plain_opaques.update(send[8] for send in sends[:len(puts)])
+            largest_put[0] = max(largest_put[0], len(puts))
+            return puts
+
+        patched.setattr(broker.store, "put_plain_sends", spied)
+        replies: list[Reply] = []
+        if group > 1:  # as a connection hands the handler the sends it read one after the other
+            handle_group = broker.remoting.group_handlers[RequestCode.SEND_MESSAGE_V2]
+            for at in range(0, len(requests), group):
+                chunk = list(requests[at:at + group])
+                replies.extend(handle_group(conn, chunk))
+        else:
+            replies = [conn._call_handler(request) for request in requests]  # as the server calls it inline
+        for request, reply in zip(requests, replies, strict=True):
+            if mode == "async":
+                assert isinstance(reply, RemotingCommand), reply  # never waits
+            if isinstance(reply, asyncio.Future) or inspect.iscoroutine(reply):
+                reply = await reply  # the flush: a future on the plain path, a coroutine on the other
+            assert isinstance(reply, RemotingCommand), reply
+            frames.append(reply.encode())
+            native_answers.append(request.opaque in plain_opaques)
+            responses.append((reply.code, reply.opaque, reply.language, reply.version, reply.ext_fields))
+        return Run(frames, native_answers, responses, await send_stats(broker), largest_put[0])
 
 
 def _files(root: Path, folder: str) -> Iterator[tuple[str, bytes]]:

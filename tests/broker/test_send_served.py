@@ -20,30 +20,23 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from test_send_plain import MAX_MESSAGE, ROLLING, SEGMENT, STORE_MODES, _files, _request, _sends
+from test_send_plain import ROLLING, _files, _request, _sends, send_stats, sequence_broker
 from tool_support import require_tool
 
-from rocketstore.broker.broker import BrokerController
-from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.processor import send as send_module
 from rocketstore.common.message import HostAddress
 from rocketstore.common.native import NATIVE
-from rocketstore.common.topic_config import TopicConfig, TopicFilterType
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.command import FrameDecoder
 from rocketstore.store.commit_log import ServedSends
-from rocketstore.store.config import StoreConfig
 
 require_tool("the native extension with PlainSend.serve_frames",
              NATIVE is not None and hasattr(NATIVE, "PlainSend") and hasattr(NATIVE.PlainSend, "serve_frames"),
              "`pip install -e .` builds it when cargo is on PATH (and ROCKETSTORE_NATIVE is not 0)")
-
-NOW_S = 2_000_000_000.0
 
 
 def _with_header(frame: bytes, old: str, new: str) -> bytes:
@@ -104,73 +97,50 @@ class Outcome(NamedTuple):
 
 async def _serve(root: Path, native: bool, stream: Stream, pieces: int, mode: str,
                  monkeypatch: pytest.MonkeyPatch) -> Outcome:
-    broker = BrokerController(
-        BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
-                     http_listen_port=0, grpc_listen_port=0, max_dispatch_lag_bytes=0),
-        StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
-                    max_message_size=MAX_MESSAGE, message_delay_level="1d 1d 1d",
-                    **STORE_MODES[mode]))  # type: ignore[arg-type]
-    await broker.start()
-    with monkeypatch.context() as patched:
-        patched.setattr(time, "time", lambda: NOW_S)
-        patched.setattr(time, "time_ns", lambda: int(NOW_S * 1e9))
-        try:
-            broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=4, write_queue_nums=4))
-            broker.topic_config_manager.put(TopicConfig("Multi", read_queue_nums=1, write_queue_nums=1,
-                                                        topic_filter_type=TopicFilterType.MULTI_TAG))
-            broker.store_host = HostAddress("127.0.0.1", 10911)
-            patched.setattr(send_module, "_RANDOM", random.Random(7))
-            if not native:  # every send through the reference path, as ROCKETSTORE_NATIVE=0 runs it
-                patched.setattr(send_module, "NATIVE", None)
-                broker.remoting.group_handlers.clear()
-                broker.remoting.serve_frames = None
-            served: set[int] = set()
-            serve_plain_frames = broker.store.serve_plain_frames
+    async with sequence_broker(root, mode, monkeypatch) as (broker, patched):
+        if not native:  # every send through the reference path, as ROCKETSTORE_NATIVE=0 runs it
+            patched.setattr(send_module, "NATIVE", None)
+            broker.remoting.group_handlers.clear()
+            broker.remoting.serve_frames = None
+        served: set[int] = set()
+        serve_plain_frames = broker.store.serve_plain_frames
 
-            def spied(*args: Any) -> ServedSends:
-                done = serve_plain_frames(*args)
-                served.update(response.opaque for response in FrameDecoder().feed(done.responses))
-                return done
+        def spied(*args: Any) -> ServedSends:
+            done = serve_plain_frames(*args)
+            served.update(response.opaque for response in FrameDecoder().feed(done.responses))
+            return done
 
-            patched.setattr(broker.store, "serve_plain_frames", spied)
-            reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
-            while not broker.remoting.connections:
-                await asyncio.sleep(0.001)
-            # records keep the producer's address (bornHost): the same one for both brokers
-            next(iter(broker.remoting.connections)).peer_host = HostAddress("10.1.2.3", 54321)
-            # the first request alone: it makes the first segment (on the usual path: serving needs one)
-            first = struct.unpack_from(">i", stream.data)[0] + 4
-            writer.write(stream.data[:first])
+        patched.setattr(broker.store, "serve_plain_frames", spied)
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
+        while not broker.remoting.connections:
+            await asyncio.sleep(0.001)
+        # records keep the producer's address (bornHost): the same one for both brokers
+        next(iter(broker.remoting.connections)).peer_host = HostAddress("10.1.2.3", 54321)
+        # the first request alone: it makes the first segment (on the usual path: serving needs one)
+        first = struct.unpack_from(">i", stream.data)[0] + 4
+        writer.write(stream.data[:first])
+        await writer.drain()
+        decoder = FrameDecoder()
+        early = decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
+        data = stream.data[first:]
+        cuts = sorted(random.Random(pieces).sample(range(1, len(data)), pieces - 1))
+        for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            writer.write(data[start:end])
             await writer.drain()
-            decoder = FrameDecoder()
-            early = decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
-            data = stream.data[first:]
-            cuts = sorted(random.Random(pieces).sample(range(1, len(data)), pieces - 1))
-            for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
-                writer.write(data[start:end])
-                await writer.drain()
-                if pieces > 1:
-                    await asyncio.sleep(0.005)  # each piece its own read
-            # remarks name the producer's address: each broker saw another port
-            host, port = writer.get_extra_info("sockname")[:2]
-            responses = {response.opaque: response.encode() for response in early}
-            while len(responses) < len(stream.answered):
-                chunk = await asyncio.wait_for(reader.read(1 << 16), 30)
-                assert chunk, f"connection closed after {len(responses)} responses"
-                for response in decoder.feed(chunk):
-                    responses[response.opaque] = response.encode().replace(f"{host}:{port}".encode(), b"PRODUCER")
-            writer.close()
-            assert sorted(responses) == sorted(stream.answered)
-            assert await asyncio.to_thread(broker.store.reput_service.wait_caught_up, 30.0)
-            store_stats, broker_stats = broker.store.stats, broker.broker_stats_manager
-            stats = (store_stats.put_message_times_total, store_stats.put_message_size_total,
-                     dict(store_stats.put_by_topic), store_stats.put_message_failed_times,
-                     {topic: (nums.value, nums.times) for topic, nums in broker_stats.topic_put_nums.items()},
-                     {topic: (size.value, size.times) for topic, size in broker_stats.topic_put_size.items()},
-                     (broker_stats.broker_put_nums.value, broker_stats.broker_put_nums.times))
-            return Outcome(responses, stats, served)
-        finally:
-            await broker.stop(grace_s=1.0)
+            if pieces > 1:
+                await asyncio.sleep(0.005)  # each piece its own read
+        # remarks name the producer's address: each broker saw another port
+        host, port = writer.get_extra_info("sockname")[:2]
+        responses = {response.opaque: response.encode() for response in early}
+        while len(responses) < len(stream.answered):
+            chunk = await asyncio.wait_for(reader.read(1 << 16), 30)
+            assert chunk, f"connection closed after {len(responses)} responses"
+            for response in decoder.feed(chunk):
+                responses[response.opaque] = response.encode().replace(f"{host}:{port}".encode(), b"PRODUCER")
+        writer.close()
+        assert sorted(responses) == sorted(stream.answered)
+        return Outcome(responses, await send_stats(broker), served)
+
 
 
 @pytest.mark.parametrize("pieces", [1, 97], ids=["whole", "cut"])
@@ -213,18 +183,12 @@ def test_a_rolling_segment_ends_the_serving_at_the_send_that_does_not_fit(tmp_pa
     assert all(frame[8:].startswith(b'{"code":0,') for frame in native.responses.values())
 
 
-def test_nothing_is_served_past_an_rpc_hook(tmp_path: Path) -> None:
+def test_nothing_is_served_past_an_rpc_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With an RPC hook on every request (the ACL check's place), a plain send is not served ahead
     of it: the hook refuses it, and nothing is stored."""
 
     async def main() -> None:
-        broker = BrokerController(
-            BrokerConfig(broker_ip1="127.0.0.1", listen_host="127.0.0.1", listen_port=0, namesrv_listen_port=0,
-                         http_listen_port=0, grpc_listen_port=0),
-            StoreConfig(store_path_root_dir=str(tmp_path)))
-        await broker.start()
-        try:
-            broker.topic_config_manager.put(TopicConfig("Plain", read_queue_nums=1, write_queue_nums=1))
+        async with sequence_broker(tmp_path, "async", monkeypatch) as (broker, _):
             reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
             first = _request("Plain", None, opaque=1)  # stored: it makes the first segment
             writer.write(first.encode())
@@ -243,7 +207,5 @@ def test_nothing_is_served_past_an_rpc_hook(tmp_path: Path) -> None:
             assert [(r.code, r.remark) for r in responses[1:]] == [
                 (ResponseCode.NO_PERMISSION, f"refused {i}") for i in range(2, 12)]
             assert broker.store.commit_log.max_offset == end
-        finally:
-            await broker.stop(grace_s=1.0)
 
     asyncio.run(main())
