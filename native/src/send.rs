@@ -443,8 +443,8 @@ impl PlainSend {
             let Some(language) = self.languages.iter().find(|known| known.as_str() == language.as_ref()) else {
                 break;
             };
-            let ext = &h.ext_fields;
-            let (Some(topic), Some(queue_text)) = (field(ext, "b"), field(ext, "e")) else {
+            let texts = FieldTexts::of(&h.ext_fields);
+            let (Some(topic), Some(queue_text)) = (texts.b, texts.e) else {
                 break;
             };
             // Python's int(text) of ASCII digits, then its bound: a number past u64 is past it too
@@ -473,7 +473,6 @@ impl PlainSend {
                 break;
             }
             let queue_id = queue as i32;
-            let texts = FieldTexts::of(ext);
             let Some(fields) = texts.check(false, topic, born_host) else {
                 break;
             };
@@ -654,14 +653,17 @@ struct SendFields {
     reconsume_times: i32,
 }
 
-/// The texts of the SendMessageRequestHeaderV2 fields a plain send reads besides topic and queue
-/// (b, e), by their V2 names: producerGroup, defaultTopic, defaultTopicQueueNums, sysFlag,
-/// bornTimestamp, flag, properties, reconsumeTimes, unitMode, maxReconsumeTimes, batch.
+/// The texts of the SendMessageRequestHeaderV2 fields a plain send reads, by their V2 names:
+/// producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp,
+/// flag, properties, reconsumeTimes, unitMode, maxReconsumeTimes, batch. (Python's dict of the
+/// header gives topic and queueId to the per-send puts as arguments: `b` and `e` stay None there.)
 #[derive(Default)]
 struct FieldTexts<'a> {
     a: Option<&'a str>,
+    b: Option<&'a str>,
     c: Option<&'a str>,
     d: Option<&'a str>,
+    e: Option<&'a str>,
     f: Option<&'a str>,
     g: Option<&'a str>,
     h: Option<&'a str>,
@@ -672,30 +674,31 @@ struct FieldTexts<'a> {
     m: Option<&'a str>,
 }
 
-/// The value of extField `name` as Python's dict of the header holds it: the last one given.
-fn field<'a>(ext: &'a [(Cow<'a, str>, Cow<'a, str>)], name: &str) -> Option<&'a str> {
-    ext.iter()
-        .rev()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_ref())
-}
-
 impl<'a> FieldTexts<'a> {
-    /// The texts of a header the native decoder decoded (every extField a string).
+    /// The texts of a header the native decoder decoded (every extField a string), in one pass: a
+    /// name given twice keeps its last value, as Python's dict of the header does.
     fn of(ext: &'a [(Cow<'a, str>, Cow<'a, str>)]) -> Self {
-        Self {
-            a: field(ext, "a"),
-            c: field(ext, "c"),
-            d: field(ext, "d"),
-            f: field(ext, "f"),
-            g: field(ext, "g"),
-            h: field(ext, "h"),
-            i: field(ext, "i"),
-            j: field(ext, "j"),
-            k: field(ext, "k"),
-            l: field(ext, "l"),
-            m: field(ext, "m"),
+        let mut texts = Self::default();
+        for (key, value) in ext {
+            let slot = match key.as_ref() {
+                "a" => &mut texts.a,
+                "b" => &mut texts.b,
+                "c" => &mut texts.c,
+                "d" => &mut texts.d,
+                "e" => &mut texts.e,
+                "f" => &mut texts.f,
+                "g" => &mut texts.g,
+                "h" => &mut texts.h,
+                "i" => &mut texts.i,
+                "j" => &mut texts.j,
+                "k" => &mut texts.k,
+                "l" => &mut texts.l,
+                "m" => &mut texts.m,
+                _ => continue,
+            };
+            *slot = Some(value.as_ref());
         }
+        texts
     }
 
     /// The fields of a plain send (`batch`: a plain batch, whose header says so), or None when
@@ -763,9 +766,21 @@ fn plain_header<'py>(
             return Ok(None);
         }
     }
-    let names = ["a", "c", "d", "f", "g", "h", "i", "j", "k", "l", "m"].map(|name| PyString::intern(py, name));
+    let names = [
+        intern!(py, "a"),
+        intern!(py, "c"),
+        intern!(py, "d"),
+        intern!(py, "f"),
+        intern!(py, "g"),
+        intern!(py, "h"),
+        intern!(py, "i"),
+        intern!(py, "j"),
+        intern!(py, "k"),
+        intern!(py, "l"),
+        intern!(py, "m"),
+    ];
     let mut values: [Option<Bound<'py, PyString>>; 11] = Default::default();
-    for (value, name) in values.iter_mut().zip(&names) {
+    for (value, name) in values.iter_mut().zip(names) {
         *value = text(fields, name)?;
     }
     let mut texts: [Option<&str>; 11] = [None; 11];
@@ -792,6 +807,7 @@ fn plain_header<'py>(
         k,
         l,
         m,
+        ..FieldTexts::default()
     };
     let Some(header) = texts.check(batch, topic, born_host) else {
         return Ok(None);
