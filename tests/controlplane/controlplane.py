@@ -15,6 +15,7 @@ verified in README.md next to this file.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
@@ -28,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,59 @@ def terminate(proc: subprocess.Popen[bytes], seconds: float = 10) -> None:
 #: ports handed out by free_ports in this process: never handed out twice, even once closed again
 _HANDED_OUT: set[int] = set()
 
+#: where each process claims the ports it hands out, one file per port holding the claimer's pid:
+#: CI runs test phases side by side, and a port two processes both found free goes to the first to
+#: bind it (a JVM broker binds seconds after its port is picked; a CI run lost a test that way)
+_CLAIMS = Path(tempfile.gettempdir()) / "rocketstore-port-claims"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this process across processes; False when a live process holds it.
+    A claim left by a process that has exited is taken over."""
+    _CLAIMS.mkdir(parents=True, exist_ok=True)
+    path = _CLAIMS / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(path.read_text())
+            except (OSError, ValueError):
+                return False  # still being written by its claimer
+            if holder == os.getpid() or _pid_alive(holder):
+                return False
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        if not _HANDED_OUT:
+            atexit.register(_release_claims, os.getpid())
+        return True
+    return False
+
+
+def _release_claims(pid: int) -> None:
+    """At exit, drop this process's claims (a forked child inherits the hook, not the claims)."""
+    if os.getpid() != pid:
+        return
+    for port in _HANDED_OUT:
+        path = _CLAIMS / str(port)
+        try:
+            if path.read_text() == str(pid):
+                path.unlink()
+        except OSError:
+            pass
+
 
 def _outside_ephemeral_range() -> range:
     """Ports the kernel never picks for an outgoing connection or a bind to port 0.
@@ -102,15 +156,25 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct TCP ports free on ``host``, outside the ephemeral range, not handed out before."""
+def free_ports(n: int, host: str = "127.0.0.1", also: Sequence[int] = ()) -> list[int]:
+    """``n`` distinct TCP ports free on ``host``, outside the ephemeral range, never handed out before
+    by this or a live process of the same user. ``also``: offsets (e.g. -2, +1, ports a RocketMQ broker
+    derives from its listen port) that must be free as well; they are claimed with the port."""
     candidates = _outside_ephemeral_range()
     found: list[int] = []
     for _ in range(50 * n + 1000):
-        port = random.choice(candidates)
-        if port not in _HANDED_OUT and port_is_free(port, host):
-            _HANDED_OUT.add(port)
-            found.append(port)
+        base = random.choice(candidates)
+        block = [base + d for d in (0, *also)]
+        if any(p in _HANDED_OUT or not port_is_free(p, host) for p in block):
+            continue
+        claimed = []
+        for p in block:
+            if not _claim(p):
+                break
+            claimed.append(p)
+            _HANDED_OUT.add(p)
+        if len(claimed) == len(block):
+            found.append(base)
             if len(found) == n:
                 return found
     raise RuntimeError(f"no {n} free ports on {host} in {candidates.start}-{candidates.stop - 1}")

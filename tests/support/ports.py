@@ -2,7 +2,8 @@
 
 Every test that hands a port number to another process takes it from here. The ports come from
 ``controlplane.free_ports``: outside the kernel's ephemeral range, so no outgoing connection made in
-the meantime can take one before the child binds it.
+the meantime can take one before the child binds it, and claimed across the test processes CI runs
+side by side, so no two of them hand out the same port.
 
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts tests/support on sys.path.
 """
@@ -39,8 +40,7 @@ def free_port(host: str = "127.0.0.1", *, also: Sequence[int] = (), hosts: Seque
     """A port free on ``host`` whose offsets ``also`` (e.g. -2, +1: ports a RocketMQ broker derives
     from its listen port) are free too, and which is free on every address in ``hosts`` as well."""
     for _ in range(200):
-        port: int = controlplane.free_ports(1, host)[0]
-        if all(controlplane.port_is_free(port + d, host) for d in also) and \
-                all(controlplane.port_is_free(port, h) for h in hosts):
+        port: int = controlplane.free_ports(1, host, also)[0]
+        if all(controlplane.port_is_free(port, h) for h in hosts):
             return port
     raise RuntimeError(f"no port free on {[host, *hosts]} with free neighbours {list(also)}")
