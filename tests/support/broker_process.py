@@ -111,7 +111,8 @@ class Broker:
         self.env = dict(env or {})
         self.wrapper = list(wrapper)
         ports_host = ports_host or listen_host
-        self.listen_port = listen_port or free_port(ports_host)
+        # A master's HA service listens on listenPort + 1 (haListenPort's default).
+        self.listen_port = listen_port or free_port(ports_host, also=(1,))
         self.namesrv_port, self.http_port = free_port(ports_host), free_port(ports_host)
         self.grpc_port = free_port(ports_host)
         self.conf = tmp / "broker.conf"
