@@ -25,6 +25,15 @@ and collector, as a user's does (``BENCH_CLIENT_JVM``); ``bench-fill`` writes a 
 ``bench-pull`` (a DefaultLitePullConsumer, 32 per pull), each in its own group, drain from the
 first offset).
 
+Pinned, that client's core runs at 91-100 % in the largest produce run and in the drains (about
+24 us of client CPU per send): there it, not the broker, sets the pace. So every contender also
+meets a lean load generator, bench/loadgen (Rust, one connection, one thread; built with cargo on
+first use): ``lean-produce`` keeps 32 SEND_MESSAGE_V2 requests in flight, written as the 4.x client
+writes them (same body size, the client's properties, round robin over the topic's 4 queues),
+after the same untimed warm-up; ``lean-pull`` drains the backlog once more, in a third group, 32
+per pull, one pull in flight per queue, checking that every queue's offsets run on without a
+gap. The Java rows are what a user's client sees; the lean rows are what the broker can do.
+
 A JVM's throughput moves between runs (JIT decisions, GC timing, the page cache, a shared
 machine's neighbours) by more than some differences the table is read for, so every section runs
 ``--rounds`` times (3), the contenders' order reversed every other round, and every figure is the
@@ -81,6 +90,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import doc_blocks  # noqa: E402
 import java_rocketmq  # noqa: E402
+import tool_support  # noqa: E402
 from java_rocketmq import ClientDriver, RocketMQAnchor  # noqa: E402
 from ports import free_port  # noqa: E402
 
@@ -109,6 +119,11 @@ PROFILES: dict[str, dict[str, int]] = {
     "default": dict(produce_s=15, warmup_s=5, client_warmup_s=3, consume_max_s=300, backlog=1_000_000, rounds=3),
 }
 FILL_THREADS = 4
+#: bench/loadgen, the lean load generator (see its src/main.rs)
+LOADGEN_MANIFEST = ROOT / "bench" / "loadgen" / "Cargo.toml"
+LEAN_INFLIGHT = 32
+#: the queues of a topic the 4.x client creates (DefaultMQProducer's defaultTopicQueueNums)
+TOPIC_QUEUES = 4
 FILL_MAX_S = 900
 
 OURS = "rocketstore"
@@ -247,6 +262,10 @@ class OurBroker:
     def namesrv_addr(self) -> str:
         return f"127.0.0.1:{self.namesrv_port}"
 
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.listen_port}"
+
     def start(self, timeout: float = 60.0) -> OurBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # listenPort + 1 is the HA port (BrokerStartup's rule): keep it free too
@@ -315,6 +334,9 @@ class Server(Protocol):
     @property
     def namesrv_addr(self) -> str: ...
 
+    @property
+    def broker_addr(self) -> str: ...
+
     def pids(self) -> dict[str, int]: ...
 
     def stop(self) -> Any: ...
@@ -352,6 +374,8 @@ class Side:
     name: str
     driver: ClientDriver
     pids: dict[str, int]
+    broker_addr: str = ""
+    pin: str | None = None
 
     def cpu_s(self) -> float:
         return sum(proc_cpu_s(pid) for pid in self.pids.values())
@@ -373,6 +397,28 @@ class Side:
         run = start_timed_produce(self.driver, topic, threads, seconds, warmup)
         return self.measured(lambda: run.wait(seconds + 120).summary)
 
+    def lean(self, mode: str, *args: str | int, timing: bool = False, timeout: float = 600) -> dict[str, Any]:
+        """bench/loadgen ``mode`` against this broker (on the client's core when pinned), ``measured``
+        from its "timing starts" line when ``timing`` (after its untimed warm-up), else from its start."""
+        stderr = self.driver.workdir / f"loadgen-{mode}.stderr"
+        stderr.parent.mkdir(parents=True, exist_ok=True)
+        with stderr.open("w") as err:
+            proc = subprocess.Popen([*pin_prefix(self.pin), str(loadgen_binary()), mode, "--addr", self.broker_addr,
+                                     *map(str, args)], stdout=subprocess.PIPE, stderr=err, text=True)
+        deadline = time.monotonic() + 60
+        while timing and "timing starts" not in stderr.read_text() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        def finish() -> dict[str, Any]:
+            out, _ = proc.communicate(timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(f"loadgen {mode} exited {proc.returncode}: {stderr.read_text()[-2000:]}")
+            summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+            return summary
+
+        return self.measured(finish)
+
 
 def start_timed_produce(driver: ClientDriver, topic: str, threads: int, seconds: int,
                         warmup: int) -> java_rocketmq.BackgroundRun:
@@ -386,6 +432,12 @@ def start_timed_produce(driver: ClientDriver, topic: str, threads: int, seconds:
     while "timing starts" not in run.stderr_so_far() and run.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return run
+
+
+@functools.cache
+def loadgen_binary() -> Path:
+    """bench/loadgen's binary, built (or found up to date) by cargo on first use."""
+    return tool_support.cargo_tool_binary(shutil.which("cargo") or "cargo", LOADGEN_MANIFEST, "loadgen")
 
 
 def warm_up(driver: ClientDriver, seconds: int, tag: str, log: Callable[[str], None]) -> None:
@@ -417,12 +469,17 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
         sampler = AnonSampler(pids)
         driver = PinnedDriver(server.namesrv_addr, scratch / f"client-{contender}-{pinning}-{flush}")
         driver.pin = CLIENT_CPU if pinned else None
-        side = Side(contender, driver, pids)
+        side = Side(contender, driver, pids, server.broker_addr, driver.pin)
         warm_up(driver, durations["warmup_s"], tag, log)
         for threads in args.threads:
             log(f"{tag}: produce, {threads} threads, {durations['produce_s']} s")
             out["scenarios"][f"produce-{threads}"] = side.measured_produce(
                 f"BenchProduce{threads}", threads, durations["produce_s"], durations["client_warmup_s"])
+        log(f"{tag}: lean-produce, {LEAN_INFLIGHT} in flight, {durations['produce_s']} s")
+        out["scenarios"]["lean-produce"] = side.lean(
+            "produce", "--topic", "BenchLean", "--inflight", LEAN_INFLIGHT, "--queues", TOPIC_QUEUES,
+            "--size", BODY_SIZE, "--seconds", durations["produce_s"], "--warmup", durations["client_warmup_s"],
+            timing=True)
         log(f"{tag}: write a backlog of {durations['backlog']:,} messages (batches of 32, {FILL_THREADS} threads)")
         out["fill"] = side.measured(functools.partial(
             driver.bench_fill, "BenchBacklog", durations["backlog"], size=BODY_SIZE, threads=FILL_THREADS,
@@ -434,6 +491,13 @@ def run_contender(contender: str, pinning: str, flush: str, args: argparse.Names
             out["scenarios"][key] = side.measured(functools.partial(
                 consume, "BenchBacklog", f"bench-{key}", seconds=durations["consume_max_s"], stop_after=backlog,
                 heap=CLIENT_HEAP))
+        log(f"{tag}: lean-pull, a backlog of {backlog:,} messages")
+        out["scenarios"]["lean-pull"] = side.lean(
+            "pull", "--topic", "BenchBacklog", "--group", "bench-lean-pull", "--queues", TOPIC_QUEUES,
+            "--stop-after", backlog, "--max-seconds", durations["consume_max_s"])
+        if out["scenarios"]["lean-pull"]["gaps"]:
+            raise RuntimeError(f"{tag}: lean-pull found queue offsets that did not run on: "
+                               f"{out['scenarios']['lean-pull']}")
         peak_anon = sampler.stop()
         out["memory_mb"] = {
             name: {"vm_hwm": proc_status_kb(pid, "VmHWM") / 1024, "vm_rss": proc_status_kb(pid, "VmRSS") / 1024,
@@ -558,12 +622,13 @@ def figures(turn: dict[str, Any]) -> dict[str, float]:
     """One contender's turn as flat figures: "produce-N/tps", "consume/cpu_us", "memory/rss", ..."""
     out: dict[str, float] = {}
     for key, s in turn["scenarios"].items():
-        count = s["sent"] if key.startswith("produce-") else s["consumed"]
+        sends = key.startswith("produce-") or key == "lean-produce"
+        count = s["sent"] if sends else s["consumed"]
         out[f"{key}/tps"] = s["tps"]
         out[f"{key}/count"] = count
         out[f"{key}/cpu_us"] = 1e6 * s["server_cpu_s"] / max(count, 1)
         out[f"{key}/client_core"] = 100 * s.get("core_busy", {}).get(f"cpu{CLIENT_CPU}", float("nan"))
-        if key.startswith("produce-"):
+        if sends:
             out.update({f"{key}/p50": s["p50_ms"], f"{key}/p99": s["p99_ms"], f"{key}/failed": s["failed"]})
     mem = turn["memory_mb"]
     out["memory/rss"] = sum(m["vm_hwm"] for m in mem.values())
@@ -605,6 +670,18 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
             ]
             if any(f[f"{key}/failed"] for rounds_figs in figs.values() for f in rounds_figs):
                 spec.append((f"{key}/failed", scen, "failed sends", False, None, False, True))
+        lean = "lean-produce" in first
+        if lean:
+            scen = f"produce 1 KiB, lean load generator, {LEAN_INFLIGHT} in flight"
+            spec += [
+                ("lean-produce/tps", scen, "send TPS", True, SATURATED_TPS if pinned else UNPINNED_TPS, True, True),
+                ("lean-produce/p99", scen, "send p99 ms", False, SATURATED_P99, False, True),
+                ("lean-produce/cpu_us", scen, "broker CPU us per acked msg", False, SATURATED_CPU, False, True),
+                ("lean-produce/client_core", scen, "client's core busy % (pinned: CPU 1 holds the client alone)",
+                 None, None, False, pinned),
+            ]
+            if any(f["lean-produce/failed"] for rounds_figs in figs.values() for f in rounds_figs):
+                spec.append(("lean-produce/failed", scen, "failed sends", False, None, False, True))
         for how in ("push", "pull"):
             key, scen = f"consume-{how}", f"consume a backlog, {how} consumer"
             spec += [
@@ -612,6 +689,15 @@ def build_rows(sections: list[dict[str, Any]]) -> list[Row]:
                 (f"{key}/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
                 (f"{key}/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, True),
                 (f"{key}/client_core", scen, "client's core busy % (pinned: CPU 1 holds the client alone)", None,
+                 None, False, pinned),
+            ]
+        if lean:
+            scen = "consume a backlog, lean load generator, 32 per pull"
+            spec += [
+                ("lean-pull/count", scen, "messages consumed", None, None, False, True),
+                ("lean-pull/tps", scen, "consume TPS", True, CONSUME_TPS, False, True),
+                ("lean-pull/cpu_us", scen, "broker CPU us per consumed msg", False, None, False, True),
+                ("lean-pull/client_core", scen, "client's core busy % (pinned: CPU 1 holds the client alone)", None,
                  None, False, pinned),
             ]
         spec += [
@@ -683,7 +769,8 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         f"broker; each contender runs alone, on a fresh store, in turn (order rotated per section and reversed "
         f"every other round). Consumption: a backlog of {s['backlog']:,} messages written in batches, then "
         f"drained from the first offset by a push consumer and then by a pull consumer (DefaultLitePullConsumer, "
-        f"32 per pull), each in its own group.",
+        f"32 per pull), each in its own group. Lean rows: bench/loadgen, one connection and one thread, "
+        f"{LEAN_INFLIGHT} sends in flight, and a drain of the same backlog in a third group, 32 per pull.",
         spread_line(result["rows"], s["rounds"]),
         f"rocketstore: Python {s['python']}, hot path `{s['hot_path'][OURS][0]}`; the pure-Python column ran "
         f"with ROCKETSTORE_NATIVE=0 (`{s['hot_path'][OURS_PY][0]}`){same}. Apache RocketMQ "
@@ -866,6 +953,7 @@ def main() -> None:
         durations["backlog"] = args.backlog
     args.rounds = args.rounds or durations["rounds"]
     java_rocketmq.build_driver()
+    loadgen_binary()  # before the first turn, not inside its measurements
     for contender in args.brokers:
         if contender in APACHE:
             java_rocketmq.build_anchor(APACHE[contender])

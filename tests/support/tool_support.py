@@ -10,7 +10,8 @@ pyspark, the C++ client wheel, Docker, debootstrap, root for tmpfs mounts, ...) 
 :func:`pip_tool_venv` builds (once, cached) the virtualenv of a client installed from PyPI that
 must not share an environment with ours; :func:`npm_tool_modules` does the same for an npm
 package (``npm ci`` of a lockfile in the repository); :func:`go_tool_binary` builds (once, cached)
-a driver program of a client that comes from the Go module proxy.
+a driver program of a client that comes from the Go module proxy; :func:`cargo_tool_binary` a Rust
+program of ours (bench/loadgen).
 
 Importable from any test directory: pyproject's pytest ``pythonpath`` puts tests/support on sys.path.
 """
@@ -173,6 +174,23 @@ def go_tool_binary(go: str, source: Path, name: str, version: str) -> Path:
     finally:
         staging.unlink(missing_ok=True)
     return binary
+
+
+CARGO_BUILD_TIMEOUT_S = 900
+
+
+def cargo_tool_binary(cargo: str, manifest: Path, name: str) -> Path:
+    """The release binary ``name`` of the Cargo package ``manifest`` (bench/loadgen), built by cargo
+    into a target directory of its own under :data:`TOOL_CACHE`: cargo rebuilds it when its sources
+    change and takes about a second when they did not. ``--locked``: the committed Cargo.lock pins
+    every crate. Raises RuntimeError when it cannot be built: callers hand that to :func:`require_tool`."""
+    target = TOOL_CACHE / f"{manifest.parent.name}-target"
+    proc = subprocess.run([cargo, "build", "--release", "--locked", "--quiet", "--manifest-path", str(manifest)],
+                          capture_output=True, text=True, timeout=CARGO_BUILD_TIMEOUT_S, check=False,
+                          env={**os.environ, "CARGO_TARGET_DIR": str(target)})
+    if proc.returncode != 0:
+        raise RuntimeError(f"`cargo build` of {manifest} failed: {proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    return target / "release" / name
 
 
 NPM_TIMEOUT_S = 600
