@@ -77,8 +77,9 @@ _HANDED_OUT: set[int] = set()
 
 #: where each process claims the ports it hands out, one file per port holding the claimer's pid:
 #: CI runs test phases side by side, and a port two processes both found free goes to the first to
-#: bind it (a JVM broker binds seconds after its port is picked; a CI run lost a test that way)
-_CLAIMS = Path(tempfile.gettempdir()) / "rocketstore-port-claims"
+#: bind it (a JVM broker binds seconds after its port is picked; a CI run lost a test that way).
+#: One directory per user: another user's claims could be neither read nor taken over.
+_CLAIMS = Path(tempfile.gettempdir()) / f"rocketstore-port-claims-{os.getuid()}"
 
 
 def _pid_alive(pid: int) -> bool:
