@@ -337,7 +337,6 @@ impl PlainSend {
             sys_flag_bits,
             born_host,
         };
-        let sys_flag = header.sys_flag | sys_flag_bits;
         let mut records = Vec::with_capacity(items.len());
         let mut total = 0usize;
         for item in &items {
@@ -370,7 +369,7 @@ impl PlainSend {
             queue_offset,
             physical_offset,
             store_timestamp,
-            sys_flag,
+            send.sys_flag(),
             true,
         );
         let mut view = PyBuffer::<u8>::get(mapping)?;
@@ -547,6 +546,11 @@ struct OneSend<'a> {
 }
 
 impl<'a> OneSend<'a> {
+    /// The stored sysFlag: the header's, with the bits Python decided on (e.g. the batch bit).
+    fn sys_flag(&self) -> i32 {
+        self.header.sys_flag | self.sys_flag_bits
+    }
+
     /// The record of one of its messages (a single send's own body and flag, or a batch item's),
     /// stored by `store_host` with `properties`, its offsets left for stamping.
     fn record(&self, store_host: &'a [u8], body: &'a [u8], properties: &'a [u8], flag: i32) -> NewRecord<'a> {
@@ -556,7 +560,7 @@ impl<'a> OneSend<'a> {
             properties,
             queue_id: self.queue_id,
             flag,
-            sys_flag: self.header.sys_flag | self.sys_flag_bits,
+            sys_flag: self.sys_flag(),
             born_timestamp: self.header.born_timestamp,
             born_host: self.born_host,
             store_host,
