@@ -111,8 +111,6 @@ def _claim(port: int) -> bool:
             continue
         with os.fdopen(fd, "w") as f:
             f.write(str(os.getpid()))
-        if not _HANDED_OUT:
-            atexit.register(_release_claims, os.getpid())
         return True
     return False
 
@@ -128,6 +126,9 @@ def _release_claims(pid: int) -> None:
                 path.unlink()
         except OSError:
             pass
+
+
+atexit.register(_release_claims, os.getpid())
 
 
 def _outside_ephemeral_range() -> range:
