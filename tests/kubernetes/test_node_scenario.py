@@ -183,8 +183,10 @@ def run_helm(helm_bin: Path, cluster: Target, *args: str, timeout: float = 300) 
     return proc.stdout
 
 
-def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> str:
-    """The pods of ``namespace``: phase, container states and the last ``tail`` log lines each."""
+def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60, store_ns: str | None = None) -> str:
+    """The pods of ``namespace``: phase, container states and the last ``tail`` log lines each;
+    with ``store_ns``, before those the lines of the whole log that name a store of that
+    namespace (kopf prefixes a handler's lines with ``[namespace/name]``)."""
     core = client.CoreV1Api(kube)
     out = []
     for p in core.list_namespaced_pod(namespace).items:
@@ -193,6 +195,10 @@ def operator_logs(kube: Any, namespace: str = OPERATOR_NS, tail: int = 60) -> st
         unmet = [(c.type, c.reason, c.message) for c in p.status.conditions or [] if c.status != "True"]
         out.append(f"-- {p.metadata.name}: {p.status.phase} {states} {unmet}")
         try:
+            if store_ns is not None:
+                whole = core.read_namespaced_pod_log(p.metadata.name, namespace) or ""
+                out.extend(line for line in whole.splitlines() if f"[{store_ns}/" in line)
+                out.append("-- last lines:")
             out.append(core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail) or "(empty log)")
         except Exception as exc:  # the pod may not have started: say so instead of hiding the cause
             out.append(f"{p.metadata.name}: no log ({exc})")
@@ -631,8 +637,9 @@ def test_a_replicated_group_keeps_every_acknowledged_message_through_a_master_lo
                    and all(ready(p) for p in ps.values()), 300, interval=1)
         wait_until("ReplicationInSync", in_sync, 180, interval=2)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nstatus: {ledger().get('status')}\noperator log:\n{operator_logs(kube)}"
-                             f"\nbrokers:\n{operator_logs(kube, LEDGER_NS, 40)}") from exc
+        raise AssertionError(f"{exc}\nstatus: {ledger().get('status')}\noperator log:\n"
+                             f"{operator_logs(kube, store_ns=LEDGER_NS)}\n"
+                             f"brokers:\n{operator_logs(kube, LEDGER_NS, 40)}") from exc
     node_ip = ledger_pods()[master].status.host_ip
     master_addr, slave_addr = f"{node_ip}:{LEDGER_PORT}", f"{node_ip}:{LEDGER_PORT + 64}"
     namesrv = f"{node_ip}:{LEDGER_NAMESRV_NODE_PORT}"
@@ -803,7 +810,8 @@ class RelayStore:
 
     def diagnose(self, exc: AssertionError) -> AssertionError:
         return AssertionError(f"{exc}\nLease: {self.lease()}\nstatus: {self.get().get('status')}\noperator log:\n"
-                              f"{operator_logs(self.kube)}\nbrokers:\n{operator_logs(self.kube, RELAY_NS, 40)}")
+                              f"{operator_logs(self.kube, store_ns=RELAY_NS)}\n"
+                              f"brokers:\n{operator_logs(self.kube, RELAY_NS, 40)}")
 
     def java_client(self, workdir: Path) -> ClientDriver:
         """A Java 4.x client of the name servers behind the store's client Service, polling its

@@ -23,6 +23,9 @@ from test_operator_cluster import G, P, V, condition, create, get, make_ns, reco
 
 pytestmark = pytest.mark.integration
 
+#: where kopf keeps the spec it last handled (``AnnotationsDiffBaseStorage`` in the operator's startup)
+LAST_HANDLED = "rocketstore.io/last-handled-configuration"
+
 
 def _events(kube: Any, ns: str, reason: str) -> list[str]:
     return [e.message for e in client.CoreV1Api(kube).list_namespaced_event(ns).items
@@ -176,6 +179,26 @@ def test_a_rocketstore_deleted_while_the_operator_runs_goes_with_its_objects(kub
     wait_until("RocketStore gone", lambda: _gone(kube, ns, "rs"), 20)
     wait_until("StatefulSet collected", lambda: not client.AppsV1Api(kube).list_namespaced_stateful_set(
         ns).items, 30)
+
+
+def test_a_store_restored_with_kopfs_annotations_is_reconciled_by_the_timer(kube: Any,
+                                                                          operator_process: Any) -> None:
+    """A RocketStore copied with its annotations (a backup restored, ``kubectl get -o yaml`` applied
+    in another namespace or cluster) carries kopf's last-handled configuration, so kopf finds
+    nothing to create or update and runs no change handler; the same holds after a watch event
+    the operator never received. The timer reconciles a generation no handler did (it gives the
+    change handlers one timer period first), and says so in an event."""
+    src = make_ns(kube, "t-restore-from")
+    create(kube, src, store("rs", brokers=1))
+    original = wait_until("the original reconciled", lambda: reconciled(kube, src, "rs"), 60)
+    handled = original["metadata"]["annotations"][LAST_HANDLED]
+    dst = make_ns(kube, "t-restore-to")
+    body = store("rs", brokers=1)
+    body["metadata"]["annotations"] = {LAST_HANDLED: handled}
+    create(kube, dst, body)
+    wait_until("the restored store reconciled", lambda: reconciled(kube, dst, "rs"), 30)
+    assert client.AppsV1Api(kube).read_namespaced_stateful_set("rs", dst).spec.replicas == 1
+    assert any(m.startswith("catch-up:") for m in _events(kube, dst, "Reconciled")), _events(kube, dst, "Reconciled")
 
 
 class _SilentBroker:

@@ -9,6 +9,7 @@ import pytest
 
 from rocketstore.broker.broker_config import load_config
 from rocketstore.operator.brokers import BrokerAddressing
+from rocketstore.operator.catch_up import CatchUp
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import (
     ADDRESS_DIR,
@@ -741,3 +742,25 @@ def test_the_uninstall_hook_removes_only_the_operators_finalizer() -> None:
     # someone else's stays; the resourceVersion read makes a store changed since answer 409
     assert release_patch(store("example.com/backup", "rocketstore.io/operator")) == {
         "metadata": {"finalizers": ["example.com/backup"], "resourceVersion": "42"}}
+
+
+def test_catch_up_waits_one_timer_run_and_for_running_handlers() -> None:
+    gate = CatchUp()
+    assert not gate.due("a", 1, None, handler_running=False)  # first look: a handler may be on its way
+    assert gate.due("a", 1, None, handler_running=False)  # second look, still behind: the timer does it
+    assert not gate.due("a", 1, None, handler_running=False)  # and starts counting again after it
+    assert not gate.due("b", 2, 1, handler_running=False)
+    assert not gate.due("b", 2, 1, handler_running=True)  # a handler holds the store: not now
+    assert gate.due("b", 2, 1, handler_running=False)
+    assert not gate.due("c", 3, 2, handler_running=False)
+    assert not gate.due("c", 4, 2, handler_running=False)  # a newer generation: its own grace
+    assert gate.due("c", 4, 2, handler_running=False)
+    assert not gate.due("d", 5, 4, handler_running=False)
+    assert not gate.due("d", 5, 5, handler_running=False)  # reconciled meanwhile: forgotten
+    assert not gate.due("d", 6, 5, handler_running=False)
+    gate.forget("d")  # the store was deleted
+    assert not gate.due("d", 6, 5, handler_running=False)
+    gate.failed("d", 6)  # refused for good: not this generation again, the next one as usual
+    assert not gate.due("d", 6, 5, handler_running=False)
+    assert not gate.due("d", 7, 5, handler_running=False)
+    assert gate.due("d", 7, 5, handler_running=False)

@@ -4,7 +4,9 @@
 * timer (every ``ROCKETSTORE_OPERATOR_INTERVAL`` seconds, default 30) -> drift repair
   (:func:`reconcile.apply_objects` with ``repair``: child objects deleted or edited by hand are
   applied again, unchanged ones only read), then :func:`reconcile.observe`: pod readiness, broker
-  disk usage, retention convergence, manual deletes, adaptive retention
+  disk usage, retention convergence, manual deletes, adaptive retention; a generation no change
+  handler reconciled (a missed watch event, a store restored with kopf's annotations) is
+  reconciled by the timer on its second look (:mod:`catch_up`)
 
 * while the ``rocketstore.io/pause-reconciliation`` annotation is ``"true"`` every handler only
   shows the ``ReconciliationPaused`` condition and changes nothing (:mod:`pause`); the first timer
@@ -17,8 +19,8 @@ spec.image outside the operator's allow-list, :mod:`image_policy`) and raises ``
 kopf stops retrying until the spec changes, so a bad object never crash-loops the operator. API
 hiccups raise ``kopf.TemporaryError`` and are retried with a delay.
 
-No delete handler removes anything (the one there forgets the store's metrics): owner references
-let the garbage collector remove the objects, and the StatefulSet's
+No delete handler removes anything (the one there forgets the store's metrics and catch-up
+state): owner references let the garbage collector remove the objects, and the StatefulSet's
 ``persistentVolumeClaimRetentionPolicy`` keeps the PVCs unless ``storage.deleteClaim`` is true.
 kopf still puts a finalizer, ``rocketstore.io/operator`` (``settings.persistence.finalizer``), on
 every RocketStore: timers need one (``kopf.timer`` registers with ``requires_finalizer=True``), so
@@ -51,6 +53,7 @@ import kopf
 
 from rocketstore.operator import FIELD_MANAGER, FINALIZER, GROUP, PLURAL, VERSION, metrics
 from rocketstore.operator.brokers import Brokers
+from rocketstore.operator.catch_up import CatchUp
 from rocketstore.operator.conditions import Condition, merge_conditions
 from rocketstore.operator.desired import Owner, default_broker_image
 from rocketstore.operator.image_policy import ImagePolicy
@@ -96,6 +99,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf
         memo.broker_image = default_broker_image()
     if getattr(memo, "upgrades", None) is None:
         memo.upgrades = UpgradeGate()
+    if getattr(memo, "catch_up", None) is None:
+        memo.catch_up = CatchUp()
     if getattr(memo, "image_policy", None) is None:
         memo.image_policy = ImagePolicy.from_options(memo.broker_image, None, os.environ)
     if getattr(memo, "kube", None) is None:  # run without `rocketstore operator` (kopf run)
@@ -243,7 +248,7 @@ async def on_resume(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="observe", interval=INTERVAL, initial_delay=min(INTERVAL, 5.0))
 async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch,
-                   meta: kopf.Meta, memo: kopf.Memo, **kwargs: Any) -> None:
+                   meta: kopf.Meta, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) -> None:
     if _paused(body, status, patch, int(meta.get("generation", 0))):
         return  # no drift repair, no observation: nothing of the store changes
     try:
@@ -255,6 +260,17 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
     if shows_paused(status):  # the pause annotation was removed: what waited is applied now
         with metrics.RECONCILE_DURATION.labels(kind="unpause").time():
             await _reconcile("unpause", body, spec, status, patch, meta, memo, kwargs[INDEX])
+        return
+    uid, generation = str(meta["uid"]), int(meta.get("generation", 0))
+    if memo.catch_up.due(uid, generation, status.get("observedGeneration"), _lock(uid).locked()):
+        logger.warning("generation %s was reconciled by no change handler (a missed watch event, or kopf's "
+                       "annotations restored with the object): reconciling it now", generation)
+        try:
+            with metrics.RECONCILE_DURATION.labels(kind="catch-up").time():
+                await _reconcile("catch-up", body, spec, status, patch, meta, memo, kwargs[INDEX])
+        except kopf.PermanentError:
+            memo.catch_up.failed(uid, generation)
+            raise
         return
     if "replicas" not in status:
         return  # not applied yet
@@ -282,8 +298,9 @@ async def on_timer(body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch:
 # optional: it asks for no finalizer of its own (the timer's is there anyway, see the module
 # docstring); a RocketStore deleted while no operator runs has no series in the next one anyway
 @kopf.on.delete(GROUP, VERSION, PLURAL, id="forget-metrics", optional=True)
-async def on_delete(meta: kopf.Meta, **_: Any) -> None:
+async def on_delete(meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
     metrics.forget_resource(str(meta["namespace"]), str(meta["name"]))
+    memo.catch_up.forget(str(meta["uid"]))
 
 
 async def _repair(memo: kopf.Memo, owner: Owner, spec: Spec, status: Mapping[str, Any], image: str,

@@ -206,8 +206,8 @@ def release_finalizers(opts: OperatorOptions, deployment: str, timeout: float) -
 
 def run(opts: OperatorOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # kopf's own format: a handler's or timer's line names its store ("[namespace/name]")
+    kopf.configure(verbose=opts.verbose, log_format=kopf.LogFormat.FULL, log_prefix=True)
     # read by the handlers module at import (timer interval)
     os.environ["ROCKETSTORE_OPERATOR_INTERVAL"] = str(opts.interval)
     from rocketstore.operator import handlers  # noqa: F401  (registers the handlers)
