@@ -100,6 +100,13 @@ fn encode_record<'py>(
     })
 }
 
+/// [`remoting::leading_json_code`]: the request code of the JSON-headed frame at the head of a
+/// connection's read, None for any other (a hint, see there).
+#[pyfunction]
+fn leading_json_code(data: &[u8]) -> Option<i64> {
+    remoting::leading_json_code(data)
+}
+
 /// Twin of `rocketstore.common.message.encode_batch_records_python`: the records of a batch put
 /// back to back, their count and the batch's wire size; None when an item's properties, with the
 /// batch's appended, would not fit a record.
@@ -656,6 +663,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(put_index_entries, m)?)?;
     m.add_function(wrap_pyfunction!(pull_messages, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(leading_json_code, m)?)?;
     m.add_function(wrap_pyfunction!(encode_json_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_header_fields, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

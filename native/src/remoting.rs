@@ -189,6 +189,25 @@ pub fn decode_json(header: &[u8]) -> Option<Header<'_>> {
     })
 }
 
+/// Only the `code` of a JSON header; serde skips every other field.
+#[derive(Deserialize)]
+struct JsonCode {
+    code: Option<i64>,
+}
+
+/// The request code of the frame at the head of `data` (after its 4-byte length) when its header
+/// is JSON and complete, else None; the body need not have arrived. A hint that spares a
+/// connection's read the preparation of a path that could not take its first frame: whatever
+/// path takes a frame decodes and checks it in full.
+pub fn leading_json_code(data: &[u8]) -> Option<i64> {
+    let mark = i32::from_be_bytes(data.get(4..8)?.try_into().ok()?);
+    if (mark >> 24) & 0xFF != i32::from(SERIALIZE_JSON) {
+        return None;
+    }
+    let header = data.get(8..8 + (mark & 0x00FF_FFFF) as usize)?;
+    serde_json::from_slice::<JsonCode>(header).ok()?.code
+}
+
 struct Reader<'a> {
     data: &'a [u8],
     pos: usize,

@@ -153,3 +153,21 @@ def test_json_headers_that_are_not_objects_fall_back(fields: list[object], shape
     frame = struct.pack(">i", len(header)) + header
     took = check_same(frame)
     assert took == (shape == "padded object")
+
+
+@EXAMPLES
+@given(cmd=commands(ANY_TEXT, st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ])),
+       cut=st.integers(0, 40))
+def test_the_leading_json_code_is_the_first_frames_code_or_none(cmd: RemotingCommand, cut: int) -> None:
+    """``leading_json_code``, the look a connection's read gets before the plain-send path is
+    prepared: the code of a JSON-headed first frame whose header has arrived (its body need not
+    have), None for a binary header or a header cut short."""
+    try:
+        frame = encode_frame_python(cmd)
+    except UnicodeEncodeError:  # lone surrogates: no frame to look at
+        return
+    header_end = 8 + (struct.unpack(">i", frame[4:8])[0] & 0xFFFFFF)
+    expected = cmd.code if cmd.serialize_type is SerializeType.JSON else None
+    assert NATIVE.leading_json_code(frame + frame) == expected  # the next frame is not looked at
+    assert NATIVE.leading_json_code(frame[:header_end]) == expected
+    assert NATIVE.leading_json_code(frame[:max(0, header_end - 1 - cut)]) is None

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Final
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData
@@ -79,6 +80,11 @@ from rocketstore.store.config import BrokerRole
 from rocketstore.store.message_store import GetMessageResult, MessageFilter, TagFilter
 from rocketstore.store.pull_transfer import PullFrame
 from rocketstore.store.status import GetMessageStatus
+
+#: PullSysFlag's bits as plain ints: ``int & IntFlag`` makes a new IntFlag, three times a pull
+_COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND: Final = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
 
 # The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
 MAX_SUSPEND_MS = 15_000
@@ -168,7 +174,7 @@ class PullMessageProcessor:
         expression = header.subscription
         expression_type = header.expression_type or "TAG"
         filter_data = None
-        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+        if header.sys_flag & _SUBSCRIPTION:
             if not is_tag_type(expression_type):
                 built = filters.build(header.topic, header.consumer_group, expression, expression_type)
                 if not isinstance(built, ConsumerFilterData):
@@ -256,10 +262,10 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         suggest = suggest_when_slow if result.suggest_pulling_from_slave else suggest_otherwise
 
-        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not is_slave:
+        if allow_suspend and header.sys_flag & _COMMIT_OFFSET and not is_slave:
             broker.consumer_offset_manager.commit_offset(header.consumer_group, header.topic, header.queue_id,
                                                          header.commit_offset)
-        if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
+        if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & _SUSPEND:
             timeout = header.suspend_timeout_millis if cfg.long_polling_enable else cfg.short_polling_time_mills
             return message_filter, min(timeout, MAX_SUSPEND_MS)
         if code != ResponseCode.SUCCESS:
@@ -270,13 +276,14 @@ class PullMessageProcessor:
         if frame is None:
             response = self._response(request, code, result, suggest)
         else:
-            response = EncodedResponse.answering(request, code, result, self._response_fields(result, suggest), frame)
+            response = EncodedResponse(request, code, result, suggest, frame)
         self.stats.inc_group_get_latency(header.consumer_group, header.topic, header.queue_id,
                                          int((time.perf_counter() - begin) * 1000))
         return response
 
     @staticmethod
-    def _response_fields(result: GetMessageResult, suggest: int) -> dict[str, str]:
+    def response_fields(result: GetMessageResult, suggest: int) -> dict[str, str]:
+        """A response's header fields (:class:`PullMessageResponseHeader`)."""
         return PullMessageResponseHeader(
             suggest_which_broker_id=suggest, next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,
@@ -285,7 +292,7 @@ class PullMessageProcessor:
     @classmethod
     def _response(cls, request: RemotingCommand, code: int, result: GetMessageResult, suggest: int) -> RemotingCommand:
         body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
-        return request.response(code, result.status.value, cls._response_fields(result, suggest), body)
+        return request.response(code, result.status.value, cls.response_fields(result, suggest), body)
 
 
 class EncodedResponse(RemotingCommand):
@@ -295,21 +302,32 @@ class EncodedResponse(RemotingCommand):
     Like RocketMQ's response under ``transferMsgByHeap=false``, whose body stays null while its
     ManyMessageTransfer writes the header and the records: ``body`` is empty, the records are
     only in ``frame``. The other fields are the ones the frame was encoded from, for whoever
-    looks at the response before it goes out.
+    looks at the response before it goes out; as for a send's ``SendOkResponse``, the header's
+    fields are made into a map only when read, and the object is made without the dataclass's
+    keyword ``__init__``: both cost more per pull than the rest of the response's making.
     """
 
-    __slots__ = ("frame",)
+    __slots__ = ("_fields", "frame")
 
     frame: bytes
 
-    @classmethod
-    def answering(cls, request: RemotingCommand, code: int, result: GetMessageResult, fields: dict[str, str],
-                  frame: bytes) -> EncodedResponse:
-        response = cls(code=code, opaque=request.opaque, flag=RPC_TYPE_RESPONSE, remark=result.status.value,
-                       ext_fields=fields, language=request.language, version=request.version,
-                       serialize_type=request.serialize_type)
-        response.frame = frame
-        return response
+    def __init__(self, request: RemotingCommand, code: int, result: GetMessageResult, suggest: int,
+                 frame: bytes) -> None:
+        # every field of RemotingCommand set positionally, ext_fields (a property here) excepted
+        self.code = code
+        self.opaque = request.opaque
+        self.flag = RPC_TYPE_RESPONSE
+        self.remark = result.status.value
+        self.body = b""
+        self.language = request.language
+        self.version = request.version
+        self.serialize_type = request.serialize_type
+        self.frame = frame
+        self._fields = (result, suggest)
+
+    @property
+    def ext_fields(self) -> dict[str, str]:  # type: ignore[override]  # read-only: the frame is made
+        return PullMessageProcessor.response_fields(*self._fields)
 
     def encode(self) -> bytes:
         return self.frame

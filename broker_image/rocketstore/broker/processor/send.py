@@ -114,6 +114,8 @@ NOT_PLAIN_PROPERTIES: Final = (
 
 #: The request codes a send may take the plain path for (:meth:`SendMessageProcessor.handle_group`).
 PLAIN_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+#: the one code :meth:`SendMessageProcessor.serve_plain_frames` serves, as a plain int
+_SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 
 #: In a send's properties text: the producer asks not to wait for the flush or a slave (its
 #: ``WAIT`` property false), which the plain path leaves to the reference path. Any property
@@ -590,8 +592,13 @@ class SendMessageProcessor:
         header is decoded, checked and the record stored and answered natively
         (``PlainSend::serve_frames``), byte for byte what the usual path stores and answers
         (tests/broker/test_send_served.py). A topic the call meets first is decided on here and
-        the call made again for the rest.
+        the call made again for the rest. A read that does not start with a JSON-headed
+        SEND_MESSAGE_V2 (a consumer's pulls, say) is left to the usual path before any of this is
+        prepared: one look at its first header's code.
         """
+        assert NATIVE is not None
+        if NATIVE.leading_json_code(data) != _SEND_V2:
+            return 0, b""
         plain = self._plain_pass()
         if plain is None or plain.waits or not self._may_acknowledge():
             return 0, b""
