@@ -15,6 +15,9 @@
 //! stamped record(s) in the mapped CommitLog and the response frame; its reference is the send path
 //! it shortcuts.
 //!
+//! `PullServe` (pull_serve.rs) serves the PULL_MESSAGE requests a connection's read starts with, from
+//! the frame to the SUCCESS response; its reference is the pull path it shortcuts.
+//!
 //! `GrpcFront` (grpc_front.rs) is not a per-message function but the gRPC port's transport (HTTP/2 on
 //! a thread of its own); its pure-Python counterpart is grpcio, which `ROCKETSTORE_NATIVE=0` serves.
 
@@ -31,6 +34,7 @@ mod handoff;
 pub mod index;
 pub mod java;
 pub mod pull;
+pub mod pull_serve;
 pub mod record;
 pub mod remoting;
 pub mod remoting_front;
@@ -655,6 +659,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_front::GrpcFront>()?;
     m.add_class::<remoting_front::RemotingFront>()?;
     m.add_class::<send::PlainSend>()?;
+    m.add_class::<pull_serve::PullServe>()?;
     m.add_function(wrap_pyfunction!(grpc_convert::received_message_response, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;

@@ -83,7 +83,7 @@ from rocketstore.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rocketstore.broker.register_broker_service import RegisterBrokerService
 from rocketstore.broker.remoting_front import make_front
 from rocketstore.broker.replicas_manager import ReplicasManager
-from rocketstore.broker.server import Connection, RemotingServer, loop_name
+from rocketstore.broker.server import Connection, RemotingServer, loop_name, serve_by_code
 from rocketstore.broker.slave_synchronize import SlaveSynchronize
 from rocketstore.broker.store_waits import StoreWaits
 from rocketstore.broker.subscription_group_manager import SubscriptionGroupManager
@@ -98,6 +98,7 @@ from rocketstore.common.clock import now_ms
 from rocketstore.common.message import HostAddress
 from rocketstore.common.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC
 from rocketstore.remoting.body import BrokerData
+from rocketstore.remoting.codes import RequestCode
 from rocketstore.store.broker_stats_manager import SAMPLE_INTERVAL_S, BrokerStatsManager
 from rocketstore.store.config import BrokerRole, ConfigError, StoreConfig
 from rocketstore.store.config_manager import ConfigManager, ConsumerOffsetManager
@@ -377,7 +378,7 @@ class BrokerController:
             ClientManageProcessor(self),
             AdminBrokerProcessor(self),
             (send := SendMessageProcessor(self)),
-            PullMessageProcessor(self),
+            (pull := PullMessageProcessor(self)),
             ConsumerOffsetProcessor(self),
             QueryMessageProcessor(self),
             ConsumerSendMsgBackProcessor(self),
@@ -391,10 +392,13 @@ class BrokerController:
             for code, handler in processor.handlers().items():
                 self.remoting.register(code, handler)
         if native.NATIVE is not None:
-            # the plain sends of one read share one put (SendMessageProcessor.handle_group); those
-            # at its head are served before becoming commands (SendMessageProcessor.serve_plain_frames)
+            # the plain sends of one read share one put (SendMessageProcessor.handle_group); the
+            # plain sends or the pulls at its head are served before becoming commands
+            # (SendMessageProcessor.serve_plain_frames, PullMessageProcessor.serve_pull_frames)
             self.remoting.register_group(PLAIN_SEND_CODES, send.handle_group)
-            self.remoting.serve_frames = send.serve_plain_frames
+            self.remoting.serve_frames = serve_by_code(
+                {int(RequestCode.SEND_MESSAGE_V2): send.serve_plain_frames,
+                 int(RequestCode.PULL_MESSAGE): pull.serve_pull_frames}, native.NATIVE.leading_json_code)
         self._add_transaction_metrics()
         self._add_connection_limit_metrics()
         ha = self.store.ha_service

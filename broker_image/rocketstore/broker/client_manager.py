@@ -109,6 +109,10 @@ class ConsumerManager:
     def __init__(self, notify_enabled: Callable[[], bool]) -> None:
         self.groups: dict[str, ConsumerGroupInfo] = {}
         self._notify_enabled = notify_enabled  # brokerConfig.notifyConsumerIdsChangedEnable, read live
+        #: bumped whenever what :meth:`find_subscription_data` answers may have changed (a group's
+        #: subscription added, replaced or removed, a group gone): the pulls' cached decisions
+        #: (PullMessageProcessor.serve_pull_frames) are made again after it
+        self.subscriptions_version = 0
 
     def get(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
@@ -136,7 +140,11 @@ class ConsumerManager:
         if group_info is None:
             group_info = self.groups[group] = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where)
         members_changed = group_info.update_channel(info, consume_type, message_model, consume_from_where)
+        before = dict(group_info.subscriptions)
         topics_changed = group_info.update_subscriptions(subs)
+        after = group_info.subscriptions
+        if before.keys() != after.keys() or any(after[topic] is not sub for topic, sub in before.items()):
+            self.subscriptions_version += 1
         changed = members_changed or topics_changed
         if changed:
             log.info("consumer group %s changed: %s from %s", group, info.client_id, info.connection.peer)
@@ -152,7 +160,7 @@ class ConsumerManager:
         if removed is not None:
             log.info("consumer %s left group %s", removed.client_id, group)
         if not group_info.channels:
-            del self.groups[group]
+            self._drop(group)
         if notify_group:
             self._notify(group, group_info.channels)
 
@@ -163,7 +171,7 @@ class ConsumerManager:
                 continue
             log.info("consumer %s of group %s disconnected (%s)", removed.client_id, group, connection.peer)
             if not group_info.channels:
-                del self.groups[group]
+                self._drop(group)
             self._notify(group, group_info.channels)
 
     def scan_expired(self, timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> list[Connection]:
@@ -178,8 +186,13 @@ class ConsumerManager:
                     del group_info.channels[conn]
                     expired.append(conn)
             if not group_info.channels:
-                del self.groups[group]
+                self._drop(group)
         return expired
+
+    def _drop(self, group: str) -> None:
+        """The group's last member left: its subscriptions go with it."""
+        del self.groups[group]
+        self.subscriptions_version += 1
 
     def _notify(self, group: str, channels: Iterable[Connection]) -> None:
         if not self._notify_enabled():

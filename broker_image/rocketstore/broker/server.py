@@ -21,12 +21,13 @@ as the free in-flight slots allow, and it replies to each: the sends of one read
 taking of the CommitLog's lock, one publication of what they wrote and one wait for the slave or
 the flush. A lone one goes to its code's handler.
 
-Before that, ``RemotingServer.serve_frames`` (the plain sends' one native call:
-``SendMessageProcessor.serve_plain_frames``) may serve the frames at the head of a read itself, before
-they become commands: it serves what the group handler would answer at once, and only while
-nothing else is pending on the connection (no backlog, writing not paused, no ``before_request``
-hook, the server not stopping); from the first frame it does not serve on, the read takes the
-usual path.
+Before that, ``RemotingServer.serve_frames`` may serve the frames at the head of a read itself,
+before they become commands (:func:`serve_by_code` picks by the first frame's code: the plain
+sends' one native call, ``SendMessageProcessor.serve_plain_frames``, or the pulls',
+``PullMessageProcessor.serve_pull_frames``): it serves what the usual path would answer at once,
+and only while nothing else is pending on the connection (no backlog, writing not paused, no
+``before_request`` hook, the server not stopping); from the first frame it does not serve on, the
+read takes the usual path.
 
 The responses produced while handling one read go out in one ``transport.writelines`` call
 (one system call instead of one per response), up to :data:`COALESCE_MAX_BYTES` at a time.
@@ -91,7 +92,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Final, Protocol, cast
@@ -310,9 +311,9 @@ class Connection(asyncio.Protocol):
         their responses join the ones this pass writes; the bytes it served."""
         assert self.server.serve_frames is not None
         served, responses = self.server.serve_frames(self, data, max_frame)
-        if responses:
-            self._out.append(responses)
-            self._out_bytes += len(responses)
+        for response in responses:
+            self._out.append(response)
+            self._out_bytes += len(response)
         return served
 
     def commands_received(self, commands: list[RemotingCommand]) -> None:
@@ -598,6 +599,21 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
 
+#: (connection, the read, the largest frame) -> (bytes served from the read's head, their response frames)
+ServeFrames = Callable[["Connection", bytes, int], tuple[int, list[bytes]]]
+
+
+def serve_by_code(servers: Mapping[int, ServeFrames], leading_code: Callable[[bytes], int | None]) -> ServeFrames:
+    """One ``serve_frames`` for several request codes: the one for the code of the read's first
+    frame (``leading_code``, a look at its header alone), nothing served for any other code."""
+
+    def serve(conn: Connection, data: bytes, max_frame: int) -> tuple[int, list[bytes]]:
+        chosen = servers.get(leading_code(data))  # type: ignore[arg-type]  # None finds nothing
+        return (0, []) if chosen is None else chosen(conn, data, max_frame)
+
+    return serve
+
+
 def going_away_response(request: RemotingCommand) -> RemotingCommand:
     """The answer to a request read while the broker stops: SERVICE_NOT_AVAILABLE, which a 4.x
     and a 5.x client retry at once (their retryResponseCodes), where a request left unanswered
@@ -660,9 +676,8 @@ class RemotingServer:
         #: request codes whose consecutive requests on a connection are handled together (register_group)
         self.group_handlers: dict[int, GroupHandler] = {}
         #: Serves whole frames at the head of a read before they are decoded into commands (the
-        #: plain sends' native path; see the module's docstring): (connection, the read, the
-        #: largest frame) -> (bytes served, their responses).
-        self.serve_frames: Callable[[Connection, bytes, int], tuple[int, bytes]] | None = None
+        #: plain sends' and the pulls' native paths; see the module's docstring).
+        self.serve_frames: ServeFrames | None = None
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
         self._malformed = SparseLog()

@@ -910,24 +910,41 @@ class DefaultMessageStore:
         found in the same pass (see :mod:`rocketstore.store.pull_transfer`); the result's
         ``messages`` stay empty, the records are in the frame."""
         begin = time.monotonic()
+        pulled = self._message_frame(topic, queue_id, offset, max_msg_nums,
+                                     None if tag_filter.subscribe_all else tuple(tag_filter.code_set), frame)
+        self.stats.record_get(pulled.result.status is GetMessageStatus.FOUND, pulled.message_count,
+                              time.monotonic() - begin)
+        return pulled
+
+    def found_frame(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    tag_codes: tuple[int, ...] | None, frame: PullFrame) -> PulledFrame | None:
+        """:meth:`get_message_frame` when it finds messages (``tag_codes``: the subscription's tag
+        hash codes, None for all), else None with nothing recorded: the pull then takes the
+        usual path, which reads again and records its own outcome."""
+        begin = time.monotonic()
+        pulled = self._message_frame(topic, queue_id, offset, max_msg_nums, tag_codes, frame)
+        if pulled.frame is None:
+            return None
+        self.stats.record_get(True, pulled.message_count, time.monotonic() - begin)
+        return pulled
+
+    def _message_frame(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                       tag_codes: tuple[int, ...] | None, frame: PullFrame) -> PulledFrame:
         max_offset_py = self.commit_log.max_offset
         located = self._locate(topic, queue_id, offset)
         if isinstance(located, GetMessageResult):
-            self.stats.record_get(False, 0, time.monotonic() - begin)
             return PulledFrame(located, 0, None)
         cq, min_offset, max_offset = located
         entries = self._read_entries(cq, offset, max_msg_nums)
         if not entries:
             result = self._offset_found_null(cq, offset)
             result.min_offset, result.max_offset = min_offset, max_offset
-            self.stats.record_get(False, 0, time.monotonic() - begin)
             return PulledFrame(result, 0, None)
         status, consumed, count, total, from_slave, encoded = pull_messages(
-            entries, offset, self.commit_log, None if tag_filter.subscribe_all else tuple(tag_filter.code_set),
-            self._transfer_limits(max_msg_nums, max_offset_py), frame, min_offset, max_offset)
+            entries, offset, self.commit_log, tag_codes, self._transfer_limits(max_msg_nums, max_offset_py), frame,
+            min_offset, max_offset)
         result = GetMessageResult(WALK_STATUSES[status], offset + consumed, min_offset, max_offset,
                                   buffer_total_size=total, suggest_pulling_from_slave=from_slave)
-        self.stats.record_get(result.status is GetMessageStatus.FOUND, count, time.monotonic() - begin)
         return PulledFrame(result, count, encoded)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -53,14 +53,21 @@ whose records are gathered one by one and the frame encoded afterwards. Every de
 read (the checks, the response code, long polling, offset commits, statistics) is made here
 either way. A pull that is not held is answered inline, in the read that brought it; only a held
 pull becomes a task (the handler returns a coroutine, see :mod:`rocketstore.broker.server`).
+
+With the native extension, the pulls a connection's read starts with are served before they
+become commands (:meth:`PullMessageProcessor.serve_pull_frames`): decoded natively and answered
+from the same store read, on decisions made here once per group, topic and subscription; the
+first pull that would not be answered SUCCESS at once from a tag subscription, and the rest of
+the read, take the path above.
 RocketMQ's OFFSET_MOVED_EVENT system messages are not written.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from rocketstore.broker.broker_context import BrokerContext
 from rocketstore.broker.filter.consumer_filter_manager import ConsumerFilterData
@@ -72,8 +79,9 @@ from rocketstore.broker.processor.long_polling import PullRequestHoldService
 from rocketstore.broker.server import Connection, Handler, Reply
 from rocketstore.common.filter import is_tag_type
 from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from rocketstore.common.native import NATIVE
 from rocketstore.common.perm_name import PERM_READ
-from rocketstore.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, language_name
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from rocketstore.store.config import BrokerRole
@@ -81,10 +89,16 @@ from rocketstore.store.message_store import GetMessageResult, MessageFilter, Tag
 from rocketstore.store.pull_transfer import PullFrame
 from rocketstore.store.status import GetMessageStatus
 
+log = logging.getLogger(__name__)
+
 #: PullSysFlag's bits as plain ints: ``int & IntFlag`` makes a new IntFlag, three times a pull
 _COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND: Final = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
+
+#: the most decisions :meth:`PullMessageProcessor.serve_pull_frames` keeps (a key per group, topic and
+#: subscription): past it they are made afresh, so that clients inventing subscriptions cannot grow it
+MAX_SERVED_KEYS: Final = 4096
 
 # The push consumer's BROKER_SUSPEND_MAX_TIME_MILLIS; no client of ours asks for longer holds.
 MAX_SUSPEND_MS = 15_000
@@ -107,6 +121,17 @@ def response_code_for(status: GetMessageStatus, request_offset: int) -> Response
     if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
         return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
     return _CODE_BY_STATUS[status]
+
+
+class PlainPull(NamedTuple):
+    """The decision :meth:`PullMessageProcessor.serve_pull_frames` serves a key's pulls on: the
+    topic's readQueueNums, the subscription's tag hash codes (None for all) and the broker ids
+    a SUCCESS response suggests."""
+
+    read_queue_nums: int
+    tag_codes: tuple[int, ...] | None
+    suggest_when_slow: int
+    suggest_otherwise: int
 
 
 class PullMessageProcessor:
@@ -132,6 +157,11 @@ class PullMessageProcessor:
                            lambda: stats.evaluations)
         broker.add_counter("rocketstore_filter_matches", "Messages a SQL92 subscription selected",
                            lambda: stats.matched)
+        #: the native pull server and the decisions it serves on, made for the versions of the
+        #: tables and settings they depend on (see :meth:`serve_pull_frames`)
+        self._serve = None if NATIVE is None else NATIVE.PullServe([code.name for code in LanguageCode])
+        self._served: dict[tuple[str, str, bool, str | None, str | None], PlainPull | None] = {}
+        self._served_for: tuple[object, ...] = ()
         broker.add_counter("rocketstore_filter_errors",
                            "SQL92 evaluations that failed (the message is not delivered), e.g. a non-numeric "
                            "property compared with a number", lambda: stats.errors)
@@ -165,6 +195,99 @@ class PullMessageProcessor:
         assert isinstance(rerun, RemotingCommand)
         self.stats.pull_latency.observe(first_run_s + time.perf_counter() - start)
         return rerun
+
+    def serve_pull_frames(self, conn: Connection, data: bytes, max_frame: int) -> tuple[int, list[bytes]]:
+        """Serve the PULL_MESSAGE requests at the head of ``data`` (whole remoting frames as
+        ``conn`` read them, before they become commands: RemotingServer.serve_frames) natively:
+        (bytes served, their SUCCESS frames). The frames from the first one it does not serve on
+        take the usual path.
+
+        It serves what :meth:`process` would answer SUCCESS at once from a tag subscription, on a
+        master that takes reads: ``PullServe::serve_frames`` (native/src/pull_serve.rs) decodes
+        each frame and reads its header, and looks up its decision by (group, topic, whether the
+        request carries its own subscription, the subscription, its type), which
+        :meth:`_plain_pull` makes here, from the same tables and settings as :meth:`process`,
+        once per key and again whenever those change; the store read is
+        :meth:`DefaultMessageStore.found_frame`, the one :meth:`process` makes. A pull that finds
+        nothing (long polling), a refusal, a SQL92 or retry filter end the serving at that frame,
+        untouched. Offsets are committed and statistics kept as :meth:`process` does, after the
+        call (tests/broker/test_pull_served.py holds the two paths identical).
+        """
+        broker = self.broker
+        cfg = broker.broker_config
+        serve = self._serve
+        if (serve is None or not cfg.broker_permission & PERM_READ
+                or broker.store_config.broker_role is BrokerRole.SLAVE):
+            return 0, []
+        begin = time.perf_counter()
+        depends = (broker.topic_config_manager.data_version, broker.subscription_group_manager.data_version,
+                   broker.consumer_manager.subscriptions_version, cfg.slave_read_enable, cfg.filter_support_retry)
+        if depends != self._served_for or len(self._served) > MAX_SERVED_KEYS:
+            self._served, self._served_for = {}, depends
+        decided = self._served
+        consumed, frames, pulls = 0, [], []
+        while True:
+            try:
+                served, more_frames, more_pulls, unknown = serve.serve_frames(data, consumed, max_frame, decided,
+                                                                              self._found)
+            except Exception:  # nothing of that call is answered: the usual path takes its frames
+                log.exception("serving pulls from %s failed; they take the usual path", conn.peer)
+                break
+            consumed += served
+            frames += more_frames
+            pulls += more_pulls
+            if unknown is None or unknown in decided:
+                break
+            decided[unknown] = self._plain_pull(*unknown)
+        if pulls:
+            stats, offsets = self.stats, broker.consumer_offset_manager
+            for group, topic, queue_id, count, size, commit in pulls:
+                if commit is not None:
+                    offsets.commit_offset(group, topic, queue_id, commit)
+                stats.inc_group_get(topic, group, count, size)
+                # the body was made by the read: nothing is left to time after it (see process)
+                stats.inc_group_get_latency(group, topic, queue_id, 0)
+            stats.pull_latency.observe((time.perf_counter() - begin) / len(pulls), len(pulls))
+        return consumed, frames
+
+    def _plain_pull(self, group: str, topic: str, flagged: bool, expression: str | None,
+                    expression_type: str | None) -> PlainPull | None:
+        """What :meth:`serve_pull_frames` serves such pulls with, None when :meth:`process`
+        would not answer them SUCCESS from a tag subscription at once: the group's and topic's
+        refusals, a subscription that is not a tag expression (the request's own when
+        ``flagged``, else the one the group registered, else the request's), retry filters."""
+        broker = self.broker
+        cfg = broker.broker_config
+        config = broker.subscription_group_manager.find_subscription_group_config(group)
+        if config is None or not config.consume_enable:
+            return None
+        topic_config = broker.topic_config_manager.get(topic)
+        if topic_config is None or not topic_config.perm & PERM_READ:
+            return None
+        if not flagged:
+            registered = broker.consumer_manager.find_subscription_data(group, topic)
+            if registered is not None:
+                expression, expression_type = registered.sub_string, registered.expression_type or "TAG"
+        if not is_tag_type(expression_type) or (cfg.filter_support_retry
+                                                and topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+            return None
+        tags = TagFilter(expression)
+        if cfg.slave_read_enable:
+            suggest_when_slow, suggest_otherwise = config.which_broker_when_consume_slowly, config.broker_id
+        else:
+            suggest_when_slow = suggest_otherwise = MASTER_ID
+        return PlainPull(topic_config.read_queue_nums, None if tags.subscribe_all else tuple(tags.code_set),
+                         suggest_when_slow, suggest_otherwise)
+
+    def _found(self, topic: str, queue_id: int, offset: int, max_msg_nums: int, tag_codes: tuple[int, ...] | None,
+               opaque: int, language: str, version: int, suggest_when_slow: int,
+               suggest_otherwise: int) -> tuple[bytes, int, int] | None:
+        """The store read of a served pull: its SUCCESS frame, messages and bytes, or None."""
+        pulled = self.broker.store.found_frame(topic, queue_id, offset, max_msg_nums, tag_codes, PullFrame(
+            opaque, language, version, suggest_when_slow, suggest_otherwise))
+        if pulled is None or pulled.frame is None:
+            return None
+        return pulled.frame, pulled.message_count, pulled.result.buffer_total_size
 
     def _subscription(
         self, request: RemotingCommand, header: PullMessageRequestHeader

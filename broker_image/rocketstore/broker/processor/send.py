@@ -114,8 +114,6 @@ NOT_PLAIN_PROPERTIES: Final = (
 
 #: The request codes a send may take the plain path for (:meth:`SendMessageProcessor.handle_group`).
 PLAIN_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
-#: the one code :meth:`SendMessageProcessor.serve_plain_frames` serves, as a plain int
-_SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 
 #: In a send's properties text: the producer asks not to wait for the flush or a slave (its
 #: ``WAIT`` property false), which the plain path leaves to the reference path. Any property
@@ -578,7 +576,7 @@ class SendMessageProcessor:
                                                   max(config.write_queue_nums, config.read_queue_nums))
         return cached
 
-    def serve_plain_frames(self, conn: Connection, data: bytes, max_frame: int) -> tuple[int, bytes]:
+    def serve_plain_frames(self, conn: Connection, data: bytes, max_frame: int) -> tuple[int, list[bytes]]:
         """Serve the plain SEND_MESSAGE_V2 requests at the head of ``data`` (whole remoting frames
         as ``conn`` read them, before they become commands: RemotingServer.serve_frames) in one
         native call: (bytes served, their SEND_OK frames). The frames from the first one it does
@@ -592,16 +590,12 @@ class SendMessageProcessor:
         header is decoded, checked and the record stored and answered natively
         (``PlainSend::serve_frames``), byte for byte what the usual path stores and answers
         (tests/broker/test_send_served.py). A topic the call meets first is decided on here and
-        the call made again for the rest. A read that does not start with a JSON-headed
-        SEND_MESSAGE_V2 (a consumer's pulls, say) is left to the usual path before any of this is
-        prepared: one look at its first header's code.
+        the call made again for the rest. The broker calls it for a read whose first frame is a
+        JSON-headed SEND_MESSAGE_V2 (``server.serve_by_code``).
         """
-        assert NATIVE is not None
-        if NATIVE.leading_json_code(data) != _SEND_V2:
-            return 0, b""
         plain = self._plain_pass()
         if plain is None or plain.waits or not self._may_acknowledge():
-            return 0, b""
+            return 0, []
         version = self.broker.topic_config_manager.data_version
         if version is not self._served_version:
             self._served_topics, self._served_version = {}, version
@@ -628,7 +622,7 @@ class SendMessageProcessor:
                 break
             cached = self._plain_topic(unknown)
             topics[unknown] = None if cached is None or cached[1] is None else (cached[1], cached[2])
-        return consumed, b"".join(responses)
+        return consumed, responses
 
     def _plain_replies(self, conn: Connection, run: list[RemotingCommand], sends: list[PlainSendRequest],
                        puts: list[PlainPut], plain: _PlainPass) -> list[Reply]:
