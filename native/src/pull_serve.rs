@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::java::parse_java_int;
-use crate::remoting::{self, Language};
+use crate::remoting;
 
 /// RequestCode.PULL_MESSAGE
 const PULL_MESSAGE: i32 = 11;
@@ -144,6 +144,9 @@ impl PullServe {
     /// offset, maxMsgNums, tag codes, opaque, language, version, suggest when slow, otherwise)`
     /// is the store read: (the SUCCESS frame, messages, bytes) when it found messages, else None.
     ///
+    /// It serves no more once the response frames reach `budget` bytes: the usual path, which
+    /// pauses a connection whose client does not read, takes the rest.
+    ///
     /// Returns (bytes of `data` served from `start`, the response frames, per served pull
     /// (group, topic, queue id, messages, bytes, the offset to commit or None), and the key
     /// `plain` does not have when that is what stopped it, else None). It stops, taking nothing
@@ -151,6 +154,7 @@ impl PullServe {
     /// a JSON-headed PULL_MESSAGE request expecting an answer from a known language with a whole
     /// header, whose key `plain` refuses or lacks, whose queue id is out of bound, or whose read
     /// found nothing.
+    #[allow(clippy::too_many_arguments)]
     fn serve_frames<'py>(
         &self,
         py: Python<'py>,
@@ -159,6 +163,7 @@ impl PullServe {
         max_frame: usize,
         plain: &Bound<'py, PyDict>,
         read: &Bound<'py, PyAny>,
+        budget: usize,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let mut pos = start.min(data.len());
         let frames = PyList::empty(py);
@@ -166,23 +171,11 @@ impl PullServe {
         let mut unknown: Option<Bound<'py, PyTuple>> = None;
         // the last key and its decision: a connection's pulls mostly share one
         let mut last: Option<(Key, Plain<'py>)> = None;
-        while data.len() - pos >= 4 {
-            let length = i32::from_be_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
-            if length < 4 || length as usize + 4 > max_frame || data.len() - pos - 4 < length as usize {
-                break;
-            }
-            let frame = &data[pos + 4..pos + 4 + length as usize];
-            let Some((remoting::SERIALIZE_JSON, header, _)) = remoting::split(frame) else {
-                break;
-            };
-            let Some(h) = remoting::decode_json(header) else {
-                break;
-            };
-            let language = match &h.language {
-                Language::Name(name) if h.code == PULL_MESSAGE && h.flag == 0 => name,
-                _ => break,
-            };
-            let Some(language) = self.languages.iter().find(|known| known.as_str() == language.as_ref()) else {
+        let mut out_bytes = 0usize;
+        while data.len() - pos >= 4 && out_bytes < budget {
+            let Some((length, h, _, language)) =
+                remoting::served_request(data, pos, max_frame, PULL_MESSAGE, &self.languages)
+            else {
                 break;
             };
             let Some(pull) = PullHeader::of(&h.ext_fields) else {
@@ -234,7 +227,7 @@ impl PullServe {
                 pull.max_msg_nums,
                 &decided.tag_codes,
                 h.opaque,
-                language.as_str(),
+                language,
                 h.version,
                 decided.suggest_when_slow,
                 decided.suggest_otherwise,
@@ -243,10 +236,11 @@ impl PullServe {
                 break;
             }
             let (response, messages, size): (Bound<'py, PyBytes>, i64, i64) = found.extract()?;
+            out_bytes += response.as_bytes().len();
             frames.append(response)?;
             let commit = (pull.sys_flag & FLAG_COMMIT_OFFSET != 0).then_some(pull.commit_offset);
             served.append((pull.group, pull.topic, pull.queue_id, messages, size, commit))?;
-            pos += 4 + length as usize;
+            pos += length;
         }
         PyTuple::new(
             py,

@@ -189,6 +189,34 @@ pub fn decode_json(header: &[u8]) -> Option<Header<'_>> {
     })
 }
 
+/// A request served from a connection's read: the JSON-headed frame at `data[pos..]` (after its
+/// 4-byte length) with request code `code`, expecting an answer (flag 0), from a language named
+/// in `languages`. Returns (the frame's length with its prefix, its header, its body, the
+/// language as `languages` spells it), or None when the frame is incomplete, its length is
+/// outside 4..`max_frame`, or it is not such a request (the caller's usual path then takes it).
+pub fn served_request<'d, 'l>(
+    data: &'d [u8],
+    pos: usize,
+    max_frame: usize,
+    code: i32,
+    languages: &'l [String],
+) -> Option<(usize, Header<'d>, &'d [u8], &'l str)> {
+    let length = i32::from_be_bytes(data.get(pos..pos + 4)?.try_into().ok()?);
+    if length < 4 || length as usize + 4 > max_frame || data.len() - pos - 4 < length as usize {
+        return None;
+    }
+    let Some((SERIALIZE_JSON, header, body)) = split(&data[pos + 4..pos + 4 + length as usize]) else {
+        return None;
+    };
+    let h = decode_json(header)?;
+    let language = match &h.language {
+        Language::Name(name) if h.code == code && h.flag == 0 => name,
+        _ => return None,
+    };
+    let language = languages.iter().find(|known| known.as_str() == language.as_ref())?;
+    Some((4 + length as usize, h, body, language.as_str()))
+}
+
 /// Only the `code` of a JSON header; serde skips every other field.
 #[derive(Deserialize)]
 struct JsonCode {

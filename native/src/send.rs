@@ -31,7 +31,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::java::parse_java_int;
 use crate::record::{self, property_items, NewRecord, END_FILE_MIN_BLANK_LENGTH};
-use crate::remoting::{self, encode_json_header, Language};
+use crate::remoting::{self, encode_json_header};
 
 const I32_RANGE: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 const I64_RANGE: (i64, i64) = (i64::MIN, i64::MAX);
@@ -424,22 +424,9 @@ impl PlainSend {
         // the last topic's (sysFlag bits, queue bound): a connection's sends mostly go to one
         let mut last: Option<(String, i32, u64)> = None;
         while data.len() - pos >= 4 {
-            let length = i32::from_be_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
-            if length < 4 || length as usize + 4 > max_frame || data.len() - pos - 4 < length as usize {
-                break;
-            }
-            let frame = &data[pos + 4..pos + 4 + length as usize];
-            let Some((remoting::SERIALIZE_JSON, header, body)) = remoting::split(frame) else {
-                break;
-            };
-            let Some(h) = remoting::decode_json(header) else {
-                break;
-            };
-            let language = match &h.language {
-                Language::Name(name) if h.code == SEND_MESSAGE_V2 && h.flag == 0 => name,
-                _ => break,
-            };
-            let Some(language) = self.languages.iter().find(|known| known.as_str() == language.as_ref()) else {
+            let Some((length, h, body, language)) =
+                remoting::served_request(data, pos, max_frame, SEND_MESSAGE_V2, &self.languages)
+            else {
                 break;
             };
             let texts = FieldTexts::of(&h.ext_fields);
@@ -515,7 +502,7 @@ impl PlainSend {
                 _ => runs.push((topic.to_owned(), 1, stored)),
             }
             wrote += stored;
-            pos += 4 + length as usize;
+            pos += length;
         }
         let new_offsets = PyDict::new(py);
         for (key, next) in &offsets {

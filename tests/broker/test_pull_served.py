@@ -22,10 +22,10 @@ from typing import Any, NamedTuple
 
 import pytest
 from test_send_plain import _request, sequence_broker
-from test_send_served import _with_header
+from test_send_served import _with_header, fixed_peer_connection
 from tool_support import require_tool
 
-from rocketstore.common.message import HostAddress
+from rocketstore.broker.processor import pull as pull_module
 from rocketstore.common.native import NATIVE
 from rocketstore.common.perm_name import PERM_WRITE
 from rocketstore.common.subscription_group_config import SubscriptionGroupConfig
@@ -156,10 +156,7 @@ async def _serve(root: Path, native: bool, stream: Stream, how: str, monkeypatch
             return done
 
         patched.setattr(broker.store, "found_frame", spied)
-        reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
-        while not broker.remoting.connections:
-            await asyncio.sleep(0.001)
-        next(iter(broker.remoting.connections)).peer_host = HostAddress("10.1.2.3", 54321)
+        reader, writer = await fixed_peer_connection(broker)
         decoder = FrameDecoder()
         sends = [_request("Plain", f"TAGS\x01Tag{TAGS[i % len(TAGS)]}", queue_id=i % 4, opaque=10_000 + i)
                  for i in range(4 * PER_QUEUE)]
@@ -230,3 +227,17 @@ def test_served_pulls_answer_what_the_reference_does(tmp_path: Path, monkeypatch
     # the push consumer's pulls follow its registered subscription: TagB, then TagC
     for opaque, tag in ((10, b"TagB"), (27, b"TagB"), (24, b"TagC")):
         assert {t for t in (b"TagA", b"TagB", b"TagC") if t in native.responses[opaque]} == {tag}, opaque
+
+
+def test_a_read_is_served_up_to_its_answers_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answers served of one read stop at SERVED_BYTES_PER_READ (here 1 byte: after the first
+    pull), the rest of the read takes the usual path (which pauses a client that does not read),
+    and every answer is still the reference's."""
+    monkeypatch.setattr(pull_module, "SERVED_BYTES_PER_READ", 1)
+    stream = _stream()
+    native = asyncio.run(_serve(tmp_path / "native", True, stream, "whole", monkeypatch))
+    reference = asyncio.run(_serve(tmp_path / "reference", False, stream, "whole", monkeypatch))
+    assert native.responses == reference.responses
+    assert native.stats == reference.stats
+    # 1, 2 and 3 arrive in one read (unless the socket split it just there): only the first is served
+    assert 1 in native.served and not {2, 3} <= native.served and native.served <= SERVABLE

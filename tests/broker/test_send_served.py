@@ -27,6 +27,7 @@ import pytest
 from test_send_plain import ROLLING, _files, _request, _sends, send_stats, sequence_broker
 from tool_support import require_tool
 
+from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.processor import send as send_module
 from rocketstore.common.message import HostAddress
 from rocketstore.common.native import NATIVE
@@ -89,6 +90,16 @@ def _stream() -> Stream:
     return Stream(b"".join(frames), answered, plain_singles)
 
 
+async def fixed_peer_connection(broker: BrokerController) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to ``broker`` whose peer address the broker takes for 10.1.2.3:54321: records
+    keep the producer's address (bornHost), the same one for every broker a test compares."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
+    while not broker.remoting.connections:
+        await asyncio.sleep(0.001)
+    next(iter(broker.remoting.connections)).peer_host = HostAddress("10.1.2.3", 54321)
+    return reader, writer
+
+
 class Outcome(NamedTuple):
     responses: dict[int, bytes]
     stats: tuple[object, ...]
@@ -111,11 +122,7 @@ async def _serve(root: Path, native: bool, stream: Stream, pieces: int, mode: st
             return done
 
         patched.setattr(broker.store, "serve_plain_frames", spied)
-        reader, writer = await asyncio.open_connection("127.0.0.1", broker.remoting.port)
-        while not broker.remoting.connections:
-            await asyncio.sleep(0.001)
-        # records keep the producer's address (bornHost): the same one for both brokers
-        next(iter(broker.remoting.connections)).peer_host = HostAddress("10.1.2.3", 54321)
+        reader, writer = await fixed_peer_connection(broker)
         # the first request alone: it makes the first segment (on the usual path: serving needs one)
         first = struct.unpack_from(">i", stream.data)[0] + 4
         writer.write(stream.data[:first])

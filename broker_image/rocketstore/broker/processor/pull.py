@@ -76,7 +76,7 @@ from rocketstore.broker.filter.expression_message_filter import (
     ExpressionMessageFilter,
 )
 from rocketstore.broker.processor.long_polling import PullRequestHoldService
-from rocketstore.broker.server import Connection, Handler, Reply
+from rocketstore.broker.server import COALESCE_MAX_BYTES, Connection, Handler, Reply
 from rocketstore.common.filter import is_tag_type
 from rocketstore.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.common.native import NATIVE
@@ -96,6 +96,9 @@ _COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND: Final = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
 
+#: the response bytes :meth:`PullMessageProcessor.serve_pull_frames` makes of one read at most: the
+#: rest of the read takes the usual path, which stops taking requests while the client does not read
+SERVED_BYTES_PER_READ: Final = COALESCE_MAX_BYTES
 #: the most decisions :meth:`PullMessageProcessor.serve_pull_frames` keeps (a key per group, topic and
 #: subscription): past it they are made afresh, so that clients inventing subscriptions cannot grow it
 MAX_SERVED_KEYS: Final = 4096
@@ -210,8 +213,9 @@ class PullMessageProcessor:
         once per key and again whenever those change; the store read is
         :meth:`DefaultMessageStore.found_frame`, the one :meth:`process` makes. A pull that finds
         nothing (long polling), a refusal, a SQL92 or retry filter end the serving at that frame,
-        untouched. Offsets are committed and statistics kept as :meth:`process` does, after the
-        call (tests/broker/test_pull_served.py holds the two paths identical).
+        untouched, and so do :data:`SERVED_BYTES_PER_READ` bytes of answers. Offsets are
+        committed and statistics kept as :meth:`process` does, after the call
+        (tests/broker/test_pull_served.py holds the two paths identical).
         """
         broker = self.broker
         cfg = broker.broker_config
@@ -225,18 +229,19 @@ class PullMessageProcessor:
         if depends != self._served_for or len(self._served) > MAX_SERVED_KEYS:
             self._served, self._served_for = {}, depends
         decided = self._served
-        consumed, frames, pulls = 0, [], []
+        consumed, made, frames, pulls = 0, 0, [], []
         while True:
             try:
-                served, more_frames, more_pulls, unknown = serve.serve_frames(data, consumed, max_frame, decided,
-                                                                              self._found)
+                served, more_frames, more_pulls, unknown = serve.serve_frames(
+                    data, consumed, max_frame, decided, self._found, SERVED_BYTES_PER_READ - made)
             except Exception:  # nothing of that call is answered: the usual path takes its frames
                 log.exception("serving pulls from %s failed; they take the usual path", conn.peer)
                 break
             consumed += served
             frames += more_frames
             pulls += more_pulls
-            if unknown is None or unknown in decided:
+            made += sum(len(frame) for frame in more_frames)
+            if unknown is None or unknown in decided or made >= SERVED_BYTES_PER_READ:
                 break
             decided[unknown] = self._plain_pull(*unknown)
         if pulls:
