@@ -47,6 +47,7 @@ from rocketstore.client import (
     AclClientRPCHook,
     BrokerAdmin,
     BrokerRoutes,
+    NameServerClient,
     Producer,
     PullConsumer,
     RemotingClient,
@@ -594,6 +595,14 @@ def test_load_balancer_store_starts_once_its_balancer_has_an_address(installed: 
     assert config["brokerIP1"] == address
     with BrokerAdmin(f"{address}:{EDGE_PORT}", timeout=5) as admin:
         admin.create_topic("EdgeTopic", read_queues=2, write_queues=2)
+
+    def edge_route() -> Any:
+        with RemotingClient(timeout=5) as remoting:
+            return NameServerClient(f"{namesrv}:9876", remoting, timeout=5).get_route("EdgeTopic")
+
+    # retried as the broker's address was: kube-proxy may not have programmed the name server's
+    # balancer yet (a refused connection failed the Java client's first route query once)
+    wait_until("the name server answering at its balancer with EdgeTopic's route", edge_route, 60, interval=1)
     driver = ClientDriver(f"{namesrv}:9876", java / "edge")
     sent = driver.produce("EdgeTopic", 20)
     assert len(sent.of("sent")) == 20 and {line["brokerName"] for line in sent.of("sent")} == {"gate-0"}, sent.lines
