@@ -16,13 +16,12 @@ permission away. It is written whole, and cut into pieces that split frames.
 from __future__ import annotations
 
 import asyncio
-import random
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 from test_send_plain import _request, sequence_broker
-from test_send_served import _with_header, fixed_peer_connection
+from test_send_served import _with_header, fixed_peer_connection, write_in_pieces
 from tool_support import require_tool
 
 from rocketstore.broker.processor import pull as pull_module
@@ -178,14 +177,7 @@ async def _serve(root: Path, native: bool, stream: Stream, how: str, monkeypatch
                 while len(received) < wanted:
                     received += _responses(decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30)))
         else:
-            data = stream.data
-            pieces = 61 if how == "cut" else 1
-            cuts = sorted(random.Random(pieces).sample(range(1, len(data)), pieces - 1))
-            for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
-                writer.write(data[start:end])
-                await writer.drain()
-                if pieces > 1:
-                    await asyncio.sleep(0.005)  # each piece its own read
+            await write_in_pieces(writer, stream.data, 61 if how == "cut" else 1)
         host, port = writer.get_extra_info("sockname")[:2]
         while len(received) < len(stream.answered):
             chunk = await asyncio.wait_for(reader.read(1 << 16), 30)

@@ -100,6 +100,16 @@ async def fixed_peer_connection(broker: BrokerController) -> tuple[asyncio.Strea
     return reader, writer
 
 
+async def write_in_pieces(writer: asyncio.StreamWriter, data: bytes, pieces: int) -> None:
+    """``data`` written whole (``pieces`` 1) or cut at places that split frames, each piece its own read."""
+    cuts = sorted(random.Random(pieces).sample(range(1, len(data)), pieces - 1))
+    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        writer.write(data[start:end])
+        await writer.drain()
+        if pieces > 1:
+            await asyncio.sleep(0.005)
+
+
 class Outcome(NamedTuple):
     responses: dict[int, bytes]
     stats: tuple[object, ...]
@@ -129,13 +139,7 @@ async def _serve(root: Path, native: bool, stream: Stream, pieces: int, mode: st
         await writer.drain()
         decoder = FrameDecoder()
         early = decoder.feed(await asyncio.wait_for(reader.read(1 << 16), 30))
-        data = stream.data[first:]
-        cuts = sorted(random.Random(pieces).sample(range(1, len(data)), pieces - 1))
-        for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
-            writer.write(data[start:end])
-            await writer.drain()
-            if pieces > 1:
-                await asyncio.sleep(0.005)  # each piece its own read
+        await write_in_pieces(writer, stream.data[first:], pieces)
         # remarks name the producer's address: each broker saw another port
         host, port = writer.get_extra_info("sockname")[:2]
         responses = {response.opaque: response.encode() for response in early}
