@@ -24,6 +24,11 @@ pub fn index_key_hash(h: i32) -> i32 {
     }
 }
 
+/// The range of a Java `int`, for [`parse_java_int`].
+pub const I32_RANGE: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
+/// The range of a Java `long`, for [`parse_java_int`].
+pub const I64_RANGE: (i64, i64) = (i64::MIN, i64::MAX);
+
 /// Java's `Integer.parseInt` / `Long.parseLong` syntax, `[+-]?[0-9]+`, within `low..=high`.
 pub fn parse_java_int(text: &str, low: i64, high: i64) -> Option<i64> {
     let (negative, digits) = match text.as_bytes().first() {

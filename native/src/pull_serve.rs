@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
 
-use crate::java::parse_java_int;
+use crate::java::{parse_java_int, I32_RANGE, I64_RANGE};
 use crate::remoting;
 
 /// RequestCode.PULL_MESSAGE
@@ -23,8 +23,6 @@ const PULL_MESSAGE: i32 = 11;
 const FLAG_COMMIT_OFFSET: i64 = 0x1;
 /// PullSysFlag.SUBSCRIPTION
 const FLAG_SUBSCRIPTION: i64 = 0x4;
-const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
-const I64: (i64, i64) = (i64::MIN, i64::MAX);
 
 /// A PullMessageRequestHeader as `rocketstore.remoting.headers` decodes it: every field it
 /// requires present and in its Java type's range (else None: Python decodes and refuses it).
@@ -65,16 +63,16 @@ impl<'a> PullHeader<'a> {
         }
         let number = |slot: usize, (low, high): (i64, i64)| parse_java_int(texts[slot]?, low, high);
         // suspendTimeoutMillis and subVersion are required and checked, though not used here
-        number(7, I64)?;
-        number(8, I64)?;
+        number(7, I64_RANGE)?;
+        number(8, I64_RANGE)?;
         Some(Self {
             group: texts[0]?,
             topic: texts[1]?,
-            queue_id: number(2, I32)?,
-            queue_offset: number(3, I64)?,
-            max_msg_nums: number(4, I32)?,
-            sys_flag: number(5, I32)?,
-            commit_offset: number(6, I64)?,
+            queue_id: number(2, I32_RANGE)?,
+            queue_offset: number(3, I64_RANGE)?,
+            max_msg_nums: number(4, I32_RANGE)?,
+            sys_flag: number(5, I32_RANGE)?,
+            commit_offset: number(6, I64_RANGE)?,
             subscription: texts[9],
             expression_type: texts[10],
         })

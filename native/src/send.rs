@@ -29,12 +29,10 @@ use std::collections::HashMap;
 
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::java::parse_java_int;
+use crate::java::{parse_java_int, I32_RANGE, I64_RANGE};
 use crate::record::{self, property_items, NewRecord, END_FILE_MIN_BLANK_LENGTH};
 use crate::remoting::{self, encode_json_header};
 
-const I32_RANGE: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
-const I64_RANGE: (i64, i64) = (i64::MIN, i64::MAX);
 const MAX_TOPIC_LENGTH_V1: usize = 127;
 const RPC_TYPE_RESPONSE: i64 = 1;
 const SUCCESS: i64 = 0;

@@ -162,7 +162,7 @@ class PullMessageProcessor:
                            lambda: stats.matched)
         #: the native pull server and the decisions it serves on, made for the versions of the
         #: tables and settings they depend on (see :meth:`serve_pull_frames`)
-        self._serve = None if NATIVE is None else NATIVE.PullServe([code.name for code in LanguageCode])
+        self._serve = None if NATIVE is None else NATIVE.PullServe(list(LanguageCode.__members__))
         self._served: dict[tuple[str, str, bool, str | None, str | None], PlainPull | None] = {}
         self._served_for: tuple[object, ...] = ()
         broker.add_counter("rocketstore_filter_errors",
