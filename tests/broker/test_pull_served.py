@@ -32,7 +32,6 @@ from rocketstore.remoting.body import ConsumerData, HeartbeatData, SubscriptionD
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketstore.remoting.command import FrameDecoder, RemotingCommand
 from rocketstore.remoting.headers import PullMessageRequestHeader, PullSysFlag
-from rocketstore.store.message_store import PulledFrame
 
 require_tool("the native extension with PullServe", NATIVE is not None and hasattr(NATIVE, "PullServe"),
              "`pip install -e .` builds it when cargo is on PATH (and ROCKETSTORE_NATIVE is not 0)")
@@ -148,10 +147,10 @@ async def _serve(root: Path, native: bool, stream: Stream, how: str, monkeypatch
         served: set[int] = set()
         found_frame = broker.store.found_frame
 
-        def spied(*args: Any) -> PulledFrame | None:
+        def spied(*args: Any) -> tuple[bytes, int, int] | None:
             done = found_frame(*args)
             if done is not None:
-                served.add(args[-1].opaque)
+                served.add(args[5])  # the request's opaque
             return done
 
         patched.setattr(broker.store, "found_frame", spied)

@@ -1,6 +1,7 @@
-"""A tag subscription's pull in one pass (``get_message_frame``) answers exactly what the reference
-path answers: ``get_message`` with a TagFilter, then the SUCCESS response built and encoded by the
-pure-Python frame encoder, as the pull processor did for every pull before.
+"""A tag subscription's pull in one pass (``get_message_frame``, and ``found_frame``, the read of a
+pull served from the connection's read) answers exactly what the reference path answers:
+``get_message`` with a TagFilter, then the SUCCESS response built and encoded by the pure-Python
+frame encoder, as the pull processor did for every pull before.
 
 Whichever implementation ``ROCKETSTORE_NATIVE`` selects runs here (tests/run also runs this file
 with the pure-Python one); tests/native/test_native_pull.py holds the two to each other on random
@@ -50,16 +51,21 @@ def assert_same_as_reference(store: DefaultMessageStore, offset: int, max_msg_nu
     pull = pull or request()
     names = {member.value: name for name, member in LanguageCode.__members__.items()}
     frame = PullFrame(pull.opaque, names.get(pull.language, "OTHER"), pull.version, *suggest)
-    pulled = store.get_message_frame("g", topic, queue_id, offset, max_msg_nums, TagFilter(expression), frame)
+    tags = TagFilter(expression)
+    pulled = store.get_message_frame("g", topic, queue_id, offset, max_msg_nums, tags, frame)
     ref = store.get_message("g", topic, queue_id, offset, max_msg_nums, TagFilter(expression))
     got = pulled.result
     assert (got.status, got.next_begin_offset, got.min_offset, got.max_offset, got.buffer_total_size,
             got.suggest_pulling_from_slave) == (ref.status, ref.next_begin_offset, ref.min_offset, ref.max_offset,
                                                 ref.buffer_total_size, ref.suggest_pulling_from_slave)
     assert pulled.message_count == len(ref.messages)
+    # the read of a pull served from the connection's read (PullMessageProcessor.serve_pull_frames)
+    served = store.found_frame(topic, queue_id, offset, max_msg_nums,
+                               None if tags.subscribe_all else tuple(tags.code_set), *frame)
     if ref.status is not GetMessageStatus.FOUND:
-        assert pulled.frame is None
+        assert pulled.frame is None and served is None
         return ref.status
+    assert served == (pulled.frame, len(ref.messages), ref.buffer_total_size)
     fields = PullMessageResponseHeader(
         suggest_which_broker_id=suggest[0] if ref.suggest_pulling_from_slave else suggest[1],
         next_begin_offset=ref.next_begin_offset, min_offset=ref.min_offset, max_offset=ref.max_offset,

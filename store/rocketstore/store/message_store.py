@@ -46,7 +46,14 @@ from rocketstore.store.dispatch_scan import ScanResult
 from rocketstore.store.epoch_file import EpochFileCache
 from rocketstore.store.ha_service import ALL_ACK_IN_SYNC_STATE_SET, HAService, TransferWaiter
 from rocketstore.store.index_file import IndexService
-from rocketstore.store.pull_transfer import WALK_STATUSES, PullFrame, TransferLimits, pull_messages, walk_queue
+from rocketstore.store.pull_transfer import (
+    WALK_STATUSES,
+    PullFrame,
+    PullOutcome,
+    TransferLimits,
+    pull_messages,
+    walk_queue,
+)
 from rocketstore.store.running_flags import RunningFlags
 from rocketstore.store.schedule_message_service import (
     ScheduleMessageService,
@@ -917,16 +924,35 @@ class DefaultMessageStore:
         return pulled
 
     def found_frame(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    tag_codes: tuple[int, ...] | None, frame: PullFrame) -> PulledFrame | None:
-        """:meth:`get_message_frame` when it finds messages (``tag_codes``: the subscription's tag
-        hash codes, None for all), else None with nothing recorded: the pull then takes the
-        usual path, which reads again and records its own outcome."""
+                    tag_codes: tuple[int, ...] | None, opaque: int, language: str, version: int,
+                    suggest_when_slow: int, suggest_otherwise: int) -> tuple[bytes, int, int] | None:
+        """The read of a pull served from the connection's read (the broker's
+        PullMessageProcessor.serve_pull_frames hands it to the native serving, which calls it
+        with the request's side of the response frame): :meth:`get_message_frame`'s SUCCESS
+        frame, messages and bytes when it finds messages (``tag_codes``: the subscription's tag
+        hash codes, None for all), else None with nothing recorded: the pull then takes the usual
+        path, which reads again and records its own outcome.
+
+        The steps of :meth:`_message_frame`, without the outcome objects only a pull that found
+        nothing needs: it runs once per served pull, so what it allocates is per-pull cost.
+        """
         begin = time.monotonic()
-        pulled = self._message_frame(topic, queue_id, offset, max_msg_nums, tag_codes, frame)
-        if pulled.frame is None:
+        max_offset_py = self.commit_log.max_offset
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
             return None
-        self.stats.record_get(True, pulled.message_count, time.monotonic() - begin)
-        return pulled
+        min_offset, max_offset = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if not min_offset <= offset < max_offset:  # every other case is one of _locate's answers
+            return None
+        pulled = self._pull_frame(cq, offset, max_msg_nums, tag_codes, max_offset_py, PullFrame(
+            opaque, language, version, suggest_when_slow, suggest_otherwise), min_offset, max_offset)
+        if pulled is None:
+            return None
+        _, _, count, total, _, encoded = pulled
+        if encoded is None:
+            return None
+        self.stats.record_get(True, count, time.monotonic() - begin)
+        return encoded, count, total
 
     def _message_frame(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                        tag_codes: tuple[int, ...] | None, frame: PullFrame) -> PulledFrame:
@@ -935,17 +961,42 @@ class DefaultMessageStore:
         if isinstance(located, GetMessageResult):
             return PulledFrame(located, 0, None)
         cq, min_offset, max_offset = located
-        entries = self._read_entries(cq, offset, max_msg_nums)
-        if not entries:
+        pulled = self._pull_frame(cq, offset, max_msg_nums, tag_codes, max_offset_py, frame, min_offset, max_offset)
+        if pulled is None:
             result = self._offset_found_null(cq, offset)
             result.min_offset, result.max_offset = min_offset, max_offset
             return PulledFrame(result, 0, None)
-        status, consumed, count, total, from_slave, encoded = pull_messages(
-            entries, offset, self.commit_log, tag_codes, self._transfer_limits(max_msg_nums, max_offset_py), frame,
-            min_offset, max_offset)
+        status, consumed, count, total, from_slave, encoded = pulled
         result = GetMessageResult(WALK_STATUSES[status], offset + consumed, min_offset, max_offset,
                                   buffer_total_size=total, suggest_pulling_from_slave=from_slave)
         return PulledFrame(result, count, encoded)
+
+    def _pull_frame(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, tag_codes: tuple[int, ...] | None,
+                    max_offset_py: int, frame: PullFrame, min_offset: int, max_offset: int) -> PullOutcome | None:
+        """:func:`pull_messages` over the queue's entries from ``offset`` (within the queue), None
+        when there is no entry to read there.
+
+        RocketMQ reads 16000 bytes of entries (800) for any pull, since a tag filter may skip many.
+        A subscription to every tag takes every entry whose record is there, so it reads one
+        entry per message it may take and one more: the walk stops at that last one unless
+        records were gone (skipped), and only then does it walk the whole window again. Either
+        way the outcome is the whole window's: a walk goes entry by entry and stops at the same
+        one, and the extra entry is the one it would look at to stop (its offset decides
+        suggestPullingFromSlave).
+        """
+        limits = self._transfer_limits(max_msg_nums, max_offset_py)
+        if tag_codes is None and max_msg_nums > 0:
+            head = max_msg_nums + 1
+            entries = cq.read_entries(offset, head)
+            if not entries:
+                return None
+            pulled = pull_messages(entries, offset, self.commit_log, None, limits, frame, min_offset, max_offset)
+            if pulled[1] < head:  # it stopped before the last entry read, or the file has no more
+                return pulled
+        entries = self._read_entries(cq, offset, max_msg_nums)
+        if not entries:
+            return None
+        return pull_messages(entries, offset, self.commit_log, tag_codes, limits, frame, min_offset, max_offset)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)

@@ -228,12 +228,12 @@ class PullMessageProcessor:
                    broker.consumer_manager.subscriptions_version, cfg.slave_read_enable, cfg.filter_support_retry)
         if depends != self._served_for or len(self._served) > MAX_SERVED_KEYS:
             self._served, self._served_for = {}, depends
-        decided = self._served
+        decided, read = self._served, broker.store.found_frame
         consumed, made, frames, pulls = 0, 0, [], []
         while True:
             try:
                 served, more_frames, more_pulls, unknown = serve.serve_frames(
-                    data, consumed, max_frame, decided, self._found, SERVED_BYTES_PER_READ - made)
+                    data, consumed, max_frame, decided, read, SERVED_BYTES_PER_READ - made)
             except Exception:  # nothing of that call is answered: the usual path takes its frames
                 log.exception("serving pulls from %s failed; they take the usual path", conn.peer)
                 break
@@ -283,16 +283,6 @@ class PullMessageProcessor:
             suggest_when_slow = suggest_otherwise = MASTER_ID
         return PlainPull(topic_config.read_queue_nums, None if tags.subscribe_all else tuple(tags.code_set),
                          suggest_when_slow, suggest_otherwise)
-
-    def _found(self, topic: str, queue_id: int, offset: int, max_msg_nums: int, tag_codes: tuple[int, ...] | None,
-               opaque: int, language: str, version: int, suggest_when_slow: int,
-               suggest_otherwise: int) -> tuple[bytes, int, int] | None:
-        """The store read of a served pull: its SUCCESS frame, messages and bytes, or None."""
-        pulled = self.broker.store.found_frame(topic, queue_id, offset, max_msg_nums, tag_codes, PullFrame(
-            opaque, language, version, suggest_when_slow, suggest_otherwise))
-        if pulled is None or pulled.frame is None:
-            return None
-        return pulled.frame, pulled.message_count, pulled.result.buffer_total_size
 
     def _subscription(
         self, request: RemotingCommand, header: PullMessageRequestHeader
