@@ -13,7 +13,10 @@ together. Printed per subscription (``*`` and a tag that every message carries),
 message, the median and the range of ``--runs`` runs: the process CPU time
 (``time.process_time``: user + system of every thread, so the store's own threads, the dispatch
 and flush services polling meanwhile, count too) and the pulling thread's alone
-(``time.thread_time``: the handler, the store read and the encoding).
+(``time.thread_time``: the handler, the store read and the encoding). With the native extension,
+two more rows time the serving from the read (``PullMessageProcessor.serve_pull_frames``, what
+answers the lean drain of bench/run_broker_bench.py): the same pulls as encoded frames, one or four
+per read, each answered from the read with its response frame made.
 
 Why CPU and not wall-clock time: on a machine shared with other work, a run's wall time says as
 much about the neighbours as about the code; the CPU the process spent per message does not
@@ -34,10 +37,11 @@ from handler_micro import pull_request, send_request
 
 from rocketstore.broker.broker import BrokerController
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.processor.pull import PullMessageProcessor
 from rocketstore.broker.server import Connection
 from rocketstore.common.native import IMPLEMENTATION
 from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.remoting.command import RemotingCommand
+from rocketstore.remoting.command import MAX_FRAME_SIZE, RemotingCommand
 from rocketstore.store.config import StoreConfig
 
 BATCH = 32
@@ -77,9 +81,32 @@ async def run(root: Path, messages: int, runs: int) -> dict[str, list[float]]:
                 thread.append((time.thread_time() - start_thread) / stored * 1e6)
             results[f"pull {BATCH}, subscription {subscription!r}, process CPU"] = process
             results[f"pull {BATCH}, subscription {subscription!r}, pulling thread CPU"] = thread
+        if IMPLEMENTATION == "native":  # the serving from the read is native only
+            processor = pull.__self__  # type: ignore[attr-defined]  # the handler is a bound method
+            for per_read in (1, 4):
+                results[f"served, {per_read} pull(s) per read, pulling thread CPU"] = served(
+                    processor, conn, stored, per_read, runs)
         return results
     finally:
         await broker.stop(grace_s=1.0)
+
+
+def served(processor: PullMessageProcessor, conn: Connection, stored: int, per_read: int, runs: int) -> list[float]:
+    """CPU per message of the pulls served from the read (PullMessageProcessor.serve_pull_frames,
+    what the lean drain of bench/run_broker_bench.py runs): reads of ``per_read`` whole pull
+    frames, each served at once, their response frames made."""
+    frames = [pull_request(offset, BATCH).encode() for offset in range(0, stored, BATCH)]
+    reads = [(b"".join(frames[i:i + per_read]), len(frames[i:i + per_read]))
+             for i in range(0, len(frames), per_read)]
+    serve = processor.serve_pull_frames
+    thread = []
+    for _ in range(runs):
+        start = time.thread_time()
+        for data, pulls in reads:
+            consumed, responses = serve(conn, data, MAX_FRAME_SIZE)
+            assert consumed == len(data) and len(responses) == pulls, (consumed, len(data), len(responses))
+        thread.append((time.thread_time() - start) / stored * 1e6)
+    return thread
 
 
 def main() -> None:
