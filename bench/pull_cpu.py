@@ -96,8 +96,8 @@ def served(processor: PullMessageProcessor, conn: Connection, stored: int, per_r
     what the lean drain of bench/run_broker_bench.py runs): reads of ``per_read`` whole pull
     frames, each served at once, their response frames made."""
     frames = [pull_request(offset, BATCH).encode() for offset in range(0, stored, BATCH)]
-    reads = [(b"".join(frames[i:i + per_read]), len(frames[i:i + per_read]))
-             for i in range(0, len(frames), per_read)]
+    chunks = [frames[i:i + per_read] for i in range(0, len(frames), per_read)]
+    reads = [(b"".join(chunk), len(chunk)) for chunk in chunks]
     serve = processor.serve_pull_frames
     thread = []
     for _ in range(runs):
