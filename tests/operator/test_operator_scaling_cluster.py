@@ -105,8 +105,10 @@ def test_scale_down_waits_for_the_consumers_and_scale_up_copies_topics(kube: Any
                  # the drain reads the leaving rss-1's /metrics (its held messages) at the host of
                  # its pinned address and the store's metrics port: rss-1's
                  "metrics": {"port": rs1.http_port}}})
-    wait_until("both brokers reachable", lambda: [b.get("reachable") for b in _get(kube).get("status", {}).get(
-        "brokers", [])] == [True, True], 90)
+    # reachable (the pinned processes answer) and ready (kwok ran the pods): the name servers the
+    # drain wipes rss-1 on are those of ready pods, and kwok may lag on a busy machine
+    wait_until("both brokers ready and reachable", lambda: [(b.get("ready"), b.get("reachable")) for b in _get(
+        kube).get("status", {}).get("brokers", [])] == [(True, True)] * 2, 90)
 
     _patch(kube, {"brokers": 1})
     obj = wait_until("draining rss-1 with billing's backlog", lambda: (o := _get(kube)) and (

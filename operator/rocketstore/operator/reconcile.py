@@ -614,6 +614,9 @@ async def _drain(brokers: Brokers, access: BrokerAccess, owner: Owner, spec: Spe
     if not draining:
         return
     await _write_perm(brokers, access, namesrvs, leaving, False, out)
+    if not namesrvs:  # no pod ready yet: the name servers are unknown, producers still see the old routes
+        out.events.append(Event("Warning", "WritePermNotChanged", (
+            f"wipe write permission of {', '.join(leaving)}: no ready pod, so no name server known yet")))
     stats = []
     held = HeldMessages()
     unreachable = []
