@@ -780,7 +780,8 @@ def setup_lines(result: dict[str, Any]) -> list[str]:
         f"Pinned: brokers `taskset -c {BROKER_CPU}`, client JVMs `taskset -c {CLIENT_CPU}`; unpinned: everyone on "
         f"all {s['nproc']} cores. Load average {s['loadavg_start'][0]} at the start, {s['loadavg_end'][0]} at the "
         f"end; {s['total_wall_s'] / 60:.1f} minutes in all; CPU busy/steal " + ", ".join(
-            f"{name} {v['busy']:.0%}/{v['steal']:.0%}" for name, v in s["cpu_shares"].items()) + ".",
+            f"{name} {v['busy']:.0%}/{v['steal']:.0%}" for name, v in s["cpu_shares"].items()) + ". "
+        + doc_blocks.interpreter_probe_text(s["interpreter_ns"]),
         "Bold: the better Apache figure in the row, the one to beat; goals are judged against it "
         "(pinned sections; unpinned, the largest sender count's send TPS and memory). "
         f"The faster Apache by send TPS: {won or 'n/a'} runs.",
@@ -960,6 +961,7 @@ def main() -> None:
     t_start = time.monotonic()
     cpu_start = cpu_times()
     loadavg_start = tuple(round(x, 2) for x in os.getloadavg())
+    interpreter_ns = doc_blocks.interpreter_probe_ns()
 
     def log(msg: str) -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
@@ -979,6 +981,7 @@ def main() -> None:
                       client_version=java_rocketmq.CLIENT_VERSION, client_heap=CLIENT_HEAP,
                       python=sys.version.split()[0], hot_path={OURS: hot_path({}), OURS_PY: hot_path(PURE_PYTHON_ENV)},
                       pinning=args.pinning, nproc=os.cpu_count(), loadavg_start=loadavg_start,
+                      interpreter_ns=interpreter_ns,
                       loadavg_end=tuple(round(x, 2) for x in os.getloadavg()),
                       total_wall_s=time.monotonic() - t_start, threads=args.threads,
                       cpu_shares=steal_share(cpu_start, cpu_times())),

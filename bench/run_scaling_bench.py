@@ -363,7 +363,8 @@ def setup_text(result: dict[str, Any]) -> str:
             f"process. {s['nproc']} cores; load average "
             f"{s['loadavg_start'][0]} at the start, {s['loadavg_end'][0]} at the end; {s['total_wall_s'] / 60:.1f} "
             "minutes in all; CPU busy/steal " + ", ".join(
-                f"{n} {v['busy']:.0%}/{v['steal']:.0%}" for n, v in s["cpu_shares"].items()) + ".")
+                f"{n} {v['busy']:.0%}/{v['steal']:.0%}" for n, v in s["cpu_shares"].items()) + ". "
+            + doc_blocks.interpreter_probe_text(s["interpreter_ns"]))
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -393,6 +394,7 @@ def main() -> None:
     if APACHE_4 in args.brokers:
         java_rocketmq.build_anchor(APACHE[APACHE_4])
     t_start, cpu_start, load_start = time.monotonic(), cpu_times(), tuple(round(x, 2) for x in os.getloadavg())
+    interpreter_ns = doc_blocks.interpreter_probe_ns()
 
     def log(msg: str) -> None:
         print(f"{time.monotonic() - t_start:6.1f}s {msg}", file=sys.stderr, flush=True)
@@ -410,6 +412,7 @@ def main() -> None:
                       produce_s=durations["produce_s"], warmup_s=durations["warmup_s"],
                       client_warmup_s=durations["client_warmup_s"], heap=args.heap,
                       python=sys.version.split()[0], hot_path=hot_path({}), nproc=os.cpu_count(),
+                      interpreter_ns=interpreter_ns,
                       loadavg_start=load_start, loadavg_end=tuple(round(x, 2) for x in os.getloadavg()),
                       total_wall_s=time.monotonic() - t_start, cpu_shares=steal_share(cpu_start, cpu_times())),
         "turns": turns,

@@ -521,7 +521,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     os.makedirs(LOG_DIR[0])
     rows: list[Row] = []
     raw: dict[str, Any] = {"profile": "quick" if args.quick else ("full" if args.full else "default"),
-                           "sizes": prof, "scratch": scratch, "loadavg_start": os.getloadavg(), "nproc": os.cpu_count()}
+                           "sizes": prof, "scratch": scratch, "loadavg_start": os.getloadavg(), "nproc": os.cpu_count(),
+                           "interpreter_ns": doc_blocks.interpreter_probe_ns()}
     selected = set(args.only.split(",")) if args.only else {"s1", "s2", "s3", "s4", "s5", "s6"}
     # the per-message hot path (s1, s2, s4) also runs in pure-Python mode, so the native gain shows
     modes = ["native", "python"] if args.pure_python else ["native"]
@@ -675,7 +676,8 @@ def setup_line(result: dict[str, Any]) -> str:
     start, end = (", ".join(f"{x:.1f}" for x in result[k]) for k in ("loadavg_start", "loadavg_end"))
     return (f"Profile {result['profile']}, {result['nproc']} CPUs, Python {sys.version.split()[0]}, load average "
             f"{start} at the start and {end} at the end, {result['total_wall_s']:.0f} s in all. Rows marked "
-            "(pure Python) ran with ROCKETSTORE_NATIVE=0; the others with the native extension.")
+            "(pure Python) ran with ROCKETSTORE_NATIVE=0; the others with the native extension. "
+            + doc_blocks.interpreter_probe_text(result["interpreter_ns"]))
 
 
 def results_table(result: dict[str, Any]) -> str:
