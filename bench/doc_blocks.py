@@ -88,8 +88,13 @@ def replace_section(doc: Path, name: str, body: str) -> None:
     os.replace(tmp, doc)
 
 
-def interpreter_probe_ns(iterations: int = 2_000_000, repeats: int = 3) -> float:
-    """Nanoseconds per iteration of a plain CPython loop adding integers, the best of ``repeats``.
+#: the probe's loop length and how many times it runs (the best run counts)
+PROBE_ITERATIONS, PROBE_REPEATS = 2_000_000, 3
+
+
+def interpreter_probe_ns() -> float:
+    """Nanoseconds per iteration of a plain CPython loop adding integers, the best of
+    :data:`PROBE_REPEATS` runs.
 
     The hosts these benchmarks run on differ by a factor of three or more in what one core does
     (the same command, a day apart: 74 against 224 us of CPU per send of the pure-Python broker),
@@ -97,19 +102,20 @@ def interpreter_probe_ns(iterations: int = 2_000_000, repeats: int = 3) -> float
     A header that carries this figure lets a reader tell a slower host from a slower build.
     """
     best = float("inf")
-    for _ in range(repeats):
+    for _ in range(PROBE_REPEATS):
         began = time.perf_counter()
         total = 0
-        for i in range(iterations):
+        for i in range(PROBE_ITERATIONS):
             total += i
         best = min(best, time.perf_counter() - began)
-    return best / iterations * 1e9
+    return best / PROBE_ITERATIONS * 1e9
 
 
 def interpreter_probe_text(ns: float) -> str:
     """The header sentence of :func:`interpreter_probe_ns`'s figure."""
-    return (f"This host's CPython runs a bare integer-adding loop at {ns:.0f} ns an iteration (best of 3, "
-            "measured before the run): absolute figures move with it from host to host, ratios much less.")
+    return (f"This host's CPython runs a bare integer-adding loop at {ns:.0f} ns an iteration (best of "
+            f"{PROBE_REPEATS}, measured before the run): absolute figures move with it from host to host, "
+            "ratios much less.")
 
 
 def add_doc_argument(ap: argparse.ArgumentParser, section: str) -> None:
